@@ -1,0 +1,21 @@
+"""The contracts a plugin author implements; imports nothing from runtime, Spark or Kafka."""
+
+from gobblin_py.api.commit_step import CommitStep, StepStatus
+from gobblin_py.api.context import TaskContext
+from gobblin_py.api.converter import Converter
+from gobblin_py.api.fork import ForkOperator
+from gobblin_py.api.plugin import NoSettings, Plugin, Settings
+from gobblin_py.api.publisher import DataPublisher
+from gobblin_py.api.quality import BranchStats, RowPolicy, RowPolicyType, TaskPolicy, TaskPolicyType
+from gobblin_py.api.source import Extractor, Source, SourceState
+from gobblin_py.api.types import Record, Schema, WatermarkValue
+from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit, flatten
+from gobblin_py.api.writer import DataWriter, Delivery, OutputFile, WriterTarget
+
+__all__ = [
+    "BranchStats", "CommitStep", "Converter", "DataPublisher", "DataWriter", "Delivery",
+    "Extractor", "ForkOperator", "MultiWorkUnit", "NoSettings", "OutputFile", "Plugin",
+    "Record", "RowPolicy", "RowPolicyType", "Schema", "Settings", "Source", "SourceState",
+    "StepStatus", "TaskContext", "TaskPolicy", "TaskPolicyType", "WatermarkValue",
+    "WorkUnit", "WriterTarget", "flatten",
+]

@@ -1,0 +1,51 @@
+"""CommitStep: one idempotent part of publishing a dataset, replayable after a crash."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import enum
+from typing import Any, ClassVar
+
+
+class StepStatus(str, enum.Enum):
+    """What `inspect-commits` shows for a step."""
+
+    DONE = "done"        # verify() holds
+    PENDING = "pending"  # not done, and execute() can still do it
+    LOST = "lost"        # not done, and its input is gone: execute() cannot succeed
+
+
+class CommitStep(abc.ABC):
+    """A step with a checkable post-condition; subclasses are dataclasses of JSON values.
+
+    `verify()` must check the whole post-condition (not merely that a destination exists),
+    and `execute()` must be safe to call again after a crash at any point inside it.
+    """
+
+    type_name: ClassVar[str]
+    """The stable name this step type is stored under in the commit store."""
+
+    @abc.abstractmethod
+    def verify(self) -> bool:
+        """True when this step's post-condition already holds."""
+
+    @abc.abstractmethod
+    def execute(self) -> None:
+        """Make the post-condition true; raise `CommitError` when it cannot be."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """One line for operators: what this step does."""
+
+    def status(self) -> StepStatus:
+        """done / pending / lost, for `inspect-commits`."""
+        return StepStatus.DONE if self.verify() else StepStatus.PENDING
+
+    def to_dict(self) -> dict[str, Any]:
+        """The step's fields as JSON values (subclasses are dataclasses)."""
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CommitStep:
+        return cls(**data)

@@ -1,0 +1,60 @@
+"""Source and Extractor: plan the work, then read one WorkUnit's records."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping
+
+from gobblin_py.api.context import TaskContext
+from gobblin_py.api.plugin import Plugin
+from gobblin_py.api.types import Record, Schema, WatermarkValue
+from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit
+
+
+class SourceState:
+    """What the previous runs committed: each dataset's watermarks, read-only for the Source."""
+
+    def __init__(self, watermarks: Mapping[str, Mapping[str, WatermarkValue]]) -> None:
+        self._watermarks = {ds: dict(marks) for ds, marks in watermarks.items()}
+
+    def datasets(self) -> list[str]:
+        return sorted(self._watermarks)
+
+    def watermarks(self, dataset: str) -> dict[str, WatermarkValue]:
+        """The committed watermark of every key of `dataset` (empty for a dataset never seen)."""
+        return dict(self._watermarks.get(dataset, {}))
+
+
+class Extractor(abc.ABC):
+    """Reads one WorkUnit: its schema first, then its records one at a time."""
+
+    @abc.abstractmethod
+    def get_schema(self) -> Schema:
+        """The schema of the records this extractor yields."""
+
+    @abc.abstractmethod
+    def read_records(self) -> Iterator[Record]:
+        """Yield the records of the WorkUnit; report unreadable ones through `context.reject`."""
+
+    @abc.abstractmethod
+    def actual_high_watermark(self) -> WatermarkValue:
+        """The watermark reached: where the next run starts for this WorkUnit's key."""
+
+    def location(self) -> str:
+        """Where the current record came from (file:line, topic/partition@offset), for error files."""
+        return ""
+
+    def close(self) -> None:
+        """Release connections and files; called whether or not reading succeeded."""
+
+
+class Source(Plugin, abc.ABC):
+    """Partitions the job's work into WorkUnits and creates an Extractor for each."""
+
+    @abc.abstractmethod
+    def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
+        """Plan this run from the committed state; a WorkUnit's id must be deterministic."""
+
+    @abc.abstractmethod
+    def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
+        """The Extractor that reads `workunit`; runs on an executor."""

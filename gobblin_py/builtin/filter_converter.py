@@ -1,0 +1,54 @@
+"""The `filter` converter: drops (or keeps only) records matching a simple field condition (1:0 / 1:1)."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from gobblin_py.api import Converter, Settings
+from gobblin_py.api.types import Record, Schema
+
+_OPS = {
+    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+    "gt": operator.gt, "ge": operator.ge,
+    "in": lambda a, b: a in b, "not_in": lambda a, b: a not in b,
+}
+
+
+class FilterSettings(Settings):
+    field: str
+    op: Literal["eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "missing", "present"] = "eq"
+    value: Any = None
+    action: Literal["drop", "keep"] = "drop"
+
+
+class FilterConverter(Converter):
+    """`action: drop` removes matching records; `action: keep` removes all others."""
+
+    Settings = FilterSettings
+
+    def __init__(self, settings: Any = None) -> None:
+        super().__init__(settings)
+        s = self.settings
+        self._drop_on_match = s.action == "drop"
+
+    def convert_schema(self, schema: Schema) -> Schema:
+        return schema
+
+    def matches(self, record: Record) -> bool:
+        s = self.settings
+        v = record.get(s.field)
+        if s.op == "missing":
+            return v is None
+        if s.op == "present":
+            return v is not None
+        try:
+            return bool(_OPS[s.op](v, s.value))
+        except TypeError:
+            return False
+
+    def convert_record(self, record: Record) -> Iterable[Record]:
+        if self.matches(record) == self._drop_on_match:
+            return ()
+        return (record,)

@@ -1,0 +1,1 @@
+"""The gobblin-py command line: thin typer commands over the library."""

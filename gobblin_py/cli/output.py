@@ -1,0 +1,42 @@
+"""How commands print: logging setup, the run summary table, one-line errors."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from rich.console import Console
+
+from gobblin_py.runtime.runner import JobResult
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def setup_logging(level: str, verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else getattr(logging, level),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True)
+    for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
+
+
+def print_summary(result: JobResult) -> None:
+    """The last lines of a run: one aligned row per dataset, then the verdict (plain text, for cron logs too)."""
+    header = ("dataset", "status", "extracted", "written", "rejected", "files", "error_files", "watermark")
+    rows = [header] + [
+        (d.dataset, d.status.value, str(d.records_extracted), str(d.records_written), str(d.records_rejected),
+         str(d.files_published), str(d.error_files), d.watermark)
+        for d in result.datasets
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    numeric = {2, 3, 4, 5, 6}
+    out.print(f"job {result.job} run {result.run_id}", markup=False)
+    for r in rows:
+        cells = [c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        out.print("  " + "  ".join(cells).rstrip(), markup=False)
+    for d in result.datasets:
+        if d.message:
+            out.print(f"  {d.dataset}: {d.message}", markup=False)
+    verdict = "SUCCEEDED" if result.succeeded else "FAILED"
+    out.print(f"{verdict} job {result.job} run {result.run_id} in {result.duration_s:.1f}s"
+              + (f": {result.error}" if result.error and not result.succeeded else ""), markup=False)

@@ -1,0 +1,45 @@
+"""Named points on the commit path where a test can make the process die with SIGKILL.
+
+Set GOBBLIN_PY_CRASH_AT=NAME (or NAME:N to die at the N-th time the point is reached).
+`POINTS` lists every name so a crash test can enumerate them from the code.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+ENV = "GOBBLIN_PY_CRASH_AT"
+
+POINTS: tuple[str, ...] = (
+    "commit.before_store_write",     # tasks done, nothing logged yet
+    "commit.store_write_midway",     # half the commit record's bytes are in the temp file
+    "commit.after_store_write",      # the record is durable, no step run
+    "commit.after_step",             # after each step (N-th hit = after the N-th step)
+    "commit.before_record_removal",  # every step done, record still there
+    "commit.after_record_removal",   # record gone, task output not yet cleaned
+    "recovery.before_commit",        # a pending record loaded at start-up, nothing replayed
+)
+
+_hits: dict[str, int] = {}
+
+
+def _target() -> tuple[str, int] | None:
+    spec = os.environ.get(ENV)
+    if not spec:
+        return None
+    name, _, nth = spec.partition(":")
+    return name, int(nth or 1)
+
+
+def crash_point(name: str) -> None:
+    """Die here with SIGKILL when GOBBLIN_PY_CRASH_AT names this point (and hit count)."""
+    target = _target()
+    if target is None or target[0] != name:
+        return
+    _hits[name] = _hits.get(name, 0) + 1
+    if _hits[name] == target[1]:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,75 @@
+"""Replaying pending commit sequences before a run extracts anything, and on `recover`."""
+
+from __future__ import annotations
+
+import enum
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from gobblin_py.commit.crashpoints import crash_point
+from gobblin_py.commit.store import CommitStepStore
+from gobblin_py.errors import CommitError, CorruptCommitRecordError
+
+log = logging.getLogger(__name__)
+
+
+class Outcome(str, enum.Enum):
+    RECOVERED = "recovered"
+    FAILED = "failed"            # still pending; retried by the next run
+    QUARANTINED = "quarantined"  # failed commit_max_attempts times; only `recover` retries it
+    CORRUPT = "corrupt"          # unreadable record; an operator must look at it
+
+
+@dataclass
+class DatasetRecovery:
+    dataset: str
+    outcome: Outcome
+    message: str = ""
+    run_id: str | None = None
+
+
+@dataclass
+class RecoveryReport:
+    datasets: list[DatasetRecovery] = field(default_factory=list)
+
+    @property
+    def blocked(self) -> dict[str, DatasetRecovery]:
+        """Datasets still pending: the run must not extract them."""
+        return {d.dataset: d for d in self.datasets if d.outcome is not Outcome.RECOVERED}
+
+
+def recover(store: CommitStepStore, job: str, max_attempts: int, datasets: list[str] | None = None,
+            force: bool = False, parallelism: int = 4) -> RecoveryReport:
+    """Commit every pending sequence of `job` (or of `datasets`), datasets in parallel.
+
+    A dataset whose sequence already failed `max_attempts` times is quarantined and left alone
+    unless `force` (the `recover` command) is given.
+    """
+    pending = store.datasets(job)
+    if datasets is not None:
+        pending = [d for d in pending if d in datasets]
+
+    def one(dataset: str) -> DatasetRecovery:
+        try:
+            seq = store.get(job, dataset)
+        except CorruptCommitRecordError as exc:
+            return DatasetRecovery(dataset, Outcome.CORRUPT, str(exc))
+        if seq.attempts >= max_attempts and not force:
+            return DatasetRecovery(dataset, Outcome.QUARANTINED,
+                                   f"quarantined after {seq.attempts} failed attempts; last error: {seq.last_error}", seq.run_id)
+        crash_point("recovery.before_commit")
+        try:
+            seq.commit(store)
+        except CommitError as exc:
+            outcome = Outcome.QUARANTINED if seq.attempts >= max_attempts else Outcome.FAILED
+            return DatasetRecovery(dataset, outcome, f"attempt {seq.attempts}/{max_attempts}: {exc}", seq.run_id)
+        log.info("recovered the pending commit of dataset %s (run %s)", dataset, seq.run_id)
+        return DatasetRecovery(dataset, Outcome.RECOVERED, "", seq.run_id)
+
+    report = RecoveryReport()
+    if not pending:
+        return report
+    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(pending)))) as pool:
+        report.datasets = list(pool.map(one, pending))
+    return report

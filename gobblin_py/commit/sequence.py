@@ -1,0 +1,53 @@
+"""CommitSequence: the ordered steps of one dataset of one run, committed idempotently."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gobblin_py.api.commit_step import CommitStep
+from gobblin_py.commit.crashpoints import crash_point
+from gobblin_py.errors import CommitError
+
+if TYPE_CHECKING:
+    from gobblin_py.commit.store import CommitStepStore
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class CommitSequence:
+    """Steps that publish one dataset atomically: logged first, replayed until all verify."""
+
+    job: str
+    dataset: str
+    run_id: str
+    steps: list[CommitStep]
+    created: str = field(default_factory=utc_now)
+    attempts: int = 0
+    last_error: str | None = None
+    failed_step: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def commit(self, store: CommitStepStore) -> None:
+        """Run each step not already done, in order; then drop the record from the store.
+
+        On failure the record stays, with the attempt counted and the failing step named.
+        """
+        for index, step in enumerate(self.steps):
+            try:
+                if not step.verify():
+                    step.execute()
+            except Exception as exc:
+                self.attempts += 1
+                self.failed_step = index
+                self.last_error = f"step {index + 1}/{len(self.steps)} ({step.describe()}): {exc}"
+                store.put(self)
+                raise CommitError(f"commit of dataset {self.dataset!r} failed at {self.last_error}") from exc
+            crash_point("commit.after_step")
+        crash_point("commit.before_record_removal")
+        store.remove(self.job, self.dataset)
+        crash_point("commit.after_record_removal")

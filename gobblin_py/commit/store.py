@@ -1,0 +1,99 @@
+"""CommitStepStore: the write-ahead log of commit sequences, one record per (job, dataset).
+
+Records live in `<work_dir>/commits/<job>/<dataset>.json`, written durably with a format
+version and checksum. Step types load only from the registered classes, never by a name
+found in the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from gobblin_py import checked_json
+from gobblin_py.api.commit_step import CommitStep
+from gobblin_py.commit.crashpoints import crash_point
+from gobblin_py.commit.sequence import CommitSequence
+from gobblin_py.commit.steps import BUILTIN_STEPS
+from gobblin_py.durable import remove_durably
+from gobblin_py.errors import CorruptCommitRecordError
+from gobblin_py.state.store import dataset_file_name, dataset_from_file_name
+
+
+class StepRegistry:
+    """The step classes a store may instantiate: the built-ins plus those the job's plugins declare."""
+
+    def __init__(self, extra: Iterable[type[CommitStep]] = ()) -> None:
+        self._types: dict[str, type[CommitStep]] = {}
+        for cls in (*BUILTIN_STEPS, *extra):
+            self._types[cls.type_name] = cls
+
+    def name_of(self, step: CommitStep) -> str:
+        name = type(step).type_name
+        if self._types.get(name) is not type(step):
+            raise CorruptCommitRecordError(f"step class {type(step).__qualname__} is not registered; declare it in the publisher's step_types")
+        return name
+
+    def load(self, name: str, args: dict, where: Path) -> CommitStep:
+        cls = self._types.get(name)
+        if cls is None:
+            raise CorruptCommitRecordError(
+                f"commit record {where} names step type {name!r}, which is not registered "
+                f"(known: {', '.join(sorted(self._types))}); it was not applied"
+            )
+        try:
+            return cls.from_dict(args)
+        except TypeError as exc:
+            raise CorruptCommitRecordError(f"commit record {where}: bad arguments for step {name!r}: {exc}; it was not applied") from None
+
+
+class CommitStepStore:
+    """On-disk commit sequences of the jobs under one work directory."""
+
+    def __init__(self, work_dir: Path, registry: StepRegistry | None = None) -> None:
+        self.root = work_dir / "commits"
+        self.registry = registry or StepRegistry()
+
+    def path(self, job: str, dataset: str) -> Path:
+        return self.root / job / dataset_file_name(dataset)
+
+    def put(self, seq: CommitSequence) -> None:
+        """Write (or rewrite) the sequence's record durably."""
+        body = {
+            "job": seq.job, "dataset": seq.dataset, "run_id": seq.run_id, "created": seq.created,
+            "attempts": seq.attempts, "last_error": seq.last_error, "failed_step": seq.failed_step,
+            "meta": seq.meta,
+            "steps": [{"type": self.registry.name_of(s), "args": s.to_dict()} for s in seq.steps],
+        }
+        checked_json.write(self.path(seq.job, seq.dataset), body, midway=lambda: crash_point("commit.store_write_midway"))
+
+    def get(self, job: str, dataset: str) -> CommitSequence:
+        return self._load(self.path(job, dataset))
+
+    def _load(self, path: Path) -> CommitSequence:
+        body = checked_json.read(path, CorruptCommitRecordError, "commit record")
+        try:
+            steps = [self.registry.load(s["type"], s["args"], path) for s in body["steps"]]
+            return CommitSequence(
+                job=body["job"], dataset=body["dataset"], run_id=body["run_id"], steps=steps,
+                created=body["created"], attempts=body["attempts"], last_error=body.get("last_error"),
+                failed_step=body.get("failed_step"), meta=body.get("meta") or {},
+            )
+        except (KeyError, TypeError) as exc:
+            raise CorruptCommitRecordError(f"commit record {path} lacks {exc}; it was not applied") from None
+
+    def exists(self, job: str, dataset: str) -> bool:
+        return self.path(job, dataset).exists()
+
+    def remove(self, job: str, dataset: str) -> bool:
+        return remove_durably(self.path(job, dataset))
+
+    def datasets(self, job: str) -> list[str]:
+        """Datasets of `job` with a pending record (readable or not)."""
+        job_dir = self.root / job
+        if not job_dir.is_dir():
+            return []
+        return sorted(dataset_from_file_name(p.name) for p in job_dir.glob("*.json"))
+
+    def jobs(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []

@@ -1,0 +1,304 @@
+"""Job file → JobSpec: YAML over the conf/ defaults, every key and plugin checked up front.
+
+All problems of a file are collected and reported together, each as `key.path: what is expected`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
+from gobblin_py.api.writer import Delivery
+from gobblin_py.config.model import (
+    BadRecordPolicy,
+    BranchConfig,
+    JobSection,
+    JobSpec,
+    LoggingSection,
+    PluginConfig,
+    RowPolicyConfig,
+    SparkSection,
+    TaskPolicyConfig,
+)
+from gobblin_py.errors import ConfigError, PluginNotFoundError
+from gobblin_py.plugins import Kind, resolve
+
+SECTIONS = ("job", "source", "converters", "quality", "fork", "writer", "publisher", "spark", "logging")
+_DEFAULTS_ENV = "GOBBLIN_PY_DEFAULTS"
+
+
+def defaults_file() -> Path | None:
+    """conf/defaults.yaml of the checkout (or $GOBBLIN_PY_DEFAULTS): what every job inherits."""
+    env = os.environ.get(_DEFAULTS_ENV)
+    if env:
+        return Path(env)
+    candidate = Path(__file__).resolve().parents[2] / "conf" / "defaults.yaml"
+    return candidate if candidate.is_file() else None
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """`override` over `base`: mappings merge key by key, anything else replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: job file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read job file: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a job file must be a mapping of sections ({', '.join(SECTIONS)})")
+    return data
+
+
+class _Collector:
+    """Accumulates `key.path: message` problems of one file."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def add(self, key: str, message: str) -> None:
+        self.problems.append(f"{key}: {message}" if key else message)
+
+    def model(self, model: type[BaseModel], data: Any, key: str) -> Any:
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            self.add(key, f"expected a mapping of settings, got {type(data).__name__}")
+            return None
+        try:
+            return model.model_validate(dict(data))
+        except ValidationError as exc:
+            for err in exc.errors():
+                self.add(_join(key, err["loc"]), _explain(err, model))
+            return None
+
+
+def _join(prefix: str, loc: tuple[Any, ...]) -> str:
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out = f"{out}.{part}" if out else str(part)
+    return out
+
+
+def _explain(err: Mapping[str, Any], model: type[BaseModel]) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        allowed = ", ".join(sorted(model.model_fields)) or "none"
+        return f"unknown key (expected one of: {allowed})"
+    if kind == "missing":
+        field = model.model_fields.get(str(err["loc"][-1])) if len(err["loc"]) == 1 else None
+        expected = f" ({_type_name(field.annotation)})" if field is not None else ""
+        return f"required setting is missing{expected}"
+    got = err.get("input")
+    shown = f"; got {got!r}" if got is not None and not isinstance(got, Mapping) else ""
+    return f"{err['msg']}{shown}"
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+def _plugin(kind: Kind, spec: Any, key: str, errors: _Collector, framework_keys: tuple[str, ...] = ()) -> tuple[PluginConfig | None, dict[str, Any]]:
+    """Resolve `class:` and validate the sibling keys against the plugin's Settings."""
+    if isinstance(spec, str):
+        spec = {"class": spec}
+    if not isinstance(spec, Mapping):
+        errors.add(key, f"expected a mapping with 'class:' naming a {kind.value}")
+        return None, {}
+    settings = dict(spec)
+    extra = {k: settings.pop(k) for k in framework_keys if k in settings}
+    name = settings.pop("class", None)
+    if not isinstance(name, str) or not name:
+        errors.add(f"{key}.class", f"required: a built-in {kind.value} alias or package.module:ClassName")
+        return None, extra
+    try:
+        cls = resolve(kind, name)
+    except PluginNotFoundError as exc:
+        errors.add(f"{key}.class", str(exc))
+        return None, extra
+    model = cls.Settings
+    validated = errors.model(model, settings, key)
+    if validated is None:
+        return None, extra
+    return PluginConfig(path=f"{cls.__module__}:{cls.__qualname__}", settings=validated, key=key), extra
+
+
+def _plugin_list(kind: Kind, items: Any, key: str, errors: _Collector, policy_types: type | None = None) -> list[Any]:
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        errors.add(key, f"expected a list of {kind.value}s")
+        return []
+    out: list[Any] = []
+    for i, item in enumerate(items):
+        item_key = f"{key}[{i}]"
+        framework = ("type",) if policy_types else ()
+        plugin, extra = _plugin(kind, item, item_key, errors, framework)
+        if policy_types is not None:
+            raw_type = extra.get("type", "FAIL")
+            try:
+                ptype = policy_types(str(raw_type).upper())
+            except ValueError:
+                allowed = " | ".join(m.value for m in policy_types)
+                errors.add(f"{item_key}.type", f"expected {allowed}; got {raw_type!r}")
+                continue
+            if plugin is not None:
+                out.append((RowPolicyConfig if policy_types is RowPolicyType else TaskPolicyConfig)(plugin, ptype))
+        elif plugin is not None:
+            out.append(plugin)
+    return out
+
+
+def _quality(section: Any, key: str, errors: _Collector) -> tuple[list[Any], list[Any], BadRecordPolicy]:
+    if section is None:
+        section = {}
+    if not isinstance(section, Mapping):
+        errors.add(key, "expected a mapping with row:, task: and bad_records:")
+        return [], [], BadRecordPolicy.ERR_FILE
+    for unknown in set(section) - {"row", "task", "bad_records"}:
+        errors.add(f"{key}.{unknown}", "unknown key (expected one of: bad_records, row, task)")
+    rows = _plugin_list(Kind.ROW_POLICY, section.get("row"), f"{key}.row", errors, RowPolicyType)
+    tasks = _plugin_list(Kind.TASK_POLICY, section.get("task"), f"{key}.task", errors, TaskPolicyType)
+    raw_bad = section.get("bad_records", "ERR_FILE")
+    try:
+        bad = BadRecordPolicy(str(raw_bad).upper())
+    except ValueError:
+        errors.add(f"{key}.bad_records", f"expected ERR_FILE | FAIL; got {raw_bad!r}")
+        bad = BadRecordPolicy.ERR_FILE
+    return rows, tasks, bad
+
+
+_BRANCH_KEYS = {"name", "converters", "quality", "writer", "publisher", "route"}
+
+
+def _branches(fork_extra: dict[str, Any], top: dict[str, Any], task_policies: list[Any], errors: _Collector) -> list[BranchConfig]:
+    raw_branches = fork_extra.get("branches")
+    if raw_branches is None:
+        raw_branches = [{"name": "main"}]
+    if not isinstance(raw_branches, list) or not raw_branches:
+        errors.add("fork.branches", "expected a non-empty list of branches (name, converters, quality, writer, publisher)")
+        return []
+    out: list[BranchConfig] = []
+    seen: set[str] = set()
+    for i, branch in enumerate(raw_branches):
+        key = f"fork.branches[{i}]"
+        if not isinstance(branch, Mapping):
+            errors.add(key, "expected a mapping with name: and optional converters, quality, writer, publisher")
+            continue
+        for unknown in set(branch) - _BRANCH_KEYS:
+            errors.add(f"{key}.{unknown}", f"unknown key (expected one of: {', '.join(sorted(_BRANCH_KEYS))})")
+        name = branch.get("name", f"branch{i}")
+        if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
+            errors.add(f"{key}.name", f"expected a name of letters, digits, '-' or '_'; got {name!r}")
+            continue
+        if name in seen:
+            errors.add(f"{key}.name", f"duplicate branch name {name!r}")
+        seen.add(name)
+        convs = _plugin_list(Kind.CONVERTER, branch.get("converters"), f"{key}.converters", errors)
+        bq = branch.get("quality") or {}
+        if not isinstance(bq, Mapping):
+            errors.add(f"{key}.quality", "expected a mapping with row: and task:")
+            bq = {}
+        for unknown in set(bq) - {"row", "task"}:
+            errors.add(f"{key}.quality.{unknown}", "unknown key (expected one of: row, task)")
+        rows = _plugin_list(Kind.ROW_POLICY, bq.get("row"), f"{key}.quality.row", errors, RowPolicyType)
+        tasks = _plugin_list(Kind.TASK_POLICY, bq.get("task"), f"{key}.quality.task", errors, TaskPolicyType)
+        wspec, wkey = (branch["writer"], f"{key}.writer") if "writer" in branch else (top.get("writer"), "writer")
+        pspec, pkey = (branch["publisher"], f"{key}.publisher") if "publisher" in branch else (top.get("publisher"), "publisher")
+        if wspec is None:
+            errors.add(wkey, "required: a writer section with class: (for example avro)")
+            continue
+        w, _ = _plugin(Kind.WRITER, wspec, wkey, errors)
+        p, _ = _plugin(Kind.PUBLISHER, pspec if pspec is not None else {"class": "fs"}, pkey, errors)
+        if w is None or p is None:
+            continue
+        out.append(BranchConfig(name, tuple(convs), tuple(rows), tuple(task_policies) + tuple(tasks), w, p))
+    return out
+
+
+def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
+    """Read, merge over the defaults and validate a job file; ConfigError lists every problem."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    defaults_path = defaults_file()
+    defaults = _read_yaml(defaults_path) if defaults_path else {}
+    merged = deep_merge(defaults, raw)
+    if master:
+        merged = deep_merge(merged, {"spark": {"master": master}})
+    errors = _Collector()
+    for unknown in sorted(set(raw) - set(SECTIONS)):
+        errors.add(unknown, f"unknown section (expected one of: {', '.join(SECTIONS)})")
+
+    job = errors.model(JobSection, merged.get("job"), "job")
+    spark = errors.model(SparkSection, merged.get("spark"), "spark")
+    logging_ = errors.model(LoggingSection, merged.get("logging"), "logging")
+    if "source" not in raw:
+        errors.add("source", "required section is missing (for example: source: {class: files, path: jobs/data})")
+        source = None
+    else:
+        source, _ = _plugin(Kind.SOURCE, merged["source"], "source", errors)
+    converters = _plugin_list(Kind.CONVERTER, merged.get("converters"), "converters", errors)
+    rows, task_policies, bad_records = _quality(merged.get("quality"), "quality", errors)
+    fork, fork_extra = _plugin(Kind.FORK, merged.get("fork") or {"class": "identity"}, "fork", errors, ("branches",))
+    branches = _branches(fork_extra, merged, task_policies, errors)
+
+    if job is not None and not errors.problems:
+        _check_delivery(job.delivery, branches, errors)
+    if errors.problems or None in (job, spark, logging_, source, fork):
+        listed = "\n".join(f"  {p}" for p in errors.problems)
+        raise ConfigError(f"{path}: invalid job file ({len(errors.problems)} problem{'s' if len(errors.problems) != 1 else ''}):\n{listed}")
+    return JobSpec(
+        source_file=str(path.absolute()),
+        job=job,
+        source=source,
+        converters=tuple(converters),
+        row_policies=tuple(rows),
+        bad_records=bad_records,
+        fork=fork,
+        branches=tuple(branches),
+        spark=spark,
+        logging=logging_,
+        raw=merged,
+    )
+
+
+def _check_delivery(delivery: Delivery, branches: list[BranchConfig], errors: _Collector) -> None:
+    """Refuse a job asking for exactly-once from a writer or publisher that does not support it."""
+    if delivery is not Delivery.EXACTLY_ONCE:
+        return
+    for branch in branches:
+        for plugin in (branch.writer, branch.publisher):
+            cls = plugin.cls()
+            if cls.guarantee is not Delivery.EXACTLY_ONCE:
+                errors.add(
+                    f"{plugin.key}.class",
+                    f"{plugin.path} supports only {cls.guarantee.value} delivery; "
+                    "set job.delivery: at_least_once or use an exactly-once plugin",
+                )

@@ -1,0 +1,121 @@
+"""The validated job: every section checked and every plugin resolved before any work starts."""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
+from gobblin_py.api.writer import Delivery
+from gobblin_py.config.paths import AbsPath
+
+
+class CommitPolicy(str, enum.Enum):
+    """Gobblin's job.commit.policy: which datasets may publish after the tasks ran."""
+
+    FULL = "full"              # a dataset publishes only if all its tasks succeeded
+    SUCCESSFUL = "successful"  # the successful tasks of a dataset publish
+
+
+class BadRecordPolicy(str, enum.Enum):
+    """What happens to a record that cannot be read or converted."""
+
+    ERR_FILE = "ERR_FILE"
+    FAIL = "FAIL"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JobSection(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    work_dir: AbsPath
+    commit_policy: CommitPolicy = CommitPolicy.FULL
+    max_task_retries: int = Field(default=3, ge=0)
+    lock: bool = True
+    delivery: Delivery = Delivery.EXACTLY_ONCE
+    commit_max_attempts: int = Field(default=3, ge=1)
+    retention_runs: int = Field(default=50, ge=1)
+
+
+class SparkSection(_Strict):
+    master: str = "local[*]"
+    app_name: str | None = None
+    conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+class LoggingSection(_Strict):
+    level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
+    spark_level: str = Field(default="ERROR", pattern=r"^(ALL|DEBUG|INFO|WARN|ERROR|FATAL|OFF)$")
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    """A resolved plugin: its import path and its validated settings; picklable."""
+
+    path: str
+    settings: Any
+    key: str  # where it sits in the job file, for messages
+
+    def cls(self) -> type:
+        module_name, _, attr = self.path.partition(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def create(self) -> Any:
+        """A fresh instance of the plugin with its settings (one per task)."""
+        return self.cls()(self.settings)
+
+
+@dataclass(frozen=True)
+class RowPolicyConfig:
+    plugin: PluginConfig
+    type: RowPolicyType
+
+
+@dataclass(frozen=True)
+class TaskPolicyConfig:
+    plugin: PluginConfig
+    type: TaskPolicyType
+
+
+@dataclass(frozen=True)
+class BranchConfig:
+    """One fork branch: its converters, checks, writer and publisher."""
+
+    name: str
+    converters: tuple[PluginConfig, ...]
+    row_policies: tuple[RowPolicyConfig, ...]
+    task_policies: tuple[TaskPolicyConfig, ...]
+    writer: PluginConfig
+    publisher: PluginConfig
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything a run needs, validated; shipped to executors as is."""
+
+    source_file: str
+    job: JobSection
+    source: PluginConfig
+    converters: tuple[PluginConfig, ...]
+    row_policies: tuple[RowPolicyConfig, ...]
+    bad_records: BadRecordPolicy
+    fork: PluginConfig
+    branches: tuple[BranchConfig, ...]
+    spark: SparkSection
+    logging: LoggingSection
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    def branch_dir(self, dataset: str, branch: str) -> str:
+        """Where a branch's files go under the final directory: `<dataset>` or `<dataset>/<branch>`."""
+        return dataset if len(self.branches) == 1 else f"{dataset}/{branch}"

@@ -1,0 +1,95 @@
+"""The exception tree of gobblin-py, grouped by what the runner does next.
+
+Every error is picklable (it crosses Spark's executor/driver boundary) and its message
+names the file, key, dataset or record at fault and says what to do.
+"""
+
+from __future__ import annotations
+
+
+class GobblinError(Exception):
+    """Root of every error gobblin-py raises on purpose."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __reduce__(self):  # keep subclasses picklable whatever their __init__ takes
+        return (_rebuild, (type(self), self.message, self.__dict__))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _rebuild(cls: type[GobblinError], message: str, state: dict) -> GobblinError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.__dict__.update(state)
+    return err
+
+
+# --- fatal before any work: the user must fix the input -------------------------------
+
+
+class ConfigError(GobblinError):
+    """The job file or the command line is wrong; nothing has run."""
+
+    exit_code = 2
+
+
+class PluginNotFoundError(ConfigError):
+    """A `class:` names no built-in alias and no importable class."""
+
+
+# --- the job ran and failed --------------------------------------------------------------
+
+
+class JobError(GobblinError):
+    """The job ran and did not complete; state shows what was committed."""
+
+    exit_code = 1
+
+
+class JobLockedError(JobError):
+    """Another run of the same job holds the lock."""
+
+
+class TaskError(JobError):
+    """A task failed; retried up to `job.max_task_retries` times."""
+
+
+class RetriableTaskError(TaskError):
+    """A task failure worth retrying (source unavailable, transient IO)."""
+
+
+class SourceError(JobError):
+    """The Source could not plan or read (unreachable broker, missing directory)."""
+
+
+class RecordError(GobblinError):
+    """One record is bad: routed per the row policy type (error file, fail, count)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class QualityError(TaskError):
+    """A MANDATORY (FAIL) quality policy rejected a record or the task output."""
+
+
+# --- commit layer ------------------------------------------------------------------------
+
+
+class CommitError(JobError):
+    """A commit step could not be verified or executed; the sequence stays pending."""
+
+
+class CorruptCommitRecordError(CommitError):
+    """A commit store record is torn, has a bad checksum or an unknown version."""
+
+
+class StateStoreError(JobError):
+    """The state store holds something unreadable."""

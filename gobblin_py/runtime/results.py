@@ -1,0 +1,62 @@
+"""What a task sends back to the driver: per WorkUnit, its status, committables and metrics."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from gobblin_py.api import OutputFile, WorkUnit
+from gobblin_py.api.types import WatermarkValue
+
+
+class TaskStatus(str, enum.Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass
+class BranchMetrics:
+    records_in: int = 0
+    records_written: int = 0
+    bytes_written: int = 0
+    files: int = 0
+
+
+@dataclass
+class WorkUnitResult:
+    """One WorkUnit's outcome; only `files` listed here are ever published."""
+
+    workunit: WorkUnit
+    status: TaskStatus
+    attempts: int
+    error: str | None = None
+    files: list[OutputFile] = field(default_factory=list)
+    actual_high_watermark: WatermarkValue = None
+    records_extracted: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    branches: dict[str, BranchMetrics] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    attempt_dir: str = ""
+
+    @property
+    def records_written(self) -> int:
+        return sum(b.records_written for b in self.branches.values())
+
+    @property
+    def records_rejected(self) -> int:
+        return sum(self.rejected.values())
+
+    def to_json(self) -> dict:
+        return {
+            "workunit": self.workunit.id, "dataset": self.workunit.dataset,
+            "watermark_key": self.workunit.watermark_key,
+            "low_watermark": self.workunit.low_watermark,
+            "expected_high_watermark": self.workunit.expected_high_watermark,
+            "actual_high_watermark": self.actual_high_watermark,
+            "status": self.status.value, "attempts": self.attempts, "error": self.error,
+            "records_extracted": self.records_extracted, "records_written": self.records_written,
+            "rejected": self.rejected, "warnings": self.warnings, "duration_s": round(self.duration_s, 3),
+            "branches": {k: vars(v) for k, v in self.branches.items()},
+            "files": [f.rel_path for f in self.files],
+        }

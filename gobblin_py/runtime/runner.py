@@ -1,0 +1,266 @@
+"""The job flow: lock → recover pending commits → plan → run tasks → commit per dataset → state → cleanup → unlock."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import logging
+import shutil
+import time
+import uuid
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from gobblin_py.api import Delivery, MultiWorkUnit, SourceState, WorkUnit, flatten
+from gobblin_py.commit.committer import build_sequence
+from gobblin_py.commit.crashpoints import crash_point
+from gobblin_py.commit.recovery import RecoveryReport, recover
+from gobblin_py.commit.store import CommitStepStore, StepRegistry
+from gobblin_py.config.model import CommitPolicy, JobSpec
+from gobblin_py.errors import CommitError, GobblinError, SourceError
+from gobblin_py.runtime.executors import TaskExecutor
+from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
+from gobblin_py.runtime.task import TaskSpec
+from gobblin_py.state.lock import JobLock
+from gobblin_py.state.store import StateStore, WatermarkFile
+
+log = logging.getLogger(__name__)
+
+
+class DatasetStatus(str, enum.Enum):
+    COMMITTED = "committed"
+    PARTIAL = "committed (partial)"   # commit_policy successful: some tasks failed
+    NOT_COMMITTED = "not committed"   # a task failed under commit_policy full
+    COMMIT_FAILED = "commit failed"   # the sequence is pending; the next run recovers it
+    BLOCKED = "blocked"               # a pending sequence could not be recovered: not extracted
+    NO_NEW_DATA = "no new data"
+
+
+@dataclass
+class DatasetSummary:
+    dataset: str
+    status: DatasetStatus
+    workunits: int = 0
+    records_extracted: int = 0
+    records_written: int = 0
+    records_rejected: int = 0
+    files_published: int = 0
+    error_files: int = 0
+    watermark: str = ""
+    message: str = ""
+
+
+@dataclass
+class JobResult:
+    job: str
+    run_id: str
+    succeeded: bool
+    started: str
+    duration_s: float
+    datasets: list[DatasetSummary] = field(default_factory=list)
+    tasks: list[WorkUnitResult] = field(default_factory=list)
+    recovery: RecoveryReport = field(default_factory=RecoveryReport)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job, "run_id": self.run_id, "status": "succeeded" if self.succeeded else "failed",
+            "started": self.started, "duration_s": round(self.duration_s, 3), "error": self.error,
+            "datasets": [{**vars(d), "status": d.status.value} for d in self.datasets],
+            "recovered": [vars(r) | {"outcome": r.outcome.value} for r in self.recovery.datasets],
+            "tasks": [t.to_json() for t in self.tasks],
+        }
+
+
+def new_run_id() -> str:
+    """Sortable by start time, unique across hosts."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ") + "-" + uuid.uuid4().hex[:6]
+
+
+def step_registry(job: JobSpec) -> StepRegistry:
+    """Built-in steps plus every step class the job's publishers declare."""
+    return StepRegistry(t for b in job.branches for t in b.publisher.cls().step_types)
+
+
+def _watermark_summary(before: int, after: int) -> str:
+    return f"{after} keys (+{after - before})" if after != before else f"{after} keys"
+
+
+class JobRunner:
+    """Runs one job once; every outcome ends in a JobResult, and the state says what was committed."""
+
+    def __init__(self, job: JobSpec, executor: TaskExecutor) -> None:
+        self.job = job
+        self.executor = executor
+        work = job.job.work_dir
+        self.store = CommitStepStore(work, step_registry(job))
+        self.state = StateStore(work, job.name)
+
+    def run(self) -> JobResult:
+        job = self.job
+        run_id = new_run_id()
+        started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        t0 = time.monotonic()
+        result = JobResult(job=job.name, run_id=run_id, succeeded=False, started=started_at, duration_s=0.0)
+        with JobLock(job.job.work_dir, job.name, job.job.lock):
+            log.info("job %s run %s started", job.name, run_id)
+            try:
+                self._run_locked(result)
+            except GobblinError as exc:
+                result.error = str(exc)
+                log.error("%s", exc)
+            finally:
+                result.duration_s = time.monotonic() - t0
+                self._persist_run(result)
+        return result
+
+    def _run_locked(self, result: JobResult) -> None:
+        job = self.job
+        result.recovery = recover(self.store, job.name, job.job.commit_max_attempts)
+        blocked = result.recovery.blocked
+        for rec in blocked.values():
+            log.error("dataset %s is %s and is skipped this run: %s", rec.dataset, rec.outcome.value, rec.message)
+        self._clean_orphans(current=result.run_id)
+
+        previous = self.state.watermarks()
+        source = job.source.create()
+        try:
+            units = source.get_workunits(SourceState(previous))
+        except GobblinError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback
+            raise SourceError(f"source {job.source.path} could not plan work units: {type(exc).__name__}: {exc}") from exc
+        units = _without(units, set(blocked))
+        workunits = flatten(units)
+        log.info("planned %d work units in %d tasks", len(workunits), len(units))
+
+        suffix = f".{result.run_id}" if job.job.delivery is Delivery.AT_LEAST_ONCE else ""
+        tasks = [TaskSpec(job=job, run_id=result.run_id, unit=u, file_suffix=suffix) for u in units]
+        results = self.executor.run(tasks) if tasks else []  # Spark starts only when there is work
+        result.tasks = results
+        for r in results:
+            if r.status is TaskStatus.FAILED:
+                log.error("task %s (dataset %s) failed after %d attempt(s): %s", r.workunit.id, r.workunit.dataset, r.attempts, r.error)
+
+        by_dataset: dict[str, list[WorkUnitResult]] = defaultdict(list)
+        for r in results:
+            by_dataset[r.workunit.dataset].append(r)
+        datasets = sorted(set(by_dataset) | set(previous))
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(by_dataset) or 1))) as pool:
+            summaries = dict(zip(by_dataset, pool.map(lambda d: self._commit_dataset(result.run_id, d, by_dataset[d], previous.get(d, {})), by_dataset)))
+        for dataset in datasets:
+            if dataset in summaries:
+                result.datasets.append(summaries[dataset])
+            elif dataset in blocked:
+                result.datasets.append(DatasetSummary(dataset, DatasetStatus.BLOCKED, message=blocked[dataset].message,
+                                                      watermark=f"{len(previous.get(dataset, {}))} keys"))
+            else:
+                result.datasets.append(DatasetSummary(dataset, DatasetStatus.NO_NEW_DATA,
+                                                      watermark=f"{len(previous.get(dataset, {}))} keys"))
+        for dataset, rec in blocked.items():
+            if dataset not in previous and dataset not in summaries:
+                result.datasets.append(DatasetSummary(dataset, DatasetStatus.BLOCKED, message=rec.message))
+        self._clean_run(result.run_id)
+        failed_tasks = any(r.status is TaskStatus.FAILED for r in results)
+        bad = [d for d in result.datasets if d.status in (DatasetStatus.NOT_COMMITTED, DatasetStatus.COMMIT_FAILED, DatasetStatus.BLOCKED)]
+        result.succeeded = not failed_tasks and not bad
+        if not result.succeeded and result.error is None:
+            parts = [f"{d.dataset}: {d.status.value}" + (f" ({d.message})" if d.message else "") for d in bad]
+            if failed_tasks and not parts:
+                parts.append("some tasks failed; their work units are retried next run")
+            result.error = "; ".join(parts)
+
+    def _commit_dataset(self, run_id: str, dataset: str, results: list[WorkUnitResult], before: dict) -> DatasetSummary:
+        job = self.job
+        ok = [r for r in results if r.status is TaskStatus.SUCCEEDED]
+        failed = [r for r in results if r.status is not TaskStatus.SUCCEEDED]
+        summary = DatasetSummary(dataset, DatasetStatus.COMMITTED, workunits=len(results),
+                                 records_extracted=sum(r.records_extracted for r in results),
+                                 records_written=sum(r.records_written for r in ok),
+                                 records_rejected=sum(r.records_rejected for r in ok))
+        if failed and job.job.commit_policy is CommitPolicy.FULL:
+            summary.status = DatasetStatus.NOT_COMMITTED
+            summary.records_written = 0
+            summary.message = f"{len(failed)} of {len(results)} tasks failed (commit_policy full): {failed[0].error}"
+            summary.watermark = _watermark_summary(len(before), len(before))
+            return summary
+        if not ok:
+            summary.status = DatasetStatus.NOT_COMMITTED
+            summary.message = f"all {len(results)} tasks failed: {failed[0].error}"
+            return summary
+        state_dir = self.state.dir
+        seq = build_sequence(job, run_id, dataset, ok, state_dir)
+        try:
+            if job.job.delivery is Delivery.EXACTLY_ONCE:
+                crash_point("commit.before_store_write")
+                self.store.put(seq)
+                crash_point("commit.after_store_write")
+                seq.commit(self.store)
+            else:  # at_least_once: Gobblin's classic order, publish then persist, no log
+                for step in seq.steps:
+                    step.execute()
+                    crash_point("commit.after_step")
+        except (CommitError, OSError) as exc:
+            summary.status = DatasetStatus.COMMIT_FAILED
+            summary.message = str(exc)
+            return summary
+        summary.files_published = sum(1 for r in ok for f in r.files if f.kind == "data")
+        summary.error_files = sum(1 for r in ok for f in r.files if f.kind == "errors")
+        after = WatermarkFile(state_dir, dataset).read()
+        summary.watermark = _watermark_summary(len(before), len(after))
+        if failed:
+            summary.status = DatasetStatus.PARTIAL
+            summary.message = f"{len(failed)} of {len(results)} tasks failed and are retried next run: {failed[0].error}"
+        return summary
+
+    def _pending_runs(self) -> set[str]:
+        runs = set()
+        for dataset in self.store.datasets(self.job.name):
+            try:
+                runs.add(self.store.get(self.job.name, dataset).run_id)
+            except GobblinError:
+                return {"*"}  # an unreadable record may refer to any run: keep everything
+        return runs
+
+    def _clean_run(self, run_id: str) -> None:
+        """Delete this run's staging and task output unless a pending sequence refers to them."""
+        if run_id in self._pending_runs():
+            return
+        for area in ("staging", "task-output"):
+            shutil.rmtree(self.job.job.work_dir / area / run_id, ignore_errors=True)
+
+    def _clean_orphans(self, current: str) -> None:
+        """Delete staging and task output of earlier runs that no pending sequence refers to."""
+        keep = self._pending_runs() | {current}
+        if "*" in keep:
+            return
+        for area in ("staging", "task-output"):
+            root = self.job.job.work_dir / area
+            if root.is_dir():
+                for run_dir in root.iterdir():
+                    if run_dir.name not in keep:
+                        shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _persist_run(self, result: JobResult) -> None:
+        try:
+            self.state.write_run(result.to_json(), self.job.job.retention_runs)
+        except (OSError, GobblinError) as exc:
+            log.error("could not write the run state of %s: %s", result.run_id, exc)
+
+
+def _without(units: list[WorkUnit | MultiWorkUnit], datasets: set[str]) -> list[WorkUnit | MultiWorkUnit]:
+    """The plan minus every WorkUnit of `datasets` (blocked by a pending commit)."""
+    if not datasets:
+        return units
+    out: list[WorkUnit | MultiWorkUnit] = []
+    for u in units:
+        if isinstance(u, MultiWorkUnit):
+            kept = tuple(w for w in u.workunits if w.dataset not in datasets)
+            if kept:
+                out.append(MultiWorkUnit(u.id, kept))
+        elif u.dataset not in datasets:
+            out.append(u)
+    return out
+
