@@ -147,7 +147,7 @@ def _plugin(kind: Kind, spec: Any, key: str, errors: _Collector, framework_keys:
     validated = errors.model(model, settings, key)
     if validated is None:
         return None, extra
-    return PluginConfig(path=f"{cls.__module__}:{cls.__qualname__}", settings=validated, key=key), extra
+    return PluginConfig(path=f"{cls.__module__}:{cls.__qualname__}", settings=validated, key=key, name=name), extra
 
 
 def _plugin_list(kind: Kind, items: Any, key: str, errors: _Collector, policy_types: type | None = None) -> list[Any]:

@@ -62,6 +62,12 @@ class PluginConfig:
     path: str
     settings: Any
     key: str  # where it sits in the job file, for messages
+    name: str = ""  # the `class:` value as written (alias or dotted path)
+
+    @property
+    def label(self) -> str:
+        """`key (name)`, e.g. `quality.row[0] (required_fields)`, for messages and metrics."""
+        return f"{self.key} ({self.name or self.path})"
 
     def cls(self) -> type:
         module_name, _, attr = self.path.partition(":")

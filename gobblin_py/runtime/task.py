@@ -96,13 +96,12 @@ class _RowChecks:
     """A list of row policies; `passes` routes a failed record per the policy's type."""
 
     def __init__(self, configs: Iterable[RowPolicyConfig], schema: Any, rejected: dict[str, int],
-                 errors: ErrorFile, location: Any, branch: str | None, prefix: str) -> None:
+                 errors: ErrorFile, location: Any, branch: str | None) -> None:
         self.policies = []
-        for i, cfg in enumerate(configs):
+        for cfg in configs:
             policy = cfg.plugin.create()
             policy.open(schema)
-            name = f"{prefix}[{i}]:{cfg.plugin.path.rpartition(':')[2]}"
-            self.policies.append((policy.check, cfg.type, name))
+            self.policies.append((policy.check, cfg.type, cfg.plugin.label))
         self.rejected = rejected
         self.errors = errors
         self.location = location
@@ -141,7 +140,7 @@ class _Branch:
             conv.open(pipeline.context)
             schema = conv.convert_schema(schema)
         self.checks = _RowChecks(config.row_policies, schema, pipeline.rejected, pipeline.errors,
-                                 pipeline.location, config.name, f"fork.{config.name}.quality.row")
+                                 pipeline.location, config.name)
         self.writer: DataWriter = config.writer.create()
         job = pipeline.spec.job
         self.target = WriterTarget(
@@ -221,7 +220,7 @@ class _Pipeline:
             for conv in converters:
                 conv.open(self.context)
                 schema = conv.convert_schema(schema)
-            checks = _RowChecks(job.row_policies, schema, self.rejected, self.errors, self.location, None, "quality.row")
+            checks = _RowChecks(job.row_policies, schema, self.rejected, self.errors, self.location, None)
             fork = job.fork.create()
             fork.open([b.name for b in job.branches], schema)
             branches = [_Branch(self, b, schema) for b in job.branches]
@@ -265,8 +264,8 @@ class _Pipeline:
                 if reason is None:
                     continue
                 if cfg.type is TaskPolicyType.FAIL:
-                    raise QualityError(f"task policy {cfg.plugin.key} (FAIL): {reason}")
-                warnings.append(f"task policy {cfg.plugin.key} (OPTIONAL): {reason}")
+                    raise QualityError(f"task policy {cfg.plugin.label} (FAIL): {reason}")
+                warnings.append(f"task policy {cfg.plugin.label} (OPTIONAL): {reason}")
             metrics[branch.name] = BranchMetrics(branch.stats.records_in, branch.stats.records_written,
                                                  branch.stats.bytes_written, len(committed))
         files.extend(self.errors.commit(self.output))

@@ -1,0 +1,1 @@
+"""What plugin authors and our own tests reuse: fault-injecting plugins and the crash harness."""

@@ -1,0 +1,94 @@
+"""`gobblin-py run` as a user runs it: the example job from a fresh checkout, exit codes, the lock."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gobblin_py.state.lock import JobLock
+from gobblin_py.testing.jobs import REPO, read_avro_dir, read_error_files, run_cli
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A copy of the repository's jobs/ directory, as a user's working directory."""
+    shutil.copytree(REPO / "jobs", tmp_path / "jobs")
+    return tmp_path
+
+
+@pytest.mark.spark
+def test_example_job_runs_then_ingests_nothing_then_only_a_new_file(checkout: Path) -> None:
+    first = run_cli("run", "jobs/example.yaml", cwd=checkout)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Traceback" not in first.stderr
+    lines = first.stdout.strip().splitlines()
+    assert lines[-1].startswith("SUCCEEDED job example run ")
+    row = next(line.split() for line in lines if line.split()[:1] == ["clicks"])
+    assert row[1:4] == ["committed", "2001", "2000"]
+    assert len(read_avro_dir(checkout / "output")) == 2998
+    assert len(read_error_files(checkout / "output")) == 4
+    assert "INFO SparkContext" not in first.stderr and "INFO Executor" not in first.stderr  # Spark stays quiet
+
+    second = run_cli("run", "jobs/example.yaml", cwd=checkout)
+    assert second.returncode == 0
+    assert second.stdout.count("no new data") == 2
+
+    (checkout / "jobs" / "data" / "orders" / "orders-2026-01-06.csv").write_text(
+        "id,ts,user,kind,amount,country\n900001,2026-01-06T10:00:00Z,u1,order,9.5,US\n900002,1767693600000,u2,order,,\n")
+    third = run_cli("run", "jobs/example.yaml", cwd=checkout)
+    assert third.returncode == 0, third.stdout + third.stderr
+    row = next(line.split() for line in third.stdout.splitlines() if line.split()[:1] == ["orders"])
+    assert row[1:4] == ["committed", "2", "2"]
+    records = read_avro_dir(checkout / "output" / "orders" / "2026" / "01" / "06")
+    assert sorted((r["id"], r["amount"]) for r in records) == [(900001, 9.5), (900002, None)]
+
+
+def test_a_second_run_of_the_same_job_is_refused_while_the_first_holds_the_lock(checkout: Path) -> None:
+    with JobLock(checkout / "work", "example"):
+        result = run_cli("run", "jobs/example.yaml", cwd=checkout)
+    assert result.returncode == 1
+    assert "job 'example' is already running" in result.stderr and f"pid {os.getpid()}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (checkout / "output").exists()
+
+
+def test_a_lock_left_by_a_killed_run_is_taken_over(checkout: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time, pathlib
+        from gobblin_py.state.lock import JobLock
+        with JobLock(pathlib.Path({str(checkout / 'work')!r}), "example"):
+            print("locked", flush=True)
+            time.sleep(600)
+    """)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    refused = run_cli("validate", "jobs/example.yaml", cwd=checkout)  # validate takes no lock
+    assert refused.returncode == 0
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    with JobLock(checkout / "work", "example"):
+        pass  # acquired: the kernel released the dead holder's lock
+
+
+def test_run_with_a_missing_job_file_exits_2(tmp_path: Path) -> None:
+    result = run_cli("run", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2
+    assert "nope.yaml: job file not found" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    from gobblin_py.cli.main import app
+    import typer.main
+
+    group = typer.main.get_command(app)
+    readme = (REPO / "README.md").read_text()
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        assert "Example: gobblin-py " + name in (command.help or ""), name
+        assert f"gobblin-py {name}" in readme, f"README.md does not document `gobblin-py {name}`"

@@ -1,0 +1,30 @@
+"""Shared fixtures: one local Spark session for in-process tests, job files in tmp dirs, output readers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gobblin_py.testing.jobs import REPO
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] session shared by every in-process Spark test (Spark costs ~5 s to start)."""
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = (SparkConf().setMaster("local[2]").setAppName("gobblin-py-tests")
+            .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
+            .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{REPO / 'conf' / 'log4j2.properties'}"))
+    session = SparkSession.builder.config(conf=conf).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+

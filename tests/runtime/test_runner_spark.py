@@ -1,0 +1,90 @@
+"""Whole jobs on the shared local Spark session: commit policies, incremental runs, state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gobblin_py.config import load_job
+from gobblin_py.runtime.runner import DatasetStatus, JobRunner
+from gobblin_py.runtime.spark_executor import SharedSparkExecutor
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.jobs import example_job, read_avro_dir, read_error_files, write_job
+
+pytestmark = pytest.mark.spark
+
+EXPECTED_CLICKS = 2000
+EXPECTED_ORDERS = 998
+
+
+def _run(tmp: Path, spark, job: dict):
+    spec = load_job(write_job(tmp, job))
+    return JobRunner(spec, SharedSparkExecutor(spec, spark)).run()
+
+
+def _ids(tmp: Path, dataset: str) -> list[int]:
+    return sorted(r["id"] for r in read_avro_dir(tmp / "output" / dataset))
+
+
+def test_example_job_publishes_every_record_once_then_only_new_files(tmp_path: Path, spark) -> None:
+    job = example_job(tmp_path)
+    first = _run(tmp_path, spark, job)
+    assert first.succeeded, first.error
+    clicks, orders = _ids(tmp_path, "clicks"), _ids(tmp_path, "orders")
+    assert len(clicks) == len(set(clicks)) == EXPECTED_CLICKS
+    assert len(orders) == len(set(orders)) == EXPECTED_ORDERS
+    by_day = {r["_file"].rsplit("/", 1)[0] for r in read_avro_dir(tmp_path / "output" / "clicks")}
+    assert by_day == {f"2026/01/0{d}" for d in range(1, 6)}
+    for rec in read_avro_dir(tmp_path / "output" / "clicks"):
+        assert rec["_file"].startswith(rec["ts"].strftime("%Y/%m/%d/"))
+    assert len(read_error_files(tmp_path / "output")) == 4
+    summary = {d.dataset: d for d in first.datasets}
+    assert summary["clicks"].records_written == EXPECTED_CLICKS and summary["clicks"].files_published == 5
+
+    state = StateStore(tmp_path / "work", "t")
+    assert sorted(state.watermarks()["orders"]) == sorted(p.name for p in (tmp_path / "data" / "orders").iterdir())
+
+    second = _run(tmp_path, spark, job)
+    assert second.succeeded and second.tasks == []
+    assert {d.status for d in second.datasets} == {DatasetStatus.NO_NEW_DATA}
+    assert len(_ids(tmp_path, "clicks")) == EXPECTED_CLICKS
+
+    new = tmp_path / "data" / "clicks" / "clicks-2026-01-06.jsonl"
+    new.write_text("".join(json.dumps({"id": 10_000 + i, "ts": 1767657600000 + i, "user": "u", "kind": "click"}) + "\n" for i in range(7)))
+    third = _run(tmp_path, spark, job)
+    assert third.succeeded
+    assert [t.workunit.watermark_key for t in third.tasks] == ["clicks-2026-01-06.jsonl"]
+    clicks = _ids(tmp_path, "clicks")
+    assert len(clicks) == len(set(clicks)) == EXPECTED_CLICKS + 7
+    assert (tmp_path / "output" / "clicks" / "2026" / "01" / "06").is_dir()
+    assert not any((tmp_path / "work" / "task-output").iterdir()), "task output is cleaned after commit"
+    assert [r["status"] for r in state.runs()] == ["succeeded"] * 3
+
+
+@pytest.mark.parametrize("policy", ["full", "successful"])
+def test_commit_policy_with_a_failing_task(tmp_path: Path, spark, policy: str) -> None:
+    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "max_task_retries": 1, "commit_policy": policy})
+    job["converters"].insert(0, {"class": "gobblin_py.testing.faults:FlakyConverter", "fail_attempts": 99,
+                                 "only_workunit_containing": "clicks-2026-01-03"})
+    result = _run(tmp_path, spark, job)
+    assert not result.succeeded
+    status = {d.dataset: d.status for d in result.datasets}
+    assert status["orders"] is DatasetStatus.COMMITTED
+    assert len(_ids(tmp_path, "orders")) == EXPECTED_ORDERS
+    wm = StateStore(tmp_path / "work", "t").watermarks()
+    if policy == "full":
+        assert status["clicks"] is DatasetStatus.NOT_COMMITTED
+        assert not (tmp_path / "output" / "clicks").exists()
+        assert "clicks" not in wm
+    else:
+        assert status["clicks"] is DatasetStatus.PARTIAL
+        assert len(_ids(tmp_path, "clicks")) == EXPECTED_CLICKS - 400
+        assert "clicks-2026-01-03.jsonl" not in wm["clicks"] and len(wm["clicks"]) == 4
+    # the failed work unit is retried by the next run once the fault is gone
+    job["converters"].pop(0)
+    again = _run(tmp_path, spark, job)
+    assert again.succeeded, again.error
+    clicks = _ids(tmp_path, "clicks")
+    assert len(clicks) == len(set(clicks)) == EXPECTED_CLICKS
