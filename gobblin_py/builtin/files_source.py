@@ -59,7 +59,7 @@ class FilesSource(Source):
                     if done[rel] != size:
                         log.warning("%s changed size since it was ingested (%s → %s bytes); files are ingested once, not re-read", file, done[rel], size)
                     continue
-                wu_id = f"{_safe(Path(rel).stem)}-{bytes_checksum(rel.encode())}"
+                wu_id = f"{_safe(Path(rel).stem)}-{bytes_checksum(f'{dataset}/{rel}'.encode())}"
                 units.append(WorkUnit(id=wu_id, dataset=dataset, watermark_key=rel, low_watermark=None,
                                       expected_high_watermark=size, props={"file": str(file)}))
         return units
@@ -122,7 +122,7 @@ class CsvExtractor(_FileExtractor):
 
     def _read_header(self) -> list[str]:
         if self._header is None:
-            with open(self.path, newline="", encoding="utf-8") as f:
+            with open(self.path, newline="", encoding="utf-8-sig") as f:
                 self._header = next(csv.reader(f, delimiter=self.delimiter), [])
         return self._header
 
@@ -130,7 +130,7 @@ class CsvExtractor(_FileExtractor):
         return {"type": "csv", "source": str(self.path), "fields": self._read_header()}
 
     def read_records(self) -> Iterator[Record]:
-        with open(self.path, newline="", encoding="utf-8") as f:
+        with open(self.path, newline="", encoding="utf-8-sig") as f:  # tolerate Excel's byte-order mark
             reader = csv.reader(f, delimiter=self.delimiter)
             header = next(reader, None)
             if header is None:

@@ -12,11 +12,11 @@ from typing import Any
 
 import fastavro
 import orjson
-from fastavro.validation import validate
 from pydantic import Field
 
 from gobblin_py.api import Converter, Settings
 from gobblin_py.api.types import Record, Schema
+from gobblin_py.builtin.avro_values import AvroTypeChecker
 from gobblin_py.config.paths import ExistingFile
 from gobblin_py.errors import ConfigError, RecordError
 
@@ -50,6 +50,16 @@ def _to_long(v: Any) -> int:
     if t is float and v.is_integer():
         return int(v)
     raise ValueError
+
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def _to_int(v: Any) -> int:
+    n = _to_long(v)
+    if not _INT_MIN <= n <= _INT_MAX:
+        raise ValueError
+    return n
 
 
 def _to_double(v: Any) -> float:
@@ -94,7 +104,7 @@ def _to_millis(v: Any) -> int:
 
 
 _PRIMITIVES: dict[str, Callable[[Any], Any]] = {
-    "long": _to_long, "int": _to_long, "double": _to_double, "float": _to_double,
+    "long": _to_long, "int": _to_int, "double": _to_double, "float": _to_double,
     "boolean": _to_bool, "string": _to_string,
 }
 
@@ -107,49 +117,28 @@ def _describe(avro_type: Any) -> str:
     return str(avro_type)
 
 
-def _coercer(avro_type: Any, named: dict[str, Any]) -> tuple[Callable[[Any], Any], bool]:
+def _coercer(avro_type: Any, checker: AvroTypeChecker) -> tuple[Callable[[Any], Any], bool]:
     """A function coercing a JSON value to `avro_type`, and whether the type admits null."""
     if isinstance(avro_type, list):
         nullable = "null" in avro_type
         branches = [t for t in avro_type if t != "null"]
         if len(branches) == 1:
-            inner, _ = _coercer(branches[0], named)
+            inner, _ = _coercer(branches[0], checker)
             return inner, nullable
-        sub = avro_type
-
-        def union(v: Any) -> Any:
-            if validate(v, sub, named_schemas=named, raise_errors=False):
-                return v
-            raise ValueError
-        return union, nullable
-    if isinstance(avro_type, dict):
+    elif isinstance(avro_type, dict):
         logical = avro_type.get("logicalType")
         if logical in ("timestamp-millis", "local-timestamp-millis"):
             return _to_millis, False
         if avro_type.get("type") in _PRIMITIVES and not logical:
             return _PRIMITIVES[avro_type["type"]], False
-        complex_type = avro_type
-
-        def nested(v: Any) -> Any:
-            if validate(v, complex_type, named_schemas=named, raise_errors=False):
-                return v
-            raise ValueError
-        return nested, False
-    if avro_type == "null":
-        def null(v: Any) -> Any:
-            if v is None:
-                return None
-            raise ValueError
-        return null, True
-    if avro_type in _PRIMITIVES:
+    elif avro_type in _PRIMITIVES:
         return _PRIMITIVES[avro_type], False
-    named_type = avro_type
 
-    def by_name(v: Any) -> Any:
-        if validate(v, named_type, named_schemas=named, raise_errors=False):
+    def checked(v: Any) -> Any:  # unions, complex, logical and named types: the value must already fit
+        if checker.matches(v, avro_type):
             return v
         raise ValueError
-    return by_name, False
+    return checked, avro_type == "null" or (isinstance(avro_type, list) and "null" in avro_type)
 
 
 class JsonToAvroConverter(Converter):
@@ -160,11 +149,10 @@ class JsonToAvroConverter(Converter):
     def __init__(self, settings: Any = None) -> None:
         super().__init__(settings)
         self.avro_schema = load_avro_schema(self.settings.schema_file)
-        named: dict[str, Any] = {}
-        fastavro.parse_schema(self.avro_schema, named_schemas=named)
+        checker = AvroTypeChecker(self.avro_schema)
         self._fields = []
-        for f in self.avro_schema["fields"]:
-            fn, nullable = _coercer(f["type"], named)
+        for f, parsed in zip(self.avro_schema["fields"], checker.parsed_fields()):
+            fn, nullable = _coercer(parsed["type"], checker)
             default = f.get("default", _MISSING)
             self._fields.append((f["name"], fn, nullable, default, _describe(f["type"])))
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import fastavro
-from fastavro.validation import validate
 from pydantic import Field
 
 from gobblin_py.api import RowPolicy, Settings
 from gobblin_py.api.types import Record, Schema
+from gobblin_py.builtin.avro_values import AvroTypeChecker
 
 
 class RequiredFieldsSettings(Settings):
@@ -32,14 +31,14 @@ class SchemaCheckPolicy(RowPolicy):
     """Fails a record that does not conform to the current Avro schema (names the first bad field)."""
 
     def open(self, schema: Schema) -> None:
-        self.schema: Any = fastavro.parse_schema(schema) if isinstance(schema, dict) and schema.get("type") == "record" else None
+        is_record = isinstance(schema, dict) and schema.get("type") == "record"
+        self.checker: Any = AvroTypeChecker(schema) if is_record else None
 
     def check(self, record: Record) -> str | None:
-        if self.schema is None:
+        if self.checker is None:
             return None
-        if validate(record, self.schema, raise_errors=False):
-            return None
-        for f in self.schema["fields"]:
-            if not validate(record.get(f["name"]), f["type"], raise_errors=False):
-                return f"field {f['name']!r}: {record.get(f['name'])!r} does not match the schema"
-        return "record does not match the schema"
+        for f in self.checker.parsed_fields():
+            value = record.get(f["name"])
+            if not self.checker.matches(value, f["type"]):
+                return f"field {f['name']!r}: {value!r} does not match the schema"
+        return None

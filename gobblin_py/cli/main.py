@@ -69,8 +69,63 @@ def validate(job_file: JobFile) -> None:
     except GobblinError as exc:
         _fail(exc)
         return
-    out.print(f"{job_file}: valid job {job.name!r} (source {job.source.path}, {len(job.converters)} converters, "
+    out.print(f"{job_file}: valid job {job.name!r} (source {job.source.name}, {len(job.converters)} converters, "
               f"{len(job.branches)} branch{'es' if len(job.branches) != 1 else ''})", markup=False)
+
+
+@app.command()
+def recover(
+    job_file: JobFile,
+    dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="a dataset URN (repeatable)")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="every pending dataset of the job")] = False,
+    abandon: Annotated[bool, typer.Option("--abandon", help="drop the sequence instead of replaying it (prints what is lost)")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask before abandoning")] = False,
+) -> None:
+    """Replay (or abandon) pending commit sequences now, quarantined ones included; takes the job lock.
+
+    Exit 0 when nothing selected is left pending, 1 otherwise.
+
+    Example: gobblin-py recover jobs/example.yaml --dataset clicks
+    """
+    from gobblin_py.cli import commits
+
+    if not dataset and not all_:
+        from gobblin_py.cli.output import err
+        err.print("error: name the datasets to recover with --dataset URN, or pass --all", markup=False)
+        raise typer.Exit(2)
+    try:
+        code = commits.recover(job_file, None if all_ else list(dataset or []), abandon, yes)
+    except GobblinError as exc:
+        _fail(exc)
+        return
+    raise typer.Exit(code)
+
+
+@app.command("inspect-commits")
+def inspect_commits(
+    job_file: Annotated[Optional[Path], typer.Argument(help="the job file; omit it with --work-dir", show_default=False)] = None,
+    dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset URN (repeatable)")] = None,
+    work_dir: Annotated[Optional[Path], typer.Option("--work-dir", help="inspect every job under this work directory")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
+) -> None:
+    """List pending commit sequences and the state of each step (done / pending / lost).
+
+    Exit 0 when nothing is pending, 3 when something is (so cron can alert on it).
+
+    Example: gobblin-py inspect-commits jobs/example.yaml --json
+    """
+    from gobblin_py.cli import commits
+
+    if (job_file is None) == (work_dir is None):
+        from gobblin_py.cli.output import err
+        err.print("error: give either a job file or --work-dir DIR", markup=False)
+        raise typer.Exit(2)
+    try:
+        code = commits.inspect(job_file, work_dir, list(dataset or []) or None, as_json)
+    except GobblinError as exc:
+        _fail(exc)
+        return
+    raise typer.Exit(code)
 
 
 def main() -> None:

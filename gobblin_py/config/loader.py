@@ -107,13 +107,34 @@ def _join(prefix: str, loc: tuple[Any, ...]) -> str:
     return out
 
 
+def _owner(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The (nested) settings model that holds the last key of `loc`."""
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            return None
+        nested = [a for a in (field.annotation, *getattr(field.annotation, "__args__", ())) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not nested:
+            return None
+        model = nested[0]
+    return model
+
+
+def _keys(model: type[BaseModel]) -> list[str]:
+    return sorted(f.alias or n for n, f in model.model_fields.items())
+
+
 def _explain(err: Mapping[str, Any], model: type[BaseModel]) -> str:
     kind = err["type"]
+    owner = _owner(model, tuple(err["loc"]))
     if kind == "extra_forbidden":
-        allowed = ", ".join(sorted(model.model_fields)) or "none"
-        return f"unknown key (expected one of: {allowed})"
+        allowed = ", ".join(_keys(owner)) if owner is not None else "see the plugin's settings"
+        return f"unknown key (expected one of: {allowed or 'none'})"
     if kind == "missing":
-        field = model.model_fields.get(str(err["loc"][-1])) if len(err["loc"]) == 1 else None
+        name = str(err["loc"][-1])
+        field = next((f for n, f in owner.model_fields.items() if name in (n, f.alias)), None) if owner else None
         expected = f" ({_type_name(field.annotation)})" if field is not None else ""
         return f"required setting is missing{expected}"
     got = err.get("input")
@@ -195,7 +216,7 @@ def _quality(section: Any, key: str, errors: _Collector) -> tuple[list[Any], lis
     return rows, tasks, bad
 
 
-_BRANCH_KEYS = {"name", "converters", "quality", "writer", "publisher", "route"}
+_BRANCH_KEYS = {"name", "converters", "quality", "writer", "publisher"}
 
 
 def _branches(fork_extra: dict[str, Any], top: dict[str, Any], task_policies: list[Any], errors: _Collector) -> list[BranchConfig]:

@@ -1,0 +1,83 @@
+"""The bodies of `recover` and `inspect-commits`, kept out of the typer layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import typer
+
+from gobblin_py.cli.output import err, out, setup_logging
+from gobblin_py.commit import inspect as inspection
+from gobblin_py.commit.recovery import Outcome
+from gobblin_py.commit.recovery import recover as recover_pending
+from gobblin_py.commit.store import CommitStepStore
+from gobblin_py.config import load_job
+from gobblin_py.runtime.runner import step_registry
+from gobblin_py.state.lock import JobLock
+
+
+def inspect(job_file: Path | None, work_dir: Path | None, datasets: list[str] | None, as_json: bool) -> int:
+    if job_file is not None:
+        job = load_job(job_file)
+        store = CommitStepStore(job.job.work_dir, step_registry(job))
+        jobs = [job.name]
+    else:
+        assert work_dir is not None
+        store = CommitStepStore(work_dir.absolute())
+        jobs = store.jobs()
+    views = inspection.pending(store, jobs, datasets)
+    if as_json:
+        print(orjson.dumps([v.to_json() for v in views], option=orjson.OPT_INDENT_2).decode())
+    elif not views:
+        out.print("no pending commit sequences", markup=False)
+    else:
+        for v in views:
+            if v.corrupt:
+                out.print(f"{v.job} / {v.dataset}: CORRUPT record {v.path}: {v.corrupt}", markup=False)
+                continue
+            out.print(f"{v.job} / {v.dataset}: run {v.run_id}, created {v.created}, {v.attempts} failed attempt(s)"
+                      + (f", last error: {v.last_error}" if v.last_error else ""), markup=False)
+            for s in v.steps:
+                out.print(f"  {s.index:>4}  {s.status:<8} {s.type:<15} {s.description}", markup=False)
+    return 3 if views else 0
+
+
+def recover(job_file: Path, datasets: list[str] | None, abandon: bool, yes: bool) -> int:
+    job = load_job(job_file)
+    setup_logging(job.logging.level, False)
+    store = CommitStepStore(job.job.work_dir, step_registry(job))
+    with JobLock(job.job.work_dir, job.name, job.job.lock):
+        selected = store.datasets(job.name) if datasets is None else [d for d in datasets if store.exists(job.name, d)]
+        for d in datasets or []:
+            if d not in selected:
+                out.print(f"{d}: nothing pending", markup=False)
+        if not selected:
+            return 0
+        if abandon:
+            return _abandon(store, job.name, selected, yes)
+        report = recover_pending(store, job.name, job.job.commit_max_attempts, datasets=selected, force=True)
+        for r in report.datasets:
+            line = f"{r.dataset}: {r.outcome.value}" + (f": {r.message}" if r.message else "")
+            (out if r.outcome is Outcome.RECOVERED else err).print(line, markup=False)
+        return 0 if not report.blocked else 1
+
+
+def _abandon(store: CommitStepStore, job: str, datasets: list[str], yes: bool) -> int:
+    views = inspection.pending(store, [job], datasets)
+    for v in views:
+        out.print(f"abandoning {v.job} / {v.dataset} (run {v.run_id}); what is not done is lost:", markup=False)
+        lost = [s for s in v.steps if s.status != "done"] if not v.corrupt else []
+        for s in lost:
+            out.print(f"  {s.status:<8} {s.description}", markup=False)
+        if v.corrupt:
+            out.print(f"  the record is corrupt: {v.corrupt}", markup=False)
+        elif not lost:
+            out.print("  nothing: every step is already done", markup=False)
+    if not yes and not typer.confirm("Drop these commit sequences?", default=False):
+        err.print("nothing abandoned", markup=False)
+        return 1
+    for v in views:
+        store.remove(job, v.dataset)
+        out.print(f"{v.dataset}: abandoned; its watermarks stay where they were, so the next run re-extracts that range", markup=False)
+    return 0
