@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import orjson
@@ -56,7 +57,8 @@ def recover(job_file: Path, datasets: list[str] | None, abandon: bool, yes: bool
             return 0
         if abandon:
             return _abandon(store, job.name, selected, yes)
-        report = recover_pending(store, job.name, job.job.commit_max_attempts, datasets=selected, force=True)
+        report = recover_pending(store, job.name, job.job.commit_max_attempts, datasets=selected, force=True,
+                                  parallelism=job.job.commit_parallelism)
         for r in report.datasets:
             line = f"{r.dataset}: {r.outcome.value}" + (f": {r.message}" if r.message else "")
             (out if r.outcome is Outcome.RECOVERED else err).print(line, markup=False)
@@ -74,9 +76,13 @@ def _abandon(store: CommitStepStore, job: str, datasets: list[str], yes: bool) -
             out.print(f"  the record is corrupt: {v.corrupt}", markup=False)
         elif not lost:
             out.print("  nothing: every step is already done", markup=False)
-    if not yes and not typer.confirm("Drop these commit sequences?", default=False):
-        err.print("nothing abandoned", markup=False)
-        return 1
+    if not yes:
+        if not sys.stdin.isatty():
+            err.print("nothing abandoned: no terminal to confirm on; pass --yes once you have checked the list above", markup=False)
+            return 1
+        if not typer.confirm("Drop these commit sequences?", default=False):
+            err.print("nothing abandoned", markup=False)
+            return 1
     for v in views:
         store.remove(job, v.dataset)
         out.print(f"{v.dataset}: abandoned; its watermarks stay where they were, so the next run re-extracts that range", markup=False)

@@ -41,6 +41,7 @@ class JobSection(_Strict):
     lock: bool = True
     delivery: Delivery = Delivery.EXACTLY_ONCE
     commit_max_attempts: int = Field(default=3, ge=1)
+    commit_parallelism: int = Field(default=4, ge=1)
     retention_runs: int = Field(default=50, ge=1)
 
 

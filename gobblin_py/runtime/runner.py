@@ -118,7 +118,7 @@ class JobRunner:
 
     def _run_locked(self, result: JobResult) -> None:
         job = self.job
-        result.recovery = recover(self.store, job.name, job.job.commit_max_attempts)
+        result.recovery = recover(self.store, job.name, job.job.commit_max_attempts, parallelism=job.job.commit_parallelism)
         blocked = result.recovery.blocked
         for rec in blocked.values():
             log.error("dataset %s is %s and is skipped this run: %s", rec.dataset, rec.outcome.value, rec.message)
@@ -148,7 +148,7 @@ class JobRunner:
         for r in results:
             by_dataset[r.workunit.dataset].append(r)
         datasets = sorted(set(by_dataset) | set(previous))
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(by_dataset) or 1))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(job.job.commit_parallelism, len(by_dataset) or 1))) as pool:
             summaries = dict(zip(by_dataset, pool.map(lambda d: self._commit_dataset(result.run_id, d, by_dataset[d], previous.get(d, {})), by_dataset)))
         for dataset in datasets:
             if dataset in summaries:

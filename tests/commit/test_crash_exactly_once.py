@@ -1,0 +1,147 @@
+"""Exactly-once under SIGKILL: the real CLI killed at every named commit point and at random times.
+
+Every test compares the whole output (each record, its partition, each error entry, counted) and the
+committed watermarks with those of one clean run of the same job.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.crash import (
+    SIGKILLED, cli, commit_points, duplicates, kill_at_random, random_delay, recovery_points, snapshot,
+)
+from gobblin_py.testing.jobs import example_job, write_job
+
+pytestmark = pytest.mark.crash
+
+RUN = ["run", "job.yaml", "--in-process"]
+
+
+def _setup(tmp: Path, reference: dict, **overrides) -> Path:
+    shutil.copytree(reference["data"], tmp / "data")
+    write_job(tmp, example_job(tmp, **overrides))
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict:
+    """One clean run: the output and watermarks every crashed run must end up with."""
+    tmp = tmp_path_factory.mktemp("reference")
+    write_job(tmp, example_job(tmp))
+    t0 = time.monotonic()
+    done = cli(RUN, tmp)
+    took = time.monotonic() - t0
+    assert done.returncode == 0, done.stdout + done.stderr
+    marker = tmp / "probe"
+    shutil.copytree(tmp / "data", marker)
+    crashed = cli(RUN, _fresh(tmp_path_factory, tmp), crash_at="commit.before_record_removal")
+    assert crashed.returncode == SIGKILLED
+    return {"data": tmp / "data", "snapshot": snapshot(tmp / "output"), "watermarks": StateStore(tmp / "work", "t").watermarks(),
+            "steps": _total_steps(tmp_path_factory, tmp), "duration": took}
+
+
+def _fresh(factory, ref_tmp: Path) -> Path:
+    tmp = factory.mktemp("probe")
+    shutil.copytree(ref_tmp / "data", tmp / "data")
+    write_job(tmp, example_job(tmp))
+    return tmp
+
+
+def _total_steps(factory, ref_tmp: Path) -> int:
+    """Steps of all datasets' sequences, read from the pending records of a run killed before removal."""
+    tmp = _fresh(factory, ref_tmp)
+    crashed = cli(RUN, tmp, crash_at="commit.before_record_removal:2")  # both datasets logged
+    assert crashed.returncode == SIGKILLED
+    listed = cli(["inspect-commits", "job.yaml", "--json"], tmp)
+    assert listed.returncode == 3, listed.stdout + listed.stderr
+    views = json.loads(listed.stdout)
+    assert {v["dataset"] for v in views} == {"clicks", "orders"}
+    return sum(len(v["steps"]) for v in views)
+
+
+def _assert_exactly_once(tmp: Path, reference: dict) -> None:
+    snap = snapshot(tmp / "output")
+    assert duplicates(snap) == 0
+    assert snap == reference["snapshot"]
+    assert StateStore(tmp / "work", "t").watermarks() == reference["watermarks"]
+    assert cli(["inspect-commits", "job.yaml"], tmp).returncode == 0  # nothing left pending
+
+
+def test_points_are_enumerated_from_the_code(reference: dict) -> None:
+    points = commit_points(reference["steps"])
+    assert reference["steps"] == 17  # clicks: 5 files + 1 error file + watermarks + state; orders: 5 + 2 + 2
+    assert "commit.after_step:17" in points and "commit.store_write_midway" in points
+
+
+@pytest.mark.parametrize("then", ["run", "recover"])
+def test_kill_at_every_commit_point_then_run_again(tmp_path_factory, reference: dict, then: str) -> None:
+    for point in commit_points(reference["steps"]):
+        tmp = _setup(tmp_path_factory.mktemp("p"), reference)
+        crashed = cli(RUN, tmp, crash_at=point)
+        assert crashed.returncode == SIGKILLED, f"{point} was never reached: {crashed.stdout}{crashed.stderr}"
+        if then == "recover":
+            recovered = cli(["recover", "job.yaml", "--all"], tmp)
+            assert recovered.returncode == 0, f"{point}: {recovered.stdout}{recovered.stderr}"
+        again = cli(RUN, tmp)
+        assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
+        _assert_exactly_once(tmp, reference)
+
+
+def test_kill_during_recovery_itself(tmp_path_factory, reference: dict) -> None:
+    for point in recovery_points():
+        for first in ("commit.after_store_write:2", "commit.after_step:3", "commit.before_record_removal"):
+            tmp = _setup(tmp_path_factory.mktemp("r"), reference)
+            assert cli(RUN, tmp, crash_at=first).returncode == SIGKILLED
+            assert cli(RUN, tmp, crash_at=point).returncode == SIGKILLED
+            assert cli(RUN, tmp, crash_at="commit.after_step:2").returncode == SIGKILLED  # killed while replaying
+            again = cli(RUN, tmp)
+            assert again.returncode == 0, f"{first} → {point}: {again.stdout}{again.stderr}"
+            _assert_exactly_once(tmp, reference)
+
+
+def test_kill_at_random_times(tmp_path_factory, reference: dict) -> None:
+    rng = random.Random(20261121)
+    typical = max(reference["duration"], 0.5)
+    for i in range(50):
+        tmp = _setup(tmp_path_factory.mktemp(f"rand{i}"), reference)
+        kill_at_random(RUN, tmp, random_delay(rng, typical))
+        if i % 3 == 0:  # sometimes kill the recovering run too
+            kill_at_random(RUN, tmp, random_delay(rng, typical))
+        again = cli(RUN, tmp)
+        assert again.returncode == 0, f"iteration {i}: {again.stdout}{again.stderr}"
+        _assert_exactly_once(tmp, reference)
+
+
+def test_at_least_once_duplicates_in_the_window_between_publish_and_persist(tmp_path: Path, reference: dict) -> None:
+    """Why exactly_once is the default: the classic publish-then-persist order re-publishes after this crash."""
+    shutil.copytree(reference["data"] / "clicks", tmp_path / "data" / "clicks")
+    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "delivery": "at_least_once"})
+    write_job(tmp_path, job)
+    crashed = cli(RUN, tmp_path, crash_at="commit.after_step:6")  # 5 data files + 1 error file published, no watermark
+    assert crashed.returncode == SIGKILLED
+    assert cli(RUN, tmp_path).returncode == 0
+    snap = snapshot(tmp_path / "output")
+    assert duplicates(snap) == 2000  # every click published twice
+    assert set(snap["records"].values()) == {2}
+
+
+@pytest.mark.spark
+def test_kill_mid_commit_on_spark_then_recover(tmp_path: Path, reference: dict) -> None:
+    tmp = _setup(tmp_path, reference)
+    crashed = cli(["run", "job.yaml"], tmp, crash_at="commit.after_step:4")
+    assert crashed.returncode == SIGKILLED
+    listed = orjson.loads(cli(["inspect-commits", "job.yaml", "--json"], tmp).stdout)
+    assert listed and any(s["status"] == "done" for v in listed for s in v["steps"])
+    again = cli(["run", "job.yaml"], tmp)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "no new data" in again.stdout  # recovery published what the killed run had logged
+    _assert_exactly_once(tmp, reference)
