@@ -1,7 +1,8 @@
 """Named points on the commit path where a test can make the process die with SIGKILL.
 
 Set GOBBLIN_PY_CRASH_AT=NAME (or NAME:N to die at the N-th time the point is reached).
-`POINTS` lists every name so a crash test can enumerate them from the code.
+GOBBLIN_PY_CRASH_WINDOW_S=SECONDS makes every point pause, widening the commit path so that
+kills at random times land inside it. `POINTS` lists every name so a test can enumerate them.
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 ENV = "GOBBLIN_PY_CRASH_AT"
+WINDOW_ENV = "GOBBLIN_PY_CRASH_WINDOW_S"
 
 POINTS: tuple[str, ...] = (
     "commit.before_store_write",     # tasks done, nothing logged yet
@@ -35,6 +38,9 @@ def _target() -> tuple[str, int] | None:
 
 def crash_point(name: str) -> None:
     """Die here with SIGKILL when GOBBLIN_PY_CRASH_AT names this point (and hit count)."""
+    window = os.environ.get(WINDOW_ENV)
+    if window:
+        time.sleep(float(window))
     target = _target()
     if target is None or target[0] != name:
         return

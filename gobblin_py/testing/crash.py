@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from gobblin_py.commit.crashpoints import ENV, POINTS
+from gobblin_py.commit.crashpoints import ENV, POINTS, WINDOW_ENV
 from gobblin_py.testing.jobs import read_avro_dir, read_error_files
 
 SIGKILLED = -signal.SIGKILL
@@ -28,9 +28,14 @@ def cli(args: list[str], cwd: Path, crash_at: str | None = None, timeout: float 
                           capture_output=True, text=True, timeout=timeout)
 
 
-def kill_at_random(args: list[str], cwd: Path, after_s: float) -> int:
-    """Start `gobblin-py ARGS`, SIGKILL it `after_s` seconds later (if still running); its return code."""
+def kill_at_random(args: list[str], cwd: Path, after_s: float, window_s: float = 0.0) -> int:
+    """Start `gobblin-py ARGS`, SIGKILL it `after_s` seconds later (if still running); its return code.
+
+    `window_s` pauses the run at every crash point, so the commit path is long enough to be hit.
+    """
     env = {k: v for k, v in os.environ.items() if k != ENV}
+    if window_s:
+        env[WINDOW_ENV] = str(window_s)
     proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", *args], cwd=cwd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(after_s)
@@ -72,3 +77,11 @@ def duplicates(snap: dict[str, Any]) -> int:
 
 def random_delay(rng: random.Random, typical_s: float) -> float:
     return rng.uniform(0.05, typical_s)
+
+
+def time_to_point(args: list[str], cwd: Path, point: str) -> float:
+    """Seconds from start until a run reaches `point` (it is killed there): where the commit path begins."""
+    t0 = time.monotonic()
+    done = cli(args, cwd, crash_at=point)
+    assert done.returncode == SIGKILLED, f"{point} was never reached"
+    return time.monotonic() - t0

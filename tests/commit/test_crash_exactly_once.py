@@ -18,6 +18,7 @@ import pytest
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import (
     SIGKILLED, cli, commit_points, duplicates, kill_at_random, random_delay, recovery_points, snapshot,
+    time_to_point,
 )
 from gobblin_py.testing.jobs import example_job, write_job
 
@@ -26,9 +27,14 @@ pytestmark = pytest.mark.crash
 RUN = ["run", "job.yaml", "--in-process"]
 
 
-def _setup(tmp: Path, reference: dict, **overrides) -> Path:
+def _serial(tmp: Path, **job) -> dict:
+    """The example job with datasets committed one at a time, so `after_step:N` names one step."""
+    return example_job(tmp, job={"name": "t", "work_dir": str(tmp / "work"), "commit_parallelism": 1, **job})
+
+
+def _setup(tmp: Path, reference: dict, parallel: bool = False) -> Path:
     shutil.copytree(reference["data"], tmp / "data")
-    write_job(tmp, example_job(tmp, **overrides))
+    write_job(tmp, example_job(tmp) if parallel else _serial(tmp))
     return tmp
 
 
@@ -36,36 +42,30 @@ def _setup(tmp: Path, reference: dict, **overrides) -> Path:
 def reference(tmp_path_factory) -> dict:
     """One clean run: the output and watermarks every crashed run must end up with."""
     tmp = tmp_path_factory.mktemp("reference")
-    write_job(tmp, example_job(tmp))
+    write_job(tmp, _serial(tmp))
     t0 = time.monotonic()
     done = cli(RUN, tmp)
     took = time.monotonic() - t0
     assert done.returncode == 0, done.stdout + done.stderr
-    marker = tmp / "probe"
-    shutil.copytree(tmp / "data", marker)
-    crashed = cli(RUN, _fresh(tmp_path_factory, tmp), crash_at="commit.before_record_removal")
-    assert crashed.returncode == SIGKILLED
     return {"data": tmp / "data", "snapshot": snapshot(tmp / "output"), "watermarks": StateStore(tmp / "work", "t").watermarks(),
             "steps": _total_steps(tmp_path_factory, tmp), "duration": took}
 
 
-def _fresh(factory, ref_tmp: Path) -> Path:
-    tmp = factory.mktemp("probe")
-    shutil.copytree(ref_tmp / "data", tmp / "data")
-    write_job(tmp, example_job(tmp))
-    return tmp
-
-
 def _total_steps(factory, ref_tmp: Path) -> int:
-    """Steps of all datasets' sequences, read from the pending records of a run killed before removal."""
-    tmp = _fresh(factory, ref_tmp)
-    crashed = cli(RUN, tmp, crash_at="commit.before_record_removal:2")  # both datasets logged
-    assert crashed.returncode == SIGKILLED
-    listed = cli(["inspect-commits", "job.yaml", "--json"], tmp)
-    assert listed.returncode == 3, listed.stdout + listed.stderr
-    views = json.loads(listed.stdout)
-    assert {v["dataset"] for v in views} == {"clicks", "orders"}
-    return sum(len(v["steps"]) for v in views)
+    """Steps of every dataset's sequence, read from the records left by runs killed before each removal."""
+    total, seen = 0, set()
+    for nth in (1, 2):
+        tmp = factory.mktemp("probe")
+        shutil.copytree(ref_tmp / "data", tmp / "data")
+        write_job(tmp, _serial(tmp))
+        assert cli(RUN, tmp, crash_at=f"commit.before_record_removal:{nth}").returncode == SIGKILLED
+        listed = cli(["inspect-commits", "job.yaml", "--json"], tmp)
+        assert listed.returncode == 3, listed.stdout + listed.stderr
+        [view] = [v for v in json.loads(listed.stdout) if v["dataset"] not in seen]
+        seen.add(view["dataset"])
+        total += len(view["steps"])
+    assert seen == {"clicks", "orders"}
+    return total
 
 
 def _assert_exactly_once(tmp: Path, reference: dict) -> None:
@@ -110,21 +110,28 @@ def test_kill_during_recovery_itself(tmp_path_factory, reference: dict) -> None:
 
 def test_kill_at_random_times(tmp_path_factory, reference: dict) -> None:
     rng = random.Random(20261121)
-    typical = max(reference["duration"], 0.5)
+    window = 0.02  # every crash point pauses 20 ms: the commit path takes ~0.5 s instead of ~20 ms
+    start = time_to_point(RUN, _setup(tmp_path_factory.mktemp("t0"), reference, parallel=True), "commit.before_store_write")
+    killed = mid_commit = 0
     for i in range(50):
-        tmp = _setup(tmp_path_factory.mktemp(f"rand{i}"), reference)
-        kill_at_random(RUN, tmp, random_delay(rng, typical))
+        tmp = _setup(tmp_path_factory.mktemp(f"rand{i}"), reference, parallel=True)
+        # half the kills anywhere in the run, half around the commit path
+        delay = random_delay(rng, start + 0.8) if i % 2 else start + rng.uniform(-0.2, 0.8)
+        killed += kill_at_random(RUN, tmp, delay, window) == SIGKILLED
+        mid_commit += any((tmp / "work" / "commits" / "t").glob("*.json"))
         if i % 3 == 0:  # sometimes kill the recovering run too
-            kill_at_random(RUN, tmp, random_delay(rng, typical))
+            kill_at_random(RUN, tmp, random_delay(rng, start + 0.8), window)
         again = cli(RUN, tmp)
         assert again.returncode == 0, f"iteration {i}: {again.stdout}{again.stderr}"
         _assert_exactly_once(tmp, reference)
+    print(f"random kills: {killed}/50 killed a running job, {mid_commit} of them inside a commit")
+    assert killed >= 25 and mid_commit >= 10
 
 
 def test_at_least_once_duplicates_in_the_window_between_publish_and_persist(tmp_path: Path, reference: dict) -> None:
     """Why exactly_once is the default: the classic publish-then-persist order re-publishes after this crash."""
     shutil.copytree(reference["data"] / "clicks", tmp_path / "data" / "clicks")
-    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "delivery": "at_least_once"})
+    job = _serial(tmp_path, delivery="at_least_once")
     write_job(tmp_path, job)
     crashed = cli(RUN, tmp_path, crash_at="commit.after_step:6")  # 5 data files + 1 error file published, no watermark
     assert crashed.returncode == SIGKILLED
