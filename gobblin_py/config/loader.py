@@ -6,6 +6,7 @@ All problems of a file are collected and reported together, each as `key.path: w
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -268,6 +269,9 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     """Read, merge over the defaults and validate a job file; ConfigError lists every problem."""
     path = Path(path)
     raw = _read_yaml(path)
+    job_dir = str(path.absolute().parent)
+    if job_dir not in sys.path:  # user plugins beside the job file import here as on the executors
+        sys.path.insert(0, job_dir)
     defaults_path = defaults_file()
     defaults = _read_yaml(defaults_path) if defaults_path else {}
     merged = deep_merge(defaults, raw)

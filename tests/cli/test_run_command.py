@@ -92,3 +92,43 @@ def test_every_command_has_help_with_an_example() -> None:
     for name, command in group.commands.items():  # type: ignore[attr-defined]
         assert "Example: gobblin-py " + name in (command.help or ""), name
         assert f"gobblin-py {name}" in readme, f"README.md does not document `gobblin-py {name}`"
+
+
+@pytest.mark.spark
+def test_a_users_own_plugin_by_dotted_path_runs_on_spark_executors(tmp_path: Path) -> None:
+    """A converter in a module beside the job file: importable on the executors, not only the driver."""
+    (tmp_path / "jobdir").mkdir()
+    (tmp_path / "jobdir" / "my_plugins.py").write_text(textwrap.dedent('''
+        import os
+        from gobblin_py.api import Converter, Settings
+
+        class Tag(Converter):
+            class Settings(Settings):
+                field: str
+
+            def convert_schema(self, schema):
+                return schema
+
+            def convert_record(self, record):
+                return ({**record, self.settings.field: f"pid{os.getpid()}"},)
+    '''))
+    data = tmp_path / "data" / "events"
+    data.mkdir(parents=True)
+    (data / "a.jsonl").write_text('{"id": 1}\n{"id": 2}\n')
+    (tmp_path / "jobdir" / "job.yaml").write_text(textwrap.dedent(f'''
+        job: {{name: plug, work_dir: {tmp_path / "work"}}}
+        source: {{class: files, path: {tmp_path / "data"}}}
+        converters:
+          - {{class: "my_plugins:Tag", field: worker}}
+        writer: {{class: jsonl}}
+        publisher: {{final_dir: {tmp_path / "out"}}}
+        spark: {{master: "local[1]"}}
+    '''))
+    result = run_cli("run", str(tmp_path / "jobdir" / "job.yaml"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [out] = list((tmp_path / "out" / "events").glob("*.jsonl"))
+    import orjson
+    rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [r["id"] for r in rows] == [1, 2]
+    worker_pid = rows[0]["worker"]
+    assert worker_pid.startswith("pid") and worker_pid != "pid" and int(worker_pid[3:]) != os.getpid()
