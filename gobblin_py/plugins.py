@@ -33,6 +33,7 @@ _BASES: dict[Kind, str] = {
 BUILTINS: dict[Kind, dict[str, str]] = {
     Kind.SOURCE: {
         "files": "gobblin_py.builtin.files_source:FilesSource",
+        "kafka": "gobblin_py.builtin.kafka_source:KafkaSource",
     },
     Kind.CONVERTER: {
         "json_to_avro": "gobblin_py.builtin.json_to_avro:JsonToAvroConverter",

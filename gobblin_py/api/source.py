@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator, Mapping
+from typing import ClassVar
 
 from gobblin_py.api.context import TaskContext
 from gobblin_py.api.plugin import Plugin
@@ -12,10 +13,17 @@ from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit
 
 
 class SourceState:
-    """What the previous runs committed: each dataset's watermarks, read-only for the Source."""
+    """What the previous runs committed: each dataset's watermarks (and, for sources that keep
+    them, per-key statistics of the last extraction), read-only for the Source."""
 
-    def __init__(self, watermarks: Mapping[str, Mapping[str, WatermarkValue]]) -> None:
+    def __init__(self, watermarks: Mapping[str, Mapping[str, WatermarkValue]],
+                 key_stats: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> None:
         self._watermarks = {ds: dict(marks) for ds, marks in watermarks.items()}
+        self._stats = {ds: dict(s) for ds, s in (key_stats or {}).items()}
+
+    def key_stats(self, dataset: str) -> dict[str, dict[str, float]]:
+        """Per watermark key: `records`, `bytes` and `seconds` of its last committed extraction."""
+        return {k: dict(v) for k, v in self._stats.get(dataset, {}).items()}
 
     def datasets(self) -> list[str]:
         return sorted(self._watermarks)
@@ -50,6 +58,9 @@ class Extractor(abc.ABC):
 
 class Source(Plugin, abc.ABC):
     """Partitions the job's work into WorkUnits and creates an Extractor for each."""
+
+    keeps_key_stats: ClassVar[bool] = False
+    """True to have each key's extraction statistics kept in the dataset state (for size estimates)."""
 
     @abc.abstractmethod
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:

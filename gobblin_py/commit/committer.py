@@ -9,6 +9,7 @@ from gobblin_py.commit.sequence import CommitSequence, utc_now
 from gobblin_py.commit.steps import DatasetStateCommitStep, HighWatermarkCommitStep
 from gobblin_py.config.model import JobSpec
 from gobblin_py.runtime.results import WorkUnitResult
+from gobblin_py.state.store import DatasetStateFile
 
 
 def branch_of(job: JobSpec, dataset: str, f: OutputFile) -> int:
@@ -41,5 +42,12 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
         "files_published": sum(1 for r in results for f in r.files if f.kind == "data"),
         "error_files_published": sum(1 for r in results for f in r.files if f.kind == "errors"),
     }
+    if job.source.cls().keeps_key_stats:
+        previous = DatasetStateFile(state_dir, dataset).read() or {}
+        stats = dict(previous.get("key_stats") or {})
+        for r in results:
+            stats[r.workunit.watermark_key] = {"records": r.records_extracted, "seconds": round(r.duration_s, 3),
+                                               "bytes": sum(b.bytes_written for b in r.branches.values())}
+        state["key_stats"] = stats
     steps.append(DatasetStateCommitStep(state_dir=str(state_dir), dataset=dataset, run_id=run_id, state=state))
     return CommitSequence(job=job.name, dataset=dataset, run_id=run_id, steps=steps)

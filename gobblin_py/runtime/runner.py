@@ -126,8 +126,9 @@ class JobRunner:
 
         previous = self.state.watermarks()
         source = job.source.create()
+        stats = {ds: st.get("key_stats") or {} for ds, st in self.state.dataset_states().items()} if source.keeps_key_stats else {}
         try:
-            units = source.get_workunits(SourceState(previous))
+            units = source.get_workunits(SourceState(previous, stats))
         except GobblinError:
             raise
         except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback

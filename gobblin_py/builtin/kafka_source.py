@@ -1,0 +1,185 @@
+"""The `kafka` source: each topic is a dataset, each partition's offset a watermark.
+
+Planning reads every partition's earliest and end offsets once; a WorkUnit covers
+`[committed offset, end offset at planning)` of one partition, and WorkUnits are bin-packed
+into at most `max_workunits` tasks by the size their partition had last time.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from gobblin_py.api import Extractor, MultiWorkUnit, Settings, Source, SourceState, TaskContext, WorkUnit
+from gobblin_py.builtin.packing import worst_fit_decreasing
+from gobblin_py.config.paths import ExistingFile
+from gobblin_py.errors import SourceError
+
+log = logging.getLogger(__name__)
+
+
+class KafkaSettings(Settings):
+    bootstrap_servers: str | list[str]
+    topics: list[str] | None = None
+    topic_pattern: str | None = None
+    exclude_topics: list[str] = Field(default_factory=list, description="regexes (Gobblin topic.blacklist)")
+    bootstrap_with_offset: Literal["earliest", "latest"] = "earliest"
+    reset_on_offset_out_of_range: Literal["earliest", "latest", "fail"] = "earliest"
+    max_workunits: int = Field(default=8, ge=1)
+    deserializer: Literal["json", "avro", "string", "bytes"] = "json"
+    avro_schema: ExistingFile | None = None
+    fetch_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    max_partition_fetch_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    fetch_max_wait_ms: int = Field(default=200, ge=1, description="never 0: some brokers spin and return nothing")
+    max_poll_records: int = Field(default=20_000, ge=1)
+    request_timeout_ms: int = Field(default=30_000, ge=1000)
+    idle_timeout_s: float = Field(default=60.0, gt=0, description="give up when a partition makes no progress this long")
+    consumer_config: dict[str, Any] = Field(default_factory=dict, description="extra kafka-python consumer settings (security, …)")
+
+    @field_validator("topic_pattern")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> KafkaSettings:
+        if (self.topics is None) == (self.topic_pattern is None):
+            raise ValueError("give exactly one of topics: [..] or topic_pattern: REGEX")
+        if self.deserializer == "avro" and self.avro_schema is None:
+            raise ValueError("deserializer avro needs avro_schema: PATH.avsc")
+        return self
+
+    @property
+    def brokers(self) -> str:
+        servers = self.bootstrap_servers
+        return servers if isinstance(servers, str) else ",".join(servers)
+
+
+def consumer_settings(s: KafkaSettings) -> dict[str, Any]:
+    """kafka-python consumer settings: no group, no offset commits (the watermark store is the truth)."""
+    return {
+        "bootstrap_servers": s.brokers,
+        "group_id": None,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "none",
+        "fetch_max_bytes": s.fetch_max_bytes,
+        "max_partition_fetch_bytes": s.max_partition_fetch_bytes,
+        "fetch_max_wait_ms": s.fetch_max_wait_ms,
+        "max_poll_records": s.max_poll_records,
+        "request_timeout_ms": s.request_timeout_ms,
+        "bootstrap_timeout_ms": min(s.request_timeout_ms, 10_000),
+        "check_crcs": True,
+        **s.consumer_config,
+    }
+
+
+def open_consumer(s: KafkaSettings) -> Any:
+    """A connected KafkaConsumer, or SourceError naming the brokers."""
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
+
+    try:
+        return KafkaConsumer(**consumer_settings(s))
+    except KafkaError as exc:
+        raise SourceError(f"cannot reach Kafka broker(s) {s.brokers}: {type(exc).__name__}: {exc}") from None
+
+
+class KafkaSource(Source):
+    """One WorkUnit per partition with new data; partitions packed into at most `max_workunits` tasks."""
+
+    Settings = KafkaSettings
+    keeps_key_stats = True
+
+    def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError
+
+        s: KafkaSettings = self.settings
+        consumer = open_consumer(s)
+        try:
+            topics = self._select_topics(consumer.topics())
+            units: list[WorkUnit] = []
+            for topic in topics:
+                partitions = consumer.partitions_for_topic(topic) or set()
+                committed = state.watermarks(topic)
+                gone = sorted(int(k) for k in committed if int(k) not in partitions)
+                if gone:
+                    raise SourceError(f"topic {topic!r} on {s.brokers} no longer has partition(s) {', '.join(map(str, gone))} "
+                                      "that earlier runs read; nothing was extracted (reset the dataset's state to go on)")
+                tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+                begins = consumer.beginning_offsets(tps)
+                ends = consumer.end_offsets(tps)
+                for tp in tps:
+                    wu = self._plan_partition(tp, committed.get(str(tp.partition)), begins[tp], ends[tp])
+                    if wu is not None:
+                        units.append(wu)
+        except KafkaError as exc:
+            raise SourceError(f"Kafka broker(s) {s.brokers}: could not read topic metadata or offsets: {type(exc).__name__}: {exc}") from None
+        finally:
+            consumer.close()
+        stats = {topic: state.key_stats(topic) for topic in {u.dataset for u in units}}
+        return worst_fit_decreasing(units, s.max_workunits, lambda u: _estimated_bytes(u, stats))
+
+    def _select_topics(self, available: set[str]) -> list[str]:
+        s: KafkaSettings = self.settings
+        if s.topics is not None:
+            missing = [t for t in s.topics if t not in available]
+            if missing:
+                raise SourceError(f"topic(s) {', '.join(map(repr, missing))} do not exist on Kafka broker(s) {s.brokers}")
+            selected = list(s.topics)
+        else:
+            pattern = re.compile(s.topic_pattern or "")
+            selected = sorted(t for t in available if pattern.fullmatch(t) and not t.startswith("__"))
+        excluded = [re.compile(x) for x in s.exclude_topics]
+        return [t for t in selected if not any(x.fullmatch(t) for x in excluded)]
+
+    def _plan_partition(self, tp: Any, committed: Any, begin: int, end: int) -> WorkUnit | None:
+        s: KafkaSettings = self.settings
+        where = f"{tp.topic}/{tp.partition} on {s.brokers}"
+        if committed is None:
+            start = begin if s.bootstrap_with_offset == "earliest" else end
+            new = True
+        else:
+            start, new = int(committed), False
+            if start < begin or start > end:
+                policy = s.reset_on_offset_out_of_range
+                if policy == "fail":
+                    raise SourceError(f"{where}: committed offset {start} is outside the available range [{begin}, {end}); "
+                                      "set reset_on_offset_out_of_range: earliest or latest to go on")
+                reset = begin if policy == "earliest" else end
+                skipped = f"offsets {start}..{begin - 1} ({begin - start} records) were deleted by retention" if start < begin \
+                    else f"the partition now ends at {end}, before the committed offset"
+                log.warning("%s: committed offset %d is out of range [%d, %d): %s; resetting to %s offset %d%s",
+                            where, start, begin, end, skipped, policy, reset,
+                            f" and skipping offsets {max(start, begin)}..{end - 1}" if policy == "latest" and end > max(start, begin) else "")
+                start, new = reset, True  # an empty range still commits the reset offset
+        if start >= end and not new:
+            return None  # no new data: the committed watermark carries forward unchanged
+        return WorkUnit(id=f"{_safe(tp.topic)}.{tp.partition}.{start}-{end}", dataset=tp.topic,
+                        watermark_key=str(tp.partition), low_watermark=start, expected_high_watermark=end,
+                        props={"topic": tp.topic, "partition": tp.partition})
+
+    def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
+        from gobblin_py.builtin.kafka_extractor import KafkaExtractor
+
+        return KafkaExtractor(self.settings, workunit, context)
+
+
+def _safe(topic: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", topic)
+
+
+def _estimated_bytes(wu: WorkUnit, stats: dict[str, dict[str, dict[str, float]]]) -> float:
+    """Records in range × the partition's bytes per record last time (1 KiB when unknown)."""
+    records = max(0, int(wu.expected_high_watermark or 0) - int(wu.low_watermark or 0))
+    last = stats.get(wu.dataset, {}).get(wu.watermark_key)
+    per_record = last["bytes"] / last["records"] if last and last.get("records") else 1024.0
+    return records * per_record
