@@ -84,8 +84,12 @@ def step_registry(job: JobSpec) -> StepRegistry:
     return StepRegistry(t for b in job.branches for t in b.publisher.cls().step_types)
 
 
-def _watermark_summary(before: int, after: int) -> str:
-    return f"{after} keys (+{after - before})" if after != before else f"{after} keys"
+def _watermark_summary(before: dict, after: dict) -> str:
+    """`0=120 1=98` for a few keys (Kafka partitions), `12 keys (+3)` for many (files)."""
+    if 0 < len(after) <= 4:
+        return " ".join(f"{k}={v}" for k, v in sorted(after.items()))
+    grown = len(after) - len(before)
+    return f"{len(after)} keys" + (f" (+{grown})" if grown else "")
 
 
 class JobRunner:
@@ -156,10 +160,10 @@ class JobRunner:
                 result.datasets.append(summaries[dataset])
             elif dataset in blocked:
                 result.datasets.append(DatasetSummary(dataset, DatasetStatus.BLOCKED, message=blocked[dataset].message,
-                                                      watermark=f"{len(previous.get(dataset, {}))} keys"))
+                                                      watermark=_watermark_summary(previous.get(dataset, {}), previous.get(dataset, {}))))
             else:
                 result.datasets.append(DatasetSummary(dataset, DatasetStatus.NO_NEW_DATA,
-                                                      watermark=f"{len(previous.get(dataset, {}))} keys"))
+                                                      watermark=_watermark_summary(previous.get(dataset, {}), previous.get(dataset, {}))))
         for dataset, rec in blocked.items():
             if dataset not in previous and dataset not in summaries:
                 result.datasets.append(DatasetSummary(dataset, DatasetStatus.BLOCKED, message=rec.message))
@@ -185,7 +189,7 @@ class JobRunner:
             summary.status = DatasetStatus.NOT_COMMITTED
             summary.records_written = 0
             summary.message = f"{len(failed)} of {len(results)} tasks failed (commit_policy full): {failed[0].error}"
-            summary.watermark = _watermark_summary(len(before), len(before))
+            summary.watermark = _watermark_summary(before, before)
             return summary
         if not ok:
             summary.status = DatasetStatus.NOT_COMMITTED
@@ -210,7 +214,7 @@ class JobRunner:
         summary.files_published = sum(1 for r in ok for f in r.files if f.kind == "data")
         summary.error_files = sum(1 for r in ok for f in r.files if f.kind == "errors")
         after = WatermarkFile(state_dir, dataset).read()
-        summary.watermark = _watermark_summary(len(before), len(after))
+        summary.watermark = _watermark_summary(before, after)
         if failed:
             summary.status = DatasetStatus.PARTIAL
             summary.message = f"{len(failed)} of {len(results)} tasks failed and are retried next run: {failed[0].error}"
