@@ -18,6 +18,9 @@ def setup_logging(level: str, verbose: bool) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True)
     for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
+    # kafka-python logs every connection error with a traceback; our own messages name broker, topic and
+    # partition, so its log stays quiet unless --verbose
+    logging.getLogger("kafka").setLevel(logging.INFO if verbose else logging.CRITICAL)
 
 
 def print_summary(result: JobResult) -> None:

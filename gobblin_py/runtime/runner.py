@@ -63,11 +63,13 @@ class JobResult:
     tasks: list[WorkUnitResult] = field(default_factory=list)
     recovery: RecoveryReport = field(default_factory=RecoveryReport)
     error: str | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: recovery, planning, tasks, commit
 
     def to_json(self) -> dict[str, Any]:
         return {
             "job": self.job, "run_id": self.run_id, "status": "succeeded" if self.succeeded else "failed",
             "started": self.started, "duration_s": round(self.duration_s, 3), "error": self.error,
+            "phases": {k: round(v, 3) for k, v in self.phases.items()},
             "datasets": [{**vars(d), "status": d.status.value} for d in self.datasets],
             "recovered": [vars(r) | {"outcome": r.outcome.value} for r in self.recovery.datasets],
             "tasks": [t.to_json() for t in self.tasks],
@@ -122,11 +124,20 @@ class JobRunner:
 
     def _run_locked(self, result: JobResult) -> None:
         job = self.job
+        clock = time.monotonic()
+
+        def phase(name: str) -> None:
+            nonlocal clock
+            now = time.monotonic()
+            result.phases[name] = now - clock
+            clock = now
+
         result.recovery = recover(self.store, job.name, job.job.commit_max_attempts, parallelism=job.job.commit_parallelism)
         blocked = result.recovery.blocked
         for rec in blocked.values():
             log.error("dataset %s is %s and is skipped this run: %s", rec.dataset, rec.outcome.value, rec.message)
         self._clean_orphans(current=result.run_id)
+        phase("recovery")
 
         previous = self.state.watermarks()
         source = job.source.create()
@@ -140,11 +151,17 @@ class JobRunner:
         units = _without(units, set(blocked))
         workunits = flatten(units)
         log.info("planned %d work units in %d tasks", len(workunits), len(units))
+        phase("planning")
 
         suffix = f".{result.run_id}" if job.job.delivery is Delivery.AT_LEAST_ONCE else ""
         tasks = [TaskSpec(job=job, run_id=result.run_id, unit=u, file_suffix=suffix) for u in units]
         results = self.executor.run(tasks) if tasks else []  # Spark starts only when there is work
         result.tasks = results
+        phase("tasks")
+        startup = float(getattr(self.executor, "startup_s", 0.0))
+        if startup:
+            result.phases["executor_start"] = startup
+            result.phases["tasks"] -= startup
         for r in results:
             if r.status is TaskStatus.FAILED:
                 log.error("task %s (dataset %s) failed after %d attempt(s): %s", r.workunit.id, r.workunit.dataset, r.attempts, r.error)
@@ -167,6 +184,7 @@ class JobRunner:
         for dataset, rec in blocked.items():
             if dataset not in previous and dataset not in summaries:
                 result.datasets.append(DatasetSummary(dataset, DatasetStatus.BLOCKED, message=rec.message))
+        phase("commit")
         self._clean_run(result.run_id)
         failed_tasks = any(r.status is TaskStatus.FAILED for r in results)
         bad = [d for d in result.datasets if d.status in (DatasetStatus.NOT_COMMITTED, DatasetStatus.COMMIT_FAILED, DatasetStatus.BLOCKED)]

@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ class SparkExecutor:
         self._session: Any = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self.startup_s = 0.0  # time the driver waited for Spark to come up
 
     def start(self) -> None:
         if self._thread is None:
@@ -71,9 +73,11 @@ class SparkExecutor:
         return session
 
     def session(self) -> Any:
+        waited = time.monotonic()
         self.start()
         assert self._thread is not None
         self._thread.join()
+        self.startup_s += time.monotonic() - waited
         if self._error is not None:
             raise JobError(f"Spark could not start on master {self.job.spark.master!r}: {self._error}")
         return self._session

@@ -7,6 +7,7 @@ result are ever published, so a failed, retried or duplicated attempt never publ
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 import traceback
@@ -49,7 +50,14 @@ class TaskSpec:
 
 def run_task(spec: TaskSpec) -> list[WorkUnitResult]:
     """Run every WorkUnit of the task, each retried up to `job.max_task_retries` times."""
+    _quiet_client_logs()
     return [_run_with_retries(spec, wu) for wu in spec.workunits]
+
+
+def _quiet_client_logs() -> None:
+    """On an executor nobody configured logging: keep client libraries' tracebacks out of the job's output
+    (a failure reaches the driver in the task result, with its message)."""
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 
 def attempt_dirs(job: JobSpec, run_id: str, wu: WorkUnit, attempt_id: str) -> tuple[Path, Path]:

@@ -1,0 +1,240 @@
+"""Benchmark: gobblin-py against the hand-written single-process pipeline, in one run.
+
+    .venv/bin/python scripts/bench_kafka.py [--records 2000000] [--rounds 3] [--codec deflate] [--client kafka-python]
+
+Starts a local broker (Tansu, 127.0.0.1), produces N ~100-byte JSON events into 4 sealed partitions with
+confluent-kafka, then alternates, `rounds` times each: the baseline (scripts/baseline_kafka_to_avro.py) and
+`gobblin-py run` on local[2] from a fresh work directory. Prints records/s, the gobblin-py / baseline ratios
+(whole job, Spark start included; and the task phase alone), peak RSS of the driver and of the executors,
+the fixed cost of a run with no new data, and writes everything to scripts/results/bench_kafka-<N>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from gobblin_py.testing.kafka_broker import LocalBroker, create_topic, end_offsets  # noqa: E402
+
+PARTITIONS = 4
+TOPIC = "bench"
+SCHEMA = {"type": "record", "name": "BenchEvent", "fields": [
+    {"name": "id", "type": "long"}, {"name": "user", "type": "string"}, {"name": "page", "type": "string"},
+    {"name": "amount", "type": "double"}, {"name": "ts", "type": "long"}, {"name": "ok", "type": "boolean"},
+]}
+
+
+def produce(bootstrap: str, n: int) -> dict[int, int]:
+    """N events over 4 partitions with confluent-kafka (~600k/s); each partition sealed by a lone last record."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+                         "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
+    rng = random.Random(1)
+    per = n // PARTITIONS
+    pages = [f"/page/{i}" for i in range(50)]
+
+    def value(i: int) -> bytes:
+        return json.dumps({"id": i, "user": f"user-{rng.randrange(100000):06d}", "page": rng.choice(pages),
+                           "amount": round(rng.random() * 1000, 2), "ts": 1767225600000 + i * 37, "ok": i % 3 != 0},
+                          separators=(",", ":")).encode()
+
+    i = 0
+    for p in range(PARTITIONS):
+        for _ in range(per - 1):
+            while True:
+                try:
+                    producer.produce(TOPIC, value(i), partition=p)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            i += 1
+    producer.flush(120)
+    for p in range(PARTITIONS):  # the seal: one single-record batch per partition
+        producer.produce(TOPIC, value(i), partition=p)
+        i += 1
+        producer.flush(30)
+    return end_offsets(bootstrap, TOPIC)
+
+
+class RssSampler:
+    """Peak RSS of a process tree, split into the driver (the root), the JVM and the Python workers."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = {"driver": 0, "jvm": 0, "executors": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            tree = _tree(self.pid)
+            sums = {"driver": 0, "jvm": 0, "executors": 0}
+            for pid, cmd in tree:
+                rss = _rss(pid)
+                if pid == self.pid:
+                    sums["driver"] += rss
+                elif "java" in cmd:
+                    sums["jvm"] += rss
+                elif "python" in cmd:
+                    sums["executors"] += rss
+            for k, v in sums.items():
+                self.peak[k] = max(self.peak[k], v)
+            time.sleep(0.1)
+
+
+def _children() -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            out.setdefault(ppid, []).append(int(d))
+    return out
+
+
+def _tree(root: int) -> list[tuple[int, str]]:
+    kids = _children()
+    todo, out = [root], []
+    while todo:
+        pid = todo.pop()
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        out.append((pid, cmd))
+        todo.extend(kids.get(pid, []))
+    return out
+
+
+def _rss(pid: int) -> int:
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run_measured(cmd: list[str], cwd: Path) -> tuple[float, dict[str, int], subprocess.CompletedProcess[str]]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with RssSampler(proc.pid) as sampler:
+        out, err = proc.communicate()
+    took = time.perf_counter() - t0
+    done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{out}\n{err}")
+    return took, sampler.peak, done
+
+
+def gobblin_job(tmp: Path, bootstrap: str, codec: str, client: str) -> Path:
+    schema = tmp / "bench.avsc"
+    schema.write_text(json.dumps(SCHEMA))
+    job = {
+        "job": {"name": "bench", "work_dir": str(tmp / "work")},
+        "source": {"class": "kafka", "bootstrap_servers": bootstrap, "topics": [TOPIC], "max_workunits": PARTITIONS},
+        "converters": [{"class": "json_to_avro", "schema": str(schema)}],
+        "writer": {"class": "avro", "codec": codec},
+        "publisher": {"final_dir": str(tmp / "output")},
+        "spark": {"master": "local[2]"},
+    }
+    if client != "kafka-python":
+        job["source"]["client"] = client
+    path = tmp / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--codec", default="deflate")
+    ap.add_argument("--client", default="kafka-python", help="gobblin-py's Kafka client: kafka-python or confluent")
+    args = ap.parse_args()
+    py = sys.executable
+    figures: dict[str, list] = {"baseline": [], "gobblin": [], "no_new_data_s": []}
+    with LocalBroker() as broker, tempfile.TemporaryDirectory(prefix="bench-kafka-") as scratch:
+        create_topic(broker.bootstrap, TOPIC, PARTITIONS)
+        t0 = time.perf_counter()
+        ends = produce(broker.bootstrap, args.records)
+        total = sum(ends.values())
+        print(f"produced {total} records into {PARTITIONS} partitions in {time.perf_counter() - t0:.1f}s: {ends}", flush=True)
+        ends_arg = ",".join(f"{p}={e}" for p, e in sorted(ends.items()))
+        for r in range(args.rounds):
+            tmp = Path(scratch) / f"round{r}"
+            took, rss, done = run_measured([py, str(REPO / "scripts" / "baseline_kafka_to_avro.py"), broker.bootstrap, TOPIC,
+                                            str(tmp / "baseline"), "--ends", ends_arg, "--codec", args.codec], REPO)
+            base = json.loads(done.stdout.strip().splitlines()[-1])
+            assert base["records"] == total, base
+            figures["baseline"].append({"wall_s": took, "records_per_s": total / took, "peak_rss": rss})
+            print(f"round {r + 1}: baseline  {took:6.2f}s  {total / took:9.0f} rec/s  rss {rss['driver'] / 2**20:.0f} MiB", flush=True)
+
+            job = gobblin_job(tmp, broker.bootstrap, args.codec, args.client)
+            took, rss, done = run_measured([py, "-m", "gobblin_py.cli.main", "run", str(job)], tmp)
+            run_state = json.loads(next((tmp / "work" / "state" / "bench" / "runs").glob("*.json")).read_text())["body"]
+            written = sum(t["records_written"] for t in run_state["tasks"])
+            assert written == total, (written, total)
+            phases = run_state["phases"]
+            figures["gobblin"].append({"wall_s": took, "records_per_s": total / took, "tasks_s": phases["tasks"],
+                                       "phases": phases, "peak_rss": rss})
+            print(f"round {r + 1}: gobblin   {took:6.2f}s  {total / took:9.0f} rec/s  tasks {phases['tasks']:.2f}s  "
+                  f"spark start {phases.get('executor_start', 0):.2f}s  commit {phases['commit']:.3f}s  "
+                  f"rss driver {rss['driver'] / 2**20:.0f} MiB, jvm {rss['jvm'] / 2**20:.0f} MiB, "
+                  f"executors {rss['executors'] / 2**20:.0f} MiB", flush=True)
+            t1 = time.perf_counter()
+            subprocess.run([py, "-m", "gobblin_py.cli.main", "run", str(job)], cwd=tmp, capture_output=True, check=True)
+            figures["no_new_data_s"].append(time.perf_counter() - t1)
+            shutil.rmtree(tmp)
+    med = statistics.median
+    base_wall = med(f["wall_s"] for f in figures["baseline"])
+    gob_wall = med(f["wall_s"] for f in figures["gobblin"])
+    gob_tasks = med(f["tasks_s"] for f in figures["gobblin"])
+    summary = {
+        "records": total, "codec": args.codec, "client": args.client, "rounds": args.rounds,
+        "baseline_records_per_s": total / base_wall, "gobblin_records_per_s": total / gob_wall,
+        "ratio_whole_job": base_wall / gob_wall,
+        "ratio_tasks_alone": base_wall / gob_tasks,
+        "ratio_tasks_per_core": base_wall / gob_tasks / 2,
+        "commit_share_of_job": med(f["phases"]["commit"] / f["wall_s"] for f in figures["gobblin"]),
+        "no_new_data_run_s": med(figures["no_new_data_s"]),
+        "peak_rss_mib": {k: max(f["peak_rss"][k] for f in figures["gobblin"]) / 2**20 for k in ("driver", "jvm", "executors")},
+        "baseline_peak_rss_mib": max(f["peak_rss"]["driver"] for f in figures["baseline"]) / 2**20,
+    }
+    print(json.dumps(summary, indent=2))
+    out = REPO / "scripts" / "results" / f"bench_kafka-{total}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"summary": summary, "rounds": figures}, indent=2, default=str))
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
