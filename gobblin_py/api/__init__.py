@@ -2,7 +2,7 @@
 
 from gobblin_py.api.commit_step import CommitStep, StepStatus
 from gobblin_py.api.context import TaskContext
-from gobblin_py.api.converter import Converter
+from gobblin_py.api.converter import Converter, OneToOneConverter
 from gobblin_py.api.fork import ForkOperator
 from gobblin_py.api.plugin import NoSettings, Plugin, Settings
 from gobblin_py.api.publisher import DataPublisher
@@ -14,7 +14,7 @@ from gobblin_py.api.writer import DataWriter, Delivery, OutputFile, WriterTarget
 
 __all__ = [
     "BranchStats", "CommitStep", "Converter", "DataPublisher", "DataWriter", "Delivery",
-    "Extractor", "ForkOperator", "MultiWorkUnit", "NoSettings", "OutputFile", "Plugin",
+    "Extractor", "ForkOperator", "MultiWorkUnit", "NoSettings", "OneToOneConverter", "OutputFile", "Plugin",
     "Record", "RowPolicy", "RowPolicyType", "Schema", "Settings", "Source", "SourceState",
     "StepStatus", "TaskContext", "TaskPolicy", "TaskPolicyType", "WatermarkValue",
     "WorkUnit", "WriterTarget", "flatten",

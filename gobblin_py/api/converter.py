@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import typing
 from collections.abc import Iterable
 
 from gobblin_py.api.context import TaskContext
@@ -23,3 +24,18 @@ class Converter(Plugin, abc.ABC):
     @abc.abstractmethod
     def convert_record(self, record: Record) -> Iterable[Record]:
         """The records `record` becomes: an empty iterable drops it (1:0), several fan out (1:N)."""
+
+
+class OneToOneConverter(Converter):
+    """A converter that turns each record into exactly one record: implement `map_record`.
+
+    The task calls `map_record` directly, with no per-record iterable (the cheapest path).
+    """
+
+    @abc.abstractmethod
+    def map_record(self, record: Record) -> Record:
+        """The converted record; raise `RecordError` for one that cannot convert."""
+
+    @typing.final
+    def convert_record(self, record: Record) -> Iterable[Record]:
+        return (self.map_record(record),)

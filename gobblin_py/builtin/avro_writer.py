@@ -44,6 +44,8 @@ class AvroWriter(DataWriter):
         self.schema = fastavro.parse_schema(schema)
         s = self.settings
         self.files: PartitionedFiles[_Open] = PartitionedFiles(target, ".avro", s.partition, self._open_file, self._close_file)
+        self._single: Any = None  # the unpartitioned file's fastavro write, bound once
+        self._count = 0
 
     def _open_file(self, path: Path) -> _Open:
         f = open(path, "wb")
@@ -58,7 +60,13 @@ class AvroWriter(DataWriter):
         handle.file.close()
 
     def write(self, record: Record) -> None:
-        self.files.handle_for(record).writer.write(record)
+        if self.files.partitioner is not None:
+            self.files.handle_for(record).writer.write(record)
+            return
+        if self._single is None:
+            self._single = self.files.unpartitioned().writer.write
+        self._single(record)
+        self._count += 1
 
     def close(self) -> list[tuple[Path, int]]:
-        return self.files.close()
+        return self.files.close(self._count if self._single is not None else None)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from gobblin_py.api import Converter, Settings
+from gobblin_py.api import Converter, OneToOneConverter, Settings
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.errors import RecordError, TaskError
 
@@ -29,7 +29,7 @@ class SelectFieldsSettings(Settings):
     fields: list[str] = Field(min_length=1)
 
 
-class SelectFieldsConverter(Converter):
+class SelectFieldsConverter(OneToOneConverter):
     """Keeps only `fields`, in that order (1:1)."""
 
     Settings = SelectFieldsSettings
@@ -44,15 +44,15 @@ class SelectFieldsConverter(Converter):
             raise TaskError(f"select_fields: {', '.join(missing)} not in the schema (fields: {', '.join(by_name)})")
         return _with_fields(schema, [by_name[n] for n in self.settings.fields])
 
-    def convert_record(self, record: Record) -> Iterable[Record]:
-        return ({name: record.get(name) for name in self.settings.fields},)
+    def map_record(self, record: Record) -> Record:
+        return {name: record.get(name) for name in self.settings.fields}
 
 
 class RenameFieldsSettings(Settings):
     mapping: dict[str, str] = Field(min_length=1)
 
 
-class RenameFieldsConverter(Converter):
+class RenameFieldsConverter(OneToOneConverter):
     """Renames fields per `mapping: {old: new}` (1:1)."""
 
     Settings = RenameFieldsSettings
@@ -68,9 +68,9 @@ class RenameFieldsConverter(Converter):
             out.append(f)
         return _with_fields(schema, out)
 
-    def convert_record(self, record: Record) -> Iterable[Record]:
+    def map_record(self, record: Record) -> Record:
         m = self.settings.mapping
-        return ({m.get(k, k): v for k, v in record.items()},)
+        return {m.get(k, k): v for k, v in record.items()}
 
 
 class ExplodeSettings(Settings):

@@ -35,7 +35,13 @@ class PartitionedFiles(Generic[H]):
         self.counts[key] += 1
         return handle
 
-    def close(self) -> list[tuple[Path, int]]:
+    def unpartitioned(self) -> H:
+        """The one file of an unpartitioned writer (opened now); the caller counts its records."""
+        return self.handle_for({})
+
+    def close(self, unpartitioned_count: int | None = None) -> list[tuple[Path, int]]:
+        if unpartitioned_count is not None and "" in self.counts:
+            self.counts[""] = unpartitioned_count
         out = []
         for key, handle in self.handles.items():
             self._close(handle)

@@ -21,6 +21,7 @@ from gobblin_py.api import (
     BranchStats,
     DataWriter,
     MultiWorkUnit,
+    OneToOneConverter,
     RowPolicyType,
     TaskContext,
     TaskPolicyType,
@@ -159,6 +160,7 @@ class _Branch:
         self.writer.open(schema, self.target)
         self.stats = BranchStats(branch=config.name, rejected={})
         self.pipeline = pipeline
+        self.plain = not self.converters and not self.checks.policies  # nothing between fork and writer
 
     def process(self, record: Record) -> None:
         records = _convert([record], self.converters) if self.converters else (record,)
@@ -216,12 +218,63 @@ class _Pipeline:
     def _reject_from_extractor(self, record: Any, reason: str, location: str) -> None:
         self.bad_record(record, reason, location, "extractor")
 
+    def _straight(self, extractor: Any, mappers: list[Any], branch: _Branch) -> int:
+        """The hot loop of the common job (1:1 converters, no row checks, one branch): no per-record
+        lists, routing or bookkeeping beyond two counters."""
+        write = branch.writer.write
+        bad = self.bad_record
+        extracted = written = writer_rejects = 0
+        for record in extractor.read_records():
+            extracted += 1
+            out = record
+            try:
+                for m in mappers:
+                    out = m(out)
+            except RecordError as exc:
+                bad(record, str(exc), self.location(), "converters")
+                continue
+            try:
+                write(out)
+            except RecordError as exc:
+                writer_rejects += 1
+                bad(out, str(exc), self.location(), f"fork.{branch.name}.writer", branch.name)
+                continue
+            written += 1
+        stats = branch.stats
+        stats.records_in += written + writer_rejects
+        stats.records_written += written
+        if writer_rejects:
+            stats.rejected["writer"] = stats.rejected.get("writer", 0) + writer_rejects
+        return extracted
+
+    def _general(self, extractor: Any, converters: list[Any], checks: _RowChecks, route: Any,
+                 branches: list[_Branch], single: _Branch | None) -> int:
+        extracted = 0
+        for record in extractor.read_records():
+            extracted += 1
+            if converters:
+                try:
+                    outs = _convert([record], converters)
+                except RecordError as exc:
+                    self.bad_record(record, str(exc), self.location(), "converters")
+                    continue
+            else:
+                outs = (record,)
+            for out in outs:
+                if checks.policies and not checks.passes(out):
+                    continue
+                if single is not None:
+                    single.process(out)
+                    continue
+                for n, index in enumerate(route(out)):
+                    branches[index].process(out if n == 0 else dict(out))
+        return extracted
+
     def run(self) -> WorkUnitResult:
         job = self.spec.job
         self.staging.mkdir(parents=True, exist_ok=True)
         source = job.source.create()
         self.extractor = extractor = source.get_extractor(self.wu, self.context)
-        extracted = 0
         try:
             schema = extractor.get_schema()
             converters = [c.create() for c in job.converters]
@@ -234,25 +287,11 @@ class _Pipeline:
             branches = [_Branch(self, b, schema) for b in job.branches]
             self.branches = branches
             single = branches[0] if len(branches) == 1 and fork.broadcast else None
-            route = fork.route
-            for record in extractor.read_records():
-                extracted += 1
-                if converters:
-                    try:
-                        outs = _convert([record], converters)
-                    except RecordError as exc:
-                        self.bad_record(record, str(exc), self.location(), "converters")
-                        continue
-                else:
-                    outs = (record,)
-                for out in outs:
-                    if checks.policies and not checks.passes(out):
-                        continue
-                    if single is not None:
-                        single.process(out)
-                        continue
-                    for n, index in enumerate(route(out)):
-                        branches[index].process(out if n == 0 else dict(out))
+            mappers = [c.map_record for c in converters] if all(isinstance(c, OneToOneConverter) for c in converters) else None
+            if single is not None and mappers is not None and not checks.policies and single.plain:
+                extracted = self._straight(extractor, mappers, single)
+            else:
+                extracted = self._general(extractor, converters, checks, fork.route, branches, single)
             high = extractor.actual_high_watermark()
         finally:
             extractor.close()
