@@ -1,7 +1,13 @@
-"""Reads exactly one partition's offset range with kafka-python: assign + seek, large fetches, no commits."""
+"""Reads exactly one partition's offset range: assign + seek, large fetches, no offset commits.
+
+`KafkaExtractor` uses kafka-python; the client-specific part is `_messages()`, which yields
+`(offset, value)` pairs of the range, and everything else (decoding, rejects, watermark) is shared
+with the confluent-kafka extractor.
+"""
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -25,8 +31,6 @@ def _decoder(settings: KafkaSettings) -> Callable[[bytes], Any]:
         return lambda raw: {"value": raw.decode("utf-8")}
     if kind == "bytes":
         return lambda raw: {"value": raw}
-    import io
-
     import fastavro
 
     from gobblin_py.builtin.json_to_avro import load_avro_schema
@@ -48,6 +52,7 @@ class KafkaExtractor(Extractor):
         self.offset = self.low
         self.next_offset = self.low
         self.consumer: Any = None
+        self.where = f"{self.topic}/{self.partition} on {settings.brokers}"
 
     def location(self) -> str:
         return f"{self.topic}/{self.partition}@{self.offset}"
@@ -61,6 +66,36 @@ class KafkaExtractor(Extractor):
     def read_records(self) -> Iterator[Record]:
         if self.low >= self.high:
             return
+        decode = _decoder(self.settings)
+        reject = self.context.reject
+        kind = self.settings.deserializer
+        for offset, value in self._messages():
+            self.offset = offset
+            self.next_offset = offset + 1
+            if value is None:
+                reject(None, "tombstone (null value)", self.location())
+                continue
+            try:
+                record = decode(value)
+            except (ValueError, TypeError, EOFError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
+                reject(value.decode("utf-8", "replace"), f"cannot decode as {kind}: {exc}", self.location())
+                continue
+            if type(record) is not dict:
+                reject(record, f"expected a JSON object, got {type(record).__name__}", self.location())
+                continue
+            yield record
+
+    def _stalled(self, since: float, highwater: int | None) -> None:
+        """Fail a read that makes no progress: the partition ends early, or the broker stopped answering."""
+        if highwater is not None and highwater <= self.next_offset:
+            raise SourceError(f"{self.where} ends at offset {highwater}, before the planned end {self.high} "
+                              "(truncated by the broker?); nothing of this range is published")
+        if time.monotonic() - since > self.settings.idle_timeout_s:
+            raise RetriableTaskError(f"no data from Kafka broker(s) {self.settings.brokers} for {self.topic}/{self.partition} "
+                                     f"at offset {self.next_offset} (range ends at {self.high}) "
+                                     f"for {self.settings.idle_timeout_s:.0f} s")
+
+    def _messages(self) -> Iterator[tuple[int, bytes | None]]:
         from kafka import TopicPartition
         from kafka.errors import KafkaError, OffsetOutOfRangeError
 
@@ -69,74 +104,44 @@ class KafkaExtractor(Extractor):
         self.consumer = consumer = open_consumer(s)
         consumer.assign([tp])
         consumer.seek(tp, self.low)
-        decode = _decoder(s)
-        reject = self.context.reject
         high = self.high
-        where = f"{self.topic}/{self.partition} on {s.brokers}"
         last_progress = time.monotonic()
         while self.next_offset < high:
             try:
                 batches = consumer.poll(timeout_ms=1000, max_records=s.max_poll_records)
             except OffsetOutOfRangeError:
-                self._reset_out_of_range(tp)
+                self._reset_out_of_range(consumer.beginning_offsets([tp])[tp], lambda target: consumer.seek(tp, target))
                 continue
             except KafkaError as exc:
-                raise RetriableTaskError(f"reading {where} at offset {self.next_offset}: {type(exc).__name__}: {exc}") from None
+                raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {type(exc).__name__}: {exc}") from None
             records = batches.get(tp, ())
             if not records:
                 position = consumer.position(tp)
                 if position is not None and position >= high:
                     self.next_offset = high  # the rest of the range held no data records (control batches)
-                    break
-                highwater = consumer.highwater(tp)
-                if highwater is not None and highwater <= self.next_offset:
-                    raise SourceError(f"{where} ends at offset {highwater}, before the planned end {high} "
-                                      "(truncated by the broker?); nothing of this range is published")
-                if time.monotonic() - last_progress > s.idle_timeout_s:
-                    raise RetriableTaskError(f"no data from Kafka broker(s) {s.brokers} for {where} at offset "
-                                             f"{self.next_offset} (range ends at {high}) for {s.idle_timeout_s:.0f} s")
+                    return
+                self._stalled(last_progress, consumer.highwater(tp))
                 continue
             last_progress = time.monotonic()
             for rec in records:
-                offset = rec.offset
-                if offset >= high:
+                if rec.offset >= high:
                     self.next_offset = high
-                    break
-                self.offset = offset
-                value = rec.value
-                if value is None:
-                    reject(None, "tombstone (null value)", self.location())
-                    self.next_offset = offset + 1
-                    continue
-                try:
-                    record = decode(value)
-                except (ValueError, TypeError, EOFError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
-                    reject(value.decode("utf-8", "replace"), f"cannot decode as {s.deserializer}: {exc}", self.location())
-                    self.next_offset = offset + 1
-                    continue
-                if type(record) is not dict:
-                    reject(record, f"expected a JSON object, got {type(record).__name__}", self.location())
-                    self.next_offset = offset + 1
-                    continue
-                self.next_offset = offset + 1
-                yield record
+                    return
+                yield rec.offset, rec.value
 
-    def _reset_out_of_range(self, tp: Any) -> None:
+    def _reset_out_of_range(self, begin: int, seek: Callable[[int], None]) -> None:
         """The broker no longer has `next_offset` (retention ran mid-read): reset per the policy, loudly."""
         s = self.settings
-        where = f"{self.topic}/{self.partition} on {s.brokers}"
-        begin = self.consumer.beginning_offsets([tp])[tp]
         if s.reset_on_offset_out_of_range == "fail" or begin <= self.next_offset:
-            raise SourceError(f"{where}: offset {self.next_offset} is out of range (the partition starts at {begin}) while reading")
+            raise SourceError(f"{self.where}: offset {self.next_offset} is out of range (the partition starts at {begin}) while reading")
         target = min(begin, self.high) if s.reset_on_offset_out_of_range == "earliest" else self.high
         log.warning("%s: offset %d was deleted while reading; offsets %d..%d (%d records) are skipped",
-                    where, self.next_offset, self.next_offset, target - 1, target - self.next_offset)
+                    self.where, self.next_offset, self.next_offset, target - 1, target - self.next_offset)
         self.next_offset = target
         if target < self.high:
-            self.consumer.seek(tp, target)
+            seek(target)
 
     def close(self) -> None:
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
-

@@ -30,6 +30,8 @@ class KafkaSettings(Settings):
     reset_on_offset_out_of_range: Literal["earliest", "latest", "fail"] = "earliest"
     max_workunits: int = Field(default=8, ge=1)
     deserializer: Literal["json", "avro", "string", "bytes"] = "json"
+    client: Literal["kafka-python", "confluent"] = Field(
+        default="kafka-python", description="confluent: librdkafka, about twice the records/s (pip install 'gobblin-py[confluent]')")
     avro_schema: ExistingFile | None = None
     fetch_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     max_partition_fetch_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
@@ -55,6 +57,11 @@ class KafkaSettings(Settings):
             raise ValueError("give exactly one of topics: [..] or topic_pattern: REGEX")
         if self.deserializer == "avro" and self.avro_schema is None:
             raise ValueError("deserializer avro needs avro_schema: PATH.avsc")
+        if self.client == "confluent":
+            try:
+                import confluent_kafka  # noqa: F401
+            except ImportError:
+                raise ValueError("client confluent needs the confluent-kafka package: pip install 'gobblin-py[confluent]'") from None
         return self
 
     @property
@@ -168,6 +175,10 @@ class KafkaSource(Source):
                         props={"topic": tp.topic, "partition": tp.partition})
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
+        if self.settings.client == "confluent":
+            from gobblin_py.builtin.kafka_confluent import ConfluentKafkaExtractor
+
+            return ConfluentKafkaExtractor(self.settings, workunit, context)
         from gobblin_py.builtin.kafka_extractor import KafkaExtractor
 
         return KafkaExtractor(self.settings, workunit, context)

@@ -95,14 +95,14 @@ def own_broker():
         yield b
 
 
-@pytest.mark.parametrize("failure", ["pause", "kill"])
-def test_broker_stops_answering_mid_run(tmp_path: Path, own_broker: LocalBroker, failure: str) -> None:
+@pytest.mark.parametrize(("failure", "client"), [("pause", "kafka-python"), ("kill", "kafka-python"), ("pause", "confluent")])
+def test_broker_stops_answering_mid_run(tmp_path: Path, own_broker: LocalBroker, failure: str, client: str) -> None:
     topic = "events"
     create_topic(own_broker.bootstrap, topic, 2)
     data = {p: events(40_000) for p in range(2)}
     produce_events(own_broker.bootstrap, topic, data)
     job = kafka_job(tmp_path, own_broker.bootstrap, [topic], idle_timeout_s=3, request_timeout_ms=3000, fetch_max_bytes=64 * 1024,
-                    max_partition_fetch_bytes=32 * 1024)
+                    max_partition_fetch_bytes=32 * 1024, client=client)
     job["job"]["max_task_retries"] = 0
     write_job(tmp_path, job)
     proc = _start_run(tmp_path)

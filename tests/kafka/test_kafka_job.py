@@ -57,14 +57,15 @@ def test_two_topics_end_to_end_through_the_cli(tmp_path: Path, broker, topic: st
     assert f"{events_t}.0.250-290.avro" in names and f"{events_t}.3.0-250.avro" in names
 
 
-def test_bad_records_go_to_the_error_file_with_topic_partition_and_offset(tmp_path: Path, broker, topic: str) -> None:
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_bad_records_go_to_the_error_file_with_topic_partition_and_offset(tmp_path: Path, broker, topic: str, client: str) -> None:
     from gobblin_py.testing.kafka_broker import create_topic
 
     create_topic(broker.bootstrap, topic, 1)
     good = events(3)
     produce(broker.bootstrap, topic, {0: [orjson.dumps(good[0]), b"{not json", orjson.dumps({"id": "x", "ts": 1}),
                                           orjson.dumps(good[1]), b"[1, 2]", orjson.dumps(good[2])]})
-    result = _run(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic]))
+    result = _run(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic], client=client))
     assert result.succeeded, result.error
     assert set(output_ids(tmp_path / "output", topic)) == {e["id"] for e in good}
     errors = read_error_files(tmp_path / "output")
@@ -75,7 +76,7 @@ def test_bad_records_go_to_the_error_file_with_topic_partition_and_offset(tmp_pa
 
 def test_partitions_are_packed_into_at_most_max_workunits_tasks(tmp_path: Path, broker, topic: str) -> None:
     data = new_topic(broker.bootstrap, topic, 8, 20)
-    result = _run(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic], max_workunits=3))
+    result = _run(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic], max_workunits=3, client="confluent"))
     assert result.succeeded
     assert len(result.tasks) == 8 and set(output_ids(tmp_path / "output", topic)) == _ids(data)
     from gobblin_py.builtin.kafka_source import KafkaSource

@@ -1,0 +1,81 @@
+"""The same range reader on confluent-kafka (librdkafka): records are parsed in C, about twice as fast."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from gobblin_py.builtin.kafka_extractor import KafkaExtractor
+from gobblin_py.errors import RetriableTaskError, SourceError
+
+
+def confluent_settings(s: Any, group: str) -> dict[str, Any]:
+    """librdkafka settings: assign only (the group id is never joined), no offset commits or stores."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": s.brokers,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+        "enable.partition.eof": True,
+        "fetch.max.bytes": s.fetch_max_bytes,
+        "message.max.bytes": min(1_000_000, s.fetch_max_bytes),  # librdkafka wants fetch.max.bytes >= this
+        "max.partition.fetch.bytes": s.max_partition_fetch_bytes,
+        "fetch.wait.max.ms": s.fetch_max_wait_ms,
+        "socket.timeout.ms": s.request_timeout_ms,
+        "queued.max.messages.kbytes": 262144,
+        "log_level": 0,
+    }
+    for key, value in s.consumer_config.items():
+        conf[key.replace("_", ".")] = value
+    return conf
+
+
+class ConfluentKafkaExtractor(KafkaExtractor):
+    """`client: confluent`: assign at the low offset, consume in batches, stop at the planned end."""
+
+    def _messages(self) -> Iterator[tuple[int, bytes | None]]:
+        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+        s = self.settings
+        try:
+            self.consumer = consumer = Consumer(confluent_settings(s, f"gobblin-py-{self.context.job_name}"))
+        except KafkaException as exc:
+            raise SourceError(f"cannot create a confluent-kafka consumer for {s.brokers}: {exc}") from None
+        tp = TopicPartition(self.topic, self.partition, self.low)
+        consumer.assign([tp])
+        high = self.high
+        last_progress = time.monotonic()
+        while self.next_offset < high:
+            messages = consumer.consume(num_messages=min(s.max_poll_records, 100_000), timeout=1.0)
+            progressed = False
+            for msg in messages:
+                err = msg.error()
+                if err is not None:
+                    code = err.code()
+                    if code == KafkaError._PARTITION_EOF:
+                        continue
+                    if code == KafkaError.OFFSET_OUT_OF_RANGE:
+                        begin, _ = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=s.request_timeout_ms / 1000)
+                        self._reset_out_of_range(begin, lambda target: consumer.seek(TopicPartition(self.topic, self.partition, target)))
+                        break
+                    if not err.retriable() and code != KafkaError._TRANSPORT:
+                        raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {err.str()}")
+                    continue
+                offset = msg.offset()
+                if offset >= high:
+                    self.next_offset = high
+                    return
+                progressed = True
+                yield offset, msg.value()
+            if progressed:
+                last_progress = time.monotonic()
+                continue
+            _, highwater = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), cached=True)
+            self._stalled(last_progress, highwater if highwater is not None and highwater >= 0 else None)
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
