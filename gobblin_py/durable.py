@@ -21,6 +21,15 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def fsync_file(path: Path) -> None:
+    """Make a file's content durable (a published file must survive the power loss its watermark does)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, data: bytes, *, midway: Callable[[], None] | None = None) -> None:
     """Replace `path` with `data` so a reader sees the old or the new content, never a mix.
 

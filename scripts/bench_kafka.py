@@ -229,7 +229,7 @@ def main() -> int:
         "baseline_peak_rss_mib": max(f["peak_rss"]["driver"] for f in figures["baseline"]) / 2**20,
     }
     print(json.dumps(summary, indent=2))
-    out = REPO / "scripts" / "results" / f"bench_kafka-{total}.json"
+    out = REPO / "scripts" / "results" / f"bench_kafka-{total}-{args.client}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"summary": summary, "rounds": figures}, indent=2, default=str))
     print(f"written to {out}")

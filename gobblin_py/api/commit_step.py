@@ -34,6 +34,11 @@ class CommitStep(abc.ABC):
     def execute(self) -> None:
         """Make the post-condition true; raise `CommitError` when it cannot be."""
 
+    def deferred_sync_dir(self) -> str | None:
+        """A directory whose fsync this step leaves to the sequence (renames into one directory share
+        one fsync, done before any later step that is not itself deferred); None: the step is durable."""
+        return None
+
     @abc.abstractmethod
     def describe(self) -> str:
         """One line for operators: what this step does."""

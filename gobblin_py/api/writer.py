@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gobblin_py.api.plugin import Plugin
 from gobblin_py.api.types import Record, Schema
-from gobblin_py.durable import file_checksum
+from gobblin_py.durable import file_checksum, fsync_file
 
 
 class Delivery(str, enum.Enum):
@@ -74,9 +74,10 @@ class DataWriter(Plugin, abc.ABC):
 
     @typing.final
     def commit(self, target: WriterTarget) -> list[OutputFile]:
-        """Close, then move every staged file into task output and describe it as a committable."""
+        """Close, fsync, then move every staged file into task output and describe it as a committable."""
         out: list[OutputFile] = []
         for staged, records in self.close():
+            fsync_file(staged)
             rel = staged.relative_to(target.staging_dir)
             dest = target.task_output_dir / rel
             dest.parent.mkdir(parents=True, exist_ok=True)

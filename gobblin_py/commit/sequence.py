@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.commit.crashpoints import crash_point
+from gobblin_py.durable import fsync_dir
 from gobblin_py.errors import CommitError
 
 if TYPE_CHECKING:
     from gobblin_py.commit.store import CommitStepStore
+
+
+def _sync(dirs: set[str]) -> None:
+    for d in sorted(dirs):
+        fsync_dir(Path(d))
+    dirs.clear()
 
 
 def utc_now() -> str:
@@ -37,10 +45,16 @@ class CommitSequence:
 
         On failure the record stays, with the attempt counted and the failing step named.
         """
+        unsynced: set[str] = set()
         for index, step in enumerate(self.steps):
             try:
+                deferred = step.deferred_sync_dir()
+                if deferred is None and unsynced:
+                    _sync(unsynced)  # what came before is durable before this step runs
                 if not step.verify():
                     step.execute()
+                if deferred is not None:  # also when verified: a crashed run may have renamed without the fsync
+                    unsynced.add(deferred)
             except Exception as exc:
                 self.attempts += 1
                 self.failed_step = index
@@ -48,6 +62,7 @@ class CommitSequence:
                 store.put(self)
                 raise CommitError(f"commit of dataset {self.dataset!r} failed at {self.last_error}") from exc
             crash_point("commit.after_step")
+        _sync(unsynced)
         crash_point("commit.before_record_removal")
         store.remove(self.job, self.dataset)
         crash_point("commit.after_record_removal")

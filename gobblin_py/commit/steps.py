@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from gobblin_py.api.commit_step import CommitStep, StepStatus
 from gobblin_py.api.types import WatermarkValue
-from gobblin_py.durable import file_checksum, fsync_dir
+from gobblin_py.durable import file_checksum
 from gobblin_py.errors import CommitError
 from gobblin_py.state.store import DatasetStateFile, WatermarkFile
 
@@ -51,8 +51,10 @@ class FsRenameCommitStep(CommitStep):
                 return
             raise CommitError(f"cannot publish {self.dst}: its task output {self.src} is gone and the destination does not hold it")
         dst.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(self.src, dst)  # atomic; replaces a stale or partial destination
-        fsync_dir(dst.parent)
+        os.replace(self.src, dst)  # atomic; replaces a stale or partial destination; the sequence fsyncs the directory
+
+    def deferred_sync_dir(self) -> str | None:
+        return str(Path(self.dst).parent)
 
     def describe(self) -> str:
         return f"publish {self.dst} ({self.size} bytes, crc32c {self.checksum})"

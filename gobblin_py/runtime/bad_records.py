@@ -8,7 +8,7 @@ from typing import IO, Any
 import orjson
 
 from gobblin_py.api import OutputFile
-from gobblin_py.durable import file_checksum
+from gobblin_py.durable import file_checksum, fsync_file
 
 
 class ErrorFile:
@@ -35,6 +35,7 @@ class ErrorFile:
         if self._f is None:
             return []
         self._f.close()
+        fsync_file(self.path)
         dest = task_output_dir / self.rel_path
         dest.parent.mkdir(parents=True, exist_ok=True)
         self.path.replace(dest)

@@ -1,0 +1,165 @@
+"""Benchmark: the exactly-once commit against a plain rename loop, and recovery of pending steps.
+
+    .venv/bin/python scripts/bench_commit.py [--datasets 1000] [--files 10] [--rounds 3]
+
+In one run, alternating: (1) the exactly-once commit of D datasets × F files (durable store write,
+fs_rename steps, watermark and state steps, record removal; datasets committed 4 at a time as a run
+does); (2) a plain rename loop with no store and no fsync; (3) the same loop with one directory fsync
+per dataset (the least a durable publisher does). Then the recovery of D pending sequences of F steps
+(10,000 steps by default) as the start of a run does it. Prints each time, the ratios, the cost per step
+next to one measured fsync, and writes scripts/results/bench_commit.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from gobblin_py.commit.recovery import recover  # noqa: E402
+from gobblin_py.commit.sequence import CommitSequence  # noqa: E402
+from gobblin_py.commit.steps import DatasetStateCommitStep, FsRenameCommitStep, HighWatermarkCommitStep  # noqa: E402
+from gobblin_py.commit.store import CommitStepStore  # noqa: E402
+from gobblin_py.durable import file_checksum, fsync_dir  # noqa: E402
+
+PAYLOAD = os.urandom(4096)
+
+
+def make_task_output(root: Path, datasets: int, files: int) -> list[list[Path]]:
+    out = []
+    for d in range(datasets):
+        ds = []
+        for f in range(files):
+            p = root / "task-output" / "run" / f"wu{d}" / f"ds{d}" / "2026" / "01" / f"{f % 3 + 1:02d}" / f"f{f}.avro"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(PAYLOAD)
+            ds.append(p)
+        out.append(ds)
+    return out
+
+
+def sequences(root: Path, task_files: list[list[Path]], checksum: str) -> list[CommitSequence]:
+    state_dir = str(root / "state" / "bench")
+    seqs = []
+    for d, files in enumerate(task_files):
+        steps = [FsRenameCommitStep(src=str(p), dst=str(root / "output" / p.relative_to(p.parents[4])), size=len(PAYLOAD), checksum=checksum)
+                 for p in files]
+        steps.append(HighWatermarkCommitStep(state_dir=state_dir, dataset=f"ds{d}", watermarks={str(i): 100 for i in range(4)}))
+        steps.append(DatasetStateCommitStep(state_dir=state_dir, dataset=f"ds{d}", run_id="run", state={"records_written": 1000}))
+        seqs.append(CommitSequence(job="bench", dataset=f"ds{d}", run_id="run", steps=steps))
+    return seqs
+
+
+def exactly_once(root: Path, task_files: list[list[Path]], checksum: str) -> float:
+    store = CommitStepStore(root)
+    seqs = sequences(root, task_files, checksum)
+    t0 = time.perf_counter()
+
+    def commit(seq: CommitSequence) -> None:
+        store.put(seq)
+        seq.commit(store)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(commit, seqs))
+    return time.perf_counter() - t0
+
+
+def plain_rename(root: Path, task_files: list[list[Path]], durable: bool) -> float:
+    t0 = time.perf_counter()
+    for files in task_files:
+        dirs = set()
+        for p in files:
+            dst = root / "output" / p.relative_to(p.parents[4])
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(p, dst)
+            dirs.add(dst.parent)
+        if durable:
+            for d in dirs:
+                fsync_dir(d)
+    return time.perf_counter() - t0
+
+
+def recovery(root: Path, task_files: list[list[Path]], checksum: str) -> tuple[float, int]:
+    store = CommitStepStore(root)
+    seqs = sequences(root, task_files, checksum)
+    for seq in seqs:
+        store.put(seq)
+    t0 = time.perf_counter()
+    report = recover(store, "bench", max_attempts=3, parallelism=4)
+    took = time.perf_counter() - t0
+    assert not report.blocked and not store.datasets("bench")
+    return took, sum(len(s.steps) for s in seqs)
+
+
+def one_fsync(root: Path) -> float:
+    p = root / "fsync-probe"
+    times = []
+    with open(p, "wb") as f:
+        for _ in range(50):
+            f.write(PAYLOAD)
+            f.flush()
+            t0 = time.perf_counter()
+            os.fsync(f.fileno())
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", type=int, default=1000)
+    ap.add_argument("--files", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dir", type=Path, default=REPO / "work", help="where to write (the disk being measured)")
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, list[float]] = {"exactly_once_s": [], "plain_rename_s": [], "durable_rename_s": [], "recovery_s": []}
+    steps = 0
+    for r in range(args.rounds):
+        for name, fn in (("plain_rename_s", lambda root, tf, c: plain_rename(root, tf, False)),
+                         ("exactly_once_s", exactly_once),
+                         ("durable_rename_s", lambda root, tf, c: plain_rename(root, tf, True)),
+                         ("recovery_s", None)):
+            root = Path(tempfile.mkdtemp(prefix="bench-commit-", dir=args.dir))
+            try:
+                task_files = make_task_output(root, args.datasets, args.files)
+                checksum = file_checksum(task_files[0][0])
+                if name == "recovery_s":
+                    took, steps = recovery(root, task_files, checksum)
+                else:
+                    took = fn(root, task_files, checksum)
+                results[name].append(took)
+                print(f"round {r + 1}: {name:<18} {took:7.3f}s", flush=True)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in results.items()}
+    per_dataset_steps = args.files + 2
+    fsync_s = one_fsync(args.dir)
+    summary = {
+        "datasets": args.datasets, "files_per_dataset": args.files,
+        **{k: round(v, 4) for k, v in med.items()},
+        "ratio_exactly_once_vs_plain_rename": med["exactly_once_s"] / med["plain_rename_s"],
+        "ratio_exactly_once_vs_durable_rename": med["exactly_once_s"] / med["durable_rename_s"],
+        "ms_per_step": med["exactly_once_s"] / (args.datasets * per_dataset_steps) * 1000,
+        "recovery_steps": steps, "recovery_ms_per_step": med["recovery_s"] / steps * 1000,
+        "one_fsync_ms": fsync_s * 1000,
+    }
+    print(json.dumps(summary, indent=2))
+    out = REPO / "scripts" / "results" / "bench_commit.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"summary": summary, "rounds": results}, indent=2))
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
