@@ -29,12 +29,15 @@ def run(
     master: Annotated[Optional[str], typer.Option(help="Spark master URL; overrides spark.master")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show Spark's own logs and debug lines")] = False,
     in_process: Annotated[bool, typer.Option("--in-process", help="run tasks in this process instead of Spark (debugging)")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display or progress lines")] = False,
+    metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
 ) -> None:
     """Run a job once: lock, recover pending commits, extract, publish exactly once.
 
     Example: gobblin-py run jobs/example.yaml
     """
-    from gobblin_py.cli.output import print_summary, setup_logging
+    from gobblin_py.cli.output import print_summary, setup_logging, write_metrics
+    from gobblin_py.cli.progress import progress_for
     from gobblin_py.config import load_job
     from gobblin_py.runtime.executors import InProcessExecutor
     from gobblin_py.runtime.runner import JobRunner
@@ -45,13 +48,15 @@ def run(
         setup_logging(job.logging.level, verbose)
         executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
         try:
-            result = JobRunner(job, executor).run()
+            result = JobRunner(job, executor, progress_for(quiet)).run()
         finally:
             executor.stop()
     except GobblinError as exc:
         _fail(exc)
         return
     print_summary(result)
+    if metrics_json is not None:
+        write_metrics(result, metrics_json)
     raise typer.Exit(0 if result.succeeded else 1)
 
 
@@ -126,6 +131,12 @@ def inspect_commits(
         _fail(exc)
         return
     raise typer.Exit(code)
+
+
+from gobblin_py.cli.state_commands import history_app, state_app  # noqa: E402
+
+app.add_typer(state_app, name="state")
+app.add_typer(history_app, name="history")
 
 
 def main() -> None:

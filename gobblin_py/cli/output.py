@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
+
+import orjson
 
 from rich.console import Console
 
@@ -43,3 +46,9 @@ def print_summary(result: JobResult) -> None:
     verdict = "SUCCEEDED" if result.succeeded else "FAILED"
     out.print(f"{verdict} job {result.job} run {result.run_id} in {result.duration_s:.1f}s"
               + (f": {result.error}" if result.error and not result.succeeded else ""), markup=False)
+
+
+def write_metrics(result: JobResult, path: Path) -> None:
+    """The run's metrics (job, datasets, tasks) as JSON, for a monitoring system."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from gobblin_py.runtime.results import WorkUnitResult
 from gobblin_py.runtime.task import TaskSpec, run_task
+
+
+ProgressCallback = Callable[[int, int, int, int], None]
+"""(tasks done, running, failed, total), called as tasks progress."""
 
 
 class TaskExecutor(Protocol):
@@ -13,7 +18,7 @@ class TaskExecutor(Protocol):
 
     def start(self) -> None: ...
 
-    def run(self, tasks: list[TaskSpec]) -> list[WorkUnitResult]: ...
+    def run(self, tasks: list[TaskSpec], progress: ProgressCallback | None = None) -> list[WorkUnitResult]: ...
 
     def stop(self) -> None: ...
 
@@ -24,8 +29,15 @@ class InProcessExecutor:
     def start(self) -> None:
         pass
 
-    def run(self, tasks: list[TaskSpec]) -> list[WorkUnitResult]:
-        return [r for t in tasks for r in run_task(t)]
+    def run(self, tasks: list[TaskSpec], progress: ProgressCallback | None = None) -> list[WorkUnitResult]:
+        out: list[WorkUnitResult] = []
+        for i, t in enumerate(tasks):
+            if progress:
+                progress(i, 1, 0, len(tasks))
+            out.extend(run_task(t))
+        if progress:
+            progress(len(tasks), 0, 0, len(tasks))
+        return out
 
     def stop(self) -> None:
         pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import enum
 import logging
@@ -19,10 +20,12 @@ from gobblin_py.commit.crashpoints import crash_point
 from gobblin_py.commit.recovery import RecoveryReport, recover
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.config.model import CommitPolicy, JobSpec
-from gobblin_py.errors import CommitError, GobblinError, SourceError
+from gobblin_py.errors import CommitError, GobblinError, JobLockedError, SourceError
 from gobblin_py.runtime.executors import TaskExecutor
+from gobblin_py.runtime.observers import Observers
 from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task import TaskSpec
+from gobblin_py.state.events import EventLog
 from gobblin_py.state.lock import JobLock
 from gobblin_py.state.store import StateStore, WatermarkFile
 
@@ -65,11 +68,33 @@ class JobResult:
     error: str | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds: recovery, planning, tasks, commit
 
+    def metrics(self) -> dict[str, Any]:
+        """Job-level counters, as Gobblin counts them, summed over the tasks."""
+        rejected: dict[str, int] = {}
+        for t in self.tasks:
+            for check, n in t.rejected.items():
+                rejected[check] = rejected.get(check, 0) + n
+        written = sum(t.records_written for t in self.tasks)
+        tasks_s = self.phases.get("tasks", 0.0)
+        return {
+            "workunits": len(self.tasks),
+            "tasks_failed": sum(1 for t in self.tasks if t.status.value == "failed"),
+            "task_attempts": sum(t.attempts for t in self.tasks),
+            "records_extracted": sum(t.records_extracted for t in self.tasks),
+            "records_written": written,
+            "records_rejected": sum(rejected.values()),
+            "rejected_by_check": rejected,
+            "bytes_written": sum(b.bytes_written for t in self.tasks for b in t.branches.values()),
+            "files_published": sum(d.files_published for d in self.datasets),
+            "records_per_s": round(written / tasks_s) if tasks_s > 0 else None,
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "job": self.job, "run_id": self.run_id, "status": "succeeded" if self.succeeded else "failed",
             "started": self.started, "duration_s": round(self.duration_s, 3), "error": self.error,
             "phases": {k: round(v, 3) for k, v in self.phases.items()},
+            "metrics": self.metrics(),
             "datasets": [{**vars(d), "status": d.status.value} for d in self.datasets],
             "recovered": [vars(r) | {"outcome": r.outcome.value} for r in self.recovery.datasets],
             "tasks": [t.to_json() for t in self.tasks],
@@ -97,9 +122,11 @@ def _watermark_summary(before: dict, after: dict) -> str:
 class JobRunner:
     """Runs one job once; every outcome ends in a JobResult, and the state says what was committed."""
 
-    def __init__(self, job: JobSpec, executor: TaskExecutor) -> None:
+    def __init__(self, job: JobSpec, executor: TaskExecutor, observers: list[Any] | None = None) -> None:
         self.job = job
         self.executor = executor
+        self.events = EventLog(job.job.work_dir, job.name)
+        self.observe = Observers([self.events, *(observers or [])])
         work = job.job.work_dir
         self.store = CommitStepStore(work, step_registry(job))
         self.state = StateStore(work, job.name)
@@ -110,8 +137,14 @@ class JobRunner:
         started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         t0 = time.monotonic()
         result = JobResult(job=job.name, run_id=run_id, succeeded=False, started=started_at, duration_s=0.0)
-        with JobLock(job.job.work_dir, job.name, job.job.lock):
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(JobLock(job.job.work_dir, job.name, job.job.lock))
+            except JobLockedError as exc:
+                self.events.emit("LockInUse", error=str(exc))
+                raise
             log.info("job %s run %s started", job.name, run_id)
+            self.observe.job_started(job.name, run_id)
             try:
                 self._run_locked(result)
             except GobblinError as exc:
@@ -120,6 +153,7 @@ class JobRunner:
             finally:
                 result.duration_s = time.monotonic() - t0
                 self._persist_run(result)
+                self.observe.job_finished(result)
         return result
 
     def _run_locked(self, result: JobResult) -> None:
@@ -151,12 +185,15 @@ class JobRunner:
         units = _without(units, set(blocked))
         workunits = flatten(units)
         log.info("planned %d work units in %d tasks", len(workunits), len(units))
+        self.observe.workunits_created(len(workunits), len(units), sorted({w.dataset for w in workunits}))
         phase("planning")
 
         suffix = f".{result.run_id}" if job.job.delivery is Delivery.AT_LEAST_ONCE else ""
         tasks = [TaskSpec(job=job, run_id=result.run_id, unit=u, file_suffix=suffix) for u in units]
-        results = self.executor.run(tasks) if tasks else []  # Spark starts only when there is work
+        results = self.executor.run(tasks, self.observe.tasks_progress) if tasks else []  # Spark starts only when there is work
         result.tasks = results
+        for r in results:
+            self.observe.task_finished(r)
         phase("tasks")
         startup = float(getattr(self.executor, "startup_s", 0.0))
         if startup:
@@ -175,6 +212,7 @@ class JobRunner:
         for dataset in datasets:
             if dataset in summaries:
                 result.datasets.append(summaries[dataset])
+                self.observe.dataset_committed(summaries[dataset])
             elif dataset in blocked:
                 result.datasets.append(DatasetSummary(dataset, DatasetStatus.BLOCKED, message=blocked[dataset].message,
                                                       watermark=_watermark_summary(previous.get(dataset, {}), previous.get(dataset, {}))))

@@ -16,6 +16,7 @@ from typing import Any
 
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import JobError
+from gobblin_py.runtime.executors import ProgressCallback
 from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task import TaskSpec, run_task
 
@@ -82,9 +83,11 @@ class SparkExecutor:
             raise JobError(f"Spark could not start on master {self.job.spark.master!r}: {self._error}")
         return self._session
 
-    def run(self, tasks: list[TaskSpec]) -> list[WorkUnitResult]:
+    def run(self, tasks: list[TaskSpec], progress: ProgressCallback | None = None) -> list[WorkUnitResult]:
         sc = self.session().sparkContext
-        sc.setJobDescription(f"{self.job.name}: {len(tasks)} tasks")
+        group = f"gobblin-py-{self.job.name}-{time.monotonic_ns()}"
+        sc.setJobGroup(group, f"{self.job.name}: {len(tasks)} tasks")
+        watcher = _StatusWatcher(sc, group, len(tasks), progress) if progress else None
         try:
             return sc.parallelize(tasks, len(tasks)).flatMap(run_task).collect()
         except Exception as exc:  # noqa: BLE001 - a lost executor or a crashed worker fails the Spark job
@@ -92,6 +95,9 @@ class SparkExecutor:
             log.error("the Spark job failed: %s", message)
             return [WorkUnitResult(workunit=wu, status=TaskStatus.FAILED, attempts=1, error=f"Spark job failed: {message}")
                     for t in tasks for wu in t.workunits]
+        finally:
+            if watcher is not None:
+                watcher.stop()
 
     def stop(self) -> None:
         if self._thread is not None:
@@ -99,6 +105,42 @@ class SparkExecutor:
         if self._session is not None:
             self._session.stop()
             self._session = None
+
+
+class _StatusWatcher:
+    """Polls Spark's status tracker while the job runs and reports task counts."""
+
+    def __init__(self, sc: Any, group: str, total: int, progress: ProgressCallback, every_s: float = 0.5) -> None:
+        self.sc, self.group, self.total, self.progress, self.every_s = sc, group, total, progress, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="spark-status", daemon=True)
+        self._thread.start()
+
+    def _counts(self) -> tuple[int, int, int]:
+        tracker = self.sc.statusTracker()
+        done = running = failed = 0
+        for job_id in tracker.getJobIdsForGroup(self.group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in (job.stageIds if job else []):
+                stage = tracker.getStageInfo(stage_id)
+                if stage:
+                    done += stage.numCompletedTasks
+                    running += stage.numActiveTasks
+                    failed += stage.numFailedTasks
+        return done, running, failed
+
+    def _run(self) -> None:
+        last = None
+        while not self._stop.wait(self.every_s):
+            counts = self._counts()
+            if counts != last:
+                self.progress(*counts, self.total)
+                last = counts
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.progress(self.total, 0, 0, self.total)
 
 
 class SharedSparkExecutor(SparkExecutor):

@@ -1,0 +1,214 @@
+"""`state show|reset` and `history list|show`: what an operator reads and, carefully, changes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import orjson
+import typer
+
+from gobblin_py.errors import ConfigError, GobblinError
+
+state_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Committed watermarks and dataset states.")
+history_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The last runs of a job.")
+
+JobFile = Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)]
+
+
+def _fail(exc: GobblinError) -> None:
+    from gobblin_py.cli.output import err
+    err.print(f"error: {exc}", markup=False)
+    raise typer.Exit(exc.exit_code)
+
+
+def _json(data: Any) -> None:
+    print(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
+
+
+def _store(job_file: Path) -> tuple[Any, Any]:
+    from gobblin_py.config import load_job
+    from gobblin_py.state.store import StateStore
+
+    job = load_job(job_file)
+    return job, StateStore(job.job.work_dir, job.name)
+
+
+@state_app.command("show")
+def state_show(
+    job_file: JobFile,
+    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="only this dataset, with every watermark key")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Show the committed watermarks and dataset states.
+
+    Example: gobblin-py state show jobs/example.yaml --dataset orders
+    """
+    from gobblin_py.cli.output import out
+
+    try:
+        _, store = _store(job_file)
+        marks, states = store.watermarks(), store.dataset_states()
+    except GobblinError as exc:
+        _fail(exc)
+        return
+    names = sorted(set(marks) | set(states))
+    if dataset is not None:
+        if dataset not in names:
+            _fail(ConfigError(f"no committed state for dataset {dataset!r} (known: {', '.join(names) or 'none'})"))
+        names = [dataset]
+    view = {d: {"watermarks": marks.get(d, {}), "state": states.get(d, {})} for d in names}
+    if as_json:
+        _json(view)
+        return
+    if not names:
+        out.print("no committed state yet", markup=False)
+    for d in names:
+        st = view[d]["state"]
+        wm = view[d]["watermarks"]
+        out.print(f"{d}: run {st.get('run_id', '-')} committed {st.get('committed_at', '-')}, "
+                  f"{st.get('records_written', 0)} records written, {len(wm)} watermark keys", markup=False)
+        shown = sorted(wm.items()) if dataset is not None or len(wm) <= 8 else sorted(wm.items())[:8]
+        for key, value in shown:
+            out.print(f"    {key} = {value}", markup=False)
+        if len(shown) < len(wm):
+            out.print(f"    … {len(wm) - len(shown)} more (--dataset {d} shows all)", markup=False)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+@state_app.command("reset")
+def state_reset(
+    job_file: JobFile,
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="the dataset URN", show_default=False)],
+    to: Annotated[Optional[list[str]], typer.Option("--to", help="KEY=VALUE to set (repeatable); without it every watermark of the dataset is dropped")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+) -> None:
+    """Move a dataset's watermarks on purpose (refused while a commit is pending for it); takes the job lock.
+
+    Without --to the dataset's watermarks are dropped and the next run starts it over.
+
+    Example: gobblin-py state reset jobs/kafka-to-avro.yaml --dataset events --to 0=1500 --to 1=1200
+    """
+    from gobblin_py.cli.output import err, out
+    from gobblin_py.commit.store import CommitStepStore
+    from gobblin_py.durable import remove_durably
+    from gobblin_py.state.events import EventLog
+    from gobblin_py.state.lock import JobLock
+    from gobblin_py.state.store import WatermarkFile
+
+    try:
+        job, store = _store(job_file)
+        changes: dict[str, Any] = {}
+        for item in to or []:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise ConfigError(f"--to {item!r}: expected KEY=VALUE, for example 0=1500")
+            changes[key] = _parse_value(value)
+        with JobLock(job.job.work_dir, job.name, job.job.lock):
+            if CommitStepStore(job.job.work_dir).exists(job.name, dataset):
+                err.print(f"error: a commit sequence is pending for dataset {dataset!r}; finish it first with "
+                          f"`gobblin-py recover {job_file} --dataset {dataset}` (see inspect-commits)", markup=False)
+                raise typer.Exit(1)
+            wm = WatermarkFile(store.dir, dataset)
+            before = wm.read()
+            after = {**before, **changes} if changes else {}
+            out.print(f"dataset {dataset}: watermarks {len(before)} keys → {len(after)} keys", markup=False)
+            for key in sorted(set(before) | set(after)):
+                if before.get(key) != after.get(key):
+                    out.print(f"    {key}: {before.get(key, '-')} → {after.get(key, '-')}", markup=False)
+            if not yes:
+                if not sys.stdin.isatty():
+                    err.print("nothing changed: no terminal to confirm on; pass --yes", markup=False)
+                    raise typer.Exit(1)
+                if not typer.confirm("Apply?", default=False):
+                    err.print("nothing changed", markup=False)
+                    raise typer.Exit(1)
+            if after:
+                wm.write(after)
+            else:
+                remove_durably(wm.path)
+            EventLog(job.job.work_dir, job.name).emit("WatermarkReset", dataset=dataset, before=before, after=after)
+            out.print(f"dataset {dataset}: watermarks reset", markup=False)
+    except GobblinError as exc:
+        _fail(exc)
+
+
+def _run_line(run: dict[str, Any]) -> str:
+    written = sum(d.get("records_written", 0) for d in run.get("datasets", []))
+    per = ", ".join(f"{d['dataset']} {d.get('records_written', 0)}" for d in run.get("datasets", []) if d.get("records_written"))
+    return (f"{run['run_id']}  {run['started']}  {run['duration_s']:>8.1f}s  {run['status']:<9}  "
+            f"{written} records{f' ({per})' if per else ''}")
+
+
+@history_app.command("list")
+def history_list(
+    job_file: JobFile,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="how many runs, newest first")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """The last runs: start, duration, status and records written per dataset, newest first.
+
+    Example: gobblin-py history list jobs/example.yaml --limit 5
+    """
+    from gobblin_py.cli.output import out
+
+    try:
+        _, store = _store(job_file)
+        runs = list(reversed(store.runs()))[:limit]
+    except GobblinError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        _json([{k: v for k, v in r.items() if k != "tasks"} for r in runs])
+        return
+    if not runs:
+        out.print("no runs yet", markup=False)
+    for run in runs:
+        out.print(_run_line(run), markup=False)
+        if run.get("error"):
+            out.print(f"    {run['error']}", markup=False)
+
+
+@history_app.command("show")
+def history_show(
+    job_file: JobFile,
+    run_id: Annotated[str, typer.Argument(help="a run id from `history list`", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """One run with its datasets and tasks.
+
+    Example: gobblin-py history show jobs/example.yaml 20261121T183541479601Z-e04fbd
+    """
+    from gobblin_py.cli.output import out
+
+    try:
+        _, store = _store(job_file)
+        runs = {r["run_id"]: r for r in store.runs()}
+    except GobblinError as exc:
+        _fail(exc)
+        return
+    matches = [r for rid, r in runs.items() if rid.startswith(run_id)]
+    if len(matches) != 1:
+        _fail(ConfigError(f"run {run_id!r} {'is ambiguous' if matches else 'is not in the history'} "
+                          f"(the last {len(runs)} runs are kept; see `gobblin-py history list`)"))
+        return
+    run = matches[0]
+    if as_json:
+        _json(run)
+        return
+    out.print(_run_line(run), markup=False)
+    out.print(f"  phases: {', '.join(f'{k} {v:.2f}s' for k, v in run.get('phases', {}).items())}", markup=False)
+    for d in run.get("datasets", []):
+        out.print(f"  dataset {d['dataset']}: {d['status']}, {d['records_written']} written, {d['records_rejected']} rejected, "
+                  f"{d['files_published']} files, watermark {d['watermark']}", markup=False)
+    for t in run.get("tasks", []):
+        out.print(f"  task {t['workunit']} [{t['watermark_key']}: {t['low_watermark']} → {t['actual_high_watermark']}] "
+                  f"{t['status']} after {t['attempts']} attempt(s), {t['records_extracted']} extracted, "
+                  f"{t['records_written']} written, {t['duration_s']}s" + (f": {t['error']}" if t.get("error") else ""), markup=False)

@@ -1,0 +1,93 @@
+"""Operating a job from the CLI: progress lines, metrics, events, state and history commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from gobblin_py.state.events import EventLog
+from gobblin_py.testing.crash import SIGKILLED, cli
+from gobblin_py.testing.jobs import example_job, write_job
+
+RUN = ["run", "job.yaml", "--in-process"]
+
+
+@pytest.fixture
+def job_dir(tmp_path: Path) -> Path:
+    write_job(tmp_path, example_job(tmp_path))
+    return tmp_path
+
+
+def test_without_a_terminal_progress_is_plain_log_lines_and_quiet_silences_them(job_dir: Path) -> None:
+    run = cli(RUN, job_dir)  # stdout and stderr are pipes here, as under cron
+    assert run.returncode == 0
+    assert "tasks: 10/10 done, 0 running, 0 failed" in run.stderr
+    assert "dataset clicks: committed, 2000 records written, 5 files" in run.stderr
+    assert "\x1b[" not in run.stderr  # no terminal control codes
+    quiet = cli([*RUN, "--quiet"], job_dir)
+    assert quiet.returncode == 0 and "tasks:" not in quiet.stderr
+
+
+def test_metrics_json_and_the_event_log(job_dir: Path) -> None:
+    run = cli([*RUN, "--metrics-json", "m/metrics.json"], job_dir)
+    assert run.returncode == 0
+    metrics = json.loads((job_dir / "m" / "metrics.json").read_text())
+    m = metrics["metrics"]
+    assert (m["records_extracted"], m["records_written"], m["records_rejected"], m["files_published"]) == (3000, 2998, 4, 10)
+    assert m["rejected_by_check"] == {"extractor": 2, "converters": 2}
+    assert m["bytes_written"] > 0 and set(metrics["phases"]) >= {"recovery", "planning", "tasks", "commit"}
+    events = EventLog(job_dir / "work", "t").read()
+    names = [e["name"] for e in events]
+    assert names[:2] == ["JobStarted", "WorkUnitsCreated"] and names[-1] == "JobSucceeded"
+    assert names.count("TaskFinished") == 10 and names.count("DatasetCommitted") == 2
+    assert all(e["namespace"] == "gobblin_py.runtime" and e["metadata"]["run_id"] == metrics["run_id"] for e in events)
+
+
+def test_state_show_and_reset(job_dir: Path) -> None:
+    assert cli(RUN, job_dir).returncode == 0
+    shown = cli(["state", "show", "job.yaml", "--json"], job_dir)
+    state = json.loads(shown.stdout)
+    assert len(state["orders"]["watermarks"]) == 5 and state["clicks"]["state"]["records_written"] == 2000
+    table = cli(["state", "show", "job.yaml", "--dataset", "orders"], job_dir)
+    assert "orders-2026-01-02.csv = 8324" in table.stdout
+    assert cli(["state", "show", "job.yaml", "--dataset", "nope"], job_dir).returncode == 2
+    unconfirmed = cli(["state", "reset", "job.yaml", "--dataset", "orders", "--to", "orders-2026-01-02.csv=1"], job_dir)
+    assert unconfirmed.returncode == 1 and "8324 → 1" in unconfirmed.stdout and "pass --yes" in unconfirmed.stderr
+    dropped = cli(["state", "reset", "job.yaml", "--dataset", "orders", "--yes"], job_dir)
+    assert dropped.returncode == 0 and "watermarks reset" in dropped.stdout
+    again = cli(RUN, job_dir)
+    assert again.returncode == 0 and "orders   committed          999" in again.stdout
+    assert "WatermarkReset" in [e["name"] for e in EventLog(job_dir / "work", "t").read()]
+
+
+def test_state_reset_is_refused_while_a_commit_is_pending(job_dir: Path) -> None:
+    assert cli(RUN, job_dir, crash_at="commit.after_store_write").returncode == SIGKILLED
+    pending = json.loads(cli(["inspect-commits", "job.yaml", "--json"], job_dir).stdout)[0]["dataset"]
+    refused = cli(["state", "reset", "job.yaml", "--dataset", pending, "--yes"], job_dir)
+    assert refused.returncode == 1 and "a commit sequence is pending" in refused.stderr
+
+
+def test_history_list_and_show(job_dir: Path) -> None:
+    assert cli(RUN, job_dir).returncode == 0
+    assert cli(RUN, job_dir).returncode == 0
+    listed = json.loads(cli(["history", "list", "job.yaml", "--json"], job_dir).stdout)
+    assert [r["status"] for r in listed] == ["succeeded", "succeeded"]
+    assert listed[0]["run_id"] > listed[1]["run_id"]  # newest first
+    assert sum(d["records_written"] for d in listed[1]["datasets"]) == 2998
+    table = cli(["history", "list", "job.yaml", "--limit", "1"], job_dir)
+    assert table.stdout.count("succeeded") == 1 and listed[0]["run_id"] in table.stdout
+    shown = cli(["history", "show", "job.yaml", listed[1]["run_id"]], job_dir)
+    assert shown.returncode == 0 and shown.stdout.count("  task ") == 10 and "dataset orders: committed" in shown.stdout
+    one = orjson.loads(cli(["history", "show", "job.yaml", listed[1]["run_id"], "--json"], job_dir).stdout)
+    assert len(one["tasks"]) == 10
+    assert cli(["history", "show", "job.yaml", "nosuchrun"], job_dir).returncode == 2
+
+
+def test_retention_keeps_the_last_runs(tmp_path: Path) -> None:
+    write_job(tmp_path, example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "retention_runs": 2}))
+    for _ in range(3):
+        assert cli(RUN, tmp_path).returncode == 0
+    assert len(list((tmp_path / "work" / "state" / "t" / "runs").glob("*.json"))) == 2
