@@ -133,6 +133,28 @@ def inspect_commits(
     raise typer.Exit(code)
 
 
+@app.command()
+def schedule(
+    paths: Annotated[list[Path], typer.Argument(help="job files, or directories of job files", show_default=False)],
+    grace: Annotated[float, typer.Option("--grace", help="seconds to let running jobs finish after SIGTERM")] = 300.0,
+    in_process: Annotated[bool, typer.Option("--in-process", help="run each job's tasks without Spark (debugging)")] = False,
+) -> None:
+    """Run every job that has job.schedule (a cron expression) on time, until SIGTERM; never two runs of a job at once.
+
+    Example: gobblin-py schedule jobs/
+    """
+    from gobblin_py.cli.output import setup_logging
+    from gobblin_py.runtime.scheduler import Scheduler
+
+    setup_logging("INFO", False)
+    try:
+        scheduler = Scheduler(paths, ["--in-process"] if in_process else [], grace_s=grace)
+    except GobblinError as exc:
+        _fail(exc)
+        return
+    raise typer.Exit(scheduler.run_forever())
+
+
 from gobblin_py.cli.state_commands import history_app, state_app  # noqa: E402
 
 app.add_typer(state_app, name="state")

@@ -7,11 +7,12 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
 from gobblin_py.config.paths import AbsPath
+from gobblin_py.cron import Cron
 
 
 class CommitPolicy(str, enum.Enum):
@@ -43,6 +44,14 @@ class JobSection(_Strict):
     commit_max_attempts: int = Field(default=3, ge=1)
     commit_parallelism: int = Field(default=4, ge=1)
     retention_runs: int = Field(default=50, ge=1)
+    schedule: str | None = Field(default=None, description="cron expression (Quartz style, seconds first) for `gobblin-py schedule`")
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            Cron.parse(value)  # CronError is a ValueError: reported with the key path
+        return value
 
 
 class SparkSection(_Strict):
