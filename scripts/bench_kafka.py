@@ -142,6 +142,12 @@ def _rss(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used (to show what the broker costs)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_measured(cmd: list[str], cwd: Path) -> tuple[float, dict[str, int], subprocess.CompletedProcess[str]]:
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -190,12 +196,16 @@ def main() -> int:
         ends_arg = ",".join(f"{p}={e}" for p, e in sorted(ends.items()))
         for r in range(args.rounds):
             tmp = Path(scratch) / f"round{r}"
+            broker_cpu = cpu_seconds(broker.pid)
             took, rss, done = run_measured([py, str(REPO / "scripts" / "baseline_kafka_to_avro.py"), broker.bootstrap, TOPIC,
                                             str(tmp / "baseline"), "--ends", ends_arg, "--codec", args.codec], REPO)
             base = json.loads(done.stdout.strip().splitlines()[-1])
             assert base["records"] == total, base
-            figures["baseline"].append({"wall_s": took, "records_per_s": total / took, "peak_rss": rss})
-            print(f"round {r + 1}: baseline  {took:6.2f}s  {total / took:9.0f} rec/s  rss {rss['driver'] / 2**20:.0f} MiB", flush=True)
+            base_broker = cpu_seconds(broker.pid) - broker_cpu
+            figures["baseline"].append({"wall_s": took, "records_per_s": total / took, "peak_rss": rss, "broker_cpu_s": base_broker})
+            print(f"round {r + 1}: baseline  {took:6.2f}s  {total / took:9.0f} rec/s  rss {rss['driver'] / 2**20:.0f} MiB  "
+                  f"broker cpu {base_broker:.1f}s", flush=True)
+            broker_cpu = cpu_seconds(broker.pid)
 
             job = gobblin_job(tmp, broker.bootstrap, args.codec, args.client)
             took, rss, done = run_measured([py, "-m", "gobblin_py.cli.main", "run", str(job)], tmp)
@@ -203,12 +213,15 @@ def main() -> int:
             written = sum(t["records_written"] for t in run_state["tasks"])
             assert written == total, (written, total)
             phases = run_state["phases"]
+            gob_broker = cpu_seconds(broker.pid) - broker_cpu
             figures["gobblin"].append({"wall_s": took, "records_per_s": total / took, "tasks_s": phases["tasks"],
-                                       "phases": phases, "peak_rss": rss})
+                                       "phases": phases, "peak_rss": rss, "broker_cpu_s": gob_broker,
+                                       "task_cpu_s": sum(t["duration_s"] for t in run_state["tasks"])})
             print(f"round {r + 1}: gobblin   {took:6.2f}s  {total / took:9.0f} rec/s  tasks {phases['tasks']:.2f}s  "
                   f"spark start {phases.get('executor_start', 0):.2f}s  commit {phases['commit']:.3f}s  "
                   f"rss driver {rss['driver'] / 2**20:.0f} MiB, jvm {rss['jvm'] / 2**20:.0f} MiB, "
-                  f"executors {rss['executors'] / 2**20:.0f} MiB", flush=True)
+                  f"executors {rss['executors'] / 2**20:.0f} MiB, broker cpu {gob_broker:.1f}s, "
+                  f"sum of task times {figures['gobblin'][-1]['task_cpu_s']:.1f}s", flush=True)
             t1 = time.perf_counter()
             subprocess.run([py, "-m", "gobblin_py.cli.main", "run", str(job)], cwd=tmp, capture_output=True, check=True)
             figures["no_new_data_s"].append(time.perf_counter() - t1)
@@ -227,6 +240,9 @@ def main() -> int:
         "no_new_data_run_s": med(figures["no_new_data_s"]),
         "peak_rss_mib": {k: max(f["peak_rss"][k] for f in figures["gobblin"]) / 2**20 for k in ("driver", "jvm", "executors")},
         "baseline_peak_rss_mib": max(f["peak_rss"]["driver"] for f in figures["baseline"]) / 2**20,
+        "broker_cpu_s": {"baseline": med(f["broker_cpu_s"] for f in figures["baseline"]),
+                         "gobblin": med(f["broker_cpu_s"] for f in figures["gobblin"])},
+        "sum_of_task_times_s": med(f["task_cpu_s"] for f in figures["gobblin"]),
     }
     print(json.dumps(summary, indent=2))
     out = REPO / "scripts" / "results" / f"bench_kafka-{total}-{args.client}.json"

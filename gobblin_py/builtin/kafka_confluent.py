@@ -24,7 +24,7 @@ def confluent_settings(s: Any, group: str) -> dict[str, Any]:
         "max.partition.fetch.bytes": s.max_partition_fetch_bytes,
         "fetch.wait.max.ms": s.fetch_max_wait_ms,
         "socket.timeout.ms": s.request_timeout_ms,
-        "queued.max.messages.kbytes": 262144,
+        "queued.max.messages.kbytes": 32768,  # prefetch cap per consumer: memory stays flat however long the range
         "log_level": 0,
     }
     for key, value in s.consumer_config.items():

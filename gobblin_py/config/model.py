@@ -13,6 +13,7 @@ from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
 from gobblin_py.config.paths import AbsPath
 from gobblin_py.cron import Cron
+from gobblin_py.state.alerts import AlertSettings
 
 
 class CommitPolicy(str, enum.Enum):
@@ -45,6 +46,7 @@ class JobSection(_Strict):
     commit_parallelism: int = Field(default=4, ge=1)
     retention_runs: int = Field(default=50, ge=1)
     schedule: str | None = Field(default=None, description="cron expression (Quartz style, seconds first) for `gobblin-py schedule`")
+    alert: AlertSettings | None = None
 
     @field_validator("schedule")
     @classmethod

@@ -25,6 +25,7 @@ from gobblin_py.runtime.executors import TaskExecutor
 from gobblin_py.runtime.observers import Observers
 from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task import TaskSpec
+from gobblin_py.state.alerts import FailureTracker
 from gobblin_py.state.events import EventLog
 from gobblin_py.state.lock import JobLock
 from gobblin_py.state.store import StateStore, WatermarkFile
@@ -153,6 +154,7 @@ class JobRunner:
             finally:
                 result.duration_s = time.monotonic() - t0
                 self._persist_run(result)
+                self._count_for_alerts(result)
                 self.observe.job_finished(result)
         return result
 
@@ -303,6 +305,15 @@ class JobRunner:
                 for run_dir in root.iterdir():
                     if run_dir.name not in keep:
                         shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _count_for_alerts(self, result: JobResult) -> None:
+        try:
+            sent = FailureTracker(self.state.dir, self.job.name, self.job.job.alert).record(result.run_id, result.succeeded, result.error)
+        except (OSError, GobblinError) as exc:
+            log.error("could not update the failure count of %s: %s", self.job.name, exc)
+            return
+        if sent:
+            self.events.emit("AlertSent", alert=sent)
 
     def _persist_run(self, result: JobResult) -> None:
         try:
