@@ -42,6 +42,7 @@ class SparkExecutor:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self.startup_s = 0.0  # time the driver waited for Spark to come up
+        self._paths_checked = False
 
     def start(self) -> None:
         if self._thread is None:
@@ -83,8 +84,30 @@ class SparkExecutor:
             raise JobError(f"Spark could not start on master {self.job.spark.master!r}: {self._error}")
         return self._session
 
+    def check_paths(self) -> None:
+        """On a cluster, refuse a job whose paths the executors cannot see (not on a shared filesystem)."""
+        sc = self.session().sparkContext
+        if sc.master.startswith("local"):
+            return
+        paths = sorted({str(p) for p in job_paths(self.job)})
+        slots = max(1, sc.defaultParallelism)
+
+        def missing(_: Any) -> list[tuple[str, str]]:
+            import os
+            import socket
+            return [(socket.gethostname(), p) for p in paths if not os.path.exists(p)]
+
+        lost = sorted(set(sc.parallelize(range(slots), slots).flatMap(missing).collect()))
+        if lost:
+            shown = "; ".join(f"{p} (on {host})" for host, p in lost[:5])
+            raise JobError(f"executors of {sc.master} cannot see {len(lost)} path(s) of the job: {shown}. Put the job's "
+                           "input, schema, work_dir and final_dir on a filesystem every executor mounts at the same path")
+
     def run(self, tasks: list[TaskSpec], progress: ProgressCallback | None = None) -> list[WorkUnitResult]:
         sc = self.session().sparkContext
+        if not self._paths_checked:
+            self.check_paths()
+            self._paths_checked = True
         group = f"gobblin-py-{self.job.name}-{time.monotonic_ns()}"
         sc.setJobGroup(group, f"{self.job.name}: {len(tasks)} tasks")
         watcher = _StatusWatcher(sc, group, len(tasks), progress) if progress else None
@@ -105,6 +128,32 @@ class SparkExecutor:
         if self._session is not None:
             self._session.stop()
             self._session = None
+
+
+def job_paths(job: JobSpec) -> list[Path]:
+    """Every filesystem path the job's settings name (work_dir, inputs, schemas, output directories)."""
+    found: list[Path] = [job.job.work_dir]
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Path):
+            found.append(value)
+        elif hasattr(value, "model_fields"):
+            for name in type(value).model_fields:
+                walk(getattr(value, name))
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+
+    plugins = [job.source, *job.converters, *(p.plugin for p in job.row_policies), job.fork]
+    for b in job.branches:
+        plugins += [*b.converters, *(p.plugin for p in b.row_policies), *(p.plugin for p in b.task_policies), b.writer, b.publisher]
+    for plugin in plugins:
+        walk(plugin.settings)
+    # an output directory need not exist yet: its nearest existing parent must be visible
+    return [p if p.exists() else next((a for a in p.parents if a.exists()), p) for p in found]
 
 
 class _StatusWatcher:

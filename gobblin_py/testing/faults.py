@@ -54,3 +54,22 @@ class AtLeastOnceWriter(DataWriter):
     def close(self) -> list[tuple[Path, int]]:
         self.f.close()
         return [(self.path, self.n)]
+
+
+class SlowSettings(Settings):
+    seconds_per_record: float = Field(default=0.001, ge=0)
+
+
+class SlowConverter(Converter):
+    """Passes records through after sleeping: makes tasks long enough to be interrupted in tests."""
+
+    Settings = SlowSettings
+
+    def convert_schema(self, schema: Schema) -> Schema:
+        return schema
+
+    def convert_record(self, record: Record) -> Iterable[Record]:
+        import time
+
+        time.sleep(self.settings.seconds_per_record)
+        return (record,)

@@ -1,0 +1,58 @@
+"""The same job file on a real standalone Spark cluster (master and worker from the pyspark package),
+including a worker lost mid-job: Spark reruns its tasks elsewhere and the output holds every record once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gobblin_py.testing.crash import duplicates, snapshot
+from gobblin_py.testing.jobs import example_job, read_avro_dir, write_job
+from gobblin_py.testing.spark_cluster import LocalSparkCluster
+
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalSparkCluster(cores=2, memory="1g") as c:
+        yield c
+
+
+def _cli(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_the_example_job_runs_unchanged_on_a_cluster(tmp_path: Path, cluster: LocalSparkCluster) -> None:
+    write_job(tmp_path, example_job(tmp_path))
+    proc = _cli(["run", "job.yaml", "--master", cluster.url], tmp_path)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    ids = [r["id"] for r in read_avro_dir(tmp_path / "output")]
+    assert len(ids) == len(set(ids)) == 2998
+    apps = cluster.state()["completedapps"] + cluster.state()["activeapps"]
+    assert any(a["name"] == "gobblin-py:t" for a in apps)  # it really ran on the cluster
+
+
+def test_a_worker_killed_mid_job_loses_nothing_and_duplicates_nothing(tmp_path: Path, cluster: LocalSparkCluster) -> None:
+    job = example_job(tmp_path)
+    job["converters"].insert(0, {"class": "gobblin_py.testing.faults:SlowConverter", "seconds_per_record": 0.004})
+    write_job(tmp_path, job)
+    proc = _cli(["run", "job.yaml", "--master", cluster.url], tmp_path)
+    staging = tmp_path / "work" / "staging"
+    deadline = time.monotonic() + 120
+    while not (staging.exists() and any(staging.rglob("a1-*"))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert proc.poll() is None, "the job ended before a task started"
+    cluster.kill_worker(cluster.workers[-1])   # the machine is gone, with its executor and tasks
+    time.sleep(2)
+    cluster.start_worker()                     # a new one comes up; Spark reruns the lost tasks there
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    snap = snapshot(tmp_path / "output")
+    assert duplicates(snap) == 0 and sum(snap["records"].values()) == 2998
