@@ -54,6 +54,13 @@ def run(
     except GobblinError as exc:
         _fail(exc)
         return
+    except Exception as exc:  # a bug, not bad input: one line, the traceback only with --verbose
+        if verbose:
+            raise
+        from gobblin_py.cli.output import err
+        err.print(f"error: internal error {type(exc).__name__}: {exc} (run again with --verbose for the traceback; "
+                  "committed state is consistent, pending commits are recovered by the next run)", markup=False)
+        raise typer.Exit(1) from None
     print_summary(result)
     if metrics_json is not None:
         write_metrics(result, metrics_json)
