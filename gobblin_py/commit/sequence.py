@@ -45,24 +45,42 @@ class CommitSequence:
 
         On failure the record stays, with the attempt counted and the failing step named.
         """
+        try:
+            self.apply(verify_first=True)
+        except StepFailed as failed:
+            self.attempts += 1
+            self.failed_step = failed.index
+            self.last_error = f"step {failed.index + 1}/{len(self.steps)} ({self.steps[failed.index].describe()}): {failed.cause}"
+            store.put(self)
+            raise CommitError(f"commit of dataset {self.dataset!r} failed at {self.last_error}") from failed.cause
+        crash_point("commit.before_record_removal")
+        store.remove(self.job, self.dataset)
+        crash_point("commit.after_record_removal")
+
+    def apply(self, verify_first: bool) -> None:
+        """The steps in order, deferred directory fsyncs done before any step that needs them durable.
+
+        Without the log (`at_least_once`), `verify_first` is False: every step simply runs.
+        """
         unsynced: set[str] = set()
         for index, step in enumerate(self.steps):
             try:
                 deferred = step.deferred_sync_dir()
                 if deferred is None and unsynced:
                     _sync(unsynced)  # what came before is durable before this step runs
-                if not step.verify():
+                if not (verify_first and step.verify()):
                     step.execute()
                 if deferred is not None:  # also when verified: a crashed run may have renamed without the fsync
                     unsynced.add(deferred)
             except Exception as exc:
-                self.attempts += 1
-                self.failed_step = index
-                self.last_error = f"step {index + 1}/{len(self.steps)} ({step.describe()}): {exc}"
-                store.put(self)
-                raise CommitError(f"commit of dataset {self.dataset!r} failed at {self.last_error}") from exc
+                raise StepFailed(index, exc) from exc
             crash_point("commit.after_step")
         _sync(unsynced)
-        crash_point("commit.before_record_removal")
-        store.remove(self.job, self.dataset)
-        crash_point("commit.after_record_removal")
+
+
+class StepFailed(Exception):
+    """A step of a sequence raised: which one, and why."""
+
+    def __init__(self, index: int, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.index, self.cause = index, cause

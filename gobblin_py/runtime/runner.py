@@ -18,6 +18,7 @@ from gobblin_py.api import Delivery, MultiWorkUnit, SourceState, WorkUnit, flatt
 from gobblin_py.commit.committer import build_sequence
 from gobblin_py.commit.crashpoints import crash_point
 from gobblin_py.commit.recovery import RecoveryReport, recover
+from gobblin_py.commit.sequence import StepFailed
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.config.model import CommitPolicy, JobSpec
 from gobblin_py.errors import CommitError, GobblinError, JobLockedError, SourceError
@@ -262,10 +263,8 @@ class JobRunner:
                 crash_point("commit.after_store_write")
                 seq.commit(self.store)
             else:  # at_least_once: Gobblin's classic order, publish then persist, no log
-                for step in seq.steps:
-                    step.execute()
-                    crash_point("commit.after_step")
-        except (CommitError, OSError) as exc:
+                seq.apply(verify_first=False)
+        except (CommitError, OSError, StepFailed) as exc:
             summary.status = DatasetStatus.COMMIT_FAILED
             summary.message = str(exc)
             return summary
