@@ -60,7 +60,7 @@ def sequences(root: Path, task_files: list[list[Path]], checksum: str) -> list[C
     return seqs
 
 
-def exactly_once(root: Path, task_files: list[list[Path]], checksum: str) -> float:
+def exactly_once(root: Path, task_files: list[list[Path]], checksum: str, threads: int = 4) -> float:
     store = CommitStepStore(root)
     seqs = sequences(root, task_files, checksum)
     t0 = time.perf_counter()
@@ -69,9 +69,21 @@ def exactly_once(root: Path, task_files: list[list[Path]], checksum: str) -> flo
         store.put(seq)
         seq.commit(store)
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    with ThreadPoolExecutor(max_workers=threads) as pool:
         list(pool.map(commit, seqs))
     return time.perf_counter() - t0
+
+
+def exactly_once_on_executors(root: Path, task_files: list[list[Path]], checksum: str, sc: object) -> float:
+    from gobblin_py.commit.distributed import commit_on_executors
+    from gobblin_py.commit.steps import BUILTIN_STEPS
+
+    seqs = sequences(root, task_files, checksum)
+    t0 = time.perf_counter()
+    outcome = commit_on_executors(sc, root, BUILTIN_STEPS, seqs, groups=4)
+    took = time.perf_counter() - t0
+    assert all(err is None for err in outcome.values()), outcome
+    return took
 
 
 def plain_rename(root: Path, task_files: list[list[Path]], durable: bool) -> float:
@@ -120,14 +132,26 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dir", type=Path, default=REPO / "work", help="where to write (the disk being measured)")
+    ap.add_argument("--spark", action="store_true", help="also commit as Spark tasks on local[2] (session started before timing)")
     args = ap.parse_args()
+    sc = None
+    if args.spark:
+        from pyspark.sql import SparkSession
+
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        sc = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate().sparkContext
+        sc.setLogLevel("ERROR")
+        sc.parallelize(range(2), 2).map(lambda x: __import__("gobblin_py.commit.distributed")).collect()  # warm the workers
     args.dir.mkdir(parents=True, exist_ok=True)
-    results: dict[str, list[float]] = {"exactly_once_s": [], "plain_rename_s": [], "durable_rename_s": [], "recovery_s": []}
+    results: dict[str, list[float]] = {"exactly_once_s": [], "plain_rename_s": [], "durable_rename_s": [], "recovery_s": [],
+                                       "exactly_once_sequential_s": [], **({"exactly_once_executors_s": []} if sc else {})}
     steps = 0
     for r in range(args.rounds):
         for name, fn in (("plain_rename_s", lambda root, tf, c: plain_rename(root, tf, False)),
                          ("exactly_once_s", exactly_once),
                          ("durable_rename_s", lambda root, tf, c: plain_rename(root, tf, True)),
+                         ("exactly_once_sequential_s", lambda root, tf, c: exactly_once(root, tf, c, threads=1)),
+                         *((("exactly_once_executors_s", lambda root, tf, c: exactly_once_on_executors(root, tf, c, sc)),) if sc else ()),
                          ("recovery_s", None)):
             root = Path(tempfile.mkdtemp(prefix="bench-commit-", dir=args.dir))
             try:
@@ -149,6 +173,8 @@ def main() -> int:
         **{k: round(v, 4) for k, v in med.items()},
         "ratio_exactly_once_vs_plain_rename": med["exactly_once_s"] / med["plain_rename_s"],
         "ratio_exactly_once_vs_durable_rename": med["exactly_once_s"] / med["durable_rename_s"],
+        "speedup_threads_vs_sequential": med["exactly_once_sequential_s"] / med["exactly_once_s"],
+        **({"speedup_executors_vs_sequential": med["exactly_once_sequential_s"] / med["exactly_once_executors_s"]} if sc else {}),
         "ms_per_step": med["exactly_once_s"] / (args.datasets * per_dataset_steps) * 1000,
         "recovery_steps": steps, "recovery_ms_per_step": med["recovery_s"] / steps * 1000,
         "one_fsync_ms": fsync_s * 1000,

@@ -28,6 +28,9 @@ class StepRegistry:
         for cls in (*BUILTIN_STEPS, *extra):
             self._types[cls.type_name] = cls
 
+    def types(self) -> list[type[CommitStep]]:
+        return list(self._types.values())
+
     def name_of(self, step: CommitStep) -> str:
         name = type(step).type_name
         if self._types.get(name) is not type(step):

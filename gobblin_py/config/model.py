@@ -44,6 +44,8 @@ class JobSection(_Strict):
     delivery: Delivery = Delivery.EXACTLY_ONCE
     commit_max_attempts: int = Field(default=3, ge=1)
     commit_parallelism: int = Field(default=4, ge=1)
+    commit_on_executors_from: int | None = Field(
+        default=None, ge=0, description="datasets from which commits run as Spark tasks (0: never; unset: 64 on a cluster, never in local mode)")
     retention_runs: int = Field(default=50, ge=1)
     schedule: str | None = Field(default=None, description="cron expression (Quartz style, seconds first) for `gobblin-py schedule`")
     alert: AlertSettings | None = None

@@ -18,7 +18,7 @@ from gobblin_py.api import Delivery, MultiWorkUnit, SourceState, WorkUnit, flatt
 from gobblin_py.commit.committer import build_sequence
 from gobblin_py.commit.crashpoints import crash_point
 from gobblin_py.commit.recovery import RecoveryReport, recover
-from gobblin_py.commit.sequence import StepFailed
+from gobblin_py.commit.sequence import CommitSequence, StepFailed
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.config.model import CommitPolicy, JobSpec
 from gobblin_py.errors import CommitError, GobblinError, JobLockedError, SourceError
@@ -210,8 +210,18 @@ class JobRunner:
         for r in results:
             by_dataset[r.workunit.dataset].append(r)
         datasets = sorted(set(by_dataset) | set(previous))
-        with ThreadPoolExecutor(max_workers=max(1, min(job.job.commit_parallelism, len(by_dataset) or 1))) as pool:
-            summaries = dict(zip(by_dataset, pool.map(lambda d: self._commit_dataset(result.run_id, d, by_dataset[d], previous.get(d, {})), by_dataset)))
+        plans = {d: self._plan_dataset(result.run_id, d, by_dataset[d], previous.get(d, {})) for d in by_dataset}
+        outcomes = self._commit_all([seq for _, seq in plans.values() if seq is not None])
+        summaries: dict[str, DatasetSummary] = {}
+        for dataset, (summary, seq) in plans.items():
+            if seq is not None:
+                error = outcomes.get(dataset)
+                if error is not None:
+                    summary.status, summary.message = DatasetStatus.COMMIT_FAILED, error
+                    summary.files_published = summary.error_files = 0
+                else:
+                    summary.watermark = _watermark_summary(previous.get(dataset, {}), WatermarkFile(self.state.dir, dataset).read())
+            summaries[dataset] = summary
         for dataset in datasets:
             if dataset in summaries:
                 result.datasets.append(summaries[dataset])
@@ -236,28 +246,35 @@ class JobRunner:
                 parts.append("some tasks failed; their work units are retried next run")
             result.error = "; ".join(parts)
 
-    def _commit_dataset(self, run_id: str, dataset: str, results: list[WorkUnitResult], before: dict) -> DatasetSummary:
+    def _plan_dataset(self, run_id: str, dataset: str, results: list[WorkUnitResult], before: dict) -> tuple[DatasetSummary, CommitSequence | None]:
+        """Per the commit policy: the dataset's summary so far, and the sequence to commit (None: nothing to publish)."""
         job = self.job
         ok = [r for r in results if r.status is TaskStatus.SUCCEEDED]
         failed = [r for r in results if r.status is not TaskStatus.SUCCEEDED]
         summary = DatasetSummary(dataset, DatasetStatus.COMMITTED, workunits=len(results),
                                  records_extracted=sum(r.records_extracted for r in results),
                                  records_written=sum(r.records_written for r in ok),
-                                 records_rejected=sum(r.records_rejected for r in ok))
+                                 records_rejected=sum(r.records_rejected for r in ok),
+                                 files_published=sum(1 for r in ok for f in r.files if f.kind == "data"),
+                                 error_files=sum(1 for r in ok for f in r.files if f.kind == "errors"),
+                                 watermark=_watermark_summary(before, before))
         if failed and job.job.commit_policy is CommitPolicy.FULL:
-            summary.status = DatasetStatus.NOT_COMMITTED
-            summary.records_written = 0
+            summary.status, summary.records_written, summary.files_published, summary.error_files = DatasetStatus.NOT_COMMITTED, 0, 0, 0
             summary.message = f"{len(failed)} of {len(results)} tasks failed (commit_policy full): {failed[0].error}"
-            summary.watermark = _watermark_summary(before, before)
-            return summary
+            return summary, None
         if not ok:
             summary.status = DatasetStatus.NOT_COMMITTED
             summary.message = f"all {len(results)} tasks failed: {failed[0].error}"
-            return summary
-        state_dir = self.state.dir
-        seq = build_sequence(job, run_id, dataset, ok, state_dir)
+            return summary, None
+        if failed:
+            summary.status = DatasetStatus.PARTIAL
+            summary.message = f"{len(failed)} of {len(results)} tasks failed and are retried next run: {failed[0].error}"
+        return summary, build_sequence(job, run_id, dataset, ok, self.state.dir)
+
+    def _commit_local(self, seq: CommitSequence) -> str | None:
+        """Log and execute one sequence in the driver; the error, or None."""
         try:
-            if job.job.delivery is Delivery.EXACTLY_ONCE:
+            if self.job.job.delivery is Delivery.EXACTLY_ONCE:
                 crash_point("commit.before_store_write")
                 self.store.put(seq)
                 crash_point("commit.after_store_write")
@@ -265,17 +282,26 @@ class JobRunner:
             else:  # at_least_once: Gobblin's classic order, publish then persist, no log
                 seq.apply(verify_first=False)
         except (CommitError, OSError, StepFailed) as exc:
-            summary.status = DatasetStatus.COMMIT_FAILED
-            summary.message = str(exc)
-            return summary
-        summary.files_published = sum(1 for r in ok for f in r.files if f.kind == "data")
-        summary.error_files = sum(1 for r in ok for f in r.files if f.kind == "errors")
-        after = WatermarkFile(state_dir, dataset).read()
-        summary.watermark = _watermark_summary(before, after)
-        if failed:
-            summary.status = DatasetStatus.PARTIAL
-            summary.message = f"{len(failed)} of {len(results)} tasks failed and are retried next run: {failed[0].error}"
-        return summary
+            return str(exc)
+        return None
+
+    def _commit_all(self, sequences: list[CommitSequence]) -> dict[str, str | None]:
+        """Every sequence committed: on the executors when there are many datasets and Spark is up, else in threads."""
+        job = self.job
+        spark_session = getattr(self.executor, "running_session", lambda: None)()
+        threshold = job.job.commit_on_executors_from
+        if threshold is None and spark_session is not None:  # one machine: driver threads are faster (bench_commit)
+            threshold = 0 if spark_session.sparkContext.master.startswith("local") else 64
+        if (spark_session is not None and threshold and len(sequences) >= threshold
+                and job.job.delivery is Delivery.EXACTLY_ONCE):
+            from gobblin_py.commit.distributed import commit_on_executors
+
+            sc = spark_session.sparkContext
+            log.info("committing %d datasets on the executors", len(sequences))
+            return commit_on_executors(sc, job.job.work_dir, tuple(self.store.registry.types()), sequences,
+                                       groups=max(1, sc.defaultParallelism) * 2)
+        with ThreadPoolExecutor(max_workers=max(1, min(job.job.commit_parallelism, len(sequences) or 1))) as pool:
+            return dict(zip((s.dataset for s in sequences), pool.map(self._commit_local, sequences)))
 
     def _pending_runs(self) -> set[str]:
         runs = set()

@@ -88,6 +88,10 @@ class SparkExecutor:
             raise JobError(f"Spark could not start on master {self.job.spark.master!r}: {self._error}")
         return self._session
 
+    def running_session(self) -> Any:
+        """The session if Spark was started for this run's tasks, else None (never starts it)."""
+        return self._session
+
     def check_paths(self) -> None:
         """On a cluster, refuse a job whose paths the executors cannot see (not on a shared filesystem)."""
         sc = self.session().sparkContext

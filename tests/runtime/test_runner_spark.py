@@ -88,3 +88,21 @@ def test_commit_policy_with_a_failing_task(tmp_path: Path, spark, policy: str) -
     assert again.succeeded, again.error
     clicks = _ids(tmp_path, "clicks")
     assert len(clicks) == len(set(clicks)) == EXPECTED_CLICKS
+
+
+def test_many_datasets_are_committed_on_the_executors(tmp_path: Path, spark, caplog) -> None:
+    """From job.commit_on_executors_from datasets, Spark tasks write and run the commit sequences."""
+    data = tmp_path / "data"
+    for d in range(70):
+        (data / f"ds{d:02d}").mkdir(parents=True)
+        (data / f"ds{d:02d}" / "a.jsonl").write_text("".join(json.dumps({"id": d * 10 + i, "ts": 1767225600000 + i, "user": "u", "kind": "k"}) + "\n" for i in range(3)))
+    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "commit_on_executors_from": 64})
+    with caplog.at_level("INFO"):
+        result = _run(tmp_path, spark, job)
+    assert result.succeeded, result.error
+    assert "committing 70 datasets on the executors" in caplog.text
+    assert {d.status for d in result.datasets} == {DatasetStatus.COMMITTED} and len(result.datasets) == 70
+    ids = [r["id"] for r in read_avro_dir(tmp_path / "output")]
+    assert sorted(ids) == sorted(d * 10 + i for d in range(70) for i in range(3))
+    assert not list((tmp_path / "work" / "commits" / "t").glob("*.json"))
+    assert len(StateStore(tmp_path / "work", "t").watermarks()) == 70
