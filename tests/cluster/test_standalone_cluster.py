@@ -56,3 +56,21 @@ def test_a_worker_killed_mid_job_loses_nothing_and_duplicates_nothing(tmp_path: 
     assert proc.returncode == 0, out + err
     snap = snapshot(tmp_path / "output")
     assert duplicates(snap) == 0 and sum(snap["records"].values()) == 2998
+
+
+@pytest.mark.kafka
+def test_the_kafka_job_runs_on_the_cluster_exactly_once(tmp_path: Path, cluster: LocalSparkCluster, broker) -> None:
+    from gobblin_py.state.store import StateStore
+    from gobblin_py.testing.kafka_broker import end_offsets
+    from gobblin_py.testing.kafka_jobs import kafka_job, new_topic, output_ids
+
+    topic = f"cluster-{time.monotonic_ns()}"
+    data = new_topic(broker.bootstrap, topic, 4, 200)
+    write_job(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic]))
+    proc = _cli(["run", "job.yaml", "--master", cluster.url], tmp_path)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    ids = output_ids(tmp_path / "output", topic)
+    assert set(ids) == {e["id"] for evs in data.values() for e in evs} and set(ids.values()) == {1}
+    committed = {int(k): v for k, v in StateStore(tmp_path / "work", "k").watermarks()[topic].items()}
+    assert committed == end_offsets(broker.bootstrap, topic)
