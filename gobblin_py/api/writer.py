@@ -51,6 +51,15 @@ class WriterTarget:
     file_stem: str
 
 
+def commit_staged(staged: Path, dest: Path, rel_path: str, records: int, kind: str = "data") -> OutputFile:
+    """fsync a closed staged file, move it into task output, and describe it as a committable."""
+    fsync_file(staged)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staged, dest)
+    return OutputFile(path=str(dest), rel_path=rel_path, records=records, size=dest.stat().st_size,
+                      checksum=file_checksum(dest), kind=kind)
+
+
 class DataWriter(Plugin, abc.ABC):
     """Writes records of one branch of one task; the framework owns `commit`."""
 
@@ -77,18 +86,6 @@ class DataWriter(Plugin, abc.ABC):
         """Close, fsync, then move every staged file into task output and describe it as a committable."""
         out: list[OutputFile] = []
         for staged, records in self.close():
-            fsync_file(staged)
             rel = staged.relative_to(target.staging_dir)
-            dest = target.task_output_dir / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staged, dest)
-            out.append(
-                OutputFile(
-                    path=str(dest),
-                    rel_path=rel.as_posix(),
-                    records=records,
-                    size=dest.stat().st_size,
-                    checksum=file_checksum(dest),
-                )
-            )
+            out.append(commit_staged(staged, target.task_output_dir / rel, rel.as_posix(), records))
         return out

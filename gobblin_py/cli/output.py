@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import orjson
+import typer
 
 from rich.console import Console
 
+from gobblin_py.errors import GobblinError
 from gobblin_py.runtime.runner import JobResult
 
 out = Console(highlight=False, soft_wrap=True)
@@ -52,3 +55,9 @@ def write_metrics(result: JobResult, path: Path) -> None:
     """The run's metrics (job, datasets, tasks) as JSON, for a monitoring system."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
+
+
+def fail(exc: GobblinError) -> NoReturn:
+    """One line on stderr and the exit code of the error's branch (2 bad input, 1 the job failed)."""
+    err.print(f"error: {exc}", markup=False)
+    raise typer.Exit(exc.exit_code)

@@ -18,9 +18,8 @@ JobFile = Annotated[Path, typer.Argument(help="the job file (YAML)", show_defaul
 
 
 def _fail(exc: GobblinError) -> None:
-    from gobblin_py.cli.output import err
-    err.print(f"error: {exc}", markup=False)
-    raise typer.Exit(exc.exit_code)
+    from gobblin_py.cli.output import fail
+    fail(exc)
 
 
 def _json(data: Any) -> None:

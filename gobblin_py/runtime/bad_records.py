@@ -8,7 +8,7 @@ from typing import IO, Any
 import orjson
 
 from gobblin_py.api import OutputFile
-from gobblin_py.durable import file_checksum, fsync_file
+from gobblin_py.api.writer import commit_staged
 
 
 class ErrorFile:
@@ -35,12 +35,7 @@ class ErrorFile:
         if self._f is None:
             return []
         self._f.close()
-        fsync_file(self.path)
-        dest = task_output_dir / self.rel_path
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        self.path.replace(dest)
-        return [OutputFile(path=str(dest), rel_path=self.rel_path, records=self.count,
-                           size=dest.stat().st_size, checksum=file_checksum(dest), kind="errors")]
+        return [commit_staged(self.path, task_output_dir / self.rel_path, self.rel_path, self.count, kind="errors")]
 
     def close(self) -> None:
         if self._f is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -15,13 +14,9 @@ from typing import Any
 
 import pyspark
 
+from gobblin_py.testing.kafka_broker import free_port
+
 SPARK_HOME = Path(pyspark.__file__).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocalSparkCluster:
@@ -29,7 +24,7 @@ class LocalSparkCluster:
 
     def __init__(self, cores: int = 2, memory: str = "1g") -> None:
         self.cores, self.memory = cores, memory
-        self.port, self.ui_port = _free_port(), _free_port()
+        self.port, self.ui_port = free_port(), free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="spark-cluster-"))
         self.master: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
@@ -67,7 +62,7 @@ class LocalSparkCluster:
     def start_worker(self) -> subprocess.Popen[bytes]:
         before = self.alive_workers()
         worker = self._spark_class("org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", str(self.cores),
-                                   "--memory", self.memory, "--webui-port", str(_free_port()), "--work-dir", str(self.dir / "work"),
+                                   "--memory", self.memory, "--webui-port", str(free_port()), "--work-dir", str(self.dir / "work"),
                                    self.url, log=f"worker{len(self.workers)}.log")
         self.workers.append(worker)
         self._wait(lambda: self.alive_workers() > before, "a worker")
