@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 import crc32c
 
@@ -36,16 +36,26 @@ def atomic_write(path: Path, data: bytes, *, midway: Callable[[], None] | None =
     temp file in the same directory → write → flush → fsync → rename → fsync the directory.
     `midway` is called after half the bytes are written (a crash point for tests).
     """
+    def write(f: BinaryIO) -> None:
+        half = len(data) // 2
+        f.write(data[:half])
+        if midway is not None:
+            f.flush()
+            midway()
+        f.write(data[half:])
+
+    atomic_replace(path, write)
+    fsync_dir(path.parent)
+
+
+def atomic_replace(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write a temp file beside `path` with `write`, fsync it and rename it over `path`; the caller fsyncs
+    the directory (at once, or once for many files)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            half = len(data) // 2
-            f.write(data[:half])
-            if midway is not None:
-                f.flush()
-                midway()
-            f.write(data[half:])
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -55,7 +65,6 @@ def atomic_write(path: Path, data: bytes, *, midway: Callable[[], None] | None =
         except FileNotFoundError:
             pass
         raise
-    fsync_dir(path.parent)
 
 
 def remove_durably(path: Path) -> bool:

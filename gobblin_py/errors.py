@@ -93,3 +93,7 @@ class CorruptCommitRecordError(CommitError):
 
 class StateStoreError(JobError):
     """The state store holds something unreadable."""
+
+
+class FileSystemError(JobError):
+    """An operation on a filesystem (an S3 bucket, HDFS …) failed; the message names the operation and URL."""

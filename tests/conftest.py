@@ -43,3 +43,14 @@ def broker() -> Iterator[object]:
 def topic() -> str:
     """A fresh topic name: the broker is shared, so tests never reuse one."""
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[object]:
+    """An S3 server (moto) on 127.0.0.1 with test credentials in the environment; stopped after the session."""
+    pytest.importorskip("moto", reason="needs moto[server] and s3fs (pip install -e '.[test]')")
+    pytest.importorskip("s3fs", reason="needs s3fs (pip install -e '.[test]')")
+    from gobblin_py.testing.s3_server import LocalS3
+
+    with LocalS3() as server:
+        yield server

@@ -12,6 +12,7 @@ from pathlib import Path
 from gobblin_py.api.plugin import Plugin
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.durable import file_checksum, fsync_file
+from gobblin_py.fs import Location, filesystem_for
 
 
 class Delivery(str, enum.Enum):
@@ -46,18 +47,30 @@ class WriterTarget:
     """
 
     staging_dir: Path
-    task_output_dir: Path
+    task_output_dir: Location
     rel_dir: str
     file_stem: str
 
+    def __post_init__(self) -> None:  # a Path is accepted too
+        object.__setattr__(self, "task_output_dir", Location(self.task_output_dir))
 
-def commit_staged(staged: Path, dest: Path, rel_path: str, records: int, kind: str = "data") -> OutputFile:
-    """fsync a closed staged file, move it into task output, and describe it as a committable."""
-    fsync_file(staged)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(staged, dest)
-    return OutputFile(path=str(dest), rel_path=rel_path, records=records, size=dest.stat().st_size,
-                      checksum=file_checksum(dest), kind=kind)
+
+def commit_staged(staged: Path, dest: Location | Path, rel_path: str, records: int, kind: str = "data") -> OutputFile:
+    """Move a closed staged file into task output (fsynced there, or uploaded to a remote store and checked),
+    and describe it as a committable."""
+    dest = Location(dest)
+    size, checksum = staged.stat().st_size, file_checksum(staged)
+    if dest.is_local:
+        fsync_file(staged)
+        dest.path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staged, dest)
+    else:
+        fs = filesystem_for(dest)
+        fs.put(staged, dest)
+        if fs.size(dest) != size:
+            raise OSError(f"upload of {staged} to {dest} left {fs.size(dest)} bytes, not {size}")
+        staged.unlink()
+    return OutputFile(path=str(dest), rel_path=rel_path, records=records, size=size, checksum=checksum, kind=kind)
 
 
 class DataWriter(Plugin, abc.ABC):

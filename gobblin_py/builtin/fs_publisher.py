@@ -1,21 +1,22 @@
-"""The `fs` publisher: each task output file is renamed into `<final_dir>/<rel_path>`."""
+"""The `fs` publisher: each task output file goes to `<final_dir>/<rel_path>` — renamed where the filesystem
+renames atomically, else copied, verified by checksum, and its source deleted."""
 
 from __future__ import annotations
 
 from gobblin_py.api import CommitStep, DataPublisher, OutputFile, Settings
-from gobblin_py.commit.steps import FsRenameCommitStep
-from gobblin_py.config.paths import AbsPath
+from gobblin_py.commit.steps import publish_step
+from gobblin_py.config.paths import FsLocation
 
 
 class FsPublisherSettings(Settings):
-    final_dir: AbsPath
+    final_dir: FsLocation
 
 
 class FsPublisher(DataPublisher):
-    """Publishes by atomic rename on the same filesystem; exactly-once with the commit store."""
+    """Publishes to any filesystem (local, `hdfs://`, `s3://` …); exactly-once with the commit store."""
 
     Settings = FsPublisherSettings
 
     def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
         final = self.settings.final_dir
-        return [FsRenameCommitStep(src=f.path, dst=str(final / f.rel_path), size=f.size, checksum=f.checksum) for f in files]
+        return [publish_step(f.path, final / f.rel_path, f.size, f.checksum) for f in files]

@@ -25,6 +25,10 @@ POINTS: tuple[str, ...] = (
     "recovery.before_commit",        # a pending record loaded at start-up, nothing replayed
 )
 
+COPY_POINTS: tuple[str, ...] = (
+    "commit.copy_verified",          # copy-then-verify: the copy checked, its source not yet deleted (N-th copy)
+)
+
 _hits: dict[str, int] = {}
 
 

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from gobblin_py.api.commit_step import CommitStep, StepStatus
 from gobblin_py.api.types import WatermarkValue
-from gobblin_py.durable import file_checksum
+from gobblin_py.commit.crashpoints import crash_point
 from gobblin_py.errors import CommitError
+from gobblin_py.fs import Location, filesystem_for, transfer
+from gobblin_py.fs.local import LocalFileSystem
 from gobblin_py.state.store import DatasetStateFile, WatermarkFile
 
 
 @dataclass
 class FsRenameCommitStep(CommitStep):
-    """Move one file from task output to job output.
+    """Move one file from task output to job output by an atomic rename (local disk, HDFS).
 
     Done only when the source is gone and the destination has the recorded size and checksum:
     a stale or partial destination is never mistaken for a published file.
@@ -29,35 +30,70 @@ class FsRenameCommitStep(CommitStep):
     checksum: str
 
     def _dst_matches(self) -> bool:
-        try:
-            if os.stat(self.dst).st_size != self.size:
-                return False
-        except FileNotFoundError:
-            return False
-        return file_checksum(Path(self.dst)) == self.checksum
+        fs = filesystem_for(self.dst)
+        return fs.size(Location(self.dst)) == self.size and fs.checksum(Location(self.dst)) == self.checksum
+
+    def _src_exists(self) -> bool:
+        return filesystem_for(self.src).exists(Location(self.src))
 
     def verify(self) -> bool:
-        return not os.path.exists(self.src) and self._dst_matches()
+        return not self._src_exists() and self._dst_matches()
 
     def status(self) -> StepStatus:
-        if os.path.exists(self.src):
+        if self._src_exists():
             return StepStatus.PENDING
         return StepStatus.DONE if self._dst_matches() else StepStatus.LOST
 
     def execute(self) -> None:
-        dst = Path(self.dst)
-        if not os.path.exists(self.src):
+        src, dst = Location(self.src), Location(self.dst)
+        if not self._src_exists():
             if self._dst_matches():
                 return
             raise CommitError(f"cannot publish {self.dst}: its task output {self.src} is gone and the destination does not hold it")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(self.src, dst)  # atomic; replaces a stale or partial destination; the sequence fsyncs the directory
+        self._move(src, dst)
+
+    def _move(self, src: Location, dst: Location) -> None:
+        filesystem_for(dst).rename(src, dst)  # atomic; replaces a stale or partial destination; the sequence fsyncs the directory
 
     def deferred_sync_dir(self) -> str | None:
-        return str(Path(self.dst).parent)
+        dst = Location(self.dst)
+        return filesystem_for(dst).sync_dir(dst.parent)
 
     def describe(self) -> str:
         return f"publish {self.dst} ({self.size} bytes, crc32c {self.checksum})"
+
+
+@dataclass
+class FsCopyCommitStep(FsRenameCommitStep):
+    """Publish one file where rename is not atomic (object stores, or across filesystems):
+    copy, read the copy back and check its size and CRC32C, and only then delete the source.
+
+    A crash anywhere leaves the source in place, so a replay copies again or, finding a matching
+    destination, just deletes the source.
+    """
+
+    type_name: ClassVar[str] = "fs_copy"
+
+    def _move(self, src: Location, dst: Location) -> None:
+        if not self._dst_matches():
+            transfer(src, dst)
+            if not self._dst_matches():
+                raise CommitError(f"copy of {self.src} to {self.dst} does not hold the recorded {self.size} bytes "
+                                  f"with crc32c {self.checksum}; the source is kept and the copy is retried on recovery")
+        crash_point("commit.copy_verified")
+        filesystem_for(src).delete(src)
+
+    def describe(self) -> str:
+        return f"copy, verify and publish {self.dst} ({self.size} bytes, crc32c {self.checksum})"
+
+
+def publish_step(src: str, dst: str, size: int, checksum: str) -> FsRenameCommitStep:
+    """The step that publishes `src` at `dst`: a rename where one filesystem renames atomically, else copy-then-verify."""
+    s, d = Location(src), Location(dst)
+    fs = filesystem_for(d)
+    same = s.scheme == d.scheme and (not d.is_local or LocalFileSystem.same_device(s, d))
+    cls = FsRenameCommitStep if same and fs.atomic_rename else FsCopyCommitStep
+    return cls(src=str(s), dst=str(d), size=size, checksum=checksum)
 
 
 @dataclass
@@ -112,4 +148,4 @@ class DatasetStateCommitStep(CommitStep):
         return f"persist state of {self.dataset} for run {self.run_id}"
 
 
-BUILTIN_STEPS: tuple[type[CommitStep], ...] = (FsRenameCommitStep, HighWatermarkCommitStep, DatasetStateCommitStep)
+BUILTIN_STEPS: tuple[type[CommitStep], ...] = (FsRenameCommitStep, FsCopyCommitStep, HighWatermarkCommitStep, DatasetStateCommitStep)

@@ -28,6 +28,7 @@ from gobblin_py.config.model import (
     TaskPolicyConfig,
 )
 from gobblin_py.errors import ConfigError, PluginNotFoundError
+from gobblin_py.fs import configure as configure_filesystems
 from gobblin_py.plugins import Kind, resolve
 
 SECTIONS = ("job", "source", "converters", "quality", "fork", "writer", "publisher", "spark", "logging")
@@ -299,6 +300,7 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     if errors.problems or None in (job, spark, logging_, source, fork):
         listed = "\n".join(f"  {p}" for p in errors.problems)
         raise ConfigError(f"{path}: invalid job file ({len(errors.problems)} problem{'s' if len(errors.problems) != 1 else ''}):\n{listed}")
+    configure_filesystems(job.filesystems)
     return JobSpec(
         source_file=str(path.absolute()),
         job=job,

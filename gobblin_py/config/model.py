@@ -11,8 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
-from gobblin_py.config.paths import AbsPath
+from gobblin_py.config.paths import AbsPath, FsLocation
 from gobblin_py.cron import Cron
+from gobblin_py.fs import Location
 from gobblin_py.state.alerts import AlertSettings
 
 
@@ -38,6 +39,10 @@ class JobSection(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: str = ""
     work_dir: AbsPath
+    task_output_dir: FsLocation | None = Field(
+        default=None, description="where tasks leave their files until the commit (unset: <work_dir>/task-output); a URL such as s3://bucket/prefix")
+    filesystems: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="fsspec options per URL scheme, e.g. {s3: {endpoint_url: ...}}; credentials from the environment")
     commit_policy: CommitPolicy = CommitPolicy.FULL
     max_task_retries: int = Field(default=3, ge=0)
     lock: bool = True
@@ -49,6 +54,10 @@ class JobSection(_Strict):
     retention_runs: int = Field(default=50, ge=1)
     schedule: str | None = Field(default=None, description="cron expression (Quartz style, seconds first) for `gobblin-py schedule`")
     alert: AlertSettings | None = None
+
+    @property
+    def task_output_root(self) -> Location:
+        return Location(self.task_output_dir) if self.task_output_dir else Location(self.work_dir / "task-output")
 
     @field_validator("schedule")
     @classmethod

@@ -8,6 +8,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
+from gobblin_py.errors import ConfigError
+from gobblin_py.fs import Location, check_scheme
+
 
 def _absolute(p: Path) -> Path:
     return Path(p).expanduser().absolute()
@@ -30,3 +33,16 @@ def _existing_dir(p: Path) -> Path:
 AbsPath = Annotated[Path, AfterValidator(_absolute)]
 ExistingFile = Annotated[Path, AfterValidator(_existing_file)]
 ExistingDir = Annotated[Path, AfterValidator(_existing_dir)]
+
+
+def _location(value: str | Path) -> Location:
+    loc = Location(value)
+    try:
+        check_scheme(loc.scheme)
+    except ConfigError as exc:
+        raise ValueError(exc.message) from None
+    return loc
+
+
+FsLocation = Annotated[str, AfterValidator(_location)]
+"""A local path (made absolute) or a URL of any filesystem fsspec serves (`s3://bucket/out`)."""

@@ -9,6 +9,7 @@ import orjson
 
 from gobblin_py.api import OutputFile
 from gobblin_py.api.writer import commit_staged
+from gobblin_py.fs import Location
 
 
 class ErrorFile:
@@ -30,7 +31,7 @@ class ErrorFile:
         self._f.write(orjson.dumps(entry, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS, default=repr))
         self.count += 1
 
-    def commit(self, task_output_dir: Path) -> list[OutputFile]:
+    def commit(self, task_output_dir: Location) -> list[OutputFile]:
         """Close and move into task output, as a committable published beside the data."""
         if self._f is None:
             return []

@@ -22,6 +22,7 @@ from gobblin_py.commit.sequence import CommitSequence, StepFailed
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.config.model import CommitPolicy, JobSpec
 from gobblin_py.errors import CommitError, GobblinError, JobLockedError, SourceError
+from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.runtime.executors import TaskExecutor
 from gobblin_py.runtime.observers import Observers
 from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
@@ -316,20 +317,20 @@ class JobRunner:
         """Delete this run's staging and task output unless a pending sequence refers to them."""
         if run_id in self._pending_runs():
             return
-        for area in ("staging", "task-output"):
-            shutil.rmtree(self.job.job.work_dir / area / run_id, ignore_errors=True)
+        shutil.rmtree(self.job.job.work_dir / "staging" / run_id, ignore_errors=True)
+        root = self.job.job.task_output_root
+        filesystem_for(root).rmtree(root / run_id)
 
     def _clean_orphans(self, current: str) -> None:
         """Delete staging and task output of earlier runs that no pending sequence refers to."""
         keep = self._pending_runs() | {current}
         if "*" in keep:
             return
-        for area in ("staging", "task-output"):
-            root = self.job.job.work_dir / area
-            if root.is_dir():
-                for run_dir in root.iterdir():
-                    if run_dir.name not in keep:
-                        shutil.rmtree(run_dir, ignore_errors=True)
+        for root in (Location(self.job.job.work_dir / "staging"), self.job.job.task_output_root):
+            fs = filesystem_for(root)
+            for run_dir in fs.listdir(root):
+                if run_dir.name not in keep:
+                    fs.rmtree(run_dir)
 
     def _count_for_alerts(self, result: JobResult) -> None:
         try:

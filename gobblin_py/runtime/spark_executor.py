@@ -16,6 +16,7 @@ from typing import Any
 
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import JobError
+from gobblin_py.fs import Location
 from gobblin_py.runtime.executors import ProgressCallback
 from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task import TaskSpec, run_task
@@ -109,7 +110,8 @@ class SparkExecutor:
         if lost:
             shown = "; ".join(f"{p} (on {host})" for host, p in lost[:5])
             raise JobError(f"executors of {sc.master} cannot see {len(lost)} path(s) of the job: {shown}. Put the job's "
-                           "input, schema, work_dir and final_dir on a filesystem every executor mounts at the same path")
+                           "input, schema, work_dir and final_dir on a filesystem every executor mounts at the same path, "
+                           "or give task_output_dir and final_dir as URLs (hdfs://, s3://)")
 
     def run(self, tasks: list[TaskSpec], progress: ProgressCallback | None = None) -> list[WorkUnitResult]:
         sc = self.session().sparkContext
@@ -140,11 +142,14 @@ class SparkExecutor:
 
 def job_paths(job: JobSpec) -> list[Path]:
     """Every filesystem path the job's settings name (work_dir, inputs, schemas, output directories)."""
-    found: list[Path] = [job.job.work_dir]
+    found: list[Path] = [job.job.work_dir, *([job.job.task_output_root.path] if job.job.task_output_root.is_local else [])]
 
     def walk(value: Any) -> None:
         if isinstance(value, Path):
             found.append(value)
+        elif isinstance(value, Location):  # URLs (s3://, hdfs://) are the same for every host
+            if value.is_local:
+                found.append(value.path)
         elif hasattr(value, "model_fields"):
             for name in type(value).model_fields:
                 walk(getattr(value, name))

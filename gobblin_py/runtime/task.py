@@ -31,6 +31,8 @@ from gobblin_py.api import (
 from gobblin_py.api.types import Record
 from gobblin_py.config.model import BadRecordPolicy, BranchConfig, JobSpec, RowPolicyConfig
 from gobblin_py.errors import QualityError, RecordError
+from gobblin_py.fs import Location, filesystem_for
+from gobblin_py.fs import configure as configure_filesystems
 from gobblin_py.runtime.bad_records import ErrorFile
 from gobblin_py.runtime.results import BranchMetrics, TaskStatus, WorkUnitResult
 
@@ -52,6 +54,7 @@ class TaskSpec:
 def run_task(spec: TaskSpec) -> list[WorkUnitResult]:
     """Run every WorkUnit of the task, each retried up to `job.max_task_retries` times."""
     _quiet_client_logs()
+    configure_filesystems(spec.job.job.filesystems)
     return [_run_with_retries(spec, wu) for wu in spec.workunits]
 
 
@@ -61,10 +64,9 @@ def _quiet_client_logs() -> None:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 
-def attempt_dirs(job: JobSpec, run_id: str, wu: WorkUnit, attempt_id: str) -> tuple[Path, Path]:
-    """(staging, task output) directories private to one attempt of one WorkUnit."""
-    work = job.job.work_dir
-    return (work / "staging" / run_id / wu.id / attempt_id, work / "task-output" / run_id / wu.id / attempt_id)
+def attempt_dirs(job: JobSpec, run_id: str, wu: WorkUnit, attempt_id: str) -> tuple[Path, Location]:
+    """(local staging, task output) directories private to one attempt of one WorkUnit."""
+    return (job.job.work_dir / "staging" / run_id / wu.id / attempt_id, job.job.task_output_root / run_id / wu.id / attempt_id)
 
 
 def _run_with_retries(spec: TaskSpec, wu: WorkUnit) -> WorkUnitResult:
@@ -85,7 +87,7 @@ def _run_with_retries(spec: TaskSpec, wu: WorkUnit) -> WorkUnitResult:
             detail = str(exc) if isinstance(exc, (QualityError, RecordError)) else _short_trace(exc)
             errors.append(detail)
             pipeline.abort()
-            shutil.rmtree(output, ignore_errors=True)
+            filesystem_for(output).rmtree(output)
             if isinstance(exc, QualityError):  # a FAIL policy decides the same way on every attempt
                 break
         finally:
@@ -182,7 +184,7 @@ class _Branch:
 class _Pipeline:
     """One attempt of one WorkUnit."""
 
-    def __init__(self, spec: TaskSpec, wu: WorkUnit, attempt: int, staging: Path, output: Path) -> None:
+    def __init__(self, spec: TaskSpec, wu: WorkUnit, attempt: int, staging: Path, output: Location) -> None:
         self.spec = spec
         self.wu = wu
         self.staging = staging

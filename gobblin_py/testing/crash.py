@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from gobblin_py.commit.crashpoints import ENV, POINTS, WINDOW_ENV
+from gobblin_py.commit.crashpoints import COPY_POINTS, ENV, POINTS, WINDOW_ENV
 from gobblin_py.testing.jobs import read_avro_dir, read_error_files
 
 SIGKILLED = -signal.SIGKILL
@@ -44,9 +44,10 @@ def kill_at_random(args: list[str], cwd: Path, after_s: float, window_s: float =
     return proc.wait()
 
 
-def commit_points(steps: int) -> list[str]:
-    """Every named crash point, with `commit.after_step` expanded to each of `steps` steps."""
-    out = []
+def commit_points(steps: int, copies: int = 0) -> list[str]:
+    """Every named crash point, with `commit.after_step` expanded to each of `steps` steps
+    and, where files are published by copy-then-verify, `commit.copy_verified` to each of `copies` copies."""
+    out = [f"{point}:{n}" for point in COPY_POINTS for n in range(1, copies + 1)]
     for point in POINTS:
         if point == "commit.after_step":
             out.extend(f"{point}:{n}" for n in range(1, steps + 1))

@@ -72,7 +72,7 @@ def _ids(records: list[dict[str, Any]]) -> list[int]:
 def _check_output_file(out: OutputFile, target: WriterTarget) -> None:
     path = Path(out.path)
     assert path.is_file()
-    assert path == target.task_output_dir / out.rel_path
+    assert out.path == target.task_output_dir / out.rel_path
     assert out.size == path.stat().st_size
     assert out.checksum == _crc32c(path)
     assert out.kind == "data"

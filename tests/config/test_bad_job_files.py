@@ -70,7 +70,7 @@ def test_example_job_loads(in_repo_root: Path) -> None:
     writer = job.branches[0].writer
     assert writer.path == "gobblin_py.builtin.avro_writer:AvroWriter"
     assert writer.settings.partition.granularity == "DAY"
-    assert job.branches[0].publisher.settings.final_dir == REPO_ROOT / "output"
+    assert job.branches[0].publisher.settings.final_dir == str(REPO_ROOT / "output")
 
 
 def test_all_problems_of_a_file_are_reported_together(tmp_path: Path, in_repo_root: Path) -> None:

@@ -1,0 +1,67 @@
+"""FileSystem: the few operations the writers, the commit steps and the cleanup need, on any store."""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import IO
+
+from gobblin_py.fs.location import Location
+
+
+class FileSystem(abc.ABC):
+    """One filesystem (local disk, an S3 bucket, HDFS …); every path given is a `Location` on it."""
+
+    atomic_rename: bool
+    """True when `rename` publishes atomically (POSIX, HDFS); False for object stores, whose
+    publish step is copy-then-verify."""
+
+    @abc.abstractmethod
+    def size(self, path: Location) -> int | None:
+        """The file's size in bytes, None when there is no file."""
+
+    def exists(self, path: Location) -> bool:
+        return self.size(path) is not None
+
+    @abc.abstractmethod
+    def checksum(self, path: Location) -> str:
+        """CRC32C of the file's content (8 hex digits), read back from the store."""
+
+    @abc.abstractmethod
+    def rename(self, src: Location, dst: Location) -> None:
+        """Atomically replace `dst` by `src`; only where `atomic_rename`."""
+
+    @abc.abstractmethod
+    def copy(self, src: Location, dst: Location) -> None:
+        """Copy within this filesystem (server-side where the store can), replacing `dst`."""
+
+    @abc.abstractmethod
+    def put(self, local: Path, dst: Location) -> None:
+        """Upload a local file to `dst`, replacing it; content durable when this returns."""
+
+    @abc.abstractmethod
+    def open_read(self, path: Location) -> IO[bytes]:
+        """A binary stream of the file."""
+
+    @abc.abstractmethod
+    def delete(self, path: Location) -> None:
+        """Remove a file; nothing when it is already gone."""
+
+    @abc.abstractmethod
+    def rmtree(self, path: Location) -> None:
+        """Remove a directory (a prefix) and everything under it; nothing when it is gone."""
+
+    @abc.abstractmethod
+    def listdir(self, path: Location) -> list[Location]:
+        """The entries directly under `path`; empty when there is no such directory."""
+
+    @abc.abstractmethod
+    def glob(self, pattern: Location) -> list[Location]:
+        """Files matching a glob pattern, sorted."""
+
+    def makedirs(self, path: Location) -> None:
+        """Create a directory and its parents (object stores have none to create)."""
+
+    def sync_dir(self, path: Location) -> str | None:
+        """The directory whose fsync makes a rename into it durable, None where the store needs none."""
+        return None

@@ -1,0 +1,84 @@
+"""The local filesystem (also shared mounts such as NFS): POSIX rename and fsync."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+from pathlib import Path
+from typing import IO
+
+from gobblin_py.durable import atomic_replace, file_checksum
+from gobblin_py.fs.base import FileSystem
+from gobblin_py.fs.location import Location
+
+
+class LocalFileSystem(FileSystem):
+    atomic_rename = True
+
+    def size(self, path: Location) -> int | None:
+        try:
+            return os.stat(path).st_size
+        except FileNotFoundError:
+            return None
+
+    def exists(self, path: Location) -> bool:
+        return os.path.exists(path)
+
+    def checksum(self, path: Location) -> str:
+        return file_checksum(Path(path))
+
+    def rename(self, src: Location, dst: Location) -> None:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        os.replace(src, dst)
+
+    def copy(self, src: Location, dst: Location) -> None:
+        self.put(Path(src), dst)
+
+    def put(self, local: Path, dst: Location) -> None:
+        """Copy to a temp file beside `dst`, fsync it, rename it over `dst` (the commit sequence fsyncs the directory)."""
+        with open(local, "rb") as src:
+            atomic_replace(Path(dst), lambda out: shutil.copyfileobj(src, out, 1 << 20))
+
+    def open_read(self, path: Location) -> IO[bytes]:
+        return open(path, "rb")
+
+    def delete(self, path: Location) -> None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    def rmtree(self, path: Location) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def listdir(self, path: Location) -> list[Location]:
+        try:
+            return [path / name for name in sorted(os.listdir(path))]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def glob(self, pattern: Location) -> list[Location]:
+        return [Location(p) for p in sorted(glob.glob(pattern, recursive=True)) if os.path.isfile(p)]
+
+    def makedirs(self, path: Location) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def sync_dir(self, path: Location) -> str | None:
+        return str(path)
+
+    @staticmethod
+    def same_device(a: Location, b: Location) -> bool:
+        """Whether a rename from `a` to `b` can work (`b` may not exist yet: its nearest existing parent counts)."""
+        def device(p: str) -> int | None:
+            while True:
+                try:
+                    return os.stat(p).st_dev
+                except FileNotFoundError:
+                    parent = os.path.dirname(p)
+                    if parent == p:
+                        return None
+                    p = parent
+        da, db = device(a), device(b)
+        return da is None or db is None or da == db
+

@@ -1,0 +1,64 @@
+"""Location: a path on some filesystem — an absolute local path or a URL such as `s3://bucket/key`.
+
+A `str`, so it pickles, prints and goes into JSON as written; `/` joins like `pathlib`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$")
+LOCAL_SCHEMES = frozenset({"file", "local"})
+
+
+class Location(str):
+    """An absolute local path (`/data/out`) or a URL (`s3://bucket/out`); `file://` URLs become local paths."""
+
+    __slots__ = ()
+
+    def __new__(cls, value: str | Path) -> Location:
+        text = str(value)
+        m = _URL.match(text)
+        if m is None:
+            text = str(Path(text).expanduser().absolute())
+        elif m["scheme"].lower() in LOCAL_SCHEMES:
+            text = str(Path("/" + m["rest"].lstrip("/")))
+        else:
+            text = f"{m['scheme'].lower()}://{m['rest'].rstrip('/') or m['rest']}"
+        return super().__new__(cls, text)
+
+    @property
+    def scheme(self) -> str:
+        """`file` for a local path, else the URL's scheme (`s3`, `hdfs`, `gs`, …)."""
+        m = _URL.match(self)
+        return "file" if m is None else m["scheme"]
+
+    @property
+    def is_local(self) -> bool:
+        return self.scheme == "file"
+
+    @property
+    def path(self) -> Path:
+        """The local path; only for local locations."""
+        if not self.is_local:
+            raise ValueError(f"{self} is not a local path")
+        return Path(self)
+
+    @property
+    def name(self) -> str:
+        return self.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> Location:
+        head, _, _ = self.rstrip("/").rpartition("/")
+        if not self.is_local and head.endswith(":/"):  # the root of a bucket has no parent
+            return self
+        return Location(head or "/")
+
+    def __truediv__(self, part: str | Path) -> Location:
+        part = str(part).strip("/")
+        return Location(f"{self.rstrip('/')}/{part}" if part else self)
+
+    def __reduce__(self):
+        return (Location, (str(self),))

@@ -1,0 +1,66 @@
+"""Locations: local paths and URLs as the job file gives them, and how the publisher chooses its step."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from gobblin_py.commit.steps import FsCopyCommitStep, FsRenameCommitStep, publish_step
+from gobblin_py.errors import ConfigError
+from gobblin_py.fs import Location, filesystem_for
+from gobblin_py.testing.jobs import example_job, write_job
+
+
+def test_local_paths_are_made_absolute_and_file_urls_are_local(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert Location("out") == str(tmp_path / "out")
+    assert Location(f"file://{tmp_path}/x/") == str(tmp_path / "x")
+    assert Location("file:///a/b").is_local and Location("/a/b").path == Path("/a/b")
+
+
+def test_urls_keep_their_scheme_and_join_like_paths():
+    out = Location("S3://bucket/prefix/")
+    assert out == "s3://bucket/prefix" and out.scheme == "s3" and not out.is_local
+    assert out / "clicks/2026/01/f.avro" == "s3://bucket/prefix/clicks/2026/01/f.avro"
+    assert (out / "a" / "b").parent == "s3://bucket/prefix/a" and (out / "a").name == "a"
+    assert Location("s3://bucket").parent == "s3://bucket"
+    with pytest.raises(ValueError, match="not a local path"):
+        _ = out.path
+
+
+def test_a_location_survives_pickling_as_a_location():
+    loc = pickle.loads(pickle.dumps(Location("s3://b/k")))
+    assert isinstance(loc, Location) and loc.scheme == "s3"
+
+
+def test_a_url_without_filesystem_is_refused_naming_the_key(tmp_path):
+    from gobblin_py.config.loader import load_job
+
+    path = write_job(tmp_path, example_job(tmp_path, publisher={"final_dir": "nosuchfs://bucket/out"},
+                                           job={"name": "t", "work_dir": str(tmp_path / "w"), "task_output_dir": "zzz://x"}))
+    with pytest.raises(ConfigError) as err:
+        load_job(path)
+    text = str(err.value)
+    assert "publisher.final_dir" in text and "no filesystem for nosuchfs://" in text
+    assert "job.task_output_dir" in text and "zzz://" in text
+
+
+def test_publisher_renames_on_one_disk_and_copies_across_filesystems(tmp_path):
+    src = tmp_path / "task-output" / "f.avro"
+    assert type(publish_step(str(src), str(tmp_path / "out" / "f.avro"), 1, "00000000")) is FsRenameCommitStep
+    assert type(publish_step(str(src), "s3://bucket/out/f.avro", 1, "00000000")) is FsCopyCommitStep
+    assert type(publish_step("s3://bucket/tasks/f.avro", "s3://bucket/out/f.avro", 1, "00000000")) is FsCopyCommitStep
+
+
+def test_local_filesystem_round_trip(tmp_path):
+    fs = filesystem_for(Location(tmp_path))
+    src = tmp_path / "a.bin"
+    src.write_bytes(b"x" * 10)
+    dst = Location(tmp_path / "d" / "e" / "a.bin")
+    fs.put(src, dst)
+    assert fs.size(dst) == 10 and fs.checksum(dst) == fs.checksum(Location(src))
+    assert [p.name for p in fs.listdir(Location(tmp_path / "d"))] == ["e"]
+    fs.rmtree(Location(tmp_path / "d"))
+    assert fs.size(dst) is None and fs.listdir(Location(tmp_path / "d")) == []
