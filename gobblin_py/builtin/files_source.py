@@ -1,4 +1,5 @@
-"""The `files` source: a directory of .jsonl / .csv files, one dataset per sub-directory.
+"""The `files` source: a directory of .jsonl / .csv files, one dataset per sub-directory; local or any
+filesystem URL (`s3://bucket/in`).
 
 As Gobblin's FileBasedSource, the state of a dataset is the set of files already ingested
 (watermark key = the file's path in the dataset, value = its size); each new file is a WorkUnit.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import fnmatch
+import io
 import logging
 import re
 from collections.abc import Iterator
@@ -18,15 +20,16 @@ from pydantic import Field
 
 from gobblin_py.api import Extractor, Settings, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.config.paths import ExistingDir
+from gobblin_py.config.paths import ExistingDirLocation
 from gobblin_py.durable import bytes_checksum
-from gobblin_py.errors import SourceError
+from gobblin_py.errors import FileSystemError, SourceError
+from gobblin_py.fs import Location, filesystem_for
 
 log = logging.getLogger(__name__)
 
 
 class FilesSettings(Settings):
-    path: ExistingDir
+    path: ExistingDirLocation
     include: list[str] = Field(default_factory=lambda: ["*.jsonl", "*.json", "*.ndjson", "*.csv"])
     csv_delimiter: str = Field(default=",", min_length=1, max_length=1)
 
@@ -41,45 +44,55 @@ class FilesSource(Source):
     Settings = FilesSettings
 
     def get_workunits(self, state: SourceState) -> list[WorkUnit]:
-        root: Path = self.settings.path
-        if not root.is_dir():
-            raise SourceError(f"source.path {root} is not a directory")
+        root = Location(self.settings.path)
+        fs = filesystem_for(root)
+        try:
+            if not fs.is_dir(root):
+                raise SourceError(f"source.path {root} is not a directory")
+            files = fs.find(root)
+        except FileSystemError as exc:
+            raise SourceError(f"cannot list source.path {root}: {exc}") from exc
         units: list[WorkUnit] = []
-        for ds_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
-            dataset = ds_dir.name
-            done = state.watermarks(dataset)
-            for file in sorted(ds_dir.rglob("*")):
-                rel = file.relative_to(ds_dir).as_posix()
-                if not file.is_file() or file.name.startswith((".", "_")):
-                    continue
-                if not any(fnmatch.fnmatch(file.name, pat) for pat in self.settings.include):
-                    continue
-                size = file.stat().st_size
-                if rel in done:
-                    if done[rel] != size:
-                        log.warning("%s changed size since it was ingested (%s → %s bytes); files are ingested once, not re-read", file, done[rel], size)
-                    continue
-                wu_id = f"{_safe(Path(rel).stem)}-{bytes_checksum(f'{dataset}/{rel}'.encode())}"
-                units.append(WorkUnit(id=wu_id, dataset=dataset, watermark_key=rel, low_watermark=None,
-                                      expected_high_watermark=size, props={"file": str(file)}))
+        done_of: dict[str, dict[str, WatermarkValue]] = {}
+        for file, size in files.items():
+            dataset, _, rel = file[len(root.rstrip("/")) + 1:].partition("/")
+            if not rel or dataset.startswith((".", "_")) or file.name.startswith((".", "_")):
+                continue  # datasets are the sub-directories; hidden files and directories are skipped
+            if not any(fnmatch.fnmatch(file.name, pat) for pat in self.settings.include):
+                continue
+            done = done_of.setdefault(dataset, state.watermarks(dataset))
+            if rel in done:
+                if done[rel] != size:
+                    log.warning("%s changed size since it was ingested (%s → %s bytes); files are ingested once, not re-read", file, done[rel], size)
+                continue
+            wu_id = f"{_safe(Path(rel).stem)}-{bytes_checksum(f'{dataset}/{rel}'.encode())}"
+            units.append(WorkUnit(id=wu_id, dataset=dataset, watermark_key=rel, low_watermark=None,
+                                  expected_high_watermark=size, props={"file": str(file)}))
         return units
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
-        path = Path(workunit.props["file"])
-        if path.suffix.lower() == ".csv":
+        path = Location(workunit.props["file"])
+        if path.name.lower().endswith(".csv"):
             return CsvExtractor(path, context, self.settings.csv_delimiter)
         return JsonLinesExtractor(path, context)
 
 
 class _FileExtractor(Extractor):
-    def __init__(self, path: Path, context: TaskContext) -> None:
+    def __init__(self, path: Location, context: TaskContext) -> None:
         self.path = path
         self.context = context
         self.line = 0
-        try:
-            self._size = path.stat().st_size
-        except FileNotFoundError:
-            raise SourceError(f"input file {path} disappeared before it was read") from None
+        self.fs = filesystem_for(path)
+        size = self.fs.size(path)
+        if size is None:
+            raise SourceError(f"input file {path} disappeared before it was read")
+        self._size = size
+
+    def _open(self) -> io.BufferedIOBase:
+        return open(self.path, "rb") if self.path.is_local else self.fs.open_read(self.path)
+
+    def _open_text(self) -> io.TextIOWrapper:
+        return io.TextIOWrapper(self._open(), encoding="utf-8-sig", newline="")  # tolerate Excel's byte-order mark
 
     def location(self) -> str:
         return f"{self.path}:{self.line}"
@@ -97,7 +110,7 @@ class JsonLinesExtractor(_FileExtractor):
     def read_records(self) -> Iterator[Record]:
         loads = orjson.loads
         reject = self.context.reject
-        with open(self.path, "rb") as f:
+        with self._open() as f:
             for self.line, raw in enumerate(f, 1):
                 if not raw.strip():
                     continue
@@ -115,14 +128,14 @@ class JsonLinesExtractor(_FileExtractor):
 class CsvExtractor(_FileExtractor):
     """CSV with a header row; a row with the wrong number of columns goes to the bad-record handling."""
 
-    def __init__(self, path: Path, context: TaskContext, delimiter: str) -> None:
+    def __init__(self, path: Location, context: TaskContext, delimiter: str) -> None:
         super().__init__(path, context)
         self.delimiter = delimiter
         self._header: list[str] | None = None
 
     def _read_header(self) -> list[str]:
         if self._header is None:
-            with open(self.path, newline="", encoding="utf-8-sig") as f:
+            with self._open_text() as f:
                 self._header = next(csv.reader(f, delimiter=self.delimiter), [])
         return self._header
 
@@ -130,7 +143,7 @@ class CsvExtractor(_FileExtractor):
         return {"type": "csv", "source": str(self.path), "fields": self._read_header()}
 
     def read_records(self) -> Iterator[Record]:
-        with open(self.path, newline="", encoding="utf-8-sig") as f:  # tolerate Excel's byte-order mark
+        with self._open_text() as f:
             reader = csv.reader(f, delimiter=self.delimiter)
             header = next(reader, None)
             if header is None:

@@ -46,3 +46,14 @@ def _location(value: str | Path) -> Location:
 
 FsLocation = Annotated[str, AfterValidator(_location)]
 """A local path (made absolute) or a URL of any filesystem fsspec serves (`s3://bucket/out`)."""
+
+
+def _existing_dir_location(value: str | Path) -> Location:
+    loc = _location(value)
+    if loc.is_local:
+        _existing_dir(loc.path)
+    return loc  # a remote directory is checked when the source lists it (the store may be down now)
+
+
+ExistingDirLocation = Annotated[str, AfterValidator(_existing_dir_location)]
+"""An existing local directory, or a URL (`s3://bucket/in`)."""

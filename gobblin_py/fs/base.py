@@ -56,8 +56,12 @@ class FileSystem(abc.ABC):
         """The entries directly under `path`; empty when there is no such directory."""
 
     @abc.abstractmethod
-    def glob(self, pattern: Location) -> list[Location]:
-        """Files matching a glob pattern, sorted."""
+    def find(self, root: Location) -> dict[Location, int]:
+        """Every file under `root` (recursively) with its size; empty when `root` does not exist."""
+
+    @abc.abstractmethod
+    def is_dir(self, path: Location) -> bool:
+        """Whether `path` is a directory (on an object store: a prefix with objects under it)."""
 
     def makedirs(self, path: Location) -> None:
         """Create a directory and its parents (object stores have none to create)."""

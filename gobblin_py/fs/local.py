@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 from pathlib import Path
@@ -58,8 +57,19 @@ class LocalFileSystem(FileSystem):
         except (FileNotFoundError, NotADirectoryError):
             return []
 
-    def glob(self, pattern: Location) -> list[Location]:
-        return [Location(p) for p in sorted(glob.glob(pattern, recursive=True)) if os.path.isfile(p)]
+    def find(self, root: Location) -> dict[Location, int]:
+        found: dict[Location, int] = {}
+        for d, _, names in os.walk(root):
+            for n in names:
+                p = os.path.join(d, n)
+                try:
+                    found[Location(p)] = os.stat(p).st_size
+                except FileNotFoundError:
+                    continue
+        return dict(sorted(found.items()))
+
+    def is_dir(self, path: Location) -> bool:
+        return os.path.isdir(path)
 
     def makedirs(self, path: Location) -> None:
         os.makedirs(path, exist_ok=True)

@@ -100,10 +100,17 @@ class FsspecFileSystem(FileSystem):
                 return []
         return [path / str(n).rstrip("/").rsplit("/", 1)[-1] for n in sorted(names)]
 
-    def glob(self, pattern: Location) -> list[Location]:
-        with _failing(f"list {pattern}"):
-            found = self.fs.glob(self._p(pattern), detail=True)
-        return [Location(self.fs.unstrip_protocol(p)) for p, info in sorted(found.items()) if info.get("type") == "file"]
+    def find(self, root: Location) -> dict[Location, int]:
+        with _failing(f"list {root}"):
+            found = self.fs.find(self._p(root), detail=True)
+        base = root.rstrip("/")
+        prefix = self._p(root).rstrip("/")
+        return {Location(base + p[len(prefix):]): int(info["size"]) for p, info in sorted(found.items())
+                if info.get("type") == "file" and p.startswith(prefix + "/")}
+
+    def is_dir(self, path: Location) -> bool:
+        with _failing(f"stat {path}"):
+            return bool(self.fs.isdir(self._p(path)))
 
     def makedirs(self, path: Location) -> None:
         if self.atomic_rename:  # real directories (HDFS); object stores have only keys

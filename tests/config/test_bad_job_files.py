@@ -64,7 +64,7 @@ def test_bad_job_file_is_refused_naming_file_and_key(job_file: Path, in_repo_roo
 def test_example_job_loads(in_repo_root: Path) -> None:
     job = load_job("jobs/example.yaml")
     assert job.name == "example"
-    assert job.source.settings.path == REPO_ROOT / "jobs" / "data"
+    assert job.source.settings.path == str(REPO_ROOT / "jobs" / "data")
     assert [c.path for c in job.converters] == ["gobblin_py.builtin.json_to_avro:JsonToAvroConverter"]
     assert [b.name for b in job.branches] == ["main"]
     writer = job.branches[0].writer

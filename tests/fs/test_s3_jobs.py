@@ -12,7 +12,7 @@ from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.runtime.spark_executor import SharedSparkExecutor
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import snapshot
-from gobblin_py.testing.jobs import example_job, write_job
+from gobblin_py.testing.jobs import EXAMPLE_DATA, example_job, write_job
 
 pytestmark = [pytest.mark.s3, pytest.mark.spark]
 
@@ -67,3 +67,25 @@ def test_a_missing_bucket_keeps_the_commit_pending_until_it_exists(tmp_path, spa
     assert sorted(r.dataset for r in second.recovery.datasets) == ["clicks", "orders"]
     assert snapshot(s3.download(f"{bucket}/events", tmp_path / "published")) == local_reference
     assert CommitStepStore(tmp_path / "work").datasets("t") == []
+
+
+def test_files_source_reads_its_input_from_s3(tmp_path, spark, s3, local_reference):
+    bucket = s3.new_bucket()
+    s3.client().put(str(EXAMPLE_DATA) + "/", f"{bucket}/in/", recursive=True)
+    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "filesystems": s3.options},
+                      source={"class": "files", "path": f"s3://{bucket}/in"})
+    result = _run(tmp_path, spark, job)
+    assert result.succeeded, result.error
+    assert snapshot(tmp_path / "output") == local_reference
+    watermarks = StateStore(tmp_path / "work", "t").watermarks()
+    assert sorted(watermarks["orders"]) == sorted(p.name for p in (EXAMPLE_DATA / "orders").iterdir())
+    assert _run(tmp_path, spark, job).tasks == [], "files already ingested are not read again"
+
+
+def test_an_unreachable_store_fails_planning_naming_the_url(tmp_path, spark):
+    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"),
+                                     "filesystems": {"s3": {"endpoint_url": "http://127.0.0.1:9", "key": "k", "secret": "s"}}},
+                      source={"class": "files", "path": "s3://nowhere/in"})
+    result = _run(tmp_path, spark, job)
+    assert not result.succeeded
+    assert "s3://nowhere/in" in result.error and "Could not connect" in result.error
