@@ -1,13 +1,15 @@
 """Benchmark: the exactly-once commit against a plain rename loop, and recovery of pending steps.
 
-    .venv/bin/python scripts/bench_commit.py [--datasets 1000] [--files 10] [--rounds 3]
+    .venv/bin/python scripts/bench_commit.py [--datasets 1000] [--files 10] [--rounds 3] [--spark]
 
 In one run, alternating: (1) the exactly-once commit of D datasets × F files (durable store write,
 fs_rename steps, watermark and state steps, record removal; datasets committed 4 at a time as a run
 does); (2) a plain rename loop with no store and no fsync; (3) the same loop with one directory fsync
 per dataset (the least a durable publisher does). Then the recovery of D pending sequences of F steps
-(10,000 steps by default) as the start of a run does it. Prints each time, the ratios, the cost per step
-next to one measured fsync, and writes scripts/results/bench_commit.json.
+(10,000 steps by default) as the start of a run does it: in 4 driver threads, and in one (sequential).
+With --spark, the commit and the recovery also run as Spark tasks on local[2] (4 groups of datasets).
+Prints each time, the ratios (each against the sequential path measured in the same run), the cost
+per step next to one measured fsync, and writes scripts/results/bench_commit.json.
 """
 
 from __future__ import annotations
@@ -28,41 +30,22 @@ sys.path.insert(0, str(REPO))
 
 from gobblin_py.commit.recovery import recover  # noqa: E402
 from gobblin_py.commit.sequence import CommitSequence  # noqa: E402
-from gobblin_py.commit.steps import DatasetStateCommitStep, FsRenameCommitStep, HighWatermarkCommitStep  # noqa: E402
+from gobblin_py.commit.steps import BUILTIN_STEPS  # noqa: E402
 from gobblin_py.commit.store import CommitStepStore  # noqa: E402
-from gobblin_py.durable import file_checksum, fsync_dir  # noqa: E402
+from gobblin_py.durable import fsync_dir  # noqa: E402
+from gobblin_py.testing.commits import publish_sequences, published_path, task_output  # noqa: E402
 
-PAYLOAD = os.urandom(4096)
-
-
-def make_task_output(root: Path, datasets: int, files: int) -> list[list[Path]]:
-    out = []
-    for d in range(datasets):
-        ds = []
-        for f in range(files):
-            p = root / "task-output" / "run" / f"wu{d}" / f"ds{d}" / "2026" / "01" / f"{f % 3 + 1:02d}" / f"f{f}.avro"
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(PAYLOAD)
-            ds.append(p)
-        out.append(ds)
-    return out
+JOB = "bench"
+PAYLOAD = os.urandom(4096)  # the fsync probe's writes
 
 
-def sequences(root: Path, task_files: list[list[Path]], checksum: str) -> list[CommitSequence]:
-    state_dir = str(root / "state" / "bench")
-    seqs = []
-    for d, files in enumerate(task_files):
-        steps = [FsRenameCommitStep(src=str(p), dst=str(root / "output" / p.relative_to(p.parents[4])), size=len(PAYLOAD), checksum=checksum)
-                 for p in files]
-        steps.append(HighWatermarkCommitStep(state_dir=state_dir, dataset=f"ds{d}", watermarks={str(i): 100 for i in range(4)}))
-        steps.append(DatasetStateCommitStep(state_dir=state_dir, dataset=f"ds{d}", run_id="run", state={"records_written": 1000}))
-        seqs.append(CommitSequence(job="bench", dataset=f"ds{d}", run_id="run", steps=steps))
-    return seqs
+def sequences(root: Path, task_files: list[list[Path]]) -> list[CommitSequence]:
+    return publish_sequences(root, JOB, task_files)
 
 
-def exactly_once(root: Path, task_files: list[list[Path]], checksum: str, threads: int = 4) -> float:
+def exactly_once(root: Path, task_files: list[list[Path]], threads: int = 4) -> float:
     store = CommitStepStore(root)
-    seqs = sequences(root, task_files, checksum)
+    seqs = sequences(root, task_files)
     t0 = time.perf_counter()
 
     def commit(seq: CommitSequence) -> None:
@@ -74,13 +57,12 @@ def exactly_once(root: Path, task_files: list[list[Path]], checksum: str, thread
     return time.perf_counter() - t0
 
 
-def exactly_once_on_executors(root: Path, task_files: list[list[Path]], checksum: str, sc: object) -> float:
-    from gobblin_py.commit.distributed import commit_on_executors
-    from gobblin_py.commit.steps import BUILTIN_STEPS
+def exactly_once_on_executors(root: Path, task_files: list[list[Path]], sc: object) -> float:
+    from gobblin_py.commit.distributed import commit_on_executors, default_groups
 
-    seqs = sequences(root, task_files, checksum)
+    seqs = sequences(root, task_files)
     t0 = time.perf_counter()
-    outcome = commit_on_executors(sc, root, BUILTIN_STEPS, seqs, groups=4)
+    outcome = commit_on_executors(sc, root, BUILTIN_STEPS, seqs, groups=default_groups(sc))
     took = time.perf_counter() - t0
     assert all(err is None for err in outcome.values()), outcome
     return took
@@ -91,7 +73,7 @@ def plain_rename(root: Path, task_files: list[list[Path]], durable: bool) -> flo
     for files in task_files:
         dirs = set()
         for p in files:
-            dst = root / "output" / p.relative_to(p.parents[4])
+            dst = published_path(root, p)
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.rename(p, dst)
             dirs.add(dst.parent)
@@ -101,16 +83,22 @@ def plain_rename(root: Path, task_files: list[list[Path]], durable: bool) -> flo
     return time.perf_counter() - t0
 
 
-def recovery(root: Path, task_files: list[list[Path]], checksum: str) -> tuple[float, int]:
+def recovery(root: Path, task_files: list[list[Path]], threads: int = 4, sc: object = None) -> float:
+    """Replay D pending sequences (none of their steps run) as the start of a run does: in `threads`
+    driver threads, or with `sc` as Spark tasks (each loads its datasets' records from the store)."""
+    from gobblin_py.commit.distributed import default_groups, recover_on_executors
+
     store = CommitStepStore(root)
-    seqs = sequences(root, task_files, checksum)
-    for seq in seqs:
+    for seq in sequences(root, task_files):
         store.put(seq)
     t0 = time.perf_counter()
-    report = recover(store, "bench", max_attempts=3, parallelism=4)
+    if sc is None:
+        report = recover(store, JOB, max_attempts=3, parallelism=threads)
+    else:
+        report = recover_on_executors(sc, root, BUILTIN_STEPS, JOB, max_attempts=3, groups=default_groups(sc))
     took = time.perf_counter() - t0
-    assert not report.blocked and not store.datasets("bench")
-    return took, sum(len(s.steps) for s in seqs)
+    assert len(report.datasets) == len(task_files) and not report.blocked and not store.datasets(JOB), report.blocked
+    return took
 
 
 def one_fsync(root: Path) -> float:
@@ -143,30 +131,29 @@ def main() -> int:
         sc.setLogLevel("ERROR")
         sc.parallelize(range(2), 2).map(lambda x: __import__("gobblin_py.commit.distributed")).collect()  # warm the workers
     args.dir.mkdir(parents=True, exist_ok=True)
-    results: dict[str, list[float]] = {"exactly_once_s": [], "plain_rename_s": [], "durable_rename_s": [], "recovery_s": [],
-                                       "exactly_once_sequential_s": [], **({"exactly_once_executors_s": []} if sc else {})}
-    steps = 0
+    measures = [
+        ("plain_rename_s", lambda root, tf: plain_rename(root, tf, False)),
+        ("exactly_once_s", exactly_once),
+        ("durable_rename_s", lambda root, tf: plain_rename(root, tf, True)),
+        ("exactly_once_sequential_s", lambda root, tf: exactly_once(root, tf, threads=1)),
+        *([("exactly_once_executors_s", lambda root, tf: exactly_once_on_executors(root, tf, sc))] if sc else []),
+        ("recovery_s", recovery),
+        ("recovery_sequential_s", lambda root, tf: recovery(root, tf, threads=1)),
+        *([("recovery_executors_s", lambda root, tf: recovery(root, tf, sc=sc))] if sc else []),
+    ]
+    results: dict[str, list[float]] = {name: [] for name, _ in measures}
     for r in range(args.rounds):
-        for name, fn in (("plain_rename_s", lambda root, tf, c: plain_rename(root, tf, False)),
-                         ("exactly_once_s", exactly_once),
-                         ("durable_rename_s", lambda root, tf, c: plain_rename(root, tf, True)),
-                         ("exactly_once_sequential_s", lambda root, tf, c: exactly_once(root, tf, c, threads=1)),
-                         *((("exactly_once_executors_s", lambda root, tf, c: exactly_once_on_executors(root, tf, c, sc)),) if sc else ()),
-                         ("recovery_s", None)):
+        for name, fn in measures:
             root = Path(tempfile.mkdtemp(prefix="bench-commit-", dir=args.dir))
             try:
-                task_files = make_task_output(root, args.datasets, args.files)
-                checksum = file_checksum(task_files[0][0])
-                if name == "recovery_s":
-                    took, steps = recovery(root, task_files, checksum)
-                else:
-                    took = fn(root, task_files, checksum)
+                took = fn(root, task_output(root, args.datasets, args.files))
                 results[name].append(took)
-                print(f"round {r + 1}: {name:<18} {took:7.3f}s", flush=True)
+                print(f"round {r + 1}: {name:<26} {took:7.3f}s", flush=True)
             finally:
                 shutil.rmtree(root, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in results.items()}
     per_dataset_steps = args.files + 2
+    steps = args.datasets * per_dataset_steps
     fsync_s = one_fsync(args.dir)
     summary = {
         "datasets": args.datasets, "files_per_dataset": args.files,
@@ -175,8 +162,10 @@ def main() -> int:
         "ratio_exactly_once_vs_durable_rename": med["exactly_once_s"] / med["durable_rename_s"],
         "speedup_threads_vs_sequential": med["exactly_once_sequential_s"] / med["exactly_once_s"],
         **({"speedup_executors_vs_sequential": med["exactly_once_sequential_s"] / med["exactly_once_executors_s"]} if sc else {}),
-        "ms_per_step": med["exactly_once_s"] / (args.datasets * per_dataset_steps) * 1000,
+        "ms_per_step": med["exactly_once_s"] / steps * 1000,
         "recovery_steps": steps, "recovery_ms_per_step": med["recovery_s"] / steps * 1000,
+        "speedup_recovery_threads_vs_sequential": med["recovery_sequential_s"] / med["recovery_s"],
+        **({"speedup_recovery_executors_vs_sequential": med["recovery_sequential_s"] / med["recovery_executors_s"]} if sc else {}),
         "one_fsync_ms": fsync_s * 1000,
     }
     print(json.dumps(summary, indent=2))

@@ -1,30 +1,94 @@
-"""Committing many datasets on the executors (the scalability section of Gobblin's exactly-once design):
-each Spark task writes and executes the sequences of a group of datasets; the driver only coordinates."""
+"""Committing and recovering many datasets on the executors (the scalability section of Gobblin's
+exactly-once design): each Spark task writes and executes, or loads and replays, the sequences of a
+group of datasets against the shared store; the driver only coordinates."""
 
 from __future__ import annotations
 
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gobblin_py.api.commit_step import CommitStep
+from gobblin_py.commit.recovery import DatasetRecovery, Outcome, RecoveryReport, pending, recover_dataset
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.errors import CommitError
+from gobblin_py.fs import configure as configure_filesystems
+
+log = logging.getLogger(__name__)
+
+CLUSTER_THRESHOLD = 64
+"""Datasets from which a cluster commits and recovers on the executors unless the job says otherwise."""
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def use_executors(datasets: int, configured: int | None, master: str) -> bool:
+    """Whether `datasets` commits (or recoveries) run as Spark tasks, per `job.commit_on_executors_from`.
+
+    Unset: from 64 datasets on a cluster, never in local mode (one machine: driver threads are
+    faster, scripts/bench_commit.py). 0: never.
+    """
+    threshold = configured if configured is not None else (0 if master.startswith("local") else CLUSTER_THRESHOLD)
+    return threshold > 0 and datasets >= threshold
+
+
+def default_groups(sc: Any) -> int:
+    """How many Spark tasks share the datasets: two per executor core, so a slow group does not hold the rest."""
+    return max(1, sc.defaultParallelism) * 2
+
+
+def spark_failure(exc: BaseException) -> str:
+    """What failed a Spark job, in one line: Py4J's message starts with a generic line and buries the cause."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    python = [line for line in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt): ", line)
+                                          and not line.startswith(("org.", "java.", "scala."))]
+    if python:
+        return python[-1]
+    aborted = next((line for line in lines if "Job aborted" in line), None)
+    if aborted is not None:
+        return aborted.rsplit("Exception: ", 1)[-1].split(". Consider", 1)[0]
+    return lines[0] if lines else type(exc).__name__
 
 
 @dataclass(frozen=True)
-class CommitGroup:
-    """What one executor task commits: sequences of several datasets, against the shared store."""
+class _Group:
+    """What one executor task needs to open the shared store and reach the job's filesystems: the store's
+    directory, the step classes it may load, and the job's `job.filesystems` options."""
 
     work_dir: str
     step_types: tuple[type[CommitStep], ...]
+    filesystems: dict[str, dict[str, Any]]
+
+    def store(self) -> CommitStepStore:
+        configure_filesystems(self.filesystems)
+        return CommitStepStore(Path(self.work_dir), StepRegistry(self.step_types))
+
+
+@dataclass(frozen=True)
+class CommitGroup(_Group):
+    """What one executor task commits: sequences of several datasets, written to the store by the task."""
+
     sequences: tuple[CommitSequence, ...]
+
+
+@dataclass(frozen=True)
+class RecoveryGroup(_Group):
+    """What one executor task recovers: pending datasets of one job, whose sequences the task loads itself."""
+
+    job: str
+    datasets: tuple[str, ...]
+    max_attempts: int
+    force: bool
 
 
 def commit_group(group: CommitGroup) -> list[tuple[str, str | None]]:
     """Log and execute each sequence of the group; (dataset, error or None) for each."""
-    store = CommitStepStore(Path(group.work_dir), StepRegistry(group.step_types))
+    store = group.store()
     out: list[tuple[str, str | None]] = []
     for seq in group.sequences:
         try:
@@ -36,11 +100,64 @@ def commit_group(group: CommitGroup) -> list[tuple[str, str | None]]:
     return out
 
 
+def recover_group(group: RecoveryGroup) -> list[DatasetRecovery]:
+    """Replay the pending sequence of each dataset of the group, as `recovery.recover` does in a thread."""
+    store = group.store()
+    return [recover_dataset(store, group.job, d, group.max_attempts, group.force) for d in group.datasets]
+
+
+def _on_executors(sc: Any, items: Sequence[T], groups: int, make: Callable[[tuple[T, ...]], _Group],
+                  run: Callable[[Any], Iterable[R]]) -> list[R]:
+    """Deal `items` round-robin into at most `groups` Spark tasks, run `run` on each, collect every result."""
+    groups = max(1, min(groups, len(items)))
+    tasks = [make(part) for part in (tuple(items[i::groups]) for i in range(groups)) if part]
+    if not tasks:
+        return []
+    return sc.parallelize(tasks, len(tasks)).flatMap(run).collect()
+
+
 def commit_on_executors(sc: Any, work_dir: Path, step_types: tuple[type[CommitStep], ...],
-                        sequences: list[CommitSequence], groups: int) -> dict[str, str | None]:
-    """Spread the sequences over `groups` Spark tasks; the outcome of every dataset."""
-    groups = max(1, min(groups, len(sequences)))
-    parts = [tuple(sequences[i::groups]) for i in range(groups)]
-    tasks = [CommitGroup(str(work_dir), step_types, part) for part in parts if part]
-    results = sc.parallelize(tasks, len(tasks)).flatMap(commit_group).collect()
-    return dict(results)
+                        sequences: list[CommitSequence], groups: int,
+                        filesystems: dict[str, dict[str, Any]] | None = None) -> dict[str, str | None]:
+    """Spread the sequences over `groups` Spark tasks; the outcome of every dataset.
+
+    If the Spark job fails, each dataset's outcome is read back: committed when its state step holds,
+    else an error (its record, if written, stays pending for the next run's recovery).
+    """
+    def make(part: tuple[CommitSequence, ...]) -> CommitGroup:
+        return CommitGroup(str(work_dir), step_types, filesystems or {}, part)
+
+    try:
+        return dict(_on_executors(sc, sequences, groups, make, commit_group))
+    except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job
+        reason = spark_failure(exc)
+        log.error("commit on the executors failed: %s", reason)
+        configure_filesystems(filesystems or {})
+        store = CommitStepStore(work_dir, StepRegistry(step_types))
+        return {seq.dataset: None if not store.exists(seq.job, seq.dataset) and seq.steps[-1].verify()
+                else f"commit on the executors failed ({reason}); a logged sequence is recovered by the next run"
+                for seq in sequences}
+
+
+def recover_on_executors(sc: Any, work_dir: Path, step_types: tuple[type[CommitStep], ...], job: str, max_attempts: int,
+                         datasets: list[str] | None = None, force: bool = False, groups: int = 4,
+                         filesystems: dict[str, dict[str, Any]] | None = None) -> RecoveryReport:
+    """`recovery.recover` as Spark tasks: the driver lists the pending datasets and spreads them over `groups`
+    tasks, each loading and replaying its datasets' sequences; the report lists them in the same order.
+
+    If the Spark job fails (a worker dies, an executor is lost for good), a dataset whose record is gone was
+    recovered; every other one is FAILED without an attempt counted, and the next run replays it.
+    """
+    store = CommitStepStore(work_dir, StepRegistry(step_types))
+    todo = pending(store, job, datasets)
+    try:
+        results = _on_executors(sc, todo, groups,
+                                lambda part: RecoveryGroup(str(work_dir), step_types, filesystems or {}, job, part, max_attempts, force),
+                                recover_group)
+    except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job; the records say what is done
+        reason = spark_failure(exc)
+        log.error("recovery on the executors failed: %s", reason)
+        results = [DatasetRecovery(d, Outcome.FAILED, f"recovery on the executors failed ({reason}); the next run replays it")
+                   if store.exists(job, d) else DatasetRecovery(d, Outcome.RECOVERED) for d in todo]
+    by_dataset = {r.dataset: r for r in results}
+    return RecoveryReport([by_dataset[d] for d in todo])

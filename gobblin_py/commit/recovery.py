@@ -39,37 +39,44 @@ class RecoveryReport:
         return {d.dataset: d for d in self.datasets if d.outcome is not Outcome.RECOVERED}
 
 
+def pending(store: CommitStepStore, job: str, datasets: list[str] | None = None) -> list[str]:
+    """Datasets of `job` (or those of `datasets`) with a pending record, readable or not."""
+    found = store.datasets(job)
+    return found if datasets is None else [d for d in found if d in datasets]
+
+
+def recover_dataset(store: CommitStepStore, job: str, dataset: str, max_attempts: int, force: bool = False) -> DatasetRecovery:
+    """Commit the pending sequence of one dataset; the same in a driver thread and in a Spark task.
+
+    A sequence that already failed `max_attempts` times is quarantined and left alone unless `force`.
+    """
+    try:
+        seq = store.get(job, dataset)
+    except CorruptCommitRecordError as exc:
+        return DatasetRecovery(dataset, Outcome.CORRUPT, str(exc))
+    if seq.attempts >= max_attempts and not force:
+        return DatasetRecovery(dataset, Outcome.QUARANTINED,
+                               f"quarantined after {seq.attempts} failed attempts; last error: {seq.last_error}", seq.run_id)
+    crash_point("recovery.before_commit")
+    try:
+        seq.commit(store)
+    except CommitError as exc:
+        outcome = Outcome.QUARANTINED if seq.attempts >= max_attempts else Outcome.FAILED
+        return DatasetRecovery(dataset, outcome, f"attempt {seq.attempts}/{max_attempts}: {exc}", seq.run_id)
+    log.info("recovered the pending commit of dataset %s (run %s)", dataset, seq.run_id)
+    return DatasetRecovery(dataset, Outcome.RECOVERED, "", seq.run_id)
+
+
 def recover(store: CommitStepStore, job: str, max_attempts: int, datasets: list[str] | None = None,
             force: bool = False, parallelism: int = 4) -> RecoveryReport:
-    """Commit every pending sequence of `job` (or of `datasets`), datasets in parallel.
+    """Commit every pending sequence of `job` (or of `datasets`) in driver threads, datasets in parallel.
 
-    A dataset whose sequence already failed `max_attempts` times is quarantined and left alone
-    unless `force` (the `recover` command) is given.
+    `distributed.recover_on_executors` does the same as Spark tasks.
     """
-    pending = store.datasets(job)
-    if datasets is not None:
-        pending = [d for d in pending if d in datasets]
-
-    def one(dataset: str) -> DatasetRecovery:
-        try:
-            seq = store.get(job, dataset)
-        except CorruptCommitRecordError as exc:
-            return DatasetRecovery(dataset, Outcome.CORRUPT, str(exc))
-        if seq.attempts >= max_attempts and not force:
-            return DatasetRecovery(dataset, Outcome.QUARANTINED,
-                                   f"quarantined after {seq.attempts} failed attempts; last error: {seq.last_error}", seq.run_id)
-        crash_point("recovery.before_commit")
-        try:
-            seq.commit(store)
-        except CommitError as exc:
-            outcome = Outcome.QUARANTINED if seq.attempts >= max_attempts else Outcome.FAILED
-            return DatasetRecovery(dataset, outcome, f"attempt {seq.attempts}/{max_attempts}: {exc}", seq.run_id)
-        log.info("recovered the pending commit of dataset %s (run %s)", dataset, seq.run_id)
-        return DatasetRecovery(dataset, Outcome.RECOVERED, "", seq.run_id)
-
+    todo = pending(store, job, datasets)
     report = RecoveryReport()
-    if not pending:
+    if not todo:
         return report
-    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(pending)))) as pool:
-        report.datasets = list(pool.map(one, pending))
+    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(todo)))) as pool:
+        report.datasets = list(pool.map(lambda d: recover_dataset(store, job, d, max_attempts, force), todo))
     return report

@@ -84,7 +84,7 @@ class LocalFileSystem(FileSystem):
             while True:
                 try:
                     return os.stat(p).st_dev
-                except FileNotFoundError:
+                except OSError:  # missing, or a file in the way: the step itself reports that
                     parent = os.path.dirname(p)
                     if parent == p:
                         return None

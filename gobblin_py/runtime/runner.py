@@ -17,11 +17,12 @@ from typing import Any
 from gobblin_py.api import Delivery, MultiWorkUnit, SourceState, WorkUnit, flatten
 from gobblin_py.commit.committer import build_sequence
 from gobblin_py.commit.crashpoints import crash_point
+from gobblin_py.commit.distributed import commit_on_executors, default_groups, recover_on_executors, use_executors
 from gobblin_py.commit.recovery import RecoveryReport, recover
 from gobblin_py.commit.sequence import CommitSequence, StepFailed
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.config.model import CommitPolicy, JobSpec
-from gobblin_py.errors import CommitError, GobblinError, JobLockedError, SourceError
+from gobblin_py.errors import CommitError, GobblinError, JobError, JobLockedError, SourceError
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.runtime.executors import TaskExecutor
 from gobblin_py.runtime.observers import Observers
@@ -170,12 +171,14 @@ class JobRunner:
             result.phases[name] = now - clock
             clock = now
 
-        result.recovery = recover(self.store, job.name, job.job.commit_max_attempts, parallelism=job.job.commit_parallelism)
+        result.recovery = self._recover()
         blocked = result.recovery.blocked
         for rec in blocked.values():
             log.error("dataset %s is %s and is skipped this run: %s", rec.dataset, rec.outcome.value, rec.message)
         self._clean_orphans(current=result.run_id)
         phase("recovery")
+        started_for_recovery = float(getattr(self.executor, "startup_s", 0.0))
+        result.phases["recovery"] -= started_for_recovery
 
         previous = self.state.watermarks()
         source = job.source.create()
@@ -202,7 +205,7 @@ class JobRunner:
         startup = float(getattr(self.executor, "startup_s", 0.0))
         if startup:
             result.phases["executor_start"] = startup
-            result.phases["tasks"] -= startup
+            result.phases["tasks"] -= startup - started_for_recovery
         for r in results:
             if r.status is TaskStatus.FAILED:
                 log.error("task %s (dataset %s) failed after %d attempt(s): %s", r.workunit.id, r.workunit.dataset, r.attempts, r.error)
@@ -290,19 +293,46 @@ class JobRunner:
         """Every sequence committed: on the executors when there are many datasets and Spark is up, else in threads."""
         job = self.job
         spark_session = getattr(self.executor, "running_session", lambda: None)()
-        threshold = job.job.commit_on_executors_from
-        if threshold is None and spark_session is not None:  # one machine: driver threads are faster (bench_commit)
-            threshold = 0 if spark_session.sparkContext.master.startswith("local") else 64
-        if (spark_session is not None and threshold and len(sequences) >= threshold
-                and job.job.delivery is Delivery.EXACTLY_ONCE):
-            from gobblin_py.commit.distributed import commit_on_executors
-
+        if (spark_session is not None and job.job.delivery is Delivery.EXACTLY_ONCE
+                and use_executors(len(sequences), job.job.commit_on_executors_from, spark_session.sparkContext.master)):
             sc = spark_session.sparkContext
             log.info("committing %d datasets on the executors", len(sequences))
             return commit_on_executors(sc, job.job.work_dir, tuple(self.store.registry.types()), sequences,
-                                       groups=max(1, sc.defaultParallelism) * 2)
+                                       groups=default_groups(sc), filesystems=job.job.filesystems)
         with ThreadPoolExecutor(max_workers=max(1, min(job.job.commit_parallelism, len(sequences) or 1))) as pool:
             return dict(zip((s.dataset for s in sequences), pool.map(self._commit_local, sequences)))
+
+    def _recover(self) -> RecoveryReport:
+        """Every pending sequence replayed: on the executors (Spark started for it) when as many datasets are
+        pending as `_commit_all` would commit there, else in driver threads."""
+        job = self.job
+        settings = job.job
+        count = len(self.store.datasets(job.name))
+        session = self._session_for_recovery(count)
+        if session is None:
+            return recover(self.store, job.name, settings.commit_max_attempts, parallelism=settings.commit_parallelism)
+        sc = session.sparkContext
+        log.info("recovering %d datasets on the executors", count)
+        return recover_on_executors(sc, settings.work_dir, tuple(self.store.registry.types()), job.name,
+                                    settings.commit_max_attempts, groups=default_groups(sc), filesystems=settings.filesystems)
+
+    def _session_for_recovery(self, pending: int) -> Any:
+        """The Spark session to recover `pending` datasets on, started if need be; None: use threads."""
+        running = getattr(self.executor, "running_session", lambda: None)()
+        master = running.sparkContext.master if running is not None else self.job.spark.master
+        if not pending or not use_executors(pending, self.job.job.commit_on_executors_from, master):
+            return None
+        if running is not None:
+            return running
+        if not hasattr(self.executor, "session"):  # in-process executor: no Spark
+            return None
+        try:
+            session = self.executor.session()
+            self.executor.check_paths()  # the executors must see the store and every file it names
+        except JobError as exc:
+            log.warning("recovering in the driver: %s", exc)
+            return None
+        return session
 
     def _pending_runs(self) -> set[str]:
         runs = set()

@@ -152,3 +152,21 @@ def test_kill_mid_commit_on_spark_then_recover(tmp_path: Path, reference: dict) 
     assert again.returncode == 0, again.stdout + again.stderr
     assert "no new data" in again.stdout  # recovery published what the killed run had logged
     _assert_exactly_once(tmp, reference)
+
+
+@pytest.mark.spark
+def test_kill_recovery_on_spark_executors_then_run_again(tmp_path: Path, reference: dict) -> None:
+    """Recovery as Spark tasks (commit_on_executors_from: 1): the worker replaying a dataset is killed at
+    recovery.before_commit; the run blocks that dataset, the next run replays it on the executors."""
+    tmp = _setup(tmp_path, reference)
+    write_job(tmp, _serial(tmp, commit_on_executors_from=1))
+    assert cli(RUN, tmp, crash_at="commit.after_step:4").returncode == SIGKILLED  # in the driver: one dataset half published
+    [pending] = [v["dataset"] for v in orjson.loads(cli(["inspect-commits", "job.yaml", "--json"], tmp).stdout)]
+    killed = cli(["run", "job.yaml"], tmp, crash_at="recovery.before_commit")
+    assert killed.returncode == 1, killed.stdout + killed.stderr
+    assert "recovery on the executors failed (Python worker exited unexpectedly (crashed)); the next run replays it" in killed.stdout
+    assert f"{pending}   blocked" in killed.stdout
+    again = cli(["run", "job.yaml"], tmp)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "no new data" in again.stdout  # recovery published what the killed run had logged
+    _assert_exactly_once(tmp, reference)

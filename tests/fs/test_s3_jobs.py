@@ -36,10 +36,12 @@ def local_reference(tmp_path_factory, spark) -> dict:
     return snapshot(tmp / "output")
 
 
-@pytest.mark.parametrize("task_output", ["local", "s3"])
-def test_example_job_publishes_to_s3_exactly_as_to_local_disk(tmp_path, spark, s3, local_reference, task_output):
+@pytest.mark.parametrize(("task_output", "commits"), [("local", "driver"), ("s3", "driver"), ("s3", "executors")])
+def test_example_job_publishes_to_s3_exactly_as_to_local_disk(tmp_path, spark, s3, local_reference, task_output, commits):
     bucket = s3.new_bucket()
     extra = {"task_output_dir": f"s3://{bucket}/_tasks"} if task_output == "s3" else {}
+    if commits == "executors":  # the S3 options travel with the commit groups to Spark's workers
+        extra["commit_on_executors_from"] = 1
     result = _run(tmp_path, spark, _job(tmp_path, s3, f"s3://{bucket}/events", **extra))
     assert result.succeeded, result.error
     assert snapshot(s3.download(f"{bucket}/events", tmp_path / "published")) == local_reference

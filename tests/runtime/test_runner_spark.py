@@ -106,3 +106,29 @@ def test_many_datasets_are_committed_on_the_executors(tmp_path: Path, spark, cap
     assert sorted(ids) == sorted(d * 10 + i for d in range(70) for i in range(3))
     assert not list((tmp_path / "work" / "commits" / "t").glob("*.json"))
     assert len(StateStore(tmp_path / "work", "t").watermarks()) == 70
+
+
+def test_many_pending_datasets_are_recovered_on_the_executors(tmp_path: Path, spark, caplog) -> None:
+    """From job.commit_on_executors_from pending datasets, the next run replays them as Spark tasks."""
+    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "commit_on_executors_from": 2})
+    for dataset in ("clicks", "orders"):  # a file where the dataset's output directory goes: every commit fails
+        (tmp_path / "output").mkdir(exist_ok=True)
+        (tmp_path / "output" / dataset).write_text("in the way")
+    failed = _run(tmp_path, spark, job)
+    assert not failed.succeeded
+    assert {d.dataset: d.status for d in failed.datasets} == {"clicks": DatasetStatus.COMMIT_FAILED, "orders": DatasetStatus.COMMIT_FAILED}
+    for dataset in ("clicks", "orders"):
+        (tmp_path / "output" / dataset).unlink()
+
+    with caplog.at_level("INFO"):
+        again = _run(tmp_path, spark, job)
+    assert again.succeeded, again.error
+    assert "recovering 2 datasets on the executors" in caplog.text
+    assert [(r.dataset, r.outcome.value) for r in again.recovery.datasets] == [("clicks", "recovered"), ("orders", "recovered")]
+    assert {r.run_id for r in again.recovery.datasets} == {failed.run_id}
+    assert again.tasks == [] and {d.status for d in again.datasets} == {DatasetStatus.NO_NEW_DATA}
+    clicks, orders = _ids(tmp_path, "clicks"), _ids(tmp_path, "orders")
+    assert len(clicks) == len(set(clicks)) == EXPECTED_CLICKS
+    assert len(orders) == len(set(orders)) == EXPECTED_ORDERS
+    assert not list((tmp_path / "work" / "commits" / "t").glob("*.json"))
+    assert sorted(StateStore(tmp_path / "work", "t").watermarks()) == ["clicks", "orders"]
