@@ -27,6 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to 127.0.0.1 only
 
 from gobblin_py.commit.recovery import recover  # noqa: E402
 from gobblin_py.commit.sequence import CommitSequence  # noqa: E402

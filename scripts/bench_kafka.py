@@ -28,6 +28,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to 127.0.0.1 only
 
 from gobblin_py.testing.kafka_broker import LocalBroker, create_topic, end_offsets  # noqa: E402
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to 127.0.0.1 only
 
 from gobblin_py.testing.kafka_broker import LocalBroker, create_topic, free_port  # noqa: E402
 from gobblin_py.testing.kafka_jobs import events, produce_events  # noqa: E402

@@ -12,6 +12,9 @@ import pytest
 
 from gobblin_py.testing.jobs import REPO
 
+# Spark (the shared session, and every CLI child that inherits this environment) binds to 127.0.0.1 only
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:

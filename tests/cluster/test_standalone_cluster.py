@@ -74,3 +74,21 @@ def test_the_kafka_job_runs_on_the_cluster_exactly_once(tmp_path: Path, cluster:
     assert set(ids) == {e["id"] for evs in data.values() for e in evs} and set(ids.values()) == {1}
     committed = {int(k): v for k, v in StateStore(tmp_path / "work", "k").watermarks()[topic].items()}
     assert committed == end_offsets(broker.bootstrap, topic)
+
+
+@pytest.mark.s3
+def test_on_a_cluster_task_output_and_publishing_can_live_in_s3(tmp_path: Path, cluster: LocalSparkCluster, s3) -> None:
+    """Executors upload task output to S3 and, as commit tasks, copy-verify it into place: no shared mount for data."""
+    bucket = s3.new_bucket()
+    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "filesystems": s3.options,
+                                     "task_output_dir": f"s3://{bucket}/_tasks", "commit_on_executors_from": 1},
+                      publisher={"final_dir": f"s3://{bucket}/events"})
+    write_job(tmp_path, job)
+    proc = _cli(["run", "job.yaml", "--master", cluster.url], tmp_path)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    published = s3.download(f"{bucket}/events", tmp_path / "published")
+    ids = [r["id"] for r in read_avro_dir(published)]
+    assert len(ids) == len(set(ids)) == 2998
+    assert s3.keys(f"{bucket}/_tasks") == []
+    assert "committing 2 datasets on the executors" in err
