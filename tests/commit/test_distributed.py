@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.commit.distributed import (
-    commit_group, commit_on_executors, recover_group, recover_on_executors, spark_failure, use_executors,
+    commit_on_executors, recover_on_executors, spark_failure, use_executors,
 )
 from gobblin_py.commit.recovery import Outcome
 from gobblin_py.commit.steps import BUILTIN_STEPS
@@ -42,11 +42,18 @@ def test_a_failed_spark_job_is_named_by_its_cause() -> None:
 
 
 class _LostAfterOneGroup(FakeSparkContext):
-    """Runs the first group, then the Spark job fails as when an executor is lost for good."""
+    """Runs the first group's task, then the Spark job fails as when an executor is lost for good."""
 
     def parallelize(self, items, slices):  # noqa: ANN001, ANN202
-        first, *_ = items
-        recover_group(first)
+        return _FailsAfterFirst(list(items))
+
+
+class _FailsAfterFirst:
+    def __init__(self, items: list) -> None:
+        self.items = items
+
+    def flatMap(self, fn):  # noqa: ANN001, ANN202, N802 - Spark's name
+        fn(self.items[0])
         raise RuntimeError(PY4J_CRASH)
 
 
@@ -65,18 +72,9 @@ def test_after_a_failed_spark_job_only_datasets_whose_record_is_gone_count_as_re
         assert store.get("j", dataset_name(d)).attempts == 0, "no attempt is counted for a lost executor"
 
 
-class _CommitLostAfterOneGroup(FakeSparkContext):
-    """Commits the first group, then the Spark job fails as when an executor is lost for good."""
-
-    def parallelize(self, items, slices):  # noqa: ANN001, ANN202
-        first, *_ = items
-        commit_group(first)
-        raise RuntimeError(PY4J_CRASH)
-
-
 def test_after_a_failed_commit_job_only_datasets_whose_state_holds_count_as_committed(tmp_path: Path) -> None:
     seqs = publish_sequences(tmp_path, "j", task_output(tmp_path, 4, 2))
-    outcome = commit_on_executors(_CommitLostAfterOneGroup("spark://h:7077"), tmp_path, BUILTIN_STEPS, seqs, groups=2)
+    outcome = commit_on_executors(_LostAfterOneGroup("spark://h:7077"), tmp_path, BUILTIN_STEPS, seqs, groups=2)
     assert [d for d, err in outcome.items() if err is None] == [dataset_name(0), dataset_name(2)]
     for d in (1, 3):
         assert outcome[dataset_name(d)].startswith("commit on the executors failed (Python worker exited unexpectedly (crashed))")
