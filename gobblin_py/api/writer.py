@@ -67,8 +67,9 @@ def commit_staged(staged: Path, dest: Location | Path, rel_path: str, records: i
     else:
         fs = filesystem_for(dest)
         fs.put(staged, dest)
-        if fs.size(dest) != size:
-            raise OSError(f"upload of {staged} to {dest} left {fs.size(dest)} bytes, not {size}")
+        uploaded = fs.size(dest)
+        if uploaded != size:
+            raise OSError(f"upload of {staged} to {dest} left {uploaded} bytes, not {size}")
         staged.unlink()
     return OutputFile(path=str(dest), rel_path=rel_path, records=records, size=size, checksum=checksum, kind=kind)
 

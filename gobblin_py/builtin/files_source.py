@@ -14,6 +14,7 @@ import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import orjson
 from pydantic import Field
@@ -88,8 +89,8 @@ class _FileExtractor(Extractor):
             raise SourceError(f"input file {path} disappeared before it was read")
         self._size = size
 
-    def _open(self) -> io.BufferedIOBase:
-        return open(self.path, "rb") if self.path.is_local else self.fs.open_read(self.path)
+    def _open(self) -> IO[bytes]:
+        return self.fs.open_read(self.path)
 
     def _open_text(self) -> io.TextIOWrapper:
         return io.TextIOWrapper(self._open(), encoding="utf-8-sig", newline="")  # tolerate Excel's byte-order mark

@@ -132,7 +132,6 @@ def commit_on_executors(sc: Any, work_dir: Path, step_types: tuple[type[CommitSt
     except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job
         reason = spark_failure(exc)
         log.error("commit on the executors failed: %s", reason)
-        configure_filesystems(filesystems or {})
         store = CommitStepStore(work_dir, StepRegistry(step_types))
         return {seq.dataset: None if not store.exists(seq.job, seq.dataset) and seq.steps[-1].verify()
                 else f"commit on the executors failed ({reason}); a logged sequence is recovered by the next run"

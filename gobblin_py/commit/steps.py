@@ -29,12 +29,15 @@ class FsRenameCommitStep(CommitStep):
     size: int
     checksum: str
 
+    def __post_init__(self) -> None:  # stored as plain strings; a Location names its filesystem
+        self.src, self.dst = Location(self.src), Location(self.dst)
+
     def _dst_matches(self) -> bool:
         fs = filesystem_for(self.dst)
-        return fs.size(Location(self.dst)) == self.size and fs.checksum(Location(self.dst)) == self.checksum
+        return fs.size(self.dst) == self.size and fs.checksum(self.dst) == self.checksum
 
     def _src_exists(self) -> bool:
-        return filesystem_for(self.src).exists(Location(self.src))
+        return filesystem_for(self.src).exists(self.src)
 
     def verify(self) -> bool:
         return not self._src_exists() and self._dst_matches()
@@ -45,19 +48,17 @@ class FsRenameCommitStep(CommitStep):
         return StepStatus.DONE if self._dst_matches() else StepStatus.LOST
 
     def execute(self) -> None:
-        src, dst = Location(self.src), Location(self.dst)
         if not self._src_exists():
             if self._dst_matches():
                 return
             raise CommitError(f"cannot publish {self.dst}: its task output {self.src} is gone and the destination does not hold it")
-        self._move(src, dst)
+        self._move(self.src, self.dst)
 
     def _move(self, src: Location, dst: Location) -> None:
         filesystem_for(dst).rename(src, dst)  # atomic; replaces a stale or partial destination; the sequence fsyncs the directory
 
     def deferred_sync_dir(self) -> str | None:
-        dst = Location(self.dst)
-        return filesystem_for(dst).sync_dir(dst.parent)
+        return filesystem_for(self.dst).sync_dir(self.dst.parent)
 
     def describe(self) -> str:
         return f"publish {self.dst} ({self.size} bytes, crc32c {self.checksum})"

@@ -63,9 +63,6 @@ class FileSystem(abc.ABC):
     def is_dir(self, path: Location) -> bool:
         """Whether `path` is a directory (on an object store: a prefix with objects under it)."""
 
-    def makedirs(self, path: Location) -> None:
-        """Create a directory and its parents (object stores have none to create)."""
-
     def sync_dir(self, path: Location) -> str | None:
         """The directory whose fsync makes a rename into it durable, None where the store needs none."""
         return None

@@ -71,9 +71,6 @@ class LocalFileSystem(FileSystem):
     def is_dir(self, path: Location) -> bool:
         return os.path.isdir(path)
 
-    def makedirs(self, path: Location) -> None:
-        os.makedirs(path, exist_ok=True)
-
     def sync_dir(self, path: Location) -> str | None:
         return str(path)
 

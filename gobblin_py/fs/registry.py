@@ -51,7 +51,12 @@ def filesystem_for(location: Location | str) -> FileSystem:
 
         check_scheme(scheme)
         opts = {**DEFAULT_OPTIONS.get(scheme, {}), **_options.get(scheme, {})}
-        fs = _cache[key] = FsspecFileSystem(scheme, fsspec.filesystem(scheme, skip_instance_cache=True, **opts))
+        try:
+            impl = fsspec.filesystem(scheme, skip_instance_cache=True, **opts)
+        except Exception as exc:  # noqa: BLE001 - each implementation raises its own types
+            raise ConfigError(f"job.filesystems.{scheme}: cannot set up the {scheme}:// filesystem with these options "
+                              f"({type(exc).__name__}: {exc})") from None
+        fs = _cache[key] = FsspecFileSystem(scheme, impl)
     return fs
 
 
@@ -65,7 +70,9 @@ def check_scheme(scheme: str) -> None:
         fsspec.get_filesystem_class(scheme)
     except (ValueError, ImportError) as exc:
         extra = EXTRAS.get(scheme)
-        hint = f"; install it with `pip install {extra}`" + (" (or gobblin-py[s3])" if extra == "s3fs" else "") if extra else ""
+        hint = ""
+        if extra is not None:
+            hint = f"; install it with `pip install {extra}`" + (" (or gobblin-py[s3])" if extra == "s3fs" else "")
         raise ConfigError(f"no filesystem for {scheme}:// ({exc}){hint}") from None
 
 

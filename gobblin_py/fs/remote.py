@@ -64,6 +64,7 @@ class FsspecFileSystem(FileSystem):
         if not self.atomic_rename:
             raise NotImplementedError(f"{self.scheme}:// has no atomic rename; publish with copy-then-verify")
         with _failing(f"rename of {src} to {dst}"):
+            self.fs.makedirs(self._p(dst.parent), exist_ok=True)  # HDFS has real directories
             self.fs.mv(self._p(src), self._p(dst))
 
     def copy(self, src: Location, dst: Location) -> None:
@@ -111,8 +112,3 @@ class FsspecFileSystem(FileSystem):
     def is_dir(self, path: Location) -> bool:
         with _failing(f"stat {path}"):
             return bool(self.fs.isdir(self._p(path)))
-
-    def makedirs(self, path: Location) -> None:
-        if self.atomic_rename:  # real directories (HDFS); object stores have only keys
-            with _failing(f"mkdir {path}"):
-                self.fs.makedirs(self._p(path), exist_ok=True)

@@ -64,3 +64,14 @@ def test_local_filesystem_round_trip(tmp_path):
     assert [p.name for p in fs.listdir(Location(tmp_path / "d"))] == ["e"]
     fs.rmtree(Location(tmp_path / "d"))
     assert fs.size(dst) is None and fs.listdir(Location(tmp_path / "d")) == []
+
+
+def test_options_a_filesystem_refuses_are_named_by_their_key():
+    from gobblin_py.fs import configure
+
+    configure({"github": {}})  # fsspec's github filesystem needs org and repo
+    try:
+        with pytest.raises(ConfigError, match=r"job\.filesystems\.github: cannot set up the github:// filesystem .*'org' and 'repo'"):
+            filesystem_for(Location("github://path/x"))
+    finally:
+        configure({})
