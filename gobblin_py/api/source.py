@@ -20,6 +20,12 @@ class SourceState:
                  key_stats: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> None:
         self._watermarks = {ds: dict(marks) for ds, marks in watermarks.items()}
         self._stats = {ds: dict(s) for ds, s in (key_stats or {}).items()}
+        self.input_problems: dict[str, list[str]] = {}
+
+    def report_input_problem(self, dataset: str, message: str) -> None:
+        """An input the plan leaves out on purpose but the operator must act on (a file changed after it
+        was ingested, say): named in the dataset's summary line, and the run exits 1 — never only a log line."""
+        self.input_problems.setdefault(dataset, []).append(message)
 
     def key_stats(self, dataset: str) -> dict[str, dict[str, float]]:
         """Per watermark key: `records`, `bytes` and `seconds` of its last committed extraction."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import importlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -57,7 +58,18 @@ class JobSection(_Strict):
 
     @property
     def task_output_root(self) -> Location:
+        """The task-output directory shared by the jobs of this setting (`<work_dir>/task-output` unless set)."""
         return Location(self.task_output_dir) if self.task_output_dir else Location(self.work_dir / "task-output")
+
+    @property
+    def job_task_output(self) -> Location:
+        """This job's own task output, `<task_output_root>/<job>`: no other job writes or cleans here."""
+        return self.task_output_root / self.name
+
+    @property
+    def job_staging(self) -> Path:
+        """This job's own local staging, `<work_dir>/staging/<job>`: no other job writes or cleans here."""
+        return self.work_dir / "staging" / self.name
 
     @field_validator("schedule")
     @classmethod

@@ -57,6 +57,7 @@ class DatasetSummary:
     error_files: int = 0
     watermark: str = ""
     message: str = ""
+    input_problems: list[str] = field(default_factory=list)  # reported by the source; the run exits 1
 
 
 @dataclass
@@ -183,12 +184,14 @@ class JobRunner:
         previous = self.state.watermarks()
         source = job.source.create()
         stats = {ds: st.get("key_stats") or {} for ds, st in self.state.dataset_states().items()} if source.keeps_key_stats else {}
+        source_state = SourceState(previous, stats)
         try:
-            units = source.get_workunits(SourceState(previous, stats))
+            units = source.get_workunits(source_state)
         except GobblinError:
             raise
         except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback
             raise SourceError(f"source {job.source.path} could not plan work units: {type(exc).__name__}: {exc}") from exc
+        _check_dataset_names(units, job.source.label)
         units = _without(units, set(blocked))
         workunits = flatten(units)
         log.info("planned %d work units in %d tasks", len(workunits), len(units))
@@ -213,7 +216,8 @@ class JobRunner:
         by_dataset: dict[str, list[WorkUnitResult]] = defaultdict(list)
         for r in results:
             by_dataset[r.workunit.dataset].append(r)
-        datasets = sorted(set(by_dataset) | set(previous))
+        problems = source_state.input_problems
+        datasets = sorted(set(by_dataset) | set(previous) | set(problems))
         plans = {d: self._plan_dataset(result.run_id, d, by_dataset[d], previous.get(d, {})) for d in by_dataset}
         outcomes = self._commit_all([seq for _, seq in plans.values() if seq is not None])
         summaries: dict[str, DatasetSummary] = {}
@@ -239,13 +243,19 @@ class JobRunner:
         for dataset, rec in blocked.items():
             if dataset not in previous and dataset not in summaries:
                 result.datasets.append(DatasetSummary(dataset, DatasetStatus.BLOCKED, message=rec.message))
+        for summary in result.datasets:
+            summary.input_problems = problems.get(summary.dataset, [])
+            for problem in summary.input_problems:
+                log.error("dataset %s: %s", summary.dataset, problem)
         phase("commit")
         self._clean_run(result.run_id)
         failed_tasks = any(r.status is TaskStatus.FAILED for r in results)
         bad = [d for d in result.datasets if d.status in (DatasetStatus.NOT_COMMITTED, DatasetStatus.COMMIT_FAILED, DatasetStatus.BLOCKED)]
-        result.succeeded = not failed_tasks and not bad
+        flagged = [d for d in result.datasets if d.input_problems]
+        result.succeeded = not failed_tasks and not bad and not flagged
         if not result.succeeded and result.error is None:
             parts = [f"{d.dataset}: {d.status.value}" + (f" ({d.message})" if d.message else "") for d in bad]
+            parts += [f"{d.dataset}: {'; '.join(d.input_problems)}" for d in flagged]
             if failed_tasks and not parts:
                 parts.append("some tasks failed; their work units are retried next run")
             result.error = "; ".join(parts)
@@ -347,16 +357,18 @@ class JobRunner:
         """Delete this run's staging and task output unless a pending sequence refers to them."""
         if run_id in self._pending_runs():
             return
-        shutil.rmtree(self.job.job.work_dir / "staging" / run_id, ignore_errors=True)
-        root = self.job.job.task_output_root
+        shutil.rmtree(self.job.job.job_staging / run_id, ignore_errors=True)
+        root = self.job.job.job_task_output
         filesystem_for(root).rmtree(root / run_id)
 
     def _clean_orphans(self, current: str) -> None:
-        """Delete staging and task output of earlier runs that no pending sequence refers to."""
+        """Delete staging and task output of this job's earlier runs that no pending sequence refers to.
+
+        Only this job's own directories are listed: other jobs sharing the work directory are never touched."""
         keep = self._pending_runs() | {current}
         if "*" in keep:
             return
-        for root in (Location(self.job.job.work_dir / "staging"), self.job.job.task_output_root):
+        for root in (Location(self.job.job.job_staging), self.job.job.job_task_output):
             fs = filesystem_for(root)
             for run_dir in fs.listdir(root):
                 if run_dir.name not in keep:
@@ -376,6 +388,15 @@ class JobRunner:
             self.state.write_run(result.to_json(), self.job.job.retention_runs)
         except (OSError, GobblinError) as exc:
             log.error("could not write the run state of %s: %s", result.run_id, exc)
+
+
+def _check_dataset_names(units: list[WorkUnit | MultiWorkUnit], source: str) -> None:
+    """A dataset name becomes a directory and a file name: refuse one that could point outside them."""
+    for wu in flatten(units):
+        name = wu.dataset
+        if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name or name != name.strip():
+            raise SourceError(f"source {source} planned work unit {wu.id!r} for dataset {name!r}: a dataset name "
+                              "must be one path component (no '/', '\\', NUL, leading or trailing spaces, not '.' or '..')")
 
 
 def _without(units: list[WorkUnit | MultiWorkUnit], datasets: set[str]) -> list[WorkUnit | MultiWorkUnit]:

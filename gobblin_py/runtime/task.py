@@ -65,8 +65,8 @@ def _quiet_client_logs() -> None:
 
 
 def attempt_dirs(job: JobSpec, run_id: str, wu: WorkUnit, attempt_id: str) -> tuple[Path, Location]:
-    """(local staging, task output) directories private to one attempt of one WorkUnit."""
-    return (job.job.work_dir / "staging" / run_id / wu.id / attempt_id, job.job.task_output_root / run_id / wu.id / attempt_id)
+    """(local staging, task output) directories private to one attempt of one WorkUnit of one run of one job."""
+    return (job.job.job_staging / run_id / wu.id / attempt_id, job.job.job_task_output / run_id / wu.id / attempt_id)
 
 
 def _run_with_retries(spec: TaskSpec, wu: WorkUnit) -> WorkUnitResult:

@@ -59,7 +59,7 @@ def test_example_job_publishes_every_record_once_then_only_new_files(tmp_path: P
     clicks = _ids(tmp_path, "clicks")
     assert len(clicks) == len(set(clicks)) == EXPECTED_CLICKS + 7
     assert (tmp_path / "output" / "clicks" / "2026" / "01" / "06").is_dir()
-    assert not any((tmp_path / "work" / "task-output").iterdir()), "task output is cleaned after commit"
+    assert not [p for p in (tmp_path / "work" / "task-output").rglob("*") if p.is_file()], "task output is cleaned after commit"
     assert [r["status"] for r in state.runs()] == ["succeeded"] * 3
 
 

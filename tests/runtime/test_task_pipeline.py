@@ -155,7 +155,7 @@ def test_a_failed_attempt_is_retried_in_its_own_directory(tmp_path: Path) -> Non
     assert r.status is TaskStatus.SUCCEEDED and r.attempts == 3
     assert [w.split(":")[0] for w in r.warnings] == ["attempt 1 failed", "attempt 2 failed"]
     assert all("/a3-" in x.path for x in r.files)
-    attempts = list((tmp_path / "work" / "task-output" / "r1" / "wu1").iterdir())
+    attempts = list((tmp_path / "work" / "task-output" / "t" / "r1" / "wu1").iterdir())
     assert [a.name[:3] for a in attempts] == ["a3-"]  # failed attempts left nothing behind
 
 
