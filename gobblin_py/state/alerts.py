@@ -34,7 +34,8 @@ class EmailAlert(Settings):
     to: list[str] = Field(min_length=1)
     username: str | None = None
     password_env: str | None = Field(default=None, description="name of the environment variable holding the password")
-    starttls: bool = True  # used when the server offers it
+    starttls: bool = Field(default=True, description="require STARTTLS: a server that does not offer it gets nothing, "
+                                                      "no password and no message (false: send in clear, for a trusted relay)")
 
     model_config = Settings.model_config | {"populate_by_name": True}
 
@@ -104,7 +105,11 @@ def _email(settings: EmailAlert, subject: str, body: str) -> None:
     msg.set_content(body)
     with smtplib.SMTP(settings.host, settings.port, timeout=15) as smtp:
         smtp.ehlo()
-        if settings.starttls and smtp.has_extn("starttls"):
+        if settings.starttls:
+            if not smtp.has_extn("starttls"):
+                raise smtplib.SMTPNotSupportedError(
+                    f"{settings.host}:{settings.port} does not offer STARTTLS; nothing was sent (no password, no message). "
+                    "Use a server with STARTTLS, or set job.alert.email.starttls: false for a trusted relay")
             smtp.starttls(context=ssl.create_default_context())
             smtp.ehlo()
         if settings.username:

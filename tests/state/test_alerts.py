@@ -47,7 +47,7 @@ def test_an_alert_after_n_failed_runs_and_one_when_the_job_recovers(tmp_path: Pa
     command = [sys.executable, "-c", "import json, os; open(os.environ['OUT'], 'a').write(json.dumps({k: v for k, v in os.environ.items() "
                "if k.startswith('GOBBLIN_PY_')}) + '\\n')"]
     alert = {"after_failures": 2, "email": {"host": "127.0.0.1", "port": controller.port, "from": "gobblin@example.test",
-                                             "to": ["oncall@example.test"]}, "command": command}
+                                             "to": ["oncall@example.test"], "starttls": False}, "command": command}
     job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "max_task_retries": 0, "alert": alert})
     job["converters"].insert(0, {"class": "gobblin_py.testing.faults:FlakyConverter", "fail_attempts": 99,
                                  "only_workunit_containing": "clicks-2026-01-03"})
@@ -84,3 +84,39 @@ def test_an_unreachable_smtp_server_does_not_change_the_outcome(tmp_path: Path, 
     job["converters"].insert(0, {"class": "gobblin_py.testing.faults:FlakyConverter", "fail_attempts": 99})
     assert not _run(tmp_path, job)
     assert f"could not send the alert email through 127.0.0.1:{port}" in caplog.text
+
+
+def test_starttls_is_required_unless_turned_off_and_no_password_goes_in_clear(tmp_path: Path, caplog, monkeypatch) -> None:
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult
+
+    from gobblin_py.testing.kafka_broker import free_port
+
+    logins: list[str] = []
+    inbox: list[bytes] = []
+
+    class Handler:
+        async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's hook name
+            inbox.append(envelope.content)
+            return "250 OK"
+
+    def authenticator(server, session, envelope, mechanism, auth_data):
+        logins.append(auth_data.password.decode())
+        return AuthResult(success=True)
+
+    controller = Controller(Handler(), hostname="127.0.0.1", port=free_port(), authenticator=authenticator,
+                            auth_require_tls=False)  # a server that takes a password in clear, and offers no STARTTLS
+    controller.start()
+    try:
+        monkeypatch.setenv("SMTP_PASSWORD", "s3cret")
+        email = {"host": "127.0.0.1", "port": controller.port, "from": "a@example.test", "to": ["b@example.test"],
+                 "username": "gobblin", "password_env": "SMTP_PASSWORD"}
+        job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "max_task_retries": 0,
+                                         "alert": {"after_failures": 1, "email": email}})
+        job["converters"].insert(0, {"class": "gobblin_py.testing.faults:FlakyConverter", "fail_attempts": 99})
+        assert not _run(tmp_path, job)
+        assert logins == [] and inbox == []        # the default (starttls: true) refuses this server
+        assert f"127.0.0.1:{controller.port} does not offer STARTTLS; nothing was sent" in caplog.text
+        assert "s3cret" not in caplog.text
+    finally:
+        controller.stop()
