@@ -35,7 +35,7 @@ def run(
 
     Example: gobblin-py run jobs/example.yaml
     """
-    from gobblin_py.cli.output import print_summary, setup_logging, write_metrics
+    from gobblin_py.cli.output import check_metrics_path, print_summary, setup_logging, write_metrics
     from gobblin_py.cli.progress import progress_for
     from gobblin_py.config import load_job
     from gobblin_py.runtime.executors import InProcessExecutor
@@ -44,6 +44,8 @@ def run(
 
     try:
         job = load_job(job_file, master=master)
+        if metrics_json is not None:
+            check_metrics_path(metrics_json)
         setup_logging(job.logging.level, verbose)
         executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
         try:

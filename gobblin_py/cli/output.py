@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
+import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -12,7 +14,8 @@ import typer
 
 from rich.console import Console
 
-from gobblin_py.errors import GobblinError
+from gobblin_py import durable
+from gobblin_py.errors import ConfigError, GobblinError
 from gobblin_py.runtime.runner import JobResult
 
 out = Console(highlight=False, soft_wrap=True)
@@ -46,15 +49,33 @@ def print_summary(result: JobResult) -> None:
     for d in result.datasets:
         if d.message:
             out.print(f"  {d.dataset}: {d.message}", markup=False)
+        for problem in d.input_problems:
+            out.print(f"  {d.dataset}: {problem}", markup=False)
     verdict = "SUCCEEDED" if result.succeeded else "FAILED"
     out.print(f"{verdict} job {result.job} run {result.run_id} in {result.duration_s:.1f}s"
               + (f": {result.error}" if result.error and not result.succeeded else ""), markup=False)
 
 
+def check_metrics_path(path: Path) -> None:
+    """Refuse, before anything runs, a --metrics-json path that cannot be written (exit 2)."""
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"--metrics-json {path}: cannot write there ({exc.strerror or exc}); nothing was run") from None
+
+
 def write_metrics(result: JobResult, path: Path) -> None:
-    """The run's metrics (job, datasets, tasks) as JSON, for a monitoring system."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
+    """The run's metrics (job, datasets, tasks) as JSON, for a monitoring system. A failure to write them is
+    reported on stderr; it never changes what the run committed, nor its exit code."""
+    try:
+        durable.atomic_write(path, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
+    except OSError as exc:
+        err.print(f"error: could not write the metrics to {path}: {exc.strerror or exc} "
+                  f"(the run's outcome stands; its metrics are also in `gobblin-py history show`)", markup=False)
 
 
 def fail(exc: GobblinError) -> NoReturn:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import orjson
 import typer
 
-from gobblin_py.errors import ConfigError, GobblinError
+from gobblin_py.errors import ConfigError, GobblinError, StateStoreError
 
 state_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Committed watermarks and dataset states.")
 history_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The last runs of a job.")
@@ -75,6 +75,13 @@ def state_show(
             out.print(f"    … {len(wm) - len(shown)} more (--dataset {d} shows all)", markup=False)
 
 
+def _dataset_names(state_dir: Path) -> list[str]:
+    """Datasets with a watermark or dataset-state file, readable or not."""
+    from gobblin_py.state.store import dataset_from_file_name
+
+    return sorted({dataset_from_file_name(p.name) for sub in ("watermarks", "datasets") for p in (state_dir / sub).glob("*.json")})
+
+
 def _parse_value(text: str) -> Any:
     try:
         return orjson.loads(text)
@@ -88,10 +95,13 @@ def state_reset(
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="the dataset URN", show_default=False)],
     to: Annotated[Optional[list[str]], typer.Option("--to", help="KEY=VALUE to set (repeatable); without it every watermark of the dataset is dropped")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    new: Annotated[bool, typer.Option("--new", help="the dataset has no committed state yet: create its watermarks (e.g. a start offset)")] = False,
 ) -> None:
     """Move a dataset's watermarks on purpose (refused while a commit is pending for it); takes the job lock.
 
-    Without --to the dataset's watermarks are dropped and the next run starts it over.
+    Without --to the dataset's watermarks are dropped and the next run starts it over. A dataset with no
+    committed state is refused (a typo would create state nobody reads) unless --new. An unreadable
+    watermark file is replaced by what --to gives.
 
     Example: gobblin-py state reset jobs/kafka-to-avro.yaml --dataset events --to 0=1500 --to 1=1200
     """
@@ -100,7 +110,7 @@ def state_reset(
     from gobblin_py.durable import remove_durably
     from gobblin_py.state.events import EventLog
     from gobblin_py.state.lock import JobLock
-    from gobblin_py.state.store import WatermarkFile
+    from gobblin_py.state.store import DatasetStateFile, WatermarkFile
 
     try:
         job, store = _store(job_file)
@@ -116,7 +126,20 @@ def state_reset(
                           f"`gobblin-py recover {job_file} --dataset {dataset}` (see inspect-commits)", markup=False)
                 raise typer.Exit(1)
             wm = WatermarkFile(store.dir, dataset)
-            before = wm.read()
+            known = wm.path.exists() or DatasetStateFile(store.dir, dataset).path.exists()
+            if not known and not new:
+                names = _dataset_names(store.dir)
+                raise ConfigError(f"no committed state for dataset {dataset!r} (known: {', '.join(names) or 'none'}); "
+                                  "pass --new to create watermarks for a dataset that has never been committed")
+            if new and not changes:
+                raise ConfigError("--new needs at least one --to KEY=VALUE")
+            try:
+                before = wm.read()
+            except StateStoreError as exc:
+                err.print(f"warning: {exc}; it is replaced by the --to values", markup=False)
+                if not changes:
+                    out.print("(no --to: the unreadable file is removed and the dataset starts over)", markup=False)
+                before = {}
             after = {**before, **changes} if changes else {}
             out.print(f"dataset {dataset}: watermarks {len(before)} keys → {len(after)} keys", markup=False)
             for key in sorted(set(before) | set(after)):

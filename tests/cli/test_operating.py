@@ -63,6 +63,33 @@ def test_state_show_and_reset(job_dir: Path) -> None:
     assert "WatermarkReset" in [e["name"] for e in EventLog(job_dir / "work", "t").read()]
 
 
+def test_state_reset_refuses_a_dataset_that_has_no_state_unless_new(job_dir: Path) -> None:
+    assert cli(RUN, job_dir).returncode == 0
+    typo = cli(["state", "reset", "job.yaml", "--dataset", "ordres", "--to", "x.csv=1", "--yes"], job_dir)
+    assert typo.returncode == 2 and "no committed state for dataset 'ordres' (known: clicks, orders)" in typo.stderr
+    assert not list((job_dir / "work" / "state" / "t").rglob("ordres*"))  # nothing created for the typo
+    created = cli(["state", "reset", "job.yaml", "--dataset", "returns", "--new", "--to", "r.csv=10", "--yes"], job_dir)
+    assert created.returncode == 0, created.stderr
+    shown = json.loads(cli(["state", "show", "job.yaml", "--json"], job_dir).stdout)
+    assert shown["returns"]["watermarks"] == {"r.csv": 10}
+
+
+def test_an_unwritable_metrics_path_is_refused_before_the_run_and_never_fails_a_committed_run(job_dir: Path) -> None:
+    refused = cli([*RUN, "--metrics-json", "job.yaml/metrics.json"], job_dir)  # its parent is a file
+    assert refused.returncode == 2 and "--metrics-json job.yaml/metrics.json: cannot write there" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (job_dir / "output").exists()  # nothing ran
+
+
+def test_metrics_that_cannot_be_written_after_the_run_are_one_error_line(tmp_path: Path, capsys) -> None:
+    from gobblin_py.cli.output import write_metrics
+    from gobblin_py.runtime.runner import JobResult
+
+    (tmp_path / "file").write_text("x")
+    result = JobResult(job="t", run_id="r1", succeeded=True, started="2026-11-22T00:00:00+00:00", duration_s=1.0)
+    write_metrics(result, tmp_path / "file" / "metrics.json")  # the disk changed under the run: no exception
+    assert "could not write the metrics to" in capsys.readouterr().err
+
+
 def test_state_reset_is_refused_while_a_commit_is_pending(job_dir: Path) -> None:
     assert cli(RUN, job_dir, crash_at="commit.after_store_write").returncode == SIGKILLED
     pending = json.loads(cli(["inspect-commits", "job.yaml", "--json"], job_dir).stdout)[0]["dataset"]
