@@ -390,13 +390,17 @@ class JobRunner:
             log.error("could not write the run state of %s: %s", result.run_id, exc)
 
 
+def _one_component(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0") and name == name.strip()
+
+
 def _check_dataset_names(units: list[WorkUnit | MultiWorkUnit], source: str) -> None:
-    """A dataset name becomes a directory and a file name: refuse one that could point outside them."""
+    """Dataset names and WorkUnit ids become directory and file names: refuse one that could point outside them."""
     for wu in flatten(units):
-        name = wu.dataset
-        if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name or name != name.strip():
-            raise SourceError(f"source {source} planned work unit {wu.id!r} for dataset {name!r}: a dataset name "
-                              "must be one path component (no '/', '\\', NUL, leading or trailing spaces, not '.' or '..')")
+        for what, name in (("dataset", wu.dataset), ("work unit id", wu.id)):
+            if not _one_component(name):
+                raise SourceError(f"source {source} planned work unit {wu.id!r} of dataset {wu.dataset!r}: its {what} must be "
+                                  "one path component (no '/', '\\' or NUL, no leading or trailing spaces, not '.' or '..')")
 
 
 def _without(units: list[WorkUnit | MultiWorkUnit], datasets: set[str]) -> list[WorkUnit | MultiWorkUnit]:
