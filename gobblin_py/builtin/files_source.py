@@ -1,51 +1,86 @@
-"""The `files` source: a directory of .jsonl / .csv files, one dataset per sub-directory; local or any
-filesystem URL (`s3://bucket/in`).
+"""The `files` source: a directory of JSON-lines / CSV files (plain or compressed), one dataset per
+sub-directory, files directly under `path` a dataset of their own; local or any filesystem URL (`s3://bucket/in`).
 
-As Gobblin's FileBasedSource, the state of a dataset is the set of files already ingested
-(watermark key = the file's path in the dataset, value = its size); each new file is a WorkUnit.
+As Gobblin's FileBasedSource, a dataset's state is what was ingested of each file (watermark key = the
+file's path relative to the dataset directory, value = the bytes ingested); each new file is a WorkUnit,
+and with `ingest_appended` so are the bytes appended to an ingested file. Anything the plan leaves out on
+purpose (a changed file, a file of unknown format) is reported, and fails the run, never only logged.
 """
 
 from __future__ import annotations
 
-import csv
 import fnmatch
-import io
-import logging
-import re
-from collections.abc import Iterator
-from pathlib import Path
-from typing import IO
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 
-import orjson
 from pydantic import Field
 
 from gobblin_py.api import Extractor, Settings, Source, SourceState, TaskContext, WorkUnit
-from gobblin_py.api.types import Record, Schema, WatermarkValue
+from gobblin_py.api.types import WatermarkValue
+from gobblin_py.builtin.compression import Compression, split_compression
+from gobblin_py.builtin.files_extractors import (KNOWN_EXTENSIONS, CsvExtractor, FileFormat, FileRange,
+                                                 JsonLinesExtractor, format_of)
+from gobblin_py.builtin.output_names import workunit_id
 from gobblin_py.config.paths import ExistingDirLocation
-from gobblin_py.durable import bytes_checksum
 from gobblin_py.errors import FileSystemError, SourceError
 from gobblin_py.fs import Location, filesystem_for
 
-log = logging.getLogger(__name__)
+COMPRESSION_SUFFIXES = ("", ".gz", ".bz2", ".zst", ".xz")
+DEFAULT_INCLUDE = [f"*{ext}{comp}" for ext in KNOWN_EXTENSIONS for comp in COMPRESSION_SUFFIXES]
 
 
 class FilesSettings(Settings):
     path: ExistingDirLocation
-    include: list[str] = Field(default_factory=lambda: ["*.jsonl", "*.json", "*.ndjson", "*.csv"])
+    include: list[str] = Field(default_factory=lambda: list(DEFAULT_INCLUDE),
+                               description="file name patterns; the format comes from the extension under any .gz/.bz2/.zst/.xz")
     csv_delimiter: str = Field(default=",", min_length=1, max_length=1)
+    csv_field_size_limit: int = Field(default=16 * 1024 * 1024, ge=1,
+                                      description="characters; a row with a longer field goes to the error file")
+    root_dataset: str | None = Field(default=None, pattern=r"^[^/\\\x00.][^/\\\x00]*$",
+                                     description="dataset of the files directly under path (default: path's last component)")
+    ingest_appended: bool = Field(default=False, description="read bytes appended to an ingested uncompressed file")
 
 
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "file"
+@dataclass(frozen=True)
+class _Input:
+    dataset: str
+    rel: str  # the watermark key: the path relative to the dataset directory
+    file: Location
+    size: int
 
 
 class FilesSource(Source):
-    """One WorkUnit per file not yet ingested, per dataset sub-directory of `path`."""
+    """One WorkUnit per file not yet ingested (and, with `ingest_appended`, per appended byte range)."""
 
     Settings = FilesSettings
 
     def get_workunits(self, state: SourceState) -> list[WorkUnit]:
-        root = Location(self.settings.path)
+        s: FilesSettings = self.settings
+        root = Location(s.path)
+        units: list[WorkUnit] = []
+        done_of: dict[str, dict[str, WatermarkValue]] = {}
+        for item in self._inputs(root, state):
+            fmt, compression = format_of(item.file.name)
+            if fmt is None:
+                state.report_input_problem(item.dataset, f"{item.file} matches include but its format cannot be told from "
+                                           f"its name (known: {', '.join(KNOWN_EXTENSIONS)}, each optionally with "
+                                           ".gz, .bz2, .zst or .xz); not read: rename it, or leave it out of include")
+                continue
+            done = done_of.setdefault(item.dataset, state.watermarks(item.dataset))
+            ingested = done.get(item.rel)
+            if ingested is None:
+                units.append(self._workunit(root, item, 0, None))
+            elif ingested == item.size:
+                continue
+            elif s.ingest_appended and compression is Compression.NONE and isinstance(ingested, int) and item.size > ingested:
+                units.append(self._workunit(root, item, ingested, ingested))
+            else:
+                state.report_input_problem(item.dataset, _changed_message(item, ingested))
+        return units
+
+    def _inputs(self, root: Location, state: SourceState) -> list[_Input]:
+        """Every file matched by include, with its dataset and key; hidden (`.x`, `_x`) files and directories left out."""
+        s: FilesSettings = self.settings
         fs = filesystem_for(root)
         try:
             if not fs.is_dir(root):
@@ -53,108 +88,46 @@ class FilesSource(Source):
             files = fs.find(root)
         except FileSystemError as exc:
             raise SourceError(f"cannot list source.path {root}: {exc}") from exc
-        units: list[WorkUnit] = []
-        done_of: dict[str, dict[str, WatermarkValue]] = {}
-        for file, size in files.items():
-            dataset, _, rel = file[len(root.rstrip("/")) + 1:].partition("/")
-            if not rel or dataset.startswith((".", "_")) or file.name.startswith((".", "_")):
-                continue  # datasets are the sub-directories; hidden files and directories are skipped
-            if not any(fnmatch.fnmatch(file.name, pat) for pat in self.settings.include):
+        root_dataset = s.root_dataset or root.name
+        out: list[_Input] = []
+        for file, size in sorted(files.items()):
+            parts = file[len(root.rstrip("/")) + 1:].split("/")
+            if any(p.startswith((".", "_")) for p in parts):
                 continue
-            done = done_of.setdefault(dataset, state.watermarks(dataset))
-            if rel in done:
-                if done[rel] != size:
-                    log.warning("%s changed size since it was ingested (%s → %s bytes); files are ingested once, not re-read", file, done[rel], size)
+            if not any(fnmatch.fnmatch(file.name, pat) for pat in s.include):
                 continue
-            wu_id = f"{_safe(Path(rel).stem)}-{bytes_checksum(f'{dataset}/{rel}'.encode())}"
-            units.append(WorkUnit(id=wu_id, dataset=dataset, watermark_key=rel, low_watermark=None,
-                                  expected_high_watermark=size, props={"file": str(file)}))
-        return units
+            if len(parts) == 1:
+                out.append(_Input(root_dataset, parts[0], file, size))
+            else:
+                out.append(_Input(parts[0], "/".join(parts[1:]), file, size))
+        loose = [i for i in out if "/" not in i.file[len(root.rstrip("/")) + 1:]]
+        if loose and any(i.dataset == root_dataset and i not in loose for i in out):
+            state.report_input_problem(root_dataset, f"{len(loose)} file(s) directly under {root} (such as {loose[0].file}) "
+                                       f"would be dataset {root_dataset!r}, which the sub-directory of that name already is; "
+                                       "not read: set source.root_dataset: OTHER_NAME, or move them into a sub-directory")
+            out = [i for i in out if i not in loose]
+        return out
+
+    def _workunit(self, root: Location, item: _Input, start: int, low: WatermarkValue) -> WorkUnit:
+        """The WorkUnit reading bytes `[start, size)` of a file, named by root, dataset, path and range."""
+        stem = PurePosixPath(split_compression(item.file.name)[0]).stem
+        prefix = stem if not start else f"{stem}.{start}-{item.size}"
+        return WorkUnit(id=workunit_id(prefix, "files", str(root), item.dataset, item.rel, start, item.size),
+                        dataset=item.dataset, watermark_key=item.rel, low_watermark=low,
+                        expected_high_watermark=item.size, props={"file": str(item.file), "start": start})
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
         path = Location(workunit.props["file"])
-        if path.name.lower().endswith(".csv"):
-            return CsvExtractor(path, context, self.settings.csv_delimiter)
-        return JsonLinesExtractor(path, context)
+        file = FileRange(path, int(workunit.props.get("start", 0)), int(workunit.expected_high_watermark or 0))
+        fmt, _ = format_of(path.name)
+        if fmt is FileFormat.CSV:
+            return CsvExtractor(file, context, self.settings.csv_delimiter, self.settings.csv_field_size_limit)
+        if fmt is FileFormat.JSON_LINES:
+            return JsonLinesExtractor(file, context)
+        raise SourceError(f"input file {path}: its format cannot be told from its name")
 
 
-class _FileExtractor(Extractor):
-    def __init__(self, path: Location, context: TaskContext) -> None:
-        self.path = path
-        self.context = context
-        self.line = 0
-        self.fs = filesystem_for(path)
-        size = self.fs.size(path)
-        if size is None:
-            raise SourceError(f"input file {path} disappeared before it was read")
-        self._size = size
-
-    def _open(self) -> IO[bytes]:
-        return self.fs.open_read(self.path)
-
-    def _open_text(self) -> io.TextIOWrapper:
-        return io.TextIOWrapper(self._open(), encoding="utf-8-sig", newline="")  # tolerate Excel's byte-order mark
-
-    def location(self) -> str:
-        return f"{self.path}:{self.line}"
-
-    def actual_high_watermark(self) -> WatermarkValue:
-        return self._size
-
-
-class JsonLinesExtractor(_FileExtractor):
-    """One JSON object per line; a line that is not an object goes to the bad-record handling."""
-
-    def get_schema(self) -> Schema:
-        return {"type": "json", "source": str(self.path)}
-
-    def read_records(self) -> Iterator[Record]:
-        loads = orjson.loads
-        reject = self.context.reject
-        with self._open() as f:
-            for self.line, raw in enumerate(f, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    record = loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    reject(raw.decode("utf-8", "replace").rstrip("\n"), f"not valid JSON: {exc}", self.location())
-                    continue
-                if type(record) is not dict:
-                    reject(record, f"expected a JSON object, got {type(record).__name__}", self.location())
-                    continue
-                yield record
-
-
-class CsvExtractor(_FileExtractor):
-    """CSV with a header row; a row with the wrong number of columns goes to the bad-record handling."""
-
-    def __init__(self, path: Location, context: TaskContext, delimiter: str) -> None:
-        super().__init__(path, context)
-        self.delimiter = delimiter
-        self._header: list[str] | None = None
-
-    def _read_header(self) -> list[str]:
-        if self._header is None:
-            with self._open_text() as f:
-                self._header = next(csv.reader(f, delimiter=self.delimiter), [])
-        return self._header
-
-    def get_schema(self) -> Schema:
-        return {"type": "csv", "source": str(self.path), "fields": self._read_header()}
-
-    def read_records(self) -> Iterator[Record]:
-        with self._open_text() as f:
-            reader = csv.reader(f, delimiter=self.delimiter)
-            header = next(reader, None)
-            if header is None:
-                return
-            width = len(header)
-            for row in reader:
-                self.line = reader.line_num
-                if not row:
-                    continue
-                if len(row) != width:
-                    self.context.reject(self.delimiter.join(row), f"expected {width} columns ({', '.join(header)}), got {len(row)}", self.location())
-                    continue
-                yield dict(zip(header, row))
+def _changed_message(item: _Input, ingested: WatermarkValue) -> str:
+    return (f"{item.file} changed after it was ingested ({ingested} → {item.size} bytes); not re-read: set "
+            f"ingest_appended: true to read the appended bytes, or accept it with "
+            f"`gobblin-py state reset JOB --dataset {item.dataset} --to {item.rel}={item.size}`")
