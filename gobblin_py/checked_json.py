@@ -35,20 +35,21 @@ def write(path: Path, body: dict[str, Any], *, midway: Callable[[], None] | None
     atomic_write(path, encode(body), midway=midway)
 
 
-def read(path: Path, error: type[GobblinError], what: str) -> dict[str, Any]:
-    """The body of the record file at `path`; `error` names the path when it is not sound."""
+def read(path: Path, error: type[GobblinError], what: str, then: str = "it was not applied") -> dict[str, Any]:
+    """The body of the record file at `path`; `error` names the path when it is not sound, and ends with `then`
+    (what happens to it, or what to do)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise error(f"{what} {path}: cannot read: {exc}") from None
+        raise error(f"{what} {path}: cannot read: {exc}; {then}") from None
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise error(f"{what} {path} is corrupt (torn or not JSON: {exc}); it was not applied") from None
+        raise error(f"{what} {path} is corrupt (torn or not JSON: {exc}); {then}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_VERSION:
         version = doc.get("format") if isinstance(doc, dict) else None
-        raise error(f"{what} {path} has unrecognized format version {version!r} (expected {FORMAT_VERSION}) or is corrupt; it was not applied")
+        raise error(f"{what} {path} has unrecognized format version {version!r} (expected {FORMAT_VERSION}) or is corrupt; {then}")
     body = doc.get("body")
     if not isinstance(body, dict) or bytes_checksum(_canonical(body)) != doc.get("checksum"):
-        raise error(f"{what} {path} is corrupt (checksum mismatch); it was not applied")
+        raise error(f"{what} {path} is corrupt (checksum mismatch); {then}")
     return body

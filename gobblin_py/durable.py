@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -30,6 +31,53 @@ def fsync_file(path: Path) -> None:
         os.close(fd)
 
 
+def makedirs_durably(path: Path) -> None:
+    """Create `path` and its missing parents, fsyncing the parent of each directory created, so a power loss
+    cannot drop a directory entry (`output/a/2026`) while a watermark that counts its files survives.
+
+    Nothing but one stat when `path` exists; a directory another process creates meanwhile is fsynced too.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return
+    missing: list[Path] = []
+    p = path
+    while not p.is_dir():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+        fsync_dir(d.parent)
+
+
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS})
+
+
+def rename_noreplace(src: Path, dst: Path) -> None:
+    """Move `src` to `dst`, raising FileExistsError when `dst` exists: never replaces a file.
+
+    A hard link then an unlink of `src` (no-replace is atomic there; a crash between them leaves both names
+    on one file, which a replay recognises); where the filesystem has no hard links, a check then a rename.
+    EXDEV (another mount, even of the same disk) is raised for the caller to copy instead.
+    """
+    try:
+        os.link(src, dst)
+    except OSError as exc:
+        if isinstance(exc, FileExistsError) or exc.errno not in _NO_HARD_LINKS:
+            raise
+        if os.path.lexists(dst):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(dst)) from None
+        os.rename(src, dst)
+        return
+    os.unlink(src)
+
+
 def atomic_write(path: Path, data: bytes, *, midway: Callable[[], None] | None = None) -> None:
     """Replace `path` with `data` so a reader sees the old or the new content, never a mix.
 
@@ -48,17 +96,26 @@ def atomic_write(path: Path, data: bytes, *, midway: Callable[[], None] | None =
     fsync_dir(path.parent)
 
 
-def atomic_replace(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def atomic_replace(path: Path, write: Callable[[BinaryIO], None], *, replace: bool = True, mode: int | None = None) -> None:
     """Write a temp file beside `path` with `write`, fsync it and rename it over `path`; the caller fsyncs
-    the directory (at once, or once for many files)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    the directory (at once, or once for many files). New parent directories are made durably.
+
+    `replace=False`: FileExistsError when `path` exists, which is left alone. `mode`: the file's permission
+    bits (else mkstemp's 0600).
+    """
+    makedirs_durably(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            rename_noreplace(Path(tmp), path)
     except BaseException:
         try:
             os.unlink(tmp)

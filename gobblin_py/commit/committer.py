@@ -8,6 +8,7 @@ from gobblin_py.api import CommitStep, OutputFile
 from gobblin_py.commit.sequence import CommitSequence, utc_now
 from gobblin_py.commit.steps import DatasetStateCommitStep, HighWatermarkCommitStep
 from gobblin_py.config.model import JobSpec
+from gobblin_py.errors import StateStoreError
 from gobblin_py.runtime.results import WorkUnitResult
 from gobblin_py.state.store import DatasetStateFile
 
@@ -43,7 +44,10 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
         "error_files_published": sum(1 for r in results for f in r.files if f.kind == "errors"),
     }
     if job.source.cls().keeps_key_stats:
-        previous = DatasetStateFile(state_dir, dataset).read() or {}
+        try:
+            previous = DatasetStateFile(state_dir, dataset).read() or {}
+        except StateStoreError:  # only planning hints: start them over; the state step rewrites the file
+            previous = {}
         stats = dict(previous.get("key_stats") or {})
         for r in results:
             stats[r.workunit.watermark_key] = {"records": r.records_extracted, "seconds": round(r.duration_s, 3),

@@ -49,10 +49,14 @@ def pending(store: CommitStepStore, jobs: list[str], datasets: list[str] | None 
                 continue
             view.run_id, view.created, view.attempts, view.last_error = seq.run_id, seq.created, seq.attempts, seq.last_error
             for i, step in enumerate(seq.steps):
+                description = step.describe()
                 try:
                     status = step.status().value
+                    conflict = getattr(step, "conflict", lambda: None)()
+                    if conflict is not None:  # the source is there, but a foreign file is in the way
+                        status, description = "conflict", f"{description}: {conflict}"
                 except Exception as exc:  # noqa: BLE001 - an unreadable target is shown, not raised
                     status = f"unknown ({exc})"
-                view.steps.append(StepView(i + 1, type(step).type_name, status, step.describe()))
+                view.steps.append(StepView(i + 1, type(step).type_name, status, description))
             out.append(view)
     return out

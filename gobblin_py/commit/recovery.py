@@ -63,6 +63,8 @@ def recover_dataset(store: CommitStepStore, job: str, dataset: str, max_attempts
     except CommitError as exc:
         outcome = Outcome.QUARANTINED if seq.attempts >= max_attempts else Outcome.FAILED
         return DatasetRecovery(dataset, outcome, f"attempt {seq.attempts}/{max_attempts}: {exc}", seq.run_id)
+    except OSError as exc:  # outside any step (the commit reports theirs): still this dataset's fault, not an internal error
+        return DatasetRecovery(dataset, Outcome.FAILED, f"replay of dataset {dataset!r} failed: {exc}", seq.run_id)
     log.info("recovered the pending commit of dataset %s (run %s)", dataset, seq.run_id)
     return DatasetRecovery(dataset, Outcome.RECOVERED, "", seq.run_id)
 

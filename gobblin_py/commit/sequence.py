@@ -43,7 +43,9 @@ class CommitSequence:
     def commit(self, store: CommitStepStore) -> None:
         """Run each step not already done, in order; then drop the record from the store.
 
-        On failure the record stays, with the attempt counted and the failing step named.
+        On failure (an OSError such as a full disk included) the record stays, with the attempt counted and the
+        failing step named, unless the record itself cannot be rewritten (then the error says so); a CommitError
+        names the dataset either way.
         """
         try:
             self.apply(verify_first=True)
@@ -51,10 +53,18 @@ class CommitSequence:
             self.attempts += 1
             self.failed_step = failed.index
             self.last_error = f"step {failed.index + 1}/{len(self.steps)} ({self.steps[failed.index].describe()}): {failed.cause}"
-            store.put(self)
-            raise CommitError(f"commit of dataset {self.dataset!r} failed at {self.last_error}") from failed.cause
+            unrecorded = ""
+            try:
+                store.put(self)
+            except OSError as exc:
+                unrecorded = f" (this attempt could not be counted in {store.path(self.job, self.dataset)}: {exc})"
+            raise CommitError(f"commit of dataset {self.dataset!r} failed at {self.last_error}{unrecorded}") from failed.cause
         crash_point("commit.before_record_removal")
-        store.remove(self.job, self.dataset)
+        try:
+            store.remove(self.job, self.dataset)
+        except OSError as exc:
+            raise CommitError(f"dataset {self.dataset!r}: every step is done but its commit record {store.path(self.job, self.dataset)} "
+                              f"could not be removed ({exc}); the next run verifies the steps and removes it") from exc
         crash_point("commit.after_record_removal")
 
     def apply(self, verify_first: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -9,7 +10,7 @@ from typing import Any, ClassVar
 from gobblin_py.api.commit_step import CommitStep, StepStatus
 from gobblin_py.api.types import WatermarkValue
 from gobblin_py.commit.crashpoints import crash_point
-from gobblin_py.errors import CommitError
+from gobblin_py.errors import CommitError, StateStoreError
 from gobblin_py.fs import Location, filesystem_for, transfer
 from gobblin_py.fs.local import LocalFileSystem
 from gobblin_py.state.store import DatasetStateFile, WatermarkFile
@@ -19,8 +20,12 @@ from gobblin_py.state.store import DatasetStateFile, WatermarkFile
 class FsRenameCommitStep(CommitStep):
     """Move one file from task output to job output by an atomic rename (local disk, HDFS).
 
-    Done only when the source is gone and the destination has the recorded size and checksum:
-    a stale or partial destination is never mistaken for a published file.
+    Never replaces a file it did not write: the destination is absent, or byte-identical to the recorded
+    committable (size and CRC32C: the idempotent replay, which only removes the source). Any other file there
+    is foreign, since our own interrupted publishing never leaves a partial file at that name (a rename is
+    atomic, an S3 put too, a local copy goes to a temp name first); the step then fails naming both paths.
+    Done only when the source is gone and the destination matches. Across mounts of one disk (EXDEV) it
+    copies, verifies and then deletes the source, as `fs_copy` does.
     """
 
     type_name: ClassVar[str] = "fs_rename"
@@ -32,9 +37,15 @@ class FsRenameCommitStep(CommitStep):
     def __post_init__(self) -> None:  # stored as plain strings; a Location names its filesystem
         self.src, self.dst = Location(self.src), Location(self.dst)
 
+    def paths(self) -> list[str]:
+        return [self.src, self.dst]
+
     def _dst_matches(self) -> bool:
         fs = filesystem_for(self.dst)
         return fs.size(self.dst) == self.size and fs.checksum(self.dst) == self.checksum
+
+    def _dst_exists(self) -> bool:
+        return filesystem_for(self.dst).exists(self.dst)
 
     def _src_exists(self) -> bool:
         return filesystem_for(self.src).exists(self.src)
@@ -43,19 +54,61 @@ class FsRenameCommitStep(CommitStep):
         return not self._src_exists() and self._dst_matches()
 
     def status(self) -> StepStatus:
+        """PENDING also when a foreign file is in the way (`conflict()` says so): the source is still there."""
         if self._src_exists():
             return StepStatus.PENDING
         return StepStatus.DONE if self._dst_matches() else StepStatus.LOST
 
+    def conflict(self) -> str | None:
+        """Why `execute()` cannot succeed although the source is there (a foreign destination), else None."""
+        if self._src_exists() and self._dst_exists() and not self._dst_matches():
+            return f"{self.dst} holds a file this job did not write"
+        return None
+
+    def _foreign(self) -> CommitError:
+        found = filesystem_for(self.dst).size(self.dst)
+        return CommitError(
+            f"cannot publish {self.src} at {self.dst}: the destination already holds a different file ({found} bytes; "
+            f"this job's is {self.size} bytes with crc32c {self.checksum}), which this job did not write (another job or "
+            "input wrote it). Nothing was replaced: move that file away or change the publisher's final_dir, then run "
+            "`gobblin-py recover JOB.yaml --dataset DATASET`")
+
     def execute(self) -> None:
-        if not self._src_exists():
-            if self._dst_matches():
-                return
+        src_there = self._src_exists()
+        if self._dst_exists():
+            if not self._dst_matches():
+                if src_there:
+                    raise self._foreign()
+                raise CommitError(f"cannot publish {self.dst}: its task output {self.src} is gone and the destination does not hold it")
+            if src_there:  # the replay of a publish interrupted after the destination was complete
+                filesystem_for(self.src).delete(self.src)
+            return
+        if not src_there:
             raise CommitError(f"cannot publish {self.dst}: its task output {self.src} is gone and the destination does not hold it")
         self._move(self.src, self.dst)
 
     def _move(self, src: Location, dst: Location) -> None:
-        filesystem_for(dst).rename(src, dst)  # atomic; replaces a stale or partial destination; the sequence fsyncs the directory
+        """Rename (the sequence fsyncs the directory); where the kernel refuses across mounts, copy-then-verify."""
+        try:
+            filesystem_for(dst).rename(src, dst)
+        except FileExistsError:
+            raise self._foreign() from None  # appeared since execute() looked
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:  # bind mounts of one disk share st_dev, yet rename between them fails
+                raise
+            self._copy_then_verify(src, dst)
+
+    def _copy_then_verify(self, src: Location, dst: Location) -> None:
+        """Copy to the absent `dst`, read it back, check size and CRC32C, and only then delete the source."""
+        try:
+            transfer(src, dst)
+        except FileExistsError:
+            raise self._foreign() from None
+        if not self._dst_matches():
+            raise CommitError(f"copy of {self.src} to {self.dst} does not hold the recorded {self.size} bytes "
+                              f"with crc32c {self.checksum}; the source is kept and the copy is retried on recovery")
+        crash_point("commit.copy_verified")
+        filesystem_for(src).delete(src)
 
     def deferred_sync_dir(self) -> str | None:
         return filesystem_for(self.dst).sync_dir(self.dst.parent)
@@ -70,19 +123,15 @@ class FsCopyCommitStep(FsRenameCommitStep):
     copy, read the copy back and check its size and CRC32C, and only then delete the source.
 
     A crash anywhere leaves the source in place, so a replay copies again or, finding a matching
-    destination, just deletes the source.
+    destination, just deletes the source. As for `fs_rename`, a destination holding anything else is
+    foreign and is never replaced (a put is atomic on object stores; a local copy is written to a temp
+    name and moved into place, so an interrupted copy of ours never sits at the destination name).
     """
 
     type_name: ClassVar[str] = "fs_copy"
 
     def _move(self, src: Location, dst: Location) -> None:
-        if not self._dst_matches():
-            transfer(src, dst)
-            if not self._dst_matches():
-                raise CommitError(f"copy of {self.src} to {self.dst} does not hold the recorded {self.size} bytes "
-                                  f"with crc32c {self.checksum}; the source is kept and the copy is retried on recovery")
-        crash_point("commit.copy_verified")
-        filesystem_for(src).delete(src)
+        self._copy_then_verify(src, dst)
 
     def describe(self) -> str:
         return f"copy, verify and publish {self.dst} ({self.size} bytes, crc32c {self.checksum})"
@@ -99,25 +148,40 @@ def publish_step(src: str, dst: str, size: int, checksum: str) -> FsRenameCommit
 
 @dataclass
 class HighWatermarkCommitStep(CommitStep):
-    """Set the committed watermark of some keys (a partition, a file set) of one dataset."""
+    """Set the committed watermark of some keys (a partition, a file set) of one dataset.
+
+    The file also holds the dataset's other keys, which this step does not know: on an unreadable file it
+    refuses (naming the file) rather than rewrite it with only its own keys, which would silently move the
+    other keys back to their start and re-extract, i.e. duplicate, what they had committed.
+    """
 
     type_name: ClassVar[str] = "high_watermark"
     state_dir: str
     dataset: str
     watermarks: dict[str, WatermarkValue]
 
+    def paths(self) -> list[str]:
+        return [self.state_dir]
+
     def _file(self) -> WatermarkFile:
         return WatermarkFile(Path(self.state_dir), self.dataset)
 
+    def _current(self) -> dict[str, WatermarkValue]:
+        try:
+            return self._file().read()
+        except StateStoreError as exc:
+            raise CommitError(f"{exc} (this commit does not rewrite it: the file also holds keys the commit does not set; "
+                              f"a state reset needs the commit abandoned first: `gobblin-py recover JOB.yaml --dataset "
+                              f"{self.dataset} --abandon`)") from None
+
     def verify(self) -> bool:
-        current = self._file().read()
+        current = self._current()
         return all(k in current and current[k] == v for k, v in self.watermarks.items())
 
     def execute(self) -> None:
-        f = self._file()
-        current = f.read()
+        current = self._current()
         current.update(self.watermarks)
-        f.write(current)
+        self._file().write(current)
 
     def describe(self) -> str:
         keys = list(self.watermarks)
@@ -127,7 +191,10 @@ class HighWatermarkCommitStep(CommitStep):
 
 @dataclass
 class DatasetStateCommitStep(CommitStep):
-    """Persist the dataset's state for this run; always the last step of a sequence."""
+    """Persist the dataset's state for this run; always the last step of a sequence.
+
+    The step holds the whole state it writes, so an unreadable state file is simply not done yet and is rewritten.
+    """
 
     type_name: ClassVar[str] = "dataset_state"
     state_dir: str
@@ -135,11 +202,17 @@ class DatasetStateCommitStep(CommitStep):
     run_id: str
     state: dict[str, Any]
 
+    def paths(self) -> list[str]:
+        return [self.state_dir]
+
     def _file(self) -> DatasetStateFile:
         return DatasetStateFile(Path(self.state_dir), self.dataset)
 
     def verify(self) -> bool:
-        current = self._file().read()
+        try:
+            current = self._file().read()
+        except StateStoreError:
+            return False
         return current is not None and current.get("run_id") == self.run_id
 
     def execute(self) -> None:

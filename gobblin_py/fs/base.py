@@ -29,15 +29,17 @@ class FileSystem(abc.ABC):
 
     @abc.abstractmethod
     def rename(self, src: Location, dst: Location) -> None:
-        """Atomically replace `dst` by `src`; only where `atomic_rename`."""
+        """Atomically move `src` to `dst`; only where `atomic_rename`. A publish step calls it only when `dst` is absent
+        (it never replaces a file it did not write); the local filesystem also refuses an existing `dst` atomically."""
 
     @abc.abstractmethod
     def copy(self, src: Location, dst: Location) -> None:
-        """Copy within this filesystem (server-side where the store can), replacing `dst`."""
+        """Copy within this filesystem (server-side where the store can); a partial copy never sits at `dst`."""
 
     @abc.abstractmethod
     def put(self, local: Path, dst: Location) -> None:
-        """Upload a local file to `dst`, replacing it; content durable when this returns."""
+        """Upload a local file to `dst`; content durable when this returns, and a partial upload never sits at `dst`
+        (object stores: a put is atomic; local disk: a temp name, then a move that refuses an existing `dst`)."""
 
     @abc.abstractmethod
     def open_read(self, path: Location) -> IO[bytes]:

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import IO
 
-from gobblin_py.durable import atomic_replace, file_checksum
+from gobblin_py.durable import atomic_replace, file_checksum, makedirs_durably, rename_noreplace
 from gobblin_py.fs.base import FileSystem
 from gobblin_py.fs.location import Location
 
@@ -28,16 +28,19 @@ class LocalFileSystem(FileSystem):
         return file_checksum(Path(path))
 
     def rename(self, src: Location, dst: Location) -> None:
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        os.replace(src, dst)
+        """Never replaces: FileExistsError when `dst` exists; OSError EXDEV across mounts (the step copies then)."""
+        makedirs_durably(Path(dst).parent)
+        rename_noreplace(Path(src), Path(dst))
 
     def copy(self, src: Location, dst: Location) -> None:
         self.put(Path(src), dst)
 
     def put(self, local: Path, dst: Location) -> None:
-        """Copy to a temp file beside `dst`, fsync it, rename it over `dst` (the commit sequence fsyncs the directory)."""
+        """Copy to a temp file beside `dst` with the source's mode (as a rename keeps it), fsync it, then move it to
+        `dst` without replacing a file there (FileExistsError). The commit sequence fsyncs the directory."""
         with open(local, "rb") as src:
-            atomic_replace(Path(dst), lambda out: shutil.copyfileobj(src, out, 1 << 20))
+            atomic_replace(Path(dst), lambda out: shutil.copyfileobj(src, out, 1 << 20),
+                           replace=False, mode=os.fstat(src.fileno()).st_mode & 0o7777)
 
     def open_read(self, path: Location) -> IO[bytes]:
         return open(path, "rb")

@@ -7,8 +7,9 @@ one dataset never rewrites another's state.
 from __future__ import annotations
 
 import urllib.parse
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from gobblin_py import checked_json
 from gobblin_py.api.types import WatermarkValue
@@ -28,6 +29,9 @@ def dataset_from_file_name(name: str) -> str:
 class WatermarkFile:
     """The committed watermarks of one dataset: `{key: value}`."""
 
+    REMEDY = ("the dataset is not extracted until it is restored from a backup or its watermarks are set with "
+              "`gobblin-py state reset JOB.yaml --dataset {dataset}`")
+
     def __init__(self, state_dir: Path, dataset: str) -> None:
         self.path = state_dir / "watermarks" / dataset_file_name(dataset)
         self.dataset = dataset
@@ -35,7 +39,10 @@ class WatermarkFile:
     def read(self) -> dict[str, WatermarkValue]:
         if not self.path.exists():
             return {}
-        return dict(checked_json.read(self.path, StateStoreError, "watermark file")["watermarks"])
+        body = checked_json.read(self.path, StateStoreError, "watermark file", self.REMEDY.format(dataset=self.dataset))
+        if not isinstance(body.get("watermarks"), dict):
+            raise StateStoreError(f"watermark file {self.path} has no watermarks; {self.REMEDY.format(dataset=self.dataset)}")
+        return dict(body["watermarks"])
 
     def write(self, watermarks: dict[str, WatermarkValue]) -> None:
         checked_json.write(self.path, {"dataset": self.dataset, "watermarks": watermarks})
@@ -50,10 +57,27 @@ class DatasetStateFile:
     def read(self) -> dict[str, Any] | None:
         if not self.path.exists():
             return None
-        return checked_json.read(self.path, StateStoreError, "dataset state file")
+        return checked_json.read(self.path, StateStoreError, "dataset state file", "the dataset's next commit rewrites it")
 
     def write(self, state: dict[str, Any]) -> None:
         checked_json.write(self.path, state)
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class StateRead(Generic[T]):
+    """Per-dataset values of one kind of state file, and the datasets whose file is unreadable (the error names it)."""
+
+    values: dict[str, T] = field(default_factory=dict)
+    errors: dict[str, StateStoreError] = field(default_factory=dict)
+
+    def or_raise(self) -> dict[str, T]:
+        """The values, or the first dataset's error when any file is unreadable."""
+        for error in self.errors.values():
+            raise error
+        return self.values
 
 
 class StateStore:
@@ -62,29 +86,43 @@ class StateStore:
     def __init__(self, work_dir: Path, job: str) -> None:
         self.dir = work_dir / "state" / job
 
+    def _datasets(self, sub: str) -> list[str]:
+        folder = self.dir / sub
+        return [dataset_from_file_name(p.name) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+    def read_watermarks(self) -> StateRead[dict[str, WatermarkValue]]:
+        """Every dataset's committed watermarks; an unreadable file blocks only its dataset (in `errors`)."""
+        read: StateRead[dict[str, WatermarkValue]] = StateRead()
+        for dataset in self._datasets("watermarks"):
+            try:
+                read.values[dataset] = WatermarkFile(self.dir, dataset).read()
+            except StateStoreError as exc:
+                read.errors[dataset] = exc
+        return read
+
+    def read_dataset_states(self) -> StateRead[dict[str, Any]]:
+        """Every dataset's last committed state; an unreadable file is reported for its dataset (in `errors`)."""
+        read: StateRead[dict[str, Any]] = StateRead()
+        for dataset in self._datasets("datasets"):
+            try:
+                state = DatasetStateFile(self.dir, dataset).read()
+            except StateStoreError as exc:
+                read.errors[dataset] = exc
+                continue
+            if state is not None:
+                read.values[dataset] = state
+        return read
+
     def watermarks(self) -> dict[str, dict[str, WatermarkValue]]:
-        """Every dataset's committed watermarks."""
-        out: dict[str, dict[str, WatermarkValue]] = {}
-        wm_dir = self.dir / "watermarks"
-        if wm_dir.is_dir():
-            for path in sorted(wm_dir.glob("*.json")):
-                dataset = dataset_from_file_name(path.name)
-                out[dataset] = WatermarkFile(self.dir, dataset).read()
-        return out
+        """Every dataset's committed watermarks; StateStoreError when one file is unreadable (see `read_watermarks`)."""
+        return self.read_watermarks().or_raise()
 
     def dataset_state(self, dataset: str) -> dict[str, Any] | None:
         return DatasetStateFile(self.dir, dataset).read()
 
     def dataset_states(self) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        ds_dir = self.dir / "datasets"
-        if ds_dir.is_dir():
-            for path in sorted(ds_dir.glob("*.json")):
-                dataset = dataset_from_file_name(path.name)
-                state = DatasetStateFile(self.dir, dataset).read()
-                if state is not None:
-                    out[dataset] = state
-        return out
+        """Every dataset's last state; StateStoreError when one file is unreadable (see `read_dataset_states`)."""
+        return self.read_dataset_states().or_raise()
 
     def write_run(self, run: dict[str, Any], retention: int) -> Path:
         """Persist one run's job and task states; keep only the last `retention` runs."""

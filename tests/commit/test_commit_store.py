@@ -27,12 +27,16 @@ def _rename(tmp: Path, content: bytes = b"payload") -> FsRenameCommitStep:
     return FsRenameCommitStep(src=str(src), dst=str(tmp / "out" / "ds" / "f.avro"), size=len(content), checksum=file_checksum(src))
 
 
-def test_rename_is_done_only_with_the_recorded_content_at_the_destination(tmp_path: Path) -> None:
+def test_rename_is_done_only_with_the_recorded_content_and_never_replaces_another_file(tmp_path: Path) -> None:
     step = _rename(tmp_path)
     dst = Path(step.dst)
     dst.parent.mkdir(parents=True)
-    dst.write_bytes(b"PAYLOAD")  # a stale file of the same size: not the published one
+    dst.write_bytes(b"PAYLOAD")  # a file of the same size it did not write: not the published one, and not replaced
     assert not step.verify() and step.status() is StepStatus.PENDING
+    with pytest.raises(CommitError, match="already holds a different file"):
+        step.execute()
+    assert dst.read_bytes() == b"PAYLOAD" and Path(step.src).exists()
+    dst.unlink()
     step.execute()
     assert step.verify() and dst.read_bytes() == b"payload" and not Path(step.src).exists()
     step.execute()  # idempotent
