@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gobblin_py.api.commit_step import CommitStep
+from gobblin_py.commit.confinement import Confinement
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome, RecoveryReport, pending, recover_dataset
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
@@ -58,15 +59,16 @@ def spark_failure(exc: BaseException) -> str:
 @dataclass(frozen=True)
 class _Group:
     """What one executor task needs to open the shared store and reach the job's filesystems: the store's
-    directory, the step classes it may load, and the job's `job.filesystems` options."""
+    directory, the step classes it may load, the job's `job.filesystems` options and where steps may write."""
 
     work_dir: str
     step_types: tuple[type[CommitStep], ...]
     filesystems: dict[str, dict[str, Any]]
+    confinement: Confinement
 
     def store(self) -> CommitStepStore:
         configure_filesystems(self.filesystems)
-        return CommitStepStore(Path(self.work_dir), StepRegistry(self.step_types))
+        return CommitStepStore(Path(self.work_dir), StepRegistry(self.step_types), self.confinement)
 
 
 @dataclass(frozen=True)
@@ -118,21 +120,24 @@ def _on_executors(sc: Any, items: Sequence[T], groups: int, make: Callable[[tupl
 
 def commit_on_executors(sc: Any, work_dir: Path, step_types: tuple[type[CommitStep], ...],
                         sequences: list[CommitSequence], groups: int,
-                        filesystems: dict[str, dict[str, Any]] | None = None) -> dict[str, str | None]:
-    """Spread the sequences over `groups` Spark tasks; the outcome of every dataset.
+                        filesystems: dict[str, dict[str, Any]] | None = None,
+                        confinement: Confinement | None = None) -> dict[str, str | None]:
+    """Spread the sequences over `groups` Spark tasks; the outcome of every dataset. `confinement`: the store's
+    (by default the work directory alone).
 
     If the Spark job fails, each dataset's outcome is read back: committed when its state step holds,
     else an error (its record, if written, stays pending for the next run's recovery).
     """
+    store = CommitStepStore(work_dir, StepRegistry(step_types), confinement)
+
     def make(part: tuple[CommitSequence, ...]) -> CommitGroup:
-        return CommitGroup(str(work_dir), step_types, filesystems or {}, part)
+        return CommitGroup(str(work_dir), step_types, filesystems or {}, store.confinement, part)
 
     try:
         return dict(_on_executors(sc, sequences, groups, make, commit_group))
     except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job
         reason = spark_failure(exc)
         log.error("commit on the executors failed: %s", reason)
-        store = CommitStepStore(work_dir, StepRegistry(step_types))
         return {seq.dataset: None if not store.exists(seq.job, seq.dataset) and seq.steps[-1].verify()
                 else f"commit on the executors failed ({reason}); a logged sequence is recovered by the next run"
                 for seq in sequences}
@@ -140,18 +145,20 @@ def commit_on_executors(sc: Any, work_dir: Path, step_types: tuple[type[CommitSt
 
 def recover_on_executors(sc: Any, work_dir: Path, step_types: tuple[type[CommitStep], ...], job: str, max_attempts: int,
                          datasets: list[str] | None = None, force: bool = False, groups: int = 4,
-                         filesystems: dict[str, dict[str, Any]] | None = None) -> RecoveryReport:
+                         filesystems: dict[str, dict[str, Any]] | None = None,
+                         confinement: Confinement | None = None) -> RecoveryReport:
     """`recovery.recover` as Spark tasks: the driver lists the pending datasets and spreads them over `groups`
     tasks, each loading and replaying its datasets' sequences; the report lists them in the same order.
 
     If the Spark job fails (a worker dies, an executor is lost for good), a dataset whose record is gone was
     recovered; every other one is FAILED without an attempt counted, and the next run replays it.
     """
-    store = CommitStepStore(work_dir, StepRegistry(step_types))
+    store = CommitStepStore(work_dir, StepRegistry(step_types), confinement)
     todo = pending(store, job, datasets)
     try:
         results = _on_executors(sc, todo, groups,
-                                lambda part: RecoveryGroup(str(work_dir), step_types, filesystems or {}, job, part, max_attempts, force),
+                                lambda part: RecoveryGroup(str(work_dir), step_types, filesystems or {}, store.confinement,
+                                                           job, part, max_attempts, force),
                                 recover_group)
     except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job; the records say what is done
         reason = spark_failure(exc)

@@ -2,7 +2,8 @@
 
 Records live in `<work_dir>/commits/<job>/<dataset>.json`, written durably with a format
 version and checksum. Step types load only from the registered classes, never by a name
-found in the file.
+found in the file, and every path a step names must lie under the job's own directories
+(the store's `Confinement`), checked when a record is written and when it is loaded.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from gobblin_py import checked_json
 from gobblin_py.api.commit_step import CommitStep
+from gobblin_py.commit.confinement import Confinement
 from gobblin_py.commit.crashpoints import crash_point
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import BUILTIN_STEPS
@@ -51,17 +53,25 @@ class StepRegistry:
 
 
 class CommitStepStore:
-    """On-disk commit sequences of the jobs under one work directory."""
+    """On-disk commit sequences of the jobs under one work directory.
 
-    def __init__(self, work_dir: Path, registry: StepRegistry | None = None) -> None:
+    `confinement`: where steps may read and write (`confinement.job_confinement(job)` for a job); by default
+    the work directory alone.
+    """
+
+    def __init__(self, work_dir: Path, registry: StepRegistry | None = None, confinement: Confinement | None = None) -> None:
+        self.work_dir = work_dir
         self.root = work_dir / "commits"
         self.registry = registry or StepRegistry()
+        self.confinement = confinement if confinement is not None else Confinement.of([work_dir])
 
     def path(self, job: str, dataset: str) -> Path:
         return self.root / job / dataset_file_name(dataset)
 
     def put(self, seq: CommitSequence) -> None:
-        """Write (or rewrite) the sequence's record durably."""
+        """Write (or rewrite) the sequence's record durably; CorruptCommitRecordError, nothing written, when a
+        step names a path outside the job's directories (a plugin's bad output path, a dataset named `../x`)."""
+        self.confinement.check(seq.steps, f"commit sequence of dataset {seq.dataset!r}")
         body = {
             "job": seq.job, "dataset": seq.dataset, "run_id": seq.run_id, "created": seq.created,
             "attempts": seq.attempts, "last_error": seq.last_error, "failed_step": seq.failed_step,
@@ -77,6 +87,7 @@ class CommitStepStore:
         body = checked_json.read(path, CorruptCommitRecordError, "commit record")
         try:
             steps = [self.registry.load(s["type"], s["args"], path) for s in body["steps"]]
+            self.confinement.check(steps, f"commit record {path}")
             return CommitSequence(
                 job=body["job"], dataset=body["dataset"], run_id=body["run_id"], steps=steps,
                 created=body["created"], attempts=body["attempts"], last_error=body.get("last_error"),

@@ -1,0 +1,107 @@
+"""Confinement: the directories a job's commit records may name. A record naming any other path is refused
+as tampered where it is loaded or logged, before any step touches anything."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import posixpath
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gobblin_py.api.commit_step import CommitStep
+from gobblin_py.errors import CorruptCommitRecordError
+from gobblin_py.fs.location import Location
+
+if TYPE_CHECKING:
+    from gobblin_py.config.model import JobSpec
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _normal(path: str) -> str:
+    """A comparable form: local paths with `..` and symlinks resolved, URLs with `..` folded (no escape by either)."""
+    loc = Location(path)
+    if loc.is_local:
+        return os.path.realpath(loc)  # resolves the existing part's symlinks, then `..` in the rest
+    scheme, _, rest = loc.partition("://")
+    return f"{scheme}://{posixpath.normpath('/' + rest).lstrip('/')}"
+
+
+def _looks_like_path(value: str) -> bool:
+    return value.startswith(("/", "~", "./", "../")) or value == ".." or "/../" in value or bool(_URL.match(value))
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, Location) or (isinstance(value, str) and _looks_like_path(value)):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple, set)):
+        for v in value:
+            yield from _strings(v)
+
+
+def step_paths(step: CommitStep) -> list[str]:
+    """Every path a step names: its `paths()` where it has one, else each field value that is a Location,
+    an absolute path, a URL or holds `..` (a relative name such as a dataset is not a path)."""
+    hook = getattr(step, "paths", None)
+    if callable(hook):
+        return [str(p) for p in hook()]
+    if dataclasses.is_dataclass(step):
+        return [p for f in dataclasses.fields(step) for p in _strings(getattr(step, f.name))]
+    return []
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """The roots (local paths or URLs) under which a job's commit steps may read and write; picklable."""
+
+    roots: tuple[str, ...]
+
+    @classmethod
+    def of(cls, roots: Iterable[str | os.PathLike[str]]) -> Confinement:
+        return cls(tuple(dict.fromkeys(str(Location(str(r))) for r in roots)))
+
+    @classmethod
+    def unconfined(cls) -> Confinement:
+        """No check at all: only for listing records read-only (`inspect-commits --work-dir`, no job file)."""
+        return cls(())
+
+    def contains(self, path: str) -> bool:
+        if not self.roots:
+            return True
+        p = _normal(path)
+        for root in self.roots:
+            r = _normal(root).rstrip("/")
+            if p == r or p.startswith(r + "/"):
+                return True
+        return False
+
+    def check(self, steps: list[CommitStep], where: str) -> None:
+        """Raise CorruptCommitRecordError naming the first step and path outside the roots; `where` names the record."""
+        for index, step in enumerate(steps):
+            for path in step_paths(step):
+                if not self.contains(path):
+                    raise CorruptCommitRecordError(
+                        f"{where}: step {index + 1}/{len(steps)} ({type(step).type_name}) names {path}, outside the job's "
+                        f"directories ({', '.join(self.roots)}); refused as tampered, nothing was applied. If the job's "
+                        "final_dir or task_output_dir changed since it was written, restore them to replay it; else drop it "
+                        "with `gobblin-py recover JOB.yaml --dataset DATASET --abandon`")
+
+
+def job_confinement(job: JobSpec) -> Confinement:
+    """A job's own directories: its task output, each branch publisher's final_dir, its state and its staging.
+
+    Not the whole work directory: other jobs sharing it keep their state and task output there.
+    """
+    settings = job.job
+    roots: list[str] = [settings.job_task_output, str(settings.work_dir / "state" / job.name), str(settings.job_staging)]
+    for branch in job.branches:
+        final = getattr(branch.publisher.settings, "final_dir", None)
+        if final is not None:
+            roots.append(str(final))
+    return Confinement.of(roots)
