@@ -39,15 +39,21 @@ class JobLock:
                 f"job {self.job!r} is already running ({holder}); lock file {self.path}. "
                 "Wait for that run to finish; a lock of a killed run is released automatically."
             ) from None
-        os.ftruncate(fd, 0)
         now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}\n".encode(), 0)
+        try:  # who holds it is a note for operators; the lock is the flock, so a full disk does not stop the run
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}\n".encode(), 0)
+        except OSError:
+            pass
         self._fd = fd
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._fd is not None:
-            os.ftruncate(self._fd, 0)
+            try:
+                os.ftruncate(self._fd, 0)
+            except OSError:
+                pass
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

@@ -41,17 +41,10 @@ def fill_disk() -> Callable[[Path], None]:
 
 
 def _fill(directory: Path) -> None:
-    with open(directory / "filler", "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
-    with open(directory / "filler", "ab") as f:  # the last partial block
-        try:
-            while True:
-                f.write(b"\0")
-                f.flush()
-        except OSError:
-            pass
+    with open(directory / "filler", "wb", buffering=0) as f:
+        for chunk in (b"\0" * 65536, b"\0" * 512, b"\0"):  # down to the last byte
+            try:
+                while True:
+                    f.write(chunk)
+            except OSError:
+                pass
