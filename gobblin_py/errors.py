@@ -69,7 +69,17 @@ class SourceError(JobError):
 
 
 class RecordError(GobblinError):
-    """One record is bad: routed per the row policy type (error file, fail, count)."""
+    """One record is bad; the task goes on. Raise it from any plugin hook that handles one record.
+
+    A converter's `convert_record`/`map_record`, a row policy's `check`, a fork's `route` or a
+    writer's `write` raises `RecordError("field 'ts': 9e18 is not a timestamp", field="ts")` for a
+    record that can never be processed: under `quality.bad_records: ERR_FILE` (the default) the
+    record goes to the task's error file with its location, the stage and this message, and the
+    task's other records are published; under `FAIL` the task fails, and is not retried.
+    Any other exception one record raises there is a bad record too (see `is_record_fault`);
+    raise `TaskError` (or let `OSError` through) when the task itself is broken. An extractor
+    reports an unreadable record through `context.reject` and reads on.
+    """
 
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
@@ -97,3 +107,29 @@ class StateStoreError(JobError):
 
 class FileSystemError(JobError):
     """An operation on a filesystem (an S3 bucket, HDFS …) failed; the message names the operation and URL."""
+
+
+# --- what the runner does next -----------------------------------------------------------
+
+_NOT_ONE_RECORD = (OSError, MemoryError, ImportError, NotImplementedError, GobblinError)
+
+
+def is_record_fault(exc: BaseException) -> bool:
+    """True when `exc`, raised while one record was converted, checked, routed, partitioned or written, is
+    that record's fault: the record goes to the error file and the task goes on.
+
+    That is a RecordError, or any other Exception (ValueError, KeyError, TypeError, OverflowError,
+    UnicodeError …: the record's values break the plugin), except what says the task itself cannot go
+    on: OSError (a disk, a network, a store), MemoryError, ImportError, NotImplementedError and our own
+    errors (TaskError, QualityError, ConfigError …). Those fail the task, as does anything not an
+    Exception (KeyboardInterrupt, SystemExit).
+    """
+    if isinstance(exc, RecordError):
+        return True
+    return isinstance(exc, Exception) and not isinstance(exc, _NOT_ONE_RECORD)
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """False when a failed task attempt would fail the same way again: a bad record under `FAIL`, a FAIL
+    quality policy, a bad configuration. Anything else (IO, a lost connection, a plugin's own failure) is retried."""
+    return not isinstance(exc, (RecordError, QualityError, ConfigError))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, BinaryIO, Literal
-
 import hashlib
+import io
+from pathlib import Path
+from typing import Any, BinaryIO, Literal, NoReturn
 
 import fastavro
 from fastavro.write import Writer
@@ -13,9 +13,10 @@ from pydantic import Field
 
 from gobblin_py.api import DataWriter, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
+from gobblin_py.builtin.avro_values import AvroTypeChecker
 from gobblin_py.builtin.partitioned_files import PartitionedFiles
 from gobblin_py.builtin.time_partitioner import PartitionSettings
-from gobblin_py.errors import TaskError
+from gobblin_py.errors import RecordError, TaskError, is_record_fault
 
 
 class AvroWriterSettings(Settings):
@@ -33,8 +34,21 @@ class _Open:
         self.writer = writer
 
 
+class _Block:
+    """What fastavro's `Writer.write_block` takes: a count and the encoded records."""
+
+    def __init__(self, num_records: int, data: bytes) -> None:
+        self.num_records = num_records
+        self.bytes_ = io.BytesIO(data)
+
+
 class AvroWriter(DataWriter):
-    """Writes Avro container files; the schema must be an Avro record (use json_to_avro first)."""
+    """Writes Avro container files; the schema must be an Avro record (use json_to_avro first).
+
+    A record that cannot be encoded is a RecordError naming the field, and leaves the file valid:
+    fastavro encodes into the current block field by field, so the bytes a failed record left there
+    are cut off before the next record is added.
+    """
 
     Settings = AvroWriterSettings
 
@@ -42,9 +56,11 @@ class AvroWriter(DataWriter):
         if not (isinstance(schema, dict) and schema.get("type") == "record"):
             raise TaskError("the avro writer needs an Avro record schema; add a json_to_avro converter before it")
         self.schema = fastavro.parse_schema(schema)
+        self._raw_schema = schema
         s = self.settings
         self.files: PartitionedFiles[_Open] = PartitionedFiles(target, ".avro", s.partition, self._open_file, self._close_file)
-        self._single: Any = None  # the unpartitioned file's fastavro write, bound once
+        self._single: Any = None  # the unpartitioned file's fastavro Writer
+        self._tell: Any = None    # and its block buffer's position
         self._count = 0
 
     def _open_file(self, path: Path) -> _Open:
@@ -61,12 +77,71 @@ class AvroWriter(DataWriter):
 
     def write(self, record: Record) -> None:
         if self.files.partitioner is not None:
-            self.files.handle_for(record).writer.write(record)
+            self.files.write(record, record, self._append)
             return
-        if self._single is None:
-            self._single = self.files.unpartitioned().writer.write
-        self._single(record)
+        w = self._single
+        if w is None:
+            w = self._single = self.files.unpartitioned().writer
+            self._tell = w.io.tell
+        before = self._tell()
+        try:
+            w.write(record)
+        except Exception as exc:  # noqa: BLE001 - a record's fault is refused below, anything else re-raised
+            self._refuse(w, before, record, exc)
         self._count += 1
+
+    def _append(self, handle: _Open, record: Record) -> None:
+        w = handle.writer
+        before = w.io.tell()
+        try:
+            w.write(record)
+        except Exception as exc:  # noqa: BLE001 - as in write
+            self._refuse(w, before, record, exc)
+
+    def _refuse(self, w: Writer, before: int, record: Record, exc: Exception) -> NoReturn:
+        """Cut what `record` left in the block, then raise the RecordError naming it (or re-raise `exc`)."""
+        if not is_record_fault(exc):
+            raise exc
+        try:
+            if w.io.tell() != before:
+                encoded, count = w.io.getvalue()[:before], w.block_count
+                w.io.clear()
+                w.block_count = 0
+                if count:
+                    w.write_block(_Block(count, encoded))  # the records before it, as a block of their own
+        except AttributeError as internals:  # fastavro changed: fail the task rather than write a torn block
+            raise TaskError(f"cannot drop a partly encoded record from an Avro block ({internals}); "
+                            f"the record: {_why(self._raw_schema, record, exc)}") from exc
+        raise RecordError(f"cannot encode as Avro: {_why(self._raw_schema, record, exc)}") from None
 
     def close(self) -> list[tuple[Path, int]]:
         return self.files.close(self._count if self._single is not None else None)
+
+
+def _why(schema: dict[str, Any], record: Record, exc: Exception) -> str:
+    """The first field whose value does not fit its type (or is not UTF-8 text), with the encoder's error."""
+    checker = AvroTypeChecker(schema)
+    for field in checker.parsed_fields():
+        value = record.get(field["name"]) if isinstance(record, dict) else None
+        if not checker.matches(value, field["type"]) or not _utf8(value):
+            return f"field {field['name']!r}: {_short(value)} ({type(exc).__name__}: {exc})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _utf8(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, dict):
+        return all(_utf8(k) and _utf8(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_utf8(v) for v in value)
+    return True
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"

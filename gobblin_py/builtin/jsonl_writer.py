@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import orjson
 
@@ -12,6 +12,9 @@ from gobblin_py.api import DataWriter, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.partitioned_files import PartitionedFiles
 from gobblin_py.builtin.time_partitioner import PartitionSettings
+from gobblin_py.errors import RecordError
+
+_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 
 
 class JsonLinesSettings(Settings):
@@ -19,8 +22,13 @@ class JsonLinesSettings(Settings):
     partition: PartitionSettings | None = None
 
 
+def _put(f: IO[bytes], line: bytes) -> None:
+    f.write(line)
+
+
 class JsonLinesWriter(DataWriter):
-    """One JSON object per line; any schema."""
+    """One JSON object per line; any schema. Values JSON has no type for are written as text (`str`);
+    a record orjson cannot encode at all (an int beyond 64 bits, a lone surrogate) is a RecordError."""
 
     Settings = JsonLinesSettings
 
@@ -32,7 +40,22 @@ class JsonLinesWriter(DataWriter):
         self._dumps = orjson.dumps
 
     def write(self, record: Record) -> None:
-        self.files.handle_for(record).write(self._dumps(record, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS, default=str))
+        try:  # the whole line is encoded before any byte of it reaches the file
+            line = self._dumps(record, option=_OPTIONS, default=str)
+        except TypeError as exc:
+            raise RecordError(f"cannot encode as JSON: {_culprit(record)}{exc}") from None
+        self.files.write(record, line, _put)
 
     def close(self) -> list[tuple[Path, int]]:
         return self.files.close()
+
+
+def _culprit(record: Any) -> str:
+    """`field 'x': ` for the first top-level field orjson refuses, else nothing."""
+    if isinstance(record, dict):
+        for key, value in record.items():
+            try:
+                orjson.dumps(value, option=_OPTIONS, default=str)
+            except TypeError:
+                return f"field {key!r}: "
+    return ""

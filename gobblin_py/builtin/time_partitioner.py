@@ -59,11 +59,18 @@ class TimePartitioner:
         bucket = millis // self.bucket_ms
         path = self._cache.get(bucket)
         if path is None:
-            when = dt.datetime.fromtimestamp(bucket * self.bucket_ms / 1000, tz=dt.timezone.utc)
-            if self.granularity == "MONTH":
-                when = when.replace(day=1)
-            elif self.granularity == "YEAR":
-                when = when.replace(month=1, day=1)
-            path = when.strftime(self.fmt)
-            self._cache[bucket] = path
+            path = self._cache[bucket] = self._path(bucket, value)
         return path
+
+    def _path(self, bucket: int, value: Any) -> str:
+        try:
+            when = dt.datetime.fromtimestamp(bucket * self.bucket_ms / 1000, tz=dt.timezone.utc)
+        except (OverflowError, ValueError, OSError):  # beyond year 1..9999 (OSError where the C library refuses)
+            unit = "s" if self.scale == 1000 else "ms"
+            raise RecordError(f"partition column {self.column!r}: {value!r} {unit} is not a date between years 1 and 9999",
+                              self.column) from None
+        if self.granularity == "MONTH":
+            when = when.replace(day=1)
+        elif self.granularity == "YEAR":
+            when = when.replace(month=1, day=1)
+        return when.strftime(self.fmt)

@@ -1,4 +1,4 @@
-"""The per-task error file: rejected records with where they came from and why."""
+"""The per-task error file: each bad record with where it came from (location, stage) and why."""
 
 from __future__ import annotations
 
@@ -9,11 +9,20 @@ import orjson
 
 from gobblin_py.api import OutputFile
 from gobblin_py.api.writer import commit_staged
+from gobblin_py.errors import RecordError
 from gobblin_py.fs import Location
+
+_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+_INT64 = (-(2**63), 2**64 - 1)  # what orjson encodes as a JSON number
+
+
+def reason(exc: BaseException) -> str:
+    """The error file's reason for a record that raised `exc`: a RecordError's message, else the type too."""
+    return str(exc) if isinstance(exc, RecordError) else f"{type(exc).__name__}: {exc}"
 
 
 class ErrorFile:
-    """Opened on the first rejected record at `<staging>/<dataset>/_errors/<stem>.errors.jsonl`."""
+    """Opened on the first bad record at `<staging>/<dataset>/_errors/<stem>.errors.jsonl`, one JSON line each."""
 
     def __init__(self, staging_dir: Path, dataset: str, stem: str) -> None:
         self.rel_path = f"{dataset}/_errors/{stem}.errors.jsonl"
@@ -21,14 +30,18 @@ class ErrorFile:
         self._f: IO[bytes] | None = None
         self.count = 0
 
-    def write(self, record: Any, reason: str, location: str, check: str, branch: str | None = None) -> None:
+    def write(self, record: Any, reason: str, location: str, stage: str, branch: str | None = None) -> None:
         if self._f is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._f = open(self.path, "wb")
-        entry = {"location": location, "check": check, "reason": reason, "record": record}
+        entry = {"location": location, "stage": stage, "reason": reason, "record": record}
         if branch is not None:
             entry["branch"] = branch
-        self._f.write(orjson.dumps(entry, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS, default=repr))
+        try:
+            line = orjson.dumps(entry, option=_OPTIONS, default=repr)
+        except TypeError:  # a value JSON cannot hold as is (an int beyond 64 bits, a lone surrogate): as text
+            line = orjson.dumps(_as_json(entry), option=_OPTIONS, default=repr)
+        self._f.write(line)
         self.count += 1
 
     def commit(self, task_output_dir: Location) -> list[OutputFile]:
@@ -41,3 +54,16 @@ class ErrorFile:
     def close(self) -> None:
         if self._f is not None:
             self._f.close()
+
+
+def _as_json(value: Any) -> Any:
+    """`value` with what orjson refuses made text: big ints as digits, bad strings escaped, any key a string."""
+    if isinstance(value, dict):
+        return {_as_json(k) if isinstance(k, (str, int)) else repr(k): _as_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_json(v) for v in value]
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+        return str(value)
+    return value

@@ -1,14 +1,27 @@
-"""Fault-injecting plugins for tests: a converter that fails its first attempts, a failing writer."""
+"""Fault-injecting plugins for tests: a converter that fails its first attempts, plugins that fail on one
+record (converter, row policy, fork), a writer of weaker delivery."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import Field
 
-from gobblin_py.api import Converter, DataWriter, Delivery, Settings, TaskContext, WriterTarget
+from gobblin_py.api import (
+    Converter,
+    DataWriter,
+    Delivery,
+    ForkOperator,
+    OneToOneConverter,
+    RowPolicy,
+    Settings,
+    TaskContext,
+    WriterTarget,
+)
 from gobblin_py.api.types import Record, Schema
+from gobblin_py.errors import ConfigError, RecordError
 
 
 class FlakySettings(Settings):
@@ -73,3 +86,64 @@ class SlowConverter(Converter):
 
         time.sleep(self.settings.seconds_per_record)
         return (record,)
+
+
+Raised = Literal["ValueError", "KeyError", "TypeError", "RecordError", "ConfigError", "OSError", "MemoryError"]
+_RAISED: dict[str, type[BaseException]] = {
+    "ValueError": ValueError, "KeyError": KeyError, "TypeError": TypeError, "RecordError": RecordError,
+    "ConfigError": ConfigError, "OSError": OSError, "MemoryError": MemoryError,
+}
+
+
+class OnRecordSettings(Settings):
+    field: str
+    equals: Any
+    raise_: Raised | None = Field(default=None, alias="raise", description="the exception raised for the record")
+    set_to: Any = Field(default=None, description="instead of raising, replace the field's value (e.g. one no writer can encode)")
+
+    model_config = Settings.model_config | {"populate_by_name": True}
+
+
+def _fault(settings: OnRecordSettings, record: Record) -> Record:
+    """The record unchanged, or the fault `settings` ask for when the record's field equals `equals`."""
+    if record.get(settings.field) != settings.equals:
+        return record
+    if settings.raise_ is not None:
+        raise _RAISED[settings.raise_](f"injected {settings.raise_} on {settings.field}={settings.equals!r}")
+    return {**record, settings.field: settings.set_to}
+
+
+class FaultOnRecordConverter(OneToOneConverter):
+    """Passes records through; the one whose `field` equals `equals` raises `raise` (or gets `set_to`)."""
+
+    Settings = OnRecordSettings
+
+    def convert_schema(self, schema: Schema) -> Schema:
+        return schema
+
+    def map_record(self, record: Record) -> Record:
+        return _fault(self.settings, record)
+
+
+class FaultOnRecordPolicy(RowPolicy):
+    """A row policy that passes every record but raises `raise` on the one whose `field` equals `equals`."""
+
+    Settings = OnRecordSettings
+
+    def check(self, record: Record) -> str | None:
+        _fault(self.settings, record)
+        return None
+
+
+class FaultOnRecordFork(ForkOperator):
+    """Every branch gets every record, but routing the one whose `field` equals `equals` raises `raise`."""
+
+    Settings = OnRecordSettings
+
+    def open(self, branch_names: Sequence[str], schema: Schema) -> None:
+        super().open(branch_names, schema)
+        self._all = tuple(range(len(branch_names)))
+
+    def route(self, record: Record) -> Sequence[int]:
+        _fault(self.settings, record)
+        return self._all
