@@ -2,7 +2,7 @@
 
 from gobblin_py.api.commit_step import CommitStep, StepStatus
 from gobblin_py.api.context import TaskContext
-from gobblin_py.api.converter import Converter, OneToOneConverter
+from gobblin_py.api.converter import Converter, OneToOneConverter, TaskCounter
 from gobblin_py.api.fork import ForkOperator
 from gobblin_py.api.plugin import NoSettings, Plugin, Settings
 from gobblin_py.api.publisher import DataPublisher
@@ -11,11 +11,12 @@ from gobblin_py.api.source import Extractor, Source, SourceState
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit, flatten
 from gobblin_py.api.writer import DataWriter, Delivery, OutputFile, WriterTarget
+from gobblin_py.errors import RecordError, TaskError
 
 __all__ = [
     "BranchStats", "CommitStep", "Converter", "DataPublisher", "DataWriter", "Delivery",
     "Extractor", "ForkOperator", "MultiWorkUnit", "NoSettings", "OneToOneConverter", "OutputFile", "Plugin",
-    "Record", "RowPolicy", "RowPolicyType", "Schema", "Settings", "Source", "SourceState",
-    "StepStatus", "TaskContext", "TaskPolicy", "TaskPolicyType", "WatermarkValue",
+    "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "Settings", "Source", "SourceState",
+    "StepStatus", "TaskContext", "TaskCounter", "TaskError", "TaskPolicy", "TaskPolicyType", "WatermarkValue",
     "WorkUnit", "WriterTarget", "flatten",
 ]

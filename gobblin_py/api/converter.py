@@ -4,18 +4,54 @@ from __future__ import annotations
 
 import abc
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from gobblin_py.api.context import TaskContext
 from gobblin_py.api.plugin import Plugin
 from gobblin_py.api.types import Record, Schema
 
 
+@dataclass
+class TaskCounter:
+    """Something a plugin counted over one task (summed over the run by the runner), with a few examples."""
+
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    MAX_EXAMPLES: typing.ClassVar[int] = 20
+
+    def add(self, n: int = 1, example: str | None = None) -> None:
+        self.count += n
+        if example is not None and example not in self.examples and len(self.examples) < self.MAX_EXAMPLES:
+            self.examples.append(example)
+
+    def merge(self, other: TaskCounter) -> TaskCounter:
+        """The sum of both counts, with the examples of both (up to MAX_EXAMPLES)."""
+        out = TaskCounter(self.count, list(self.examples))
+        for example in other.examples:
+            out.add(0, example)
+        out.count += other.count
+        return out
+
+    def to_json(self) -> dict[str, typing.Any]:
+        return {"count": self.count, "examples": list(self.examples)}
+
+
 class Converter(Plugin, abc.ABC):
-    """One link of a converter chain; raise `RecordError` for a record that cannot convert."""
+    """One link of a converter chain; raise `RecordError` (gobblin_py.api) for a record that cannot convert.
+
+    Any other exception `convert_record` raises for one record (ValueError, KeyError …) makes that
+    record a bad record too; OSError, MemoryError and TaskError fail the task (see `RecordError`).
+    """
 
     def open(self, context: TaskContext) -> None:
         """Hook: called once per task before `convert_schema`."""
+
+    def counters(self) -> Mapping[str, TaskCounter]:
+        """Hook: what this converter counted in its task, by name (e.g. `unknown_fields_dropped`); reported
+        per task and summed per dataset and run."""
+        return {}
 
     @abc.abstractmethod
     def convert_schema(self, schema: Schema) -> Schema:

@@ -7,14 +7,16 @@ timestamps to epoch millis); anything else is a RecordError naming the field and
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
-from typing import Any
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import fastavro
 import orjson
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
-from gobblin_py.api import OneToOneConverter, Settings
+from gobblin_py.api import OneToOneConverter, Settings, TaskCounter
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.avro_values import AvroTypeChecker
 from gobblin_py.config.paths import ExistingFile
@@ -23,33 +25,55 @@ from gobblin_py.errors import ConfigError, RecordError
 _MISSING = object()
 
 
-class JsonToAvroSettings(Settings):
-    schema_file: ExistingFile = Field(alias="schema", description="path of the .avsc file")
-
-    model_config = Settings.model_config | {"populate_by_name": True}
-
-
 def load_avro_schema(path: Any) -> dict[str, Any]:
     """Read and check an .avsc file; ConfigError names the file on any problem."""
     try:
-        schema = orjson.loads(open(path, "rb").read())
+        with open(path, "rb") as f:
+            schema = orjson.loads(f.read())
         fastavro.parse_schema(schema)
-    except (OSError, orjson.JSONDecodeError, fastavro.schema.SchemaParseException, Exception) as exc:
+    except fastavro.schema.UnknownType as exc:
+        raise ConfigError(f"{path}: not a valid Avro schema: unknown type {exc.name!r}") from None
+    except Exception as exc:  # noqa: BLE001 - unreadable, not JSON, or any schema error fastavro finds
         raise ConfigError(f"{path}: not a valid Avro schema: {exc}") from None
     if not isinstance(schema, dict) or schema.get("type") != "record":
         raise ConfigError(f"{path}: the Avro schema must be a record with fields")
     return schema
 
 
+def _checked_schema_file(path: Path) -> Path:
+    """Validation reads the schema, so `gobblin-py validate` refuses a broken one (not the first task)."""
+    try:
+        load_avro_schema(path)
+    except ConfigError as exc:
+        raise ValueError(exc.message) from None
+    return path
+
+
+class JsonToAvroSettings(Settings):
+    schema_file: Annotated[ExistingFile, AfterValidator(_checked_schema_file)] = Field(
+        alias="schema", description="path of the .avsc file")
+    on_unknown_fields: Literal["drop", "fail"] = Field(
+        default="drop", description="input fields the schema lacks: drop (counted per task) or fail (a bad record)")
+
+    model_config = Settings.model_config | {"populate_by_name": True}
+
+
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
 def _to_long(v: Any) -> int:
     t = type(v)
     if t is int:
-        return v
-    if t is str:
-        return int(v.strip())
-    if t is float and v.is_integer():
-        return int(v)
-    raise ValueError
+        n = v
+    elif t is str:
+        n = int(v.strip())
+    elif t is float and v.is_integer():
+        n = int(v)
+    else:
+        raise ValueError
+    if not _LONG_MIN <= n <= _LONG_MAX:
+        raise ValueError
+    return n
 
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
@@ -60,6 +84,16 @@ def _to_int(v: Any) -> int:
     if not _INT_MIN <= n <= _INT_MAX:
         raise ValueError
     return n
+
+
+_FLOAT_MAX = 3.4028234663852886e38  # the largest finite 32-bit float
+
+
+def _to_float(v: Any) -> float:
+    f = _to_double(v)
+    if math.isfinite(f) and abs(f) > _FLOAT_MAX:  # Avro would store it as infinity
+        raise ValueError
+    return f
 
 
 def _to_double(v: Any) -> float:
@@ -90,21 +124,18 @@ def _to_string(v: Any) -> str:
 
 def _to_millis(v: Any) -> int:
     t = type(v)
-    if t is int:
-        return v
-    if t is str:
-        s = v.strip()
-        if s.lstrip("-").isdigit():
-            return int(s)
-        parsed = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    if t is str and not v.strip().lstrip("-").isdigit():
+        parsed = dt.datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=dt.timezone.utc)
         return int(parsed.timestamp() * 1000)
+    if t is int or t is str:
+        return _to_long(v)
     raise ValueError
 
 
 _PRIMITIVES: dict[str, Callable[[Any], Any]] = {
-    "long": _to_long, "int": _to_int, "double": _to_double, "float": _to_double,
+    "long": _to_long, "int": _to_int, "double": _to_double, "float": _to_float,
     "boolean": _to_bool, "string": _to_string,
 }
 
@@ -142,7 +173,8 @@ def _coercer(avro_type: Any, checker: AvroTypeChecker) -> tuple[Callable[[Any], 
 
 
 class JsonToAvroConverter(OneToOneConverter):
-    """Shapes each record to the Avro schema in `schema:`; extra input fields are dropped."""
+    """Shapes each record to the Avro schema in `schema:`; input fields the schema lacks are dropped and
+    counted (`unknown_fields_dropped`), or make the record a bad record under `on_unknown_fields: fail`."""
 
     Settings = JsonToAvroSettings
 
@@ -155,13 +187,28 @@ class JsonToAvroConverter(OneToOneConverter):
             fn, nullable = _coercer(parsed["type"], checker)
             fields.append(_Field(f["name"], fn, nullable, f.get("default", _MISSING), _describe(f["type"]),
                                  _exact_type(parsed["type"])))
-        self.map_record = _compile(fields)  # type: ignore[method-assign]  # the compiled function, no extra frame
+        self._known = frozenset(f.name for f in fields)
+        self._dropped = TaskCounter()
+        self.map_record = _compile(fields, self._unknown)  # type: ignore[method-assign]  # the compiled function, no extra frame
 
     def convert_schema(self, schema: Schema) -> Schema:
         return self.avro_schema
 
     def map_record(self, record: Record) -> Record:  # replaced per instance by the compiled function
         raise NotImplementedError
+
+    def counters(self) -> Mapping[str, TaskCounter]:
+        return {"unknown_fields_dropped": self._dropped} if self._dropped.count else {}
+
+    def _unknown(self, record: Record) -> None:
+        """Called for a record that may hold fields the schema lacks: count them, or refuse the record."""
+        extra = [k for k in record if k not in self._known]
+        if not extra:
+            return
+        if self.settings.on_unknown_fields == "fail":
+            raise RecordError(f"fields not in the schema: {', '.join(map(str, extra))}", str(extra[0]))
+        for name in extra:
+            self._dropped.add(1, str(name))
 
 
 class _Field:
@@ -201,11 +248,12 @@ def _exact_type(avro_type: Any) -> str | None:
     return _EXACT.get(avro_type) if isinstance(avro_type, str) else None
 
 
-def _compile(fields: list[_Field]) -> Callable[[Record], Record]:
+def _compile(fields: list[_Field], unknown: Callable[[Record], None]) -> Callable[[Record], Record]:
     """A function made for this schema: each value whose type is already right passes with one `type()`
-    check, and only the others take the field's slow path (the per-record cost of this converter)."""
-    lines = ["def map_record(record):", "    get = record.get"]
-    env: dict[str, Any] = {"MISSING": _MISSING}
+    check (and a range check for longs), and only the others take the field's slow path (the per-record
+    cost of this converter). A record with every field present and no other calls nothing more."""
+    lines = ["def map_record(record):", "    get = record.get", "    missing = False"]
+    env: dict[str, Any] = {"MISSING": _MISSING, "unknown": unknown, "LMIN": _LONG_MIN, "LMAX": _LONG_MAX}
     for i, f in enumerate(fields):
         env[f"slow{i}"] = f.slow
         lines.append(f"    v{i} = get({f.name!r}, MISSING)")
@@ -213,9 +261,14 @@ def _compile(fields: list[_Field]) -> Callable[[Record], Record]:
             env[f"t{i}"] = {"int": int, "float": float, "str": str, "bool": bool}[f.exact]
             blank = f" or v{i} == ''" if f.nullable and f.exact == "str" else ""
             lines.append(f"    if type(v{i}) is not t{i}{blank}:")
+            lines.append(f"        if v{i} is MISSING: missing = True")
             lines.append(f"        v{i} = slow{i}(v{i})")
+            if f.exact == "int":  # an int beyond 64 bits is JSON, not an Avro long
+                lines.append(f"    elif not LMIN <= v{i} <= LMAX: v{i} = slow{i}(v{i})")
         else:
+            lines.append(f"    if v{i} is MISSING: missing = True")
             lines.append(f"    v{i} = slow{i}(v{i})")
+    lines.append(f"    if missing or len(record) != {len(fields)}: unknown(record)")
     lines.append("    return {" + ", ".join(f"{f.name!r}: v{i}" for i, f in enumerate(fields)) + "}")
     exec("\n".join(lines), env)  # noqa: S102 - the source is built from field names via repr only
     return env["map_record"]

@@ -131,11 +131,61 @@ def test_json_to_avro_missing_required_field_is_record_error(tmp_path: Path) -> 
     assert info.value.field == "price"
 
 
-def test_json_to_avro_bad_schema_file_is_config_error_naming_file(tmp_path: Path) -> None:
+def test_json_to_avro_bad_schema_file_is_refused_by_its_settings_naming_file(tmp_path: Path) -> None:
     path = tmp_path / "broken.avsc"
     path.write_text('{"type": "record", "name": "X", "fields": [', encoding="utf-8")
-    with pytest.raises(ConfigError, match="broken.avsc"):
-        JsonToAvroConverter(JsonToAvroConverter.Settings.model_validate({"schema": str(path)}))
+    with pytest.raises(ValidationError, match="broken.avsc: not a valid Avro schema"):
+        JsonToAvroConverter.Settings.model_validate({"schema": str(path)})
+
+
+def test_json_to_avro_schema_file_broken_after_validation_is_config_error_naming_file(tmp_path: Path) -> None:
+    path = _write_avsc(tmp_path, EVENT_FIELDS, "later.avsc")
+    settings = JsonToAvroConverter.Settings.model_validate({"schema": str(path)})
+    path.write_text('{"type": "record", "name": "X", "fields": [{"name": "a", "type": "strng"}]}', encoding="utf-8")
+    with pytest.raises(ConfigError, match="later.avsc: not a valid Avro schema: unknown type 'strng'"):
+        JsonToAvroConverter(settings)
+
+
+@pytest.mark.parametrize(("field", "value"), [("id", 2**63), ("id", -(2**63) - 1), ("id", 1e19), ("id", "10000000000000000000"),
+                                              ("ts", 2**64), ("ts", "99999999999999999999")])
+def test_json_to_avro_long_beyond_64_bits_is_record_error_naming_field_and_value(tmp_path: Path, field: str, value: Any) -> None:
+    conv = _json_to_avro(tmp_path)
+    record = {"id": 1, "ts": 0, "price": 1.0, "active": True, field: value}
+    with pytest.raises(RecordError) as info:
+        conv.map_record(record)
+    assert info.value.field == field and f"field {field!r}: {value!r} is not a valid" in str(info.value)
+
+
+def test_json_to_avro_longs_at_the_limits_pass(tmp_path: Path) -> None:
+    conv = _json_to_avro(tmp_path)
+    out = conv.map_record({"id": 2**63 - 1, "ts": -(2**63), "price": 1.0, "active": True})
+    assert (out["id"], out["ts"]) == (2**63 - 1, -(2**63))
+
+
+def test_json_to_avro_float_beyond_32_bits_is_record_error_not_infinity(tmp_path: Path) -> None:
+    conv = _json_to_avro(tmp_path, [{"name": "f", "type": "float"}])
+    assert conv.map_record({"f": 3.0e38}) == {"f": 3.0e38}
+    with pytest.raises(RecordError, match=r"'f': 1e\+39 is not a valid float"):
+        conv.map_record({"f": 1e39})
+
+
+def test_json_to_avro_unknown_fields_are_counted_with_their_names(tmp_path: Path) -> None:
+    conv = _json_to_avro(tmp_path)
+    base = {"id": 1, "ts": 0, "price": 1.0, "active": True}
+    conv.map_record(base)
+    conv.map_record({**base, "channel": "app"})  # a known field with a default: nothing unknown
+    assert conv.counters() == {}
+    conv.map_record({**base, "extra": 1, "more": 2})
+    conv.map_record({**base, "country": "FR", "extra": 3})  # as many keys as known fields (channel missing), one unknown
+    counter = conv.counters()["unknown_fields_dropped"]
+    assert (counter.count, counter.examples) == (3, ["extra", "more"])
+
+
+def test_json_to_avro_unknown_fields_under_fail_are_a_record_error_naming_them(tmp_path: Path) -> None:
+    path = _write_avsc(tmp_path, EVENT_FIELDS)
+    conv = JsonToAvroConverter(JsonToAvroConverter.Settings.model_validate({"schema": str(path), "on_unknown_fields": "fail"}))
+    with pytest.raises(RecordError, match="fields not in the schema: extra, more"):
+        conv.map_record({"id": 1, "ts": 0, "price": 1.0, "active": True, "extra": 1, "more": 2})
 
 
 def test_json_to_avro_array_field_passes_through(tmp_path: Path) -> None:

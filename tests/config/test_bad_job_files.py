@@ -127,7 +127,7 @@ def test_unknown_key_suggests_the_keys_a_user_writes(tmp_path: Path, in_repo_roo
     with pytest.raises(ConfigError) as info:
         load_job(job_file)
     line = next(l for l in str(info.value).splitlines() if "converters[0].strict" in l)
-    assert "expected one of: schema)" in line
+    assert "expected one of: on_unknown_fields, schema)" in line  # the alias a user writes, not schema_file
 
 
 def test_branch_key_that_does_nothing_is_refused(tmp_path: Path, in_repo_root: Path) -> None:
