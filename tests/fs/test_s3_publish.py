@@ -52,13 +52,17 @@ def test_local_task_output_is_copied_verified_then_removed(tmp_path, s3, bucket)
     assert step.status() is StepStatus.DONE
 
 
-def test_a_stale_destination_is_replaced_and_a_crash_after_the_copy_only_deletes(tmp_path, s3, bucket):
+def test_a_foreign_destination_is_kept_and_a_crash_after_the_copy_only_deletes(tmp_path, s3, bucket):
     content = b"the real content"
     src = _task_file(tmp_path, content)
     dst = f"s3://{bucket}/out/f.avro"
-    s3.client().pipe_file(dst.removeprefix("s3://"), b"partial or stale")
+    s3.client().pipe_file(dst.removeprefix("s3://"), b"another job's object")
     step = _step(src, dst, content)
-    assert not step.verify()
+    assert not step.verify() and step.conflict()
+    with pytest.raises(CommitError, match=f"cannot publish {src} at {dst}: the destination already holds a different file"):
+        step.execute()
+    assert s3.client().cat_file(dst.removeprefix("s3://")) == b"another job's object" and src.exists()
+    s3.client().rm_file(dst.removeprefix("s3://"))  # the operator moves it away
     step.execute()
     assert s3.client().cat_file(dst.removeprefix("s3://")) == content and not src.exists()
 
