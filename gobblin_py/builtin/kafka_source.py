@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import logging
 import re
+import time
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from gobblin_py.api import Extractor, MultiWorkUnit, Settings, Source, SourceState, TaskContext, WorkUnit
+from gobblin_py.builtin.output_names import workunit_id
 from gobblin_py.builtin.packing import worst_fit_decreasing
 from gobblin_py.config.paths import ExistingFile
 from gobblin_py.errors import SourceError
 
 log = logging.getLogger(__name__)
+
+TOPIC_PREFIX_CHARS = 40
+"""How much of the topic name the readable part of an output name keeps (the hash covers all of it)."""
 
 
 class KafkaSettings(Settings):
@@ -99,6 +105,61 @@ def open_consumer(s: KafkaSettings) -> Any:
         raise SourceError(f"cannot reach Kafka broker(s) {s.brokers}: {type(exc).__name__}: {exc}") from None
 
 
+NO_TOPIC_ID = {None, "", "00000000-0000-0000-0000-000000000000"}
+
+
+@dataclass(frozen=True)
+class TopicIdentity:
+    """Which incarnation of each topic a plan reads, so a deleted and re-created topic (offsets from 0 again)
+    never gets an earlier incarnation's output names: the cluster id and each topic's id (KIP-516, Kafka 2.8+);
+    from a broker without topic ids, the timestamp of the first record of each planned range."""
+
+    cluster_id: str
+    topic_ids: dict[str, str]
+    first_timestamps: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def of(self, tp: Any, start: int) -> str:
+        topic_id = self.topic_ids.get(tp.topic)
+        return f"id:{topic_id}" if topic_id else f"first-record-ts:{self.first_timestamps[(tp.topic, tp.partition)]}@{start}"
+
+    @classmethod
+    def lookup(cls, s: KafkaSettings, consumer: Any, ranges: list[tuple[Any, int, int]]) -> TopicIdentity:
+        """Ask the brokers (an admin client for the ids; `consumer` reads first records where there are none)."""
+        from kafka import KafkaAdminClient
+
+        settings = consumer_settings(s)
+        admin = KafkaAdminClient(**{k: v for k, v in settings.items() if k in KafkaAdminClient.DEFAULT_CONFIG})
+        try:
+            cluster_id = str(admin.describe_cluster().get("cluster_id") or "")
+            described = admin.describe_topics(sorted({tp.topic for tp, _, _ in ranges}))
+        finally:
+            admin.close()
+        ids = {d["name"]: str(d["topic_id"]) for d in described
+               if not d.get("error_code") and d.get("topic_id") not in NO_TOPIC_ID}
+        without = {tp: start for tp, start, _ in ranges if tp.topic not in ids}
+        return cls(cluster_id, ids, first_timestamps(s, consumer, without) if without else {})
+
+
+def first_timestamps(s: KafkaSettings, consumer: Any, starts: dict[Any, int]) -> dict[tuple[str, int], int]:
+    """The timestamp of the first record at or after each partition's start offset (planned ranges are never empty)."""
+    consumer.assign(list(starts))
+    for tp, start in starts.items():
+        consumer.seek(tp, start)
+    found: dict[tuple[str, int], int] = {}
+    deadline = time.monotonic() + s.idle_timeout_s
+    while len(found) < len(starts):
+        if time.monotonic() > deadline:
+            missing = ", ".join(f"{tp.topic}/{tp.partition}@{starts[tp]}" for tp in starts if (tp.topic, tp.partition) not in found)
+            raise SourceError(f"Kafka broker(s) {s.brokers} report no topic id, and the first record of {missing} could not be "
+                              f"read within {s.idle_timeout_s:.0f} s to tell this topic from an earlier one of the same name")
+        for tp, records in consumer.poll(timeout_ms=500, max_records=len(starts)).items():
+            if records and (tp.topic, tp.partition) not in found:
+                found[(tp.topic, tp.partition)] = int(records[0].timestamp)
+                consumer.pause(tp)
+    consumer.unsubscribe()
+    return found
+
+
 class KafkaSource(Source):
     """One WorkUnit per partition with new data; partitions packed into at most `max_workunits` tasks."""
 
@@ -113,7 +174,7 @@ class KafkaSource(Source):
         consumer = open_consumer(s)
         try:
             topics = self._select_topics(consumer.topics())
-            units: list[WorkUnit] = []
+            ranges: list[tuple[Any, int, int]] = []
             for topic in topics:
                 partitions = consumer.partitions_for_topic(topic) or set()
                 committed = state.watermarks(topic)
@@ -125,13 +186,15 @@ class KafkaSource(Source):
                 begins = consumer.beginning_offsets(tps)
                 ends = consumer.end_offsets(tps)
                 for tp in tps:
-                    wu = self._plan_partition(tp, committed.get(str(tp.partition)), begins[tp], ends[tp])
-                    if wu is not None:
-                        units.append(wu)
+                    planned = self._plan_partition(tp, committed.get(str(tp.partition)), begins[tp], ends[tp])
+                    if planned is not None:
+                        ranges.append((tp, *planned))
+            identity = TopicIdentity.lookup(s, consumer, ranges) if ranges else None
         except KafkaError as exc:
             raise SourceError(f"Kafka broker(s) {s.brokers}: could not read topic metadata or offsets: {type(exc).__name__}: {exc}") from None
         finally:
             consumer.close()
+        units = [_workunit(tp, start, end, identity) for tp, start, end in ranges if identity is not None]
         stats = {topic: state.key_stats(topic) for topic in {u.dataset for u in units}}
         return worst_fit_decreasing(units, s.max_workunits, lambda u: _estimated_bytes(u, stats))
 
@@ -148,7 +211,8 @@ class KafkaSource(Source):
         excluded = [re.compile(x) for x in s.exclude_topics]
         return [t for t in selected if not any(x.fullmatch(t) for x in excluded)]
 
-    def _plan_partition(self, tp: Any, committed: Any, begin: int, end: int) -> WorkUnit | None:
+    def _plan_partition(self, tp: Any, committed: Any, begin: int, end: int) -> tuple[int, int] | None:
+        """The offset range `[start, end)` to read of one partition, or None when it has no new data."""
         s: KafkaSettings = self.settings
         where = f"{tp.topic}/{tp.partition} on {s.brokers}"
         if committed is None:
@@ -170,9 +234,7 @@ class KafkaSource(Source):
                 start, new = reset, True  # an empty range still commits the reset offset
         if start >= end and not new:
             return None  # no new data: the committed watermark carries forward unchanged
-        return WorkUnit(id=f"{_safe(tp.topic)}.{tp.partition}.{start}-{end}", dataset=tp.topic,
-                        watermark_key=str(tp.partition), low_watermark=start, expected_high_watermark=end,
-                        props={"topic": tp.topic, "partition": tp.partition})
+        return start, end
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
         if self.settings.client == "confluent":
@@ -184,8 +246,12 @@ class KafkaSource(Source):
         return KafkaExtractor(self.settings, workunit, context)
 
 
-def _safe(topic: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", topic)
+def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity) -> WorkUnit:
+    """The WorkUnit of offsets `[start, end)`, named by cluster, topic identity, partition and range."""
+    wu_id = workunit_id(f"{tp.topic[:TOPIC_PREFIX_CHARS]}.{tp.partition}.{start}-{end}", "kafka", identity.cluster_id,
+                        tp.topic, identity.of(tp, start), tp.partition, start, end)
+    return WorkUnit(id=wu_id, dataset=tp.topic, watermark_key=str(tp.partition), low_watermark=start,
+                    expected_high_watermark=end, props={"topic": tp.topic, "partition": tp.partition})
 
 
 def _estimated_bytes(wu: WorkUnit, stats: dict[str, dict[str, dict[str, float]]]) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-PREFIX_CHARS = 80
+PREFIX_CHARS = 100
 """The readable part is cut to this length, so a name stays well under filesystems' 255-byte limit."""
 
 

@@ -326,6 +326,33 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, *, timeout: flo
         admin.close()
 
 
+def delete_topic(bootstrap: str, name: str, *, timeout: float = 10.0) -> None:
+    """Delete `name`; return once metadata no longer shows it (so it can be created again at once)."""
+    admin = _admin(bootstrap, timeout)
+    try:
+        admin.delete_topics([name], timeout_ms=int(timeout * 1000))
+        deadline = time.monotonic() + timeout
+        while True:
+            (desc,) = admin.describe_topics([name])
+            if desc["error_code"]:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name!r} still in metadata {timeout}s after it was deleted")
+            time.sleep(0.05)
+    finally:
+        admin.close()
+
+
+def topic_id(bootstrap: str, name: str, *, timeout: float = 10.0) -> str | None:
+    """The topic's id (KIP-516 UUID) as the broker reports it, or None."""
+    admin = _admin(bootstrap, timeout)
+    try:
+        (desc,) = admin.describe_topics([name])
+    finally:
+        admin.close()
+    return desc.get("topic_id")
+
+
 def end_offsets(bootstrap: str, topic: str, *, timeout: float = 10.0) -> dict[int, int]:
     """Every partition's end offset (ListOffsets LATEST) through a group-less KafkaConsumer.
 

@@ -158,7 +158,7 @@ def test_workunit_ids_carry_the_stem_and_a_128_bit_hash_of_root_dataset_path_and
 def test_long_names_are_cut_to_a_readable_prefix(tmp_path: Path) -> None:
     _write(tmp_path / "in" / "ds" / f"{'x' * 200}.jsonl", "")
     (wu,) = _plan(_source(tmp_path / "in"))
-    assert len(wu.id) <= 80 + 1 + 32
+    assert len(wu.id) <= 100 + 1 + 32
 
 
 def test_missing_directory_is_refused(tmp_path: Path) -> None:
