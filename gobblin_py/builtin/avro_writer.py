@@ -27,11 +27,12 @@ class AvroWriterSettings(Settings):
 
 
 class _Open:
-    __slots__ = ("file", "writer")
+    __slots__ = ("file", "writer", "tell")
 
     def __init__(self, file: BinaryIO, writer: Writer) -> None:
         self.file = file
         self.writer = writer
+        self.tell = writer.io.tell  # where the current block's bytes end
 
 
 class _Block:
@@ -59,8 +60,7 @@ class AvroWriter(DataWriter):
         self._raw_schema = schema
         s = self.settings
         self.files: PartitionedFiles[_Open] = PartitionedFiles(target, ".avro", s.partition, self._open_file, self._close_file)
-        self._single: Any = None  # the unpartitioned file's fastavro Writer
-        self._tell: Any = None    # and its block buffer's position
+        self._single: _Open | None = None  # the unpartitioned file
         self._count = 0
 
     def _open_file(self, path: Path) -> _Open:
@@ -76,27 +76,27 @@ class AvroWriter(DataWriter):
         handle.file.close()
 
     def write(self, record: Record) -> None:
-        if self.files.partitioner is not None:
-            self.files.write(record, record, self._append)
+        files = self.files
+        partitioner = files.partitioner
+        if partitioner is not None:
+            key = partitioner.partition(record)
+            h = files.handles.get(key) or files.handle(key)
+            before = h.tell()
+            try:
+                h.writer.write(record)
+            except Exception as exc:  # noqa: BLE001 - a record's fault is refused below, anything else re-raised
+                self._refuse(h.writer, before, record, exc)
+            files.counts[key] += 1
             return
-        w = self._single
-        if w is None:
-            w = self._single = self.files.unpartitioned().writer
-            self._tell = w.io.tell
-        before = self._tell()
+        h = self._single
+        if h is None:
+            h = self._single = files.unpartitioned()
+        before = h.tell()
         try:
-            w.write(record)
-        except Exception as exc:  # noqa: BLE001 - a record's fault is refused below, anything else re-raised
-            self._refuse(w, before, record, exc)
+            h.writer.write(record)
+        except Exception as exc:  # noqa: BLE001 - as above
+            self._refuse(h.writer, before, record, exc)
         self._count += 1
-
-    def _append(self, handle: _Open, record: Record) -> None:
-        w = handle.writer
-        before = w.io.tell()
-        try:
-            w.write(record)
-        except Exception as exc:  # noqa: BLE001 - as in write
-            self._refuse(w, before, record, exc)
 
     def _refuse(self, w: Writer, before: int, record: Record, exc: Exception) -> NoReturn:
         """Cut what `record` left in the block, then raise the RecordError naming it (or re-raise `exc`)."""

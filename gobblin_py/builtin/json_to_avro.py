@@ -253,7 +253,7 @@ def _compile(fields: list[_Field], unknown: Callable[[Record], None]) -> Callabl
     check (and a range check for longs), and only the others take the field's slow path (the per-record
     cost of this converter). A record with every field present and no other calls nothing more."""
     lines = ["def map_record(record):", "    get = record.get", "    missing = False"]
-    env: dict[str, Any] = {"MISSING": _MISSING, "unknown": unknown, "LMIN": _LONG_MIN, "LMAX": _LONG_MAX}
+    env: dict[str, Any] = {"MISSING": _MISSING, "unknown": unknown}
     for i, f in enumerate(fields):
         env[f"slow{i}"] = f.slow
         lines.append(f"    v{i} = get({f.name!r}, MISSING)")
@@ -264,7 +264,7 @@ def _compile(fields: list[_Field], unknown: Callable[[Record], None]) -> Callabl
             lines.append(f"        if v{i} is MISSING: missing = True")
             lines.append(f"        v{i} = slow{i}(v{i})")
             if f.exact == "int":  # an int beyond 64 bits is JSON, not an Avro long
-                lines.append(f"    elif not LMIN <= v{i} <= LMAX: v{i} = slow{i}(v{i})")
+                lines.append(f"    elif not {_LONG_MIN} <= v{i} <= {_LONG_MAX}: v{i} = slow{i}(v{i})")
         else:
             lines.append(f"    if v{i} is MISSING: missing = True")
             lines.append(f"    v{i} = slow{i}(v{i})")

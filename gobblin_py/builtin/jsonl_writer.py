@@ -22,10 +22,6 @@ class JsonLinesSettings(Settings):
     partition: PartitionSettings | None = None
 
 
-def _put(f: IO[bytes], line: bytes) -> None:
-    f.write(line)
-
-
 class JsonLinesWriter(DataWriter):
     """One JSON object per line; any schema. Values JSON has no type for are written as text (`str`);
     a record orjson cannot encode at all (an int beyond 64 bits, a lone surrogate) is a RecordError."""
@@ -44,7 +40,10 @@ class JsonLinesWriter(DataWriter):
             line = self._dumps(record, option=_OPTIONS, default=str)
         except TypeError as exc:
             raise RecordError(f"cannot encode as JSON: {_culprit(record)}{exc}") from None
-        self.files.write(record, line, _put)
+        files = self.files
+        key = files.key_for(record)
+        files.handle(key).write(line)
+        files.counts[key] += 1
 
     def close(self) -> list[tuple[Path, int]]:
         return self.files.close()

@@ -9,7 +9,6 @@ from gobblin_py.api import WriterTarget
 from gobblin_py.builtin.time_partitioner import PartitionSettings, TimePartitioner
 
 H = TypeVar("H")
-D = TypeVar("D")
 
 
 class PartitionedFiles(Generic[H]):
@@ -32,7 +31,13 @@ class PartitionedFiles(Generic[H]):
     def _path(self, key: str) -> Path:
         return self.base / key / self.name if key else self.base / self.name
 
-    def _handle(self, key: str) -> H:
+    def key_for(self, record: dict[str, Any]) -> str:
+        """The partition path of `record` (a RecordError when it has none)."""
+        return self.partitioner.partition(record) if self.partitioner else ""
+
+    def handle(self, key: str) -> H:
+        """The open file of partition `key` (opened on first use); the caller adds 1 to `counts[key]` per
+        record once the record is written."""
         handle = self.handles.get(key)
         if handle is None:
             path = self._path(key)
@@ -41,15 +46,9 @@ class PartitionedFiles(Generic[H]):
             self.counts[key] = 0
         return handle
 
-    def write(self, record: dict[str, Any], data: D, put: Callable[[H, D], Any]) -> None:
-        """`put(handle, data)` into the file of `record`'s partition (a RecordError if it has none), then count it."""
-        key = self.partitioner.partition(record) if self.partitioner else ""
-        put(self._handle(key), data)
-        self.counts[key] += 1
-
     def unpartitioned(self) -> H:
         """The one file of an unpartitioned writer (opened now); the caller counts its records."""
-        return self._handle("")
+        return self.handle("")
 
     def close(self, unpartitioned_count: int | None = None) -> list[tuple[Path, int]]:
         if unpartitioned_count is not None and "" in self.counts:

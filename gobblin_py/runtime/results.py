@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from gobblin_py.api import OutputFile, WorkUnit
+from gobblin_py.api import OutputFile, TaskCounter, WorkUnit
 from gobblin_py.api.types import WatermarkValue
 
 
@@ -38,6 +38,7 @@ class WorkUnitResult:
     warnings: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     attempt_dir: str = ""
+    counters: dict[str, TaskCounter] = field(default_factory=dict)  # what plugins counted (unknown_fields_dropped …)
 
     @property
     def records_written(self) -> int:
@@ -59,4 +60,5 @@ class WorkUnitResult:
             "rejected": self.rejected, "warnings": self.warnings, "duration_s": round(self.duration_s, 3),
             "branches": {k: vars(v) for k, v in self.branches.items()},
             "files": [f.rel_path for f in self.files],
+            "counters": {name: c.to_json() for name, c in self.counters.items()},
         }

@@ -3,6 +3,7 @@
 Pure and picklable: `run_task(spec)` is what a Spark executor (or the in-process executor) calls.
 Each attempt writes under its own attempt directory; only the files listed in the returned
 result are ever published, so a failed, retried or duplicated attempt never publishes twice.
+Whatever one record raises at any stage goes through `_Pipeline.fault` (the one bad-record path).
 """
 
 from __future__ import annotations
@@ -19,21 +20,23 @@ from typing import Any
 
 from gobblin_py.api import (
     BranchStats,
+    Converter,
     DataWriter,
     MultiWorkUnit,
     OneToOneConverter,
     RowPolicyType,
     TaskContext,
+    TaskCounter,
     TaskPolicyType,
     WorkUnit,
     WriterTarget,
 )
 from gobblin_py.api.types import Record
-from gobblin_py.config.model import BadRecordPolicy, BranchConfig, JobSpec, RowPolicyConfig
-from gobblin_py.errors import QualityError, RecordError
+from gobblin_py.config.model import BadRecordPolicy, BranchConfig, JobSpec, PluginConfig, RowPolicyConfig
+from gobblin_py.errors import QualityError, is_record_fault, is_retriable
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.fs import configure as configure_filesystems
-from gobblin_py.runtime.bad_records import ErrorFile
+from gobblin_py.runtime.bad_records import ErrorFile, reason
 from gobblin_py.runtime.results import BranchMetrics, TaskStatus, WorkUnitResult
 
 
@@ -70,6 +73,7 @@ def attempt_dirs(job: JobSpec, run_id: str, wu: WorkUnit, attempt_id: str) -> tu
 
 
 def _run_with_retries(spec: TaskSpec, wu: WorkUnit) -> WorkUnitResult:
+    """Attempts of one WorkUnit until one succeeds; a failure that would repeat (see `is_retriable`) ends them at once."""
     job = spec.job
     errors: list[str] = []
     started = time.monotonic()
@@ -84,11 +88,11 @@ def _run_with_retries(spec: TaskSpec, wu: WorkUnit) -> WorkUnitResult:
             result.duration_s = time.monotonic() - started
             return result
         except Exception as exc:  # noqa: BLE001 - any failure of an attempt is retried or reported
-            detail = str(exc) if isinstance(exc, (QualityError, RecordError)) else _short_trace(exc)
-            errors.append(detail)
+            retriable = is_retriable(exc)
+            errors.append(_short_trace(exc) if retriable else str(exc))
             pipeline.abort()
             filesystem_for(output).rmtree(output)
-            if isinstance(exc, QualityError):  # a FAIL policy decides the same way on every attempt
+            if not retriable:
                 break
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -103,41 +107,57 @@ def _short_trace(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
+def _stage(plugin: PluginConfig, branch: str | None = None, shared: bool = False) -> str:
+    """Where a record failed, as the job file names it: `converters[1] (json_to_avro)`,
+    `fork.copy.converters[0] (select_fields)`; a top-level plugin several branches share gets `fork.<branch>.`."""
+    key = plugin.key
+    if key.startswith("fork.branches["):
+        key = f"fork.{branch}.{key.split('].', 1)[1]}"
+    elif shared:
+        key = f"fork.{branch}.{key}"
+    return f"{key} ({plugin.name or plugin.path})"
+
+
+class _Step:
+    """One converter of a chain, with its stage name; 1:1 converters are called without an iterable."""
+
+    __slots__ = ("converter", "map", "stage")
+
+    def __init__(self, converter: Converter, stage: str) -> None:
+        self.converter = converter
+        self.map = converter.map_record if isinstance(converter, OneToOneConverter) else None
+        self.stage = stage
+
+
 class _RowChecks:
     """A list of row policies; `passes` routes a failed record per the policy's type."""
 
-    def __init__(self, configs: Iterable[RowPolicyConfig], schema: Any, rejected: dict[str, int],
-                 errors: ErrorFile, location: Any, branch: str | None) -> None:
+    def __init__(self, pipeline: _Pipeline, configs: Iterable[RowPolicyConfig], schema: Any, branch: str | None) -> None:
         self.policies = []
         for cfg in configs:
             policy = cfg.plugin.create()
             policy.open(schema)
-            self.policies.append((policy.check, cfg.type, cfg.plugin.label))
-        self.rejected = rejected
-        self.errors = errors
-        self.location = location
+            self.policies.append((policy.check, cfg.type, pipeline.stage(cfg.plugin, branch)))
+        self.pipeline = pipeline
         self.branch = branch
 
     def passes(self, record: Record) -> bool:
-        ok = True
-        for check, ptype, name in self.policies:
-            reason = check(record)
-            if reason is None:
+        pipeline = self.pipeline
+        for check, ptype, stage in self.policies:
+            try:
+                why = check(record)
+            except Exception as exc:  # noqa: BLE001 - the one bad-record path decides
+                pipeline.fault(exc, record, stage, self.branch)
+                return False
+            if why is None:
                 continue
-            self.rejected[name] = self.rejected.get(name, 0) + 1
+            pipeline.rejected[stage] = pipeline.rejected.get(stage, 0) + 1
             if ptype is RowPolicyType.FAIL:
-                raise QualityError(f"row policy {name} (FAIL) rejected the record at {self.location()}: {reason}")
+                raise QualityError(f"row policy {stage} (FAIL) rejected the record at {pipeline.location()}: {why}")
             if ptype is RowPolicyType.ERR_FILE:
-                self.errors.write(record, reason, self.location(), name, self.branch)
-                ok = False
-                break
-        return ok
-
-
-def _convert(records: list[Record], converters: list[Any]) -> list[Record]:
-    for conv in converters:
-        records = [out for r in records for out in conv.convert_record(r)]
-    return records
+                pipeline.errors.write(record, why, pipeline.location(), stage, self.branch)
+                return False
+        return True
 
 
 class _Branch:
@@ -146,13 +166,13 @@ class _Branch:
     def __init__(self, pipeline: _Pipeline, config: BranchConfig, schema: Any) -> None:
         self.name = config.name
         self.config = config
-        self.converters = [c.create() for c in config.converters]
-        for conv in self.converters:
-            conv.open(pipeline.context)
-            schema = conv.convert_schema(schema)
-        self.checks = _RowChecks(config.row_policies, schema, pipeline.rejected, pipeline.errors,
-                                 pipeline.location, config.name)
+        self.steps = [_Step(c.create(), pipeline.stage(c, config.name)) for c in config.converters]
+        for step in self.steps:
+            step.converter.open(pipeline.context)
+            schema = step.converter.convert_schema(schema)
+        self.checks = _RowChecks(pipeline, config.row_policies, schema, config.name)
         self.writer: DataWriter = config.writer.create()
+        self.writer_stage = pipeline.stage(config.writer, config.name)
         job = pipeline.spec.job
         self.target = WriterTarget(
             staging_dir=pipeline.staging, task_output_dir=pipeline.output,
@@ -162,10 +182,10 @@ class _Branch:
         self.writer.open(schema, self.target)
         self.stats = BranchStats(branch=config.name, rejected={})
         self.pipeline = pipeline
-        self.plain = not self.converters and not self.checks.policies  # nothing between fork and writer
+        self.plain = not self.steps and not self.checks.policies  # nothing between fork and writer
 
     def process(self, record: Record) -> None:
-        records = _convert([record], self.converters) if self.converters else (record,)
+        records = self.pipeline.convert([record], self.steps, self.name) if self.steps else (record,)
         stats = self.stats
         for rec in records:
             stats.records_in += 1
@@ -174,9 +194,9 @@ class _Branch:
                 continue
             try:
                 self.writer.write(rec)
-            except RecordError as exc:
+            except Exception as exc:  # noqa: BLE001 - the one bad-record path decides
+                self.pipeline.fault(exc, rec, self.writer_stage, self.name)
                 stats.rejected["writer"] = stats.rejected.get("writer", 0) + 1
-                self.pipeline.bad_record(rec, str(exc), self.pipeline.location(), f"fork.{self.name}.writer", self.name)
                 continue
             stats.records_written += 1
 
@@ -195,6 +215,7 @@ class _Pipeline:
                                    staging_dir=staging, reject=self._reject_from_extractor)
         self.extractor: Any = None
         self.branches: list[_Branch] = []
+        self._shared = len(spec.job.branches) > 1  # top-level writer and publisher named per branch
 
     def abort(self) -> None:
         """Close what a failed attempt left open; its directories are deleted by the caller."""
@@ -210,66 +231,93 @@ class _Pipeline:
         where = self.extractor.location() if self.extractor is not None else ""
         return where or f"workunit {self.wu.id}"
 
-    def bad_record(self, record: Any, reason: str, location: str, check: str, branch: str | None = None) -> None:
-        """A record that cannot be read, converted or written: error file or task failure."""
-        self.rejected[check] = self.rejected.get(check, 0) + 1
+    def stage(self, plugin: PluginConfig, branch: str | None = None) -> str:
+        return _stage(plugin, branch, self._shared and branch is not None)
+
+    def fault(self, exc: Exception, record: Any, stage: str, branch: str | None = None) -> None:
+        """`record` raised `exc` at `stage`: a bad record (see `is_record_fault`), or `exc` fails the task."""
+        if not is_record_fault(exc):
+            raise exc
+        self.bad_record(record, reason(exc), self.location(), stage, branch)
+
+    def bad_record(self, record: Any, why: str, location: str, stage: str, branch: str | None = None) -> None:
+        """A record that cannot be read, converted, checked, routed or written: error file, or the task fails."""
+        self.rejected[stage] = self.rejected.get(stage, 0) + 1
         if self.spec.job.bad_records is BadRecordPolicy.FAIL:
-            raise QualityError(f"bad record at {location} ({check}): {reason}")
-        self.errors.write(record, reason, location, check, branch)
+            raise QualityError(f"bad record at {location} ({stage}): {why}")
+        self.errors.write(record, why, location, stage, branch)
 
-    def _reject_from_extractor(self, record: Any, reason: str, location: str) -> None:
-        self.bad_record(record, reason, location, "extractor")
+    def _reject_from_extractor(self, record: Any, why: str, location: str) -> None:
+        self.bad_record(record, why, location, "extractor")
 
-    def _straight(self, extractor: Any, mappers: list[Any], branch: _Branch) -> int:
+    def convert(self, records: list[Record], steps: list[_Step], branch: str | None) -> list[Record]:
+        """`records` through a chain of converters; a record one of them raises on is a fault of that step."""
+        fault = self.fault
+        for step in steps:
+            out: list[Record] = []
+            one = step.map
+            for r in records:
+                try:
+                    if one is not None:
+                        out.append(one(r))
+                        continue
+                    produced = list(step.converter.convert_record(r))  # all of a record's outputs, or none
+                except Exception as exc:  # noqa: BLE001 - the one bad-record path decides
+                    fault(exc, r, step.stage, branch)
+                    continue
+                out += produced
+            records = out
+        return records
+
+    def _straight(self, extractor: Any, steps: list[_Step], branch: _Branch) -> int:
         """The hot loop of the common job (1:1 converters, no row checks, one branch): no per-record
-        lists, routing or bookkeeping beyond two counters."""
+        lists or routing; one `try` per record, with the index of the step reached for a fault."""
         write = branch.writer.write
-        bad = self.bad_record
-        extracted = written = writer_rejects = 0
+        mappers = [s.map for s in steps]
+        stages = [s.stage for s in steps] + [branch.writer_stage]
+        last = len(mappers)
+        fault = self.fault
+        extracted = written = writer_refused = 0
         for record in extractor.read_records():
             extracted += 1
             out = record
+            reached = 0
             try:
                 for m in mappers:
                     out = m(out)
-            except RecordError as exc:
-                bad(record, str(exc), self.location(), "converters")
-                continue
-            try:
+                    reached += 1
                 write(out)
-            except RecordError as exc:
-                writer_rejects += 1
-                bad(out, str(exc), self.location(), f"fork.{branch.name}.writer", branch.name)
+            except Exception as exc:  # noqa: BLE001 - the one bad-record path decides
+                fault(exc, out, stages[reached], branch.name if reached == last else None)
+                writer_refused += reached == last
                 continue
             written += 1
         stats = branch.stats
-        stats.records_in += written + writer_rejects
+        stats.records_in += written + writer_refused
         stats.records_written += written
-        if writer_rejects:
-            stats.rejected["writer"] = stats.rejected.get("writer", 0) + writer_rejects
+        if writer_refused:
+            stats.rejected["writer"] = stats.rejected.get("writer", 0) + writer_refused
         return extracted
 
-    def _general(self, extractor: Any, converters: list[Any], checks: _RowChecks, route: Any,
+    def _general(self, extractor: Any, steps: list[_Step], checks: _RowChecks, route: Any, fork_stage: str,
                  branches: list[_Branch], single: _Branch | None) -> int:
         extracted = 0
         for record in extractor.read_records():
             extracted += 1
-            if converters:
-                try:
-                    outs = _convert([record], converters)
-                except RecordError as exc:
-                    self.bad_record(record, str(exc), self.location(), "converters")
-                    continue
-            else:
-                outs = (record,)
-            for out in outs:
+            for out in self.convert([record], steps, None) if steps else (record,):
                 if checks.policies and not checks.passes(out):
                     continue
                 if single is not None:
                     single.process(out)
                     continue
-                for n, index in enumerate(route(out)):
-                    branches[index].process(out if n == 0 else dict(out))
+                try:
+                    targets = route(out)
+                except Exception as exc:  # noqa: BLE001 - the one bad-record path decides
+                    self.fault(exc, out, fork_stage)
+                    continue
+                copies = [out if n == 0 else dict(out) for n in range(len(targets))]  # before any branch changes it
+                for index, copy in zip(targets, copies):
+                    branches[index].process(copy)
         return extracted
 
     def run(self) -> WorkUnitResult:
@@ -279,21 +327,21 @@ class _Pipeline:
         self.extractor = extractor = source.get_extractor(self.wu, self.context)
         try:
             schema = extractor.get_schema()
-            converters = [c.create() for c in job.converters]
-            for conv in converters:
-                conv.open(self.context)
-                schema = conv.convert_schema(schema)
-            checks = _RowChecks(job.row_policies, schema, self.rejected, self.errors, self.location, None)
+            steps = [_Step(c.create(), self.stage(c)) for c in job.converters]
+            for step in steps:
+                step.converter.open(self.context)
+                schema = step.converter.convert_schema(schema)
+            checks = _RowChecks(self, job.row_policies, schema, None)
             fork = job.fork.create()
             fork.open([b.name for b in job.branches], schema)
             branches = [_Branch(self, b, schema) for b in job.branches]
             self.branches = branches
             single = branches[0] if len(branches) == 1 and fork.broadcast else None
-            mappers = [c.map_record for c in converters] if all(isinstance(c, OneToOneConverter) for c in converters) else None
-            if single is not None and mappers is not None and not checks.policies and single.plain:
-                extracted = self._straight(extractor, mappers, single)
+            one_to_one = all(s.map is not None for s in steps)
+            if single is not None and one_to_one and not checks.policies and single.plain:
+                extracted = self._straight(extractor, steps, single)
             else:
-                extracted = self._general(extractor, converters, checks, fork.route, branches, single)
+                extracted = self._general(extractor, steps, checks, fork.route, self.stage(job.fork), branches, single)
             high = extractor.actual_high_watermark()
         finally:
             extractor.close()
@@ -309,15 +357,25 @@ class _Pipeline:
             if written != branch.stats.records_written:
                 branch.stats.records_written = written  # the writer's own count is the truth
             for cfg in branch.config.task_policies:
-                reason = cfg.plugin.create().check(branch.stats, extracted)
-                if reason is None:
+                why = cfg.plugin.create().check(branch.stats, extracted)
+                if why is None:
                     continue
                 if cfg.type is TaskPolicyType.FAIL:
-                    raise QualityError(f"task policy {cfg.plugin.label} (FAIL): {reason}")
-                warnings.append(f"task policy {cfg.plugin.label} (OPTIONAL): {reason}")
+                    raise QualityError(f"task policy {cfg.plugin.label} (FAIL): {why}")
+                warnings.append(f"task policy {cfg.plugin.label} (OPTIONAL): {why}")
             metrics[branch.name] = BranchMetrics(branch.stats.records_in, branch.stats.records_written,
                                                  branch.stats.bytes_written, len(committed))
         files.extend(self.errors.commit(self.output))
         return WorkUnitResult(workunit=self.wu, status=TaskStatus.SUCCEEDED, attempts=1, files=files,
                               actual_high_watermark=high, records_extracted=extracted, rejected=dict(self.rejected),
-                              branches=metrics, warnings=warnings, attempt_dir=str(self.output))
+                              branches=metrics, warnings=warnings, attempt_dir=str(self.output),
+                              counters=_counters(s.converter for s in [*steps, *(t for b in branches for t in b.steps)]))
+
+
+def _counters(converters: Iterable[Converter]) -> dict[str, TaskCounter]:
+    """What the task's converters counted, summed by name."""
+    out: dict[str, TaskCounter] = {}
+    for conv in converters:
+        for name, counter in conv.counters().items():
+            out[name] = out.get(name, TaskCounter()).merge(counter)
+    return out
