@@ -16,6 +16,7 @@ from typing import Any
 
 from gobblin_py.api import Delivery, MultiWorkUnit, SourceState, WorkUnit, flatten
 from gobblin_py.commit.committer import build_sequence
+from gobblin_py.commit.confinement import job_confinement
 from gobblin_py.commit.crashpoints import crash_point
 from gobblin_py.commit.distributed import commit_on_executors, default_groups, recover_on_executors, use_executors
 from gobblin_py.commit.recovery import RecoveryReport, recover
@@ -133,7 +134,7 @@ class JobRunner:
         self.events = EventLog(job.job.work_dir, job.name)
         self.observe = Observers([self.events, *(observers or [])])
         work = job.job.work_dir
-        self.store = CommitStepStore(work, step_registry(job))
+        self.store = CommitStepStore(work, step_registry(job), job_confinement(job))
         self.state = StateStore(work, job.name)
 
     def run(self) -> JobResult:
@@ -308,7 +309,8 @@ class JobRunner:
             sc = spark_session.sparkContext
             log.info("committing %d datasets on the executors", len(sequences))
             return commit_on_executors(sc, job.job.work_dir, tuple(self.store.registry.types()), sequences,
-                                       groups=default_groups(sc), filesystems=job.job.filesystems)
+                                       groups=default_groups(sc), filesystems=job.job.filesystems,
+                                       confinement=self.store.confinement)
         with ThreadPoolExecutor(max_workers=max(1, min(job.job.commit_parallelism, len(sequences) or 1))) as pool:
             return dict(zip((s.dataset for s in sequences), pool.map(self._commit_local, sequences)))
 
@@ -324,7 +326,8 @@ class JobRunner:
         sc = session.sparkContext
         log.info("recovering %d datasets on the executors", count)
         return recover_on_executors(sc, settings.work_dir, tuple(self.store.registry.types()), job.name,
-                                    settings.commit_max_attempts, groups=default_groups(sc), filesystems=settings.filesystems)
+                                    settings.commit_max_attempts, groups=default_groups(sc), filesystems=settings.filesystems,
+                                    confinement=self.store.confinement)
 
     def _session_for_recovery(self, pending: int) -> Any:
         """The Spark session to recover `pending` datasets on, started if need be; None: use threads."""
