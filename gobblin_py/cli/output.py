@@ -51,6 +51,9 @@ def print_summary(result: JobResult) -> None:
             out.print(f"  {d.dataset}: {d.message}", markup=False)
         for problem in d.input_problems:
             out.print(f"  {d.dataset}: {problem}", markup=False)
+        for name, c in d.counters.items():
+            examples = f" ({', '.join(c['examples'])})" if c["examples"] else ""
+            out.print(f"  {d.dataset}: {name} {c['count']}{examples}", markup=False)
     verdict = "SUCCEEDED" if result.succeeded else "FAILED"
     out.print(f"{verdict} job {result.job} run {result.run_id} in {result.duration_s:.1f}s"
               + (f": {result.error}" if result.error and not result.succeeded else ""), markup=False)

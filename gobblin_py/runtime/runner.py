@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from gobblin_py.api import Delivery, MultiWorkUnit, SourceState, WorkUnit, flatten
+from gobblin_py.api import Delivery, MultiWorkUnit, SourceState, TaskCounter, WorkUnit, flatten
 from gobblin_py.commit.committer import build_sequence
 from gobblin_py.commit.confinement import job_confinement
 from gobblin_py.commit.crashpoints import crash_point
@@ -59,6 +59,7 @@ class DatasetSummary:
     watermark: str = ""
     message: str = ""
     input_problems: list[str] = field(default_factory=list)  # reported by the source; the run exits 1
+    counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # what plugins counted (e.g. unknown fields dropped)
 
 
 @dataclass
@@ -93,6 +94,7 @@ class JobResult:
             "bytes_written": sum(b.bytes_written for t in self.tasks for b in t.branches.values()),
             "files_published": sum(d.files_published for d in self.datasets),
             "records_per_s": round(written / tasks_s) if tasks_s > 0 else None,
+            "counters": _sum_counters(self.tasks),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -105,6 +107,15 @@ class JobResult:
             "recovered": [vars(r) | {"outcome": r.outcome.value} for r in self.recovery.datasets],
             "tasks": [t.to_json() for t in self.tasks],
         }
+
+
+def _sum_counters(results: list[WorkUnitResult]) -> dict[str, dict[str, Any]]:
+    """Plugins' task counters summed over `results`, as JSON."""
+    out: dict[str, TaskCounter] = {}
+    for r in results:
+        for name, c in r.counters.items():
+            out[name] = out.get(name, TaskCounter()).merge(c)
+    return {n: c.to_json() for n, c in out.items()}
 
 
 def new_run_id() -> str:
@@ -272,7 +283,7 @@ class JobRunner:
                                  records_rejected=sum(r.records_rejected for r in ok),
                                  files_published=sum(1 for r in ok for f in r.files if f.kind == "data"),
                                  error_files=sum(1 for r in ok for f in r.files if f.kind == "errors"),
-                                 watermark=_watermark_summary(before, before))
+                                 watermark=_watermark_summary(before, before), counters=_sum_counters(ok))
         if failed and job.job.commit_policy is CommitPolicy.FULL:
             summary.status, summary.records_written, summary.files_published, summary.error_files = DatasetStatus.NOT_COMMITTED, 0, 0, 0
             summary.message = f"{len(failed)} of {len(results)} tasks failed (commit_policy full): {failed[0].error}"

@@ -13,8 +13,9 @@ def dataset_name(d: int) -> str:
     return f"ds{d:04d}"
 
 
-def task_output(root: Path, datasets: int, files: int, size: int = 4096, run_id: str = "run") -> list[list[Path]]:
-    """`files` task-output files for each of `datasets` datasets under `root/task-output/<run>`.
+def task_output(root: Path, datasets: int, files: int, size: int = 4096, run_id: str = "run", job: str | None = None) -> list[list[Path]]:
+    """`files` task-output files for each of `datasets` datasets under `root/task-output/<run>`
+    (`root/task-output/<job>/<run>` with `job`, where a job's runner puts them).
 
     Each file starts with its dataset and index (so a test can tell every published file apart) and is
     padded to `size` bytes.
@@ -24,7 +25,7 @@ def task_output(root: Path, datasets: int, files: int, size: int = 4096, run_id:
         ds = dataset_name(d)
         paths = []
         for f in range(files):
-            p = root / "task-output" / run_id / f"wu{d}" / ds / "2026" / "01" / f"{f % 3 + 1:02d}" / f"f{f}.avro"
+            p = root / "task-output" / (job or "") / run_id / f"wu{d}" / ds / "2026" / "01" / f"{f % 3 + 1:02d}" / f"f{f}.avro"
             p.parent.mkdir(parents=True, exist_ok=True)
             head = f"{ds}/{f}\n".encode()
             p.write_bytes(head + b"x" * max(0, size - len(head)))

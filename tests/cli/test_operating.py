@@ -37,7 +37,7 @@ def test_metrics_json_and_the_event_log(job_dir: Path) -> None:
     metrics = json.loads((job_dir / "m" / "metrics.json").read_text())
     m = metrics["metrics"]
     assert (m["records_extracted"], m["records_written"], m["records_rejected"], m["files_published"]) == (3000, 2998, 4, 10)
-    assert m["rejected_by_check"] == {"extractor": 2, "converters": 2}
+    assert m["rejected_by_check"] == {"extractor": 2, "converters[0] (json_to_avro)": 2}
     assert m["bytes_written"] > 0 and set(metrics["phases"]) >= {"recovery", "planning", "tasks", "commit"}
     events = EventLog(job_dir / "work", "t").read()
     names = [e["name"] for e in events]

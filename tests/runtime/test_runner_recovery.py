@@ -20,11 +20,11 @@ def _job_with_pending(tmp: Path, datasets: int, master: str, **job_settings) -> 
     """A job with no new input and `datasets` pending sequences left by an earlier run."""
     work = tmp / "work"
     store = CommitStepStore(work)
-    for seq in publish_sequences(work, "t", task_output(work, datasets, 2)):
+    for seq in publish_sequences(work, "t", task_output(work, datasets, 2, job="t")):
         store.put(seq)
     (tmp / "input").mkdir()
     job = example_job(tmp, job={"name": "t", "work_dir": str(work), **job_settings}, source={"class": "files", "path": str(tmp / "input")},
-                      spark={"master": master})
+                      spark={"master": master}, publisher={"final_dir": str(work / "output")})
     return write_job(tmp, job)
 
 
