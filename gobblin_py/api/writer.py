@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gobblin_py.api.plugin import Plugin
 from gobblin_py.api.types import Record, Schema
-from gobblin_py.durable import file_checksum, fsync_file
+from gobblin_py.durable import file_checksum, fsync_dir, fsync_file, makedirs_durably
 from gobblin_py.fs import Location, filesystem_for
 
 
@@ -62,8 +62,9 @@ def commit_staged(staged: Path, dest: Location | Path, rel_path: str, records: i
     size, checksum = staged.stat().st_size, file_checksum(staged)
     if dest.is_local:
         fsync_file(staged)
-        dest.path.parent.mkdir(parents=True, exist_ok=True)
+        makedirs_durably(dest.path.parent)
         os.replace(staged, dest)
+        fsync_dir(dest.path.parent)  # the entry is durable before a commit record names it
     else:
         fs = filesystem_for(dest)
         fs.put(staged, dest)

@@ -44,15 +44,21 @@ def state_show(
 
     Example: gobblin-py state show jobs/example.yaml --dataset orders
     """
-    from gobblin_py.cli.output import out
+    from gobblin_py.cli.output import err, out
 
     try:
         _, store = _store(job_file)
-        marks, states = store.watermarks(), store.dataset_states()
+        read_marks, read_states = store.read_watermarks(), store.read_dataset_states()
     except GobblinError as exc:
         _fail(exc)
         return
-    names = sorted(set(marks) | set(states))
+    marks, states = read_marks.values, read_states.values
+    unreadable = {**read_states.errors, **read_marks.errors}
+    if dataset is not None:
+        unreadable = {d: e for d, e in unreadable.items() if d == dataset}
+    for name, exc in sorted(unreadable.items()):
+        err.print(f"error: {name}: unreadable: {exc}", markup=False)
+    names = sorted(set(marks) | set(states) | set(unreadable))
     if dataset is not None:
         if dataset not in names:
             _fail(ConfigError(f"no committed state for dataset {dataset!r} (known: {', '.join(names) or 'none'})"))
@@ -60,7 +66,7 @@ def state_show(
     view = {d: {"watermarks": marks.get(d, {}), "state": states.get(d, {})} for d in names}
     if as_json:
         _json(view)
-        return
+        raise typer.Exit(1 if unreadable else 0)
     if not names:
         out.print("no committed state yet", markup=False)
     for d in names:
@@ -73,6 +79,8 @@ def state_show(
             out.print(f"    {key} = {value}", markup=False)
         if len(shown) < len(wm):
             out.print(f"    … {len(wm) - len(shown)} more (--dataset {d} shows all)", markup=False)
+    if unreadable:
+        raise typer.Exit(1)
 
 
 def _dataset_names(state_dir: Path) -> list[str]:

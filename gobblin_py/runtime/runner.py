@@ -19,7 +19,7 @@ from gobblin_py.commit.committer import build_sequence
 from gobblin_py.commit.confinement import job_confinement
 from gobblin_py.commit.crashpoints import crash_point
 from gobblin_py.commit.distributed import commit_on_executors, default_groups, recover_on_executors, use_executors
-from gobblin_py.commit.recovery import RecoveryReport, recover
+from gobblin_py.commit.recovery import DatasetRecovery, Outcome, RecoveryReport, recover
 from gobblin_py.commit.sequence import CommitSequence, StepFailed
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.config.model import CommitPolicy, JobSpec
@@ -185,7 +185,7 @@ class JobRunner:
             clock = now
 
         result.recovery = self._recover()
-        blocked = result.recovery.blocked
+        blocked = dict(result.recovery.blocked)
         for rec in blocked.values():
             log.error("dataset %s is %s and is skipped this run: %s", rec.dataset, rec.outcome.value, rec.message)
         self._clean_orphans(current=result.run_id)
@@ -193,9 +193,13 @@ class JobRunner:
         started_for_recovery = float(getattr(self.executor, "startup_s", 0.0))
         result.phases["recovery"] -= started_for_recovery
 
-        previous = self.state.watermarks()
+        marks = self.state.read_watermarks()
+        previous = marks.values
+        for dataset, exc in marks.errors.items():  # an unreadable watermark file blocks its dataset only
+            log.error("dataset %s is skipped this run: %s", dataset, exc)
+            blocked[dataset] = DatasetRecovery(dataset, Outcome.CORRUPT, str(exc))
         source = job.source.create()
-        stats = {ds: st.get("key_stats") or {} for ds, st in self.state.dataset_states().items()} if source.keeps_key_stats else {}
+        stats = {ds: st.get("key_stats") or {} for ds, st in self.state.read_dataset_states().values.items()} if source.keeps_key_stats else {}
         source_state = SourceState(previous, stats)
         try:
             units = source.get_workunits(source_state)
@@ -306,6 +310,7 @@ class JobRunner:
                 crash_point("commit.after_store_write")
                 seq.commit(self.store)
             else:  # at_least_once: Gobblin's classic order, publish then persist, no log
+                self.store.confinement.check(seq.steps, f"commit sequence of dataset {seq.dataset!r}")
                 seq.apply(verify_first=False)
         except (CommitError, OSError, StepFailed) as exc:
             return str(exc)

@@ -1,0 +1,31 @@
+"""A corrupt state file harms only its own dataset: the run blocks it, names the file, and commits the others."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gobblin_py.testing.crash import cli
+from gobblin_py.testing.jobs import example_job, write_job
+
+RUN = ["run", "job.yaml", "--in-process"]
+
+
+def test_a_corrupt_watermark_file_blocks_only_its_dataset(tmp_path: Path) -> None:
+    write_job(tmp_path, example_job(tmp_path))
+    assert cli(RUN, tmp_path).returncode == 0
+    clicks = tmp_path / "work" / "state" / "t" / "watermarks" / "clicks.json"
+    clicks.write_bytes(clicks.read_bytes()[:-7])               # torn by a bad disk or a hand edit
+    (tmp_path / "data" / "orders" / "orders-2026-01-09.csv").write_text("id,ts,user,kind\n7001,2026-01-09T10:00:00Z,u,buy\n")
+    (tmp_path / "data" / "clicks" / "clicks-2026-01-09.jsonl").write_text('{"id": 9001, "ts": 1767949200000, "user": "u", "kind": "click"}\n')
+    run = cli(RUN, tmp_path)
+    assert run.returncode == 1
+    rows = {line.split()[0]: line.split()[1:4] for line in run.stdout.splitlines()[2:4]}
+    assert rows == {"orders": ["committed", "1", "1"], "clicks": ["blocked", "0", "0"]}  # the other dataset goes on
+    assert f"clicks: watermark file {clicks} is corrupt" in run.stdout and "state reset" in run.stdout
+    assert not list((tmp_path / "output" / "clicks").rglob("*2026-01-09*"))  # nothing extracted for the blocked one
+    shown = cli(["state", "show", "job.yaml"], tmp_path)
+    assert shown.returncode == 1 and f"clicks: unreadable: " in shown.stderr and "orders: run" in shown.stdout
+    reset = cli(["state", "reset", "job.yaml", "--dataset", "clicks", "--yes"], tmp_path)  # the documented repair
+    assert reset.returncode == 0, reset.stderr
+    assert json.loads(cli(["state", "show", "job.yaml", "--json"], tmp_path).stdout)["clicks"]["watermarks"] == {}
