@@ -14,6 +14,7 @@ class StepStatus(str, enum.Enum):
     DONE = "done"        # verify() holds
     PENDING = "pending"  # not done, and execute() can still do it
     LOST = "lost"        # not done, and its input is gone: execute() cannot succeed
+    CONFLICT = "conflict"  # not done, and something this job did not write is in the way: never replaced
 
 
 class CommitStep(abc.ABC):
@@ -43,8 +44,14 @@ class CommitStep(abc.ABC):
     def describe(self) -> str:
         """One line for operators: what this step does."""
 
+    def paths(self) -> list[str] | None:
+        """Hook: every path (local or URL) this step reads or writes; each must lie under the job's own
+        directories or the record is refused as tampered. None (the default): the framework takes them from
+        the step's fields (Locations, absolute paths, URLs, anything holding `..`)."""
+        return None
+
     def status(self) -> StepStatus:
-        """done / pending / lost, for `inspect-commits`."""
+        """done / pending / lost / conflict, for `inspect-commits`."""
         return StepStatus.DONE if self.verify() else StepStatus.PENDING
 
     def to_dict(self) -> dict[str, Any]:

@@ -20,3 +20,9 @@ class DataPublisher(Plugin, abc.ABC):
     @abc.abstractmethod
     def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
         """The steps that publish `files` of `dataset`; each must be idempotent."""
+
+    def output_roots(self) -> list[str]:
+        """Hook: the directories (paths or URLs) this publisher's steps write under; a commit record naming a
+        path elsewhere is refused as tampered. Default: the `final_dir` setting, where the publisher has one."""
+        final = getattr(self.settings, "final_dir", None)
+        return [str(final)] if final is not None else []

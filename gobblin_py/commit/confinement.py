@@ -48,9 +48,9 @@ def _strings(value: Any) -> Iterator[str]:
 def step_paths(step: CommitStep) -> list[str]:
     """Every path a step names: its `paths()` where it has one, else each field value that is a Location,
     an absolute path, a URL or holds `..` (a relative name such as a dataset is not a path)."""
-    hook = getattr(step, "paths", None)
-    if callable(hook):
-        return [str(p) for p in hook()]
+    declared = step.paths()
+    if declared is not None:
+        return [str(p) for p in declared]
     if dataclasses.is_dataclass(step):
         return [p for f in dataclasses.fields(step) for p in _strings(getattr(step, f.name))]
     return []
@@ -88,7 +88,8 @@ class Confinement:
                 if not self.contains(path):
                     raise CorruptCommitRecordError(
                         f"{where}: step {index + 1}/{len(steps)} ({type(step).type_name}) names {path}, outside the job's "
-                        f"directories ({', '.join(self.roots)}); refused as tampered, nothing was applied. If the job's "
+                        f"directories ({', '.join(self.roots)}); refused as tampered, nothing was applied (a publisher declares "
+                        "where it writes with DataPublisher.output_roots()). If the job's "
                         "final_dir or task_output_dir changed since it was written, restore them to replay it; else drop it "
                         "with `gobblin-py recover JOB.yaml --dataset DATASET --abandon`")
 
@@ -101,7 +102,5 @@ def job_confinement(job: JobSpec) -> Confinement:
     settings = job.job
     roots: list[str] = [settings.job_task_output, str(settings.work_dir / "state" / job.name), str(settings.job_staging)]
     for branch in job.branches:
-        final = getattr(branch.publisher.settings, "final_dir", None)
-        if final is not None:
-            roots.append(str(final))
+        roots.extend(branch.publisher.create().output_roots())
     return Confinement.of(roots)

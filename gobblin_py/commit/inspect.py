@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gobblin_py.api.commit_step import StepStatus
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.errors import CorruptCommitRecordError
 
@@ -52,9 +53,8 @@ def pending(store: CommitStepStore, jobs: list[str], datasets: list[str] | None 
                 description = step.describe()
                 try:
                     status = step.status().value
-                    conflict = getattr(step, "conflict", lambda: None)()
-                    if conflict is not None:  # the source is there, but a foreign file is in the way
-                        status, description = "conflict", f"{description}: {conflict}"
+                    if status == StepStatus.CONFLICT.value:  # the source is there, but a foreign file is in the way
+                        description = f"{description}: a file this job did not write is at the destination"
                 except Exception as exc:  # noqa: BLE001 - an unreadable target is shown, not raised
                     status = f"unknown ({exc})"
                 view.steps.append(StepView(i + 1, type(step).type_name, status, description))

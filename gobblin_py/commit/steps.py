@@ -54,9 +54,9 @@ class FsRenameCommitStep(CommitStep):
         return not self._src_exists() and self._dst_matches()
 
     def status(self) -> StepStatus:
-        """PENDING also when a foreign file is in the way (`conflict()` says so): the source is still there."""
+        """CONFLICT when the source is there but a file this job did not write is at the destination."""
         if self._src_exists():
-            return StepStatus.PENDING
+            return StepStatus.CONFLICT if self.conflict() is not None else StepStatus.PENDING
         return StepStatus.DONE if self._dst_matches() else StepStatus.LOST
 
     def conflict(self) -> str | None:

@@ -32,7 +32,7 @@ def test_rename_is_done_only_with_the_recorded_content_and_never_replaces_anothe
     dst = Path(step.dst)
     dst.parent.mkdir(parents=True)
     dst.write_bytes(b"PAYLOAD")  # a file of the same size it did not write: not the published one, and not replaced
-    assert not step.verify() and step.status() is StepStatus.PENDING
+    assert not step.verify() and step.status() is StepStatus.CONFLICT
     with pytest.raises(CommitError, match="already holds a different file"):
         step.execute()
     assert dst.read_bytes() == b"PAYLOAD" and Path(step.src).exists()
