@@ -21,11 +21,22 @@ if TYPE_CHECKING:
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def _normal(path: str) -> str:
-    """A comparable form: local paths with `..` and symlinks resolved, URLs with `..` folded (no escape by either)."""
+def _normal(path: str, dirs: dict[str, str] | None = None) -> str:
+    """A comparable form: local paths with `..` and symlinks resolved, URLs with `..` folded (no escape by either).
+
+    `dirs` memoizes the resolved parent directories over one check (a sequence names many files in few
+    directories); the last component is resolved only where it is a link.
+    """
     loc = Location(path)
     if loc.is_local:
-        return os.path.realpath(loc)  # resolves the existing part's symlinks, then `..` in the rest
+        folded = os.path.normpath(loc)
+        if dirs is None or os.path.islink(folded):
+            return os.path.realpath(folded)  # resolves the existing part's symlinks, then `..` in the rest
+        head, tail = os.path.split(folded)
+        real = dirs.get(head)
+        if real is None:
+            real = dirs[head] = os.path.realpath(head)
+        return os.path.join(real, tail)
     scheme, _, rest = loc.partition("://")
     return f"{scheme}://{posixpath.normpath('/' + rest).lstrip('/')}"
 
@@ -72,26 +83,29 @@ class Confinement:
         return cls(())
 
     def contains(self, path: str) -> bool:
-        if not self.roots:
+        return self._within(path, self._normal_roots(), None)
+
+    def _normal_roots(self) -> list[str]:
+        return [_normal(root).rstrip("/") for root in self.roots]
+
+    def _within(self, path: str, roots: list[str], dirs: dict[str, str] | None) -> bool:
+        if not roots:
             return True
-        p = _normal(path)
-        for root in self.roots:
-            r = _normal(root).rstrip("/")
-            if p == r or p.startswith(r + "/"):
-                return True
-        return False
+        p = _normal(path, dirs)
+        return any(p == r or p.startswith(r + "/") for r in roots)
 
     def check(self, steps: list[CommitStep], where: str) -> None:
         """Raise CorruptCommitRecordError naming the first step and path outside the roots; `where` names the record."""
+        roots, dirs = self._normal_roots(), {}
         for index, step in enumerate(steps):
             for path in step_paths(step):
-                if not self.contains(path):
+                if not self._within(path, roots, dirs):
                     raise CorruptCommitRecordError(
                         f"{where}: step {index + 1}/{len(steps)} ({type(step).type_name}) names {path}, outside the job's "
                         f"directories ({', '.join(self.roots)}); refused as tampered, nothing was applied (a publisher declares "
-                        "where it writes with DataPublisher.output_roots()). If the job's "
-                        "final_dir or task_output_dir changed since it was written, restore them to replay it; else drop it "
-                        "with `gobblin-py recover JOB.yaml --dataset DATASET --abandon`")
+                        "where it writes with DataPublisher.output_roots()). If the job's final_dir or task_output_dir changed "
+                        "since it was written, restore them to replay it; else drop it with "
+                        "`gobblin-py recover JOB.yaml --dataset DATASET --abandon`")
 
 
 def job_confinement(job: JobSpec) -> Confinement:

@@ -18,6 +18,8 @@ class Location(str):
     __slots__ = ()
 
     def __new__(cls, value: str | Path) -> Location:
+        if type(value) is cls:
+            return value  # already normal, and immutable
         text = str(value)
         m = _URL.match(text)
         if m is None:
