@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to 127.0.0.1 only
 
+from gobblin_py.commit.protocol import commit_sequence  # noqa: E402
 from gobblin_py.commit.recovery import recover  # noqa: E402
 from gobblin_py.commit.sequence import CommitSequence  # noqa: E402
 from gobblin_py.commit.steps import BUILTIN_STEPS  # noqa: E402
@@ -57,12 +58,8 @@ def exactly_once(root: Path, task_files: list[list[Path]], threads: int = 4, exi
         os.sync()
     t0 = time.perf_counter()
 
-    def commit(seq: CommitSequence) -> None:
-        store.put(seq)
-        seq.commit(store)
-
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        list(pool.map(commit, seqs))
+        list(pool.map(lambda seq: commit_sequence(store, seq), seqs))
     return time.perf_counter() - t0
 
 

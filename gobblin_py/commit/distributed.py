@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.commit.confinement import Confinement
+from gobblin_py.commit.protocol import commit_sequence
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome, RecoveryReport, pending, recover_dataset
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
@@ -94,8 +95,7 @@ def commit_group(group: CommitGroup) -> list[tuple[str, str | None]]:
     out: list[tuple[str, str | None]] = []
     for seq in group.sequences:
         try:
-            store.put(seq)
-            seq.commit(store)
+            commit_sequence(store, seq)
             out.append((seq.dataset, None))
         except (CommitError, OSError) as exc:
             out.append((seq.dataset, str(exc)))

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gobblin_py.commit.crashpoints import crash_point
+from gobblin_py.commit.protocol import replay
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.errors import CommitError, CorruptCommitRecordError
 
@@ -59,7 +60,7 @@ def recover_dataset(store: CommitStepStore, job: str, dataset: str, max_attempts
                                f"quarantined after {seq.attempts} failed attempts; last error: {seq.last_error}", seq.run_id)
     crash_point("recovery.before_commit")
     try:
-        seq.commit(store)
+        replay(store, seq)
     except CommitError as exc:
         outcome = Outcome.QUARANTINED if seq.attempts >= max_attempts else Outcome.FAILED
         return DatasetRecovery(dataset, outcome, f"attempt {seq.attempts}/{max_attempts}: {exc}", seq.run_id)

@@ -17,10 +17,10 @@ from typing import Any
 from gobblin_py.api import Delivery, MultiWorkUnit, SourceState, TaskCounter, WorkUnit, flatten
 from gobblin_py.commit.committer import build_sequence
 from gobblin_py.commit.confinement import job_confinement
-from gobblin_py.commit.crashpoints import crash_point
 from gobblin_py.commit.distributed import commit_on_executors, default_groups, recover_on_executors, use_executors
+from gobblin_py.commit.protocol import commit_sequence, publish_without_log
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome, RecoveryReport, recover
-from gobblin_py.commit.sequence import CommitSequence, StepFailed
+from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.config.model import CommitPolicy, JobSpec
 from gobblin_py.errors import CommitError, GobblinError, JobError, JobLockedError, SourceError
@@ -305,14 +305,10 @@ class JobRunner:
         """Log and execute one sequence in the driver; the error, or None."""
         try:
             if self.job.job.delivery is Delivery.EXACTLY_ONCE:
-                crash_point("commit.before_store_write")
-                self.store.put(seq)
-                crash_point("commit.after_store_write")
-                seq.commit(self.store)
+                commit_sequence(self.store, seq)
             else:  # at_least_once: Gobblin's classic order, publish then persist, no log
-                self.store.confinement.check(seq.steps, f"commit sequence of dataset {seq.dataset!r}")
-                seq.apply(verify_first=False)
-        except (CommitError, OSError, StepFailed) as exc:
+                publish_without_log(self.store.confinement, seq)
+        except (CommitError, OSError) as exc:
             return str(exc)
         return None
 

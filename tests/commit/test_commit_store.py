@@ -12,6 +12,7 @@ import pytest
 
 from gobblin_py.api import CommitStep, StepStatus
 from gobblin_py.checked_json import encode
+from gobblin_py.commit.protocol import replay
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import DatasetStateCommitStep, FsRenameCommitStep, HighWatermarkCommitStep
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
@@ -83,9 +84,9 @@ def test_store_round_trip_and_commit_removes_the_record(tmp_path: Path) -> None:
     loaded = store.get("job", "ds")
     assert loaded.steps == seq.steps and loaded.run_id == "r1"
     assert store.datasets("job") == ["ds"]
-    loaded.commit(store)
+    replay(store, loaded)
     assert store.datasets("job") == [] and all(s.verify() for s in seq.steps)
-    loaded.commit(store)  # a second commit of a done sequence changes nothing
+    replay(store, loaded)  # a second commit of a done sequence changes nothing
 
 
 def test_a_failing_step_counts_the_attempt_and_names_the_step(tmp_path: Path) -> None:
@@ -94,7 +95,7 @@ def test_a_failing_step_counts_the_attempt_and_names_the_step(tmp_path: Path) ->
     store.put(seq)
     Path(seq.steps[0].src).unlink()
     with pytest.raises(CommitError, match=r"step 1/3 \(publish "):
-        store.get("job", "ds").commit(store)
+        replay(store, store.get("job", "ds"))
     again = store.get("job", "ds")
     assert again.attempts == 1 and again.failed_step == 0 and "is gone" in again.last_error
 
@@ -149,7 +150,7 @@ def test_a_declared_step_type_round_trips(tmp_path: Path) -> None:
     store = CommitStepStore(tmp_path, StepRegistry([TouchStep]))
     store.put(CommitSequence(job="job", dataset="ds", run_id="r", steps=[TouchStep(str(tmp_path / "x"))]))
     seq = store.get("job", "ds")
-    seq.commit(store)
+    replay(store, seq)
     assert (tmp_path / "x").exists()
     with pytest.raises(CorruptCommitRecordError, match="not registered"):
         CommitStepStore(tmp_path).put(CommitSequence(job="job", dataset="ds", run_id="r", steps=[TouchStep("y")]))

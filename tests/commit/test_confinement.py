@@ -12,6 +12,7 @@ import pytest
 from gobblin_py.api import CommitStep
 from gobblin_py.checked_json import encode
 from gobblin_py.commit.confinement import Confinement, job_confinement
+from gobblin_py.commit.protocol import replay
 from gobblin_py.commit.recovery import Outcome, recover
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import DatasetStateCommitStep, FsRenameCommitStep, HighWatermarkCommitStep
@@ -105,7 +106,7 @@ def test_the_paths_of_a_declared_step_type_are_checked_too(tmp_path: Path, job_s
     inside = tmp_path / "output" / "_SUCCESS"
     inside.parent.mkdir()
     store.put(CommitSequence(job="t", dataset="ds", run_id="r", steps=[TouchStep(str(inside))]))
-    store.get("t", "ds").commit(store)
+    replay(store, store.get("t", "ds"))
     assert inside.exists()
     _hand_edited(store, [{"type": "touch", "args": {"target": str(tmp_path / "etc" / "passwd")}}])
     with pytest.raises(CorruptCommitRecordError, match="step 1/1 \\(touch\\) names"):

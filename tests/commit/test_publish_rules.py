@@ -12,7 +12,7 @@ import pytest
 from gobblin_py import durable
 from gobblin_py.api import StepStatus
 from gobblin_py.commit import inspect as inspection
-from gobblin_py.commit import sequence as sequence_module
+from gobblin_py.commit import protocol
 from gobblin_py.commit.recovery import Outcome, recover
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import (
@@ -128,15 +128,14 @@ def test_every_new_directory_is_durable_before_the_watermark(tmp_path: Path, mon
         real_write(self, watermarks)
 
     monkeypatch.setattr(durable, "fsync_dir", fsync_dir)
-    monkeypatch.setattr(sequence_module, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(protocol, "fsync_dir", fsync_dir)
     monkeypatch.setattr(WatermarkFile, "write", write)
     (tmp_path / "output").mkdir()
     src = _task_file(tmp_path)
     dst = tmp_path / "output" / "ds" / "2026" / "01" / "02" / "f.avro"
     seq = _sequence(tmp_path, FsRenameCommitStep(src=str(src), dst=str(dst), size=src.stat().st_size, checksum=file_checksum(src)))
     store = CommitStepStore(tmp_path)
-    store.put(seq)
-    seq.commit(store)
+    protocol.commit_sequence(store, seq)
     before = events[events.index("fsync commits/job") + 1:events.index("watermark")]
     assert set(before) >= {"fsync output", "fsync output/ds", "fsync output/ds/2026", "fsync output/ds/2026/01",
                            "fsync output/ds/2026/01/02"}

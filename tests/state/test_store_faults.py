@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gobblin_py.commit.protocol import commit_sequence
 from gobblin_py.commit.recovery import Outcome, recover
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import DatasetStateCommitStep, HighWatermarkCommitStep
@@ -22,8 +23,7 @@ def _commit(work: Path, dataset: str, run_id: str, watermarks: dict) -> None:
         HighWatermarkCommitStep(state_dir=state_dir, dataset=dataset, watermarks=watermarks),
         DatasetStateCommitStep(state_dir=state_dir, dataset=dataset, run_id=run_id, state={"records_written": 5}),
     ])
-    store.put(seq)
-    seq.commit(store)
+    commit_sequence(store, seq)
 
 
 def _corrupt(path: Path) -> None:

@@ -1,0 +1,96 @@
+"""The commit protocol, the one place it is written: log the sequence → run each step not already done →
+remove the record. The driver, the executors and recovery all call it, so every crash point is on every path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gobblin_py.api.commit_step import CommitStep
+from gobblin_py.commit.confinement import Confinement
+from gobblin_py.commit.crashpoints import crash_point
+from gobblin_py.commit.sequence import CommitSequence
+from gobblin_py.commit.store import CommitStepStore
+from gobblin_py.durable import fsync_dir
+from gobblin_py.errors import CommitError
+
+
+class StepFailed(Exception):
+    """A step of a sequence raised: which one, and why."""
+
+    def __init__(self, index: int, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.index, self.cause = index, cause
+
+
+def _sync(dirs: set[str]) -> None:
+    for d in sorted(dirs):
+        fsync_dir(Path(d))
+    dirs.clear()
+
+
+def apply_steps(steps: list[CommitStep], verify_first: bool) -> None:
+    """The steps in order, deferred directory fsyncs done before any step that needs them durable;
+    StepFailed names the step that raised.
+
+    Without the log (`at_least_once`), `verify_first` is False: every step simply runs.
+    """
+    unsynced: set[str] = set()
+    for index, step in enumerate(steps):
+        try:
+            deferred = step.deferred_sync_dir()
+            if deferred is None and unsynced:
+                _sync(unsynced)  # what came before is durable before this step runs
+            if not (verify_first and step.verify()):
+                step.execute()
+            if deferred is not None:  # also when verified: a crashed run may have renamed without the fsync
+                unsynced.add(deferred)
+        except Exception as exc:
+            raise StepFailed(index, exc) from exc
+        crash_point("commit.after_step")
+    _sync(unsynced)
+
+
+def commit_sequence(store: CommitStepStore, seq: CommitSequence) -> None:
+    """Log `seq` durably in `store`, then replay it: what the driver and the executors do for a new commit."""
+    crash_point("commit.before_store_write")
+    store.put(seq)
+    crash_point("commit.after_store_write")
+    replay(store, seq)
+
+
+def replay(store: CommitStepStore, seq: CommitSequence) -> None:
+    """Run each step of a logged sequence not already done, in order; then remove its record (recovery starts here).
+
+    On failure (an OSError such as a full disk included) the record stays, with the attempt counted and the
+    failing step named, unless the record itself cannot be rewritten (then the error says so); a CommitError
+    names the dataset either way.
+    """
+    try:
+        apply_steps(seq.steps, verify_first=True)
+    except StepFailed as failed:
+        seq.attempts += 1
+        seq.failed_step = failed.index
+        seq.last_error = f"step {failed.index + 1}/{len(seq.steps)} ({seq.steps[failed.index].describe()}): {failed.cause}"
+        unrecorded = ""
+        try:
+            store.put(seq)
+        except OSError as exc:
+            unrecorded = f" (this attempt could not be counted in {store.path(seq.job, seq.dataset)}: {exc})"
+        raise CommitError(f"commit of dataset {seq.dataset!r} failed at {seq.last_error}{unrecorded}") from failed.cause
+    crash_point("commit.before_record_removal")
+    try:
+        store.remove(seq.job, seq.dataset)
+    except OSError as exc:
+        raise CommitError(f"dataset {seq.dataset!r}: every step is done but its commit record {store.path(seq.job, seq.dataset)} "
+                          f"could not be removed ({exc}); the next run verifies the steps and removes it") from exc
+    crash_point("commit.after_record_removal")
+
+
+def publish_without_log(confinement: Confinement, seq: CommitSequence) -> None:
+    """`at_least_once`: Gobblin's classic order, every step run (publish, then persist), no record; a step's
+    failure is a CommitError with the step's own message."""
+    confinement.check(seq.steps, f"commit sequence of dataset {seq.dataset!r}")
+    try:
+        apply_steps(seq.steps, verify_first=False)
+    except StepFailed as failed:
+        raise CommitError(str(failed)) from failed.cause
