@@ -33,15 +33,16 @@ from gobblin_py.plugins import Kind, resolve
 
 SECTIONS = ("job", "source", "converters", "quality", "fork", "writer", "publisher", "spark", "logging")
 _DEFAULTS_ENV = "GOBBLIN_PY_DEFAULTS"
+PACKAGE_CONF = Path(__file__).resolve().parents[1] / "conf"
+"""Settings that ship inside the package: the job defaults and Spark's logging configuration."""
 
 
-def defaults_file() -> Path | None:
-    """conf/defaults.yaml of the checkout (or $GOBBLIN_PY_DEFAULTS): what every job inherits."""
+def defaults_files() -> list[Path]:
+    """What every job inherits, in order of precedence (later wins): the package's own
+    `gobblin_py/conf/defaults.yaml` (package data, so a wheel installed anywhere runs a job as the checkout
+    does), then a site file named by `$GOBBLIN_PY_DEFAULTS` (an operator's defaults for all their jobs)."""
     env = os.environ.get(_DEFAULTS_ENV)
-    if env:
-        return Path(env)
-    candidate = Path(__file__).resolve().parents[2] / "conf" / "defaults.yaml"
-    return candidate if candidate.is_file() else None
+    return [PACKAGE_CONF / "defaults.yaml", *([Path(env)] if env else [])]
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -273,8 +274,9 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     job_dir = str(path.absolute().parent)
     if job_dir not in sys.path:  # user plugins beside the job file import here as on the executors
         sys.path.insert(0, job_dir)
-    defaults_path = defaults_file()
-    defaults = _read_yaml(defaults_path) if defaults_path else {}
+    defaults: dict[str, Any] = {}
+    for defaults_path in defaults_files():
+        defaults = deep_merge(defaults, _read_yaml(defaults_path))
     merged = deep_merge(defaults, raw)
     if master:
         merged = deep_merge(merged, {"spark": {"master": master}})

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gobblin_py.config.loader import PACKAGE_CONF
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import JobError
 from gobblin_py.fs import Location
@@ -23,7 +24,7 @@ from gobblin_py.runtime.task import TaskSpec, run_task
 
 log = logging.getLogger(__name__)
 
-_LOG4J = Path(__file__).resolve().parents[2] / "conf" / "log4j2.properties"
+_LOG4J = PACKAGE_CONF / "log4j2.properties"
 
 
 def _python_path(job: JobSpec) -> str:
