@@ -1,5 +1,6 @@
 """`gobblin-py`: run, validate, recover and inspect ingestion jobs. Exit codes: 0 ok, 1 job failed,
-2 bad job file or command line, 3 commits pending (inspect-commits)."""
+2 bad job file or command line, 3 commits pending (inspect-commits), 4 internal error (a bug: one line,
+the traceback with --verbose)."""
 
 from __future__ import annotations
 
@@ -58,10 +59,7 @@ def run(
     except Exception as exc:  # a bug, not bad input: one line, the traceback only with --verbose
         if verbose:
             raise
-        from gobblin_py.cli.output import err
-        err.print(f"error: internal error {type(exc).__name__}: {exc} (run again with --verbose for the traceback; "
-                  "committed state is consistent, pending commits are recovered by the next run)", markup=False)
-        raise typer.Exit(1) from None
+        _internal(exc)
     print_summary(result)
     if metrics_json is not None:
         write_metrics(result, metrics_json)
@@ -169,6 +167,16 @@ app.add_typer(state_app, name="state")
 app.add_typer(history_app, name="history")
 
 
+INTERNAL_ERROR = 4
+
+
+def _internal(exc: BaseException) -> None:
+    """An error no command expected (a bug): one line and exit 4; `--verbose` shows the traceback."""
+    print(f"error: internal error {type(exc).__name__}: {exc} (run again with --verbose for the traceback; "
+          "committed state is consistent, pending commits are recovered by the next run)", file=sys.stderr)
+    raise SystemExit(INTERNAL_ERROR)
+
+
 def main() -> None:
     """Entry point of the `gobblin-py` script."""
     try:
@@ -176,6 +184,10 @@ def main() -> None:
     except ConfigError as exc:  # pragma: no cover - commands handle their own
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except Exception as exc:  # noqa: BLE001 - any command's unexpected error: one line unless --verbose
+        if "--verbose" in sys.argv or "-v" in sys.argv[1:]:
+            raise
+        _internal(exc)
 
 
 if __name__ == "__main__":

@@ -141,3 +141,20 @@ def test_a_users_own_plugin_by_dotted_path_runs_on_spark_executors(tmp_path: Pat
     assert [r["id"] for r in rows] == [1, 2]
     worker_pid = rows[0]["worker"]
     assert worker_pid.startswith("pid") and worker_pid != "pid" and int(worker_pid[3:]) != os.getpid()
+
+
+@pytest.mark.parametrize("command", [["validate", "job.yaml"], ["run", "job.yaml", "--in-process"], ["state", "show", "job.yaml"]])
+def test_an_internal_error_is_one_line_and_exit_4_and_verbose_shows_the_traceback(tmp_path: Path, command: list[str]) -> None:
+    bug = ("import sys, gobblin_py.config as c\n"
+           "def boom(*a, **k): raise RuntimeError('a bug in the loader')\n"
+           "c.load_job = boom\n"
+           "sys.argv = ['gobblin-py', *sys.argv[1:]]\n"
+           "from gobblin_py.cli.main import main; main()\n")
+    quiet = subprocess.run([sys.executable, "-c", bug, *command], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert quiet.returncode == 4
+    assert quiet.stderr.strip().splitlines() == ["error: internal error RuntimeError: a bug in the loader (run again with --verbose "
+                                                 "for the traceback; committed state is consistent, pending commits are "
+                                                 "recovered by the next run)"]
+    if command[0] == "run":
+        loud = subprocess.run([sys.executable, "-c", bug, *command, "--verbose"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert loud.returncode != 0 and "Traceback" in loud.stderr and "a bug in the loader" in loud.stderr
