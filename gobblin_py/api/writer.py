@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import abc
 import enum
-import os
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 from gobblin_py.api.plugin import Plugin
 from gobblin_py.api.types import Record, Schema
-from gobblin_py.durable import file_checksum, fsync_dir, fsync_file, makedirs_durably
-from gobblin_py.fs import Location, filesystem_for
 
 
 class Delivery(str, enum.Enum):
@@ -47,36 +44,17 @@ class WriterTarget:
     """
 
     staging_dir: Path
-    task_output_dir: Location
+    task_output_dir: str  # a local path or a URL: where the framework moves the closed files
     rel_dir: str
     file_stem: str
 
     def __post_init__(self) -> None:  # a Path is accepted too
-        object.__setattr__(self, "task_output_dir", Location(self.task_output_dir))
-
-
-def commit_staged(staged: Path, dest: Location | Path, rel_path: str, records: int, kind: str = "data") -> OutputFile:
-    """Move a closed staged file into task output (fsynced there, or uploaded to a remote store and checked),
-    and describe it as a committable."""
-    dest = Location(dest)
-    size, checksum = staged.stat().st_size, file_checksum(staged)
-    if dest.is_local:
-        fsync_file(staged)
-        makedirs_durably(dest.path.parent)
-        os.replace(staged, dest)
-        fsync_dir(dest.path.parent)  # the entry is durable before a commit record names it
-    else:
-        fs = filesystem_for(dest)
-        fs.put(staged, dest)
-        uploaded = fs.size(dest)
-        if uploaded != size:
-            raise OSError(f"upload of {staged} to {dest} left {uploaded} bytes, not {size}")
-        staged.unlink()
-    return OutputFile(path=str(dest), rel_path=rel_path, records=records, size=size, checksum=checksum, kind=kind)
+        object.__setattr__(self, "task_output_dir", str(self.task_output_dir))
 
 
 class DataWriter(Plugin, abc.ABC):
-    """Writes records of one branch of one task; the framework owns `commit`."""
+    """Writes records of one branch of one task; the framework then moves the files `close` returns into task
+    output and describes them as committables (`runtime.committables.commit_writer`)."""
 
     guarantee: typing.ClassVar[Delivery] = Delivery.EXACTLY_ONCE
     """What this writer supports; a job asking for more is refused at validation."""
@@ -95,12 +73,3 @@ class DataWriter(Plugin, abc.ABC):
 
     def abort(self) -> None:
         """Hook: drop what was written (the framework deletes the staging directory after)."""
-
-    @typing.final
-    def commit(self, target: WriterTarget) -> list[OutputFile]:
-        """Close, fsync, then move every staged file into task output and describe it as a committable."""
-        out: list[OutputFile] = []
-        for staged, records in self.close():
-            rel = staged.relative_to(target.staging_dir)
-            out.append(commit_staged(staged, target.task_output_dir / rel, rel.as_posix(), records))
-        return out

@@ -21,7 +21,7 @@ from gobblin_py.builtin.compression import Compression, split_compression
 from gobblin_py.builtin.files_extractors import (KNOWN_EXTENSIONS, CsvExtractor, FileFormat, FileRange,
                                                  JsonLinesExtractor, format_of)
 from gobblin_py.builtin.output_names import workunit_id
-from gobblin_py.config.paths import ExistingDirLocation
+from gobblin_py.fs.paths import ExistingDirLocation
 from gobblin_py.errors import FileSystemError, SourceError
 from gobblin_py.fs import Location, filesystem_for
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gobblin_py.api import CommitStep, DataPublisher, OutputFile, Settings
 from gobblin_py.commit.steps import publish_step
-from gobblin_py.config.paths import FsLocation
+from gobblin_py.fs.paths import FsLocation
 
 
 class FsPublisherSettings(Settings):

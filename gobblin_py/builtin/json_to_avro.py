@@ -19,7 +19,7 @@ from pydantic import AfterValidator, Field
 from gobblin_py.api import OneToOneConverter, Settings, TaskCounter
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.avro_values import AvroTypeChecker
-from gobblin_py.config.paths import ExistingFile
+from gobblin_py.fs.paths import ExistingFile
 from gobblin_py.errors import ConfigError, RecordError
 
 _MISSING = object()

@@ -18,7 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from gobblin_py.api import Extractor, MultiWorkUnit, Settings, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.builtin.output_names import workunit_id
 from gobblin_py.builtin.packing import worst_fit_decreasing
-from gobblin_py.config.paths import ExistingFile
+from gobblin_py.fs.paths import ExistingFile
 from gobblin_py.errors import SourceError
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
-from gobblin_py.config.paths import AbsPath, FsLocation
+from gobblin_py.fs.paths import AbsPath, FsLocation
 from gobblin_py.cron import Cron
 from gobblin_py.fs import Location
 from gobblin_py.state.alerts import AlertSettings

@@ -8,7 +8,7 @@ from typing import IO, Any
 import orjson
 
 from gobblin_py.api import OutputFile
-from gobblin_py.api.writer import commit_staged
+from gobblin_py.runtime.committables import commit_staged
 from gobblin_py.errors import RecordError
 from gobblin_py.fs import Location
 

@@ -37,6 +37,7 @@ from gobblin_py.errors import QualityError, is_record_fault, is_retriable
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.fs import configure as configure_filesystems
 from gobblin_py.runtime.bad_records import ErrorFile, reason
+from gobblin_py.runtime.committables import commit_writer
 from gobblin_py.runtime.results import BranchMetrics, TaskStatus, WorkUnitResult
 
 
@@ -350,7 +351,7 @@ class _Pipeline:
         metrics: dict[str, BranchMetrics] = {}
         warnings: list[str] = []
         for branch in branches:
-            committed = branch.writer.commit(branch.target)
+            committed = commit_writer(branch.writer, branch.target)
             files.extend(committed)
             branch.stats.bytes_written = sum(f.size for f in committed)
             written = sum(f.records for f in committed)

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from gobblin_py.runtime.committables import commit_writer
 from gobblin_py.api import OutputFile, WriterTarget
 from gobblin_py.builtin.avro_writer import AvroWriter
 from gobblin_py.builtin.jsonl_writer import JsonLinesWriter
@@ -69,7 +70,7 @@ def _write_all(writer: Any, schema: Any, records: list[dict[str, Any]], target: 
             writer.write(record)
         except RecordError as exc:
             refused.append(str(exc))
-    return writer.commit(target), refused
+    return commit_writer(writer, target), refused
 
 
 @pytest.mark.parametrize("codec", ["null", "deflate", "snappy", "zstandard"])

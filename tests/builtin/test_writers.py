@@ -13,6 +13,8 @@ import fastavro
 import pytest
 from pydantic import ValidationError
 
+from gobblin_py.fs import Location
+from gobblin_py.runtime.committables import commit_writer
 from gobblin_py.api import OutputFile, WriterTarget
 from gobblin_py.builtin.avro_writer import AvroWriter
 from gobblin_py.builtin.jsonl_writer import JsonLinesWriter
@@ -53,7 +55,7 @@ def _write(writer: Any, schema: Any, records: list[dict[str, Any]], target: Writ
     writer.open(schema, target)
     for record in records:
         writer.write(record)
-    return writer.commit(target)
+    return commit_writer(writer, target)
 
 
 def _crc32c(path: Path) -> str:
@@ -72,7 +74,7 @@ def _ids(records: list[dict[str, Any]]) -> list[int]:
 def _check_output_file(out: OutputFile, target: WriterTarget) -> None:
     path = Path(out.path)
     assert path.is_file()
-    assert out.path == target.task_output_dir / out.rel_path
+    assert out.path == Location(target.task_output_dir) / out.rel_path
     assert out.size == path.stat().st_size
     assert out.checksum == _crc32c(path)
     assert out.kind == "data"

@@ -14,7 +14,7 @@ from gobblin_py.testing.jobs import example_job, read_avro_dir, write_job
 PLUGIN = '''
 from gobblin_py.api import DataPublisher, Settings
 from gobblin_py.commit.steps import publish_step
-from gobblin_py.config.paths import FsLocation
+from gobblin_py.fs.paths import FsLocation
 
 
 class TargetSettings(Settings):

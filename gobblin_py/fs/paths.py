@@ -1,4 +1,4 @@
-"""Path setting types: relative paths resolve against the working directory at validation,
+"""Path setting types for plugin and job settings: relative paths resolve against the working directory at validation,
 so the driver and every executor see the same absolute path."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 from gobblin_py.errors import ConfigError
-from gobblin_py.fs import Location, check_scheme
+from gobblin_py.fs.location import Location
+from gobblin_py.fs.registry import check_scheme
 
 
 def _absolute(p: Path) -> Path:

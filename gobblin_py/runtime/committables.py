@@ -1,0 +1,41 @@
+"""Committables: a writer's closed staged files moved into task output (fsynced there, or uploaded and checked)
+and described as `OutputFile`s, the one path for data files and error files alike."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gobblin_py.api import DataWriter, OutputFile, WriterTarget
+from gobblin_py.durable import file_checksum, fsync_dir, fsync_file, makedirs_durably
+from gobblin_py.fs import Location, filesystem_for
+
+
+def commit_staged(staged: Path, dest: Location | Path | str, rel_path: str, records: int, kind: str = "data") -> OutputFile:
+    """Move a closed staged file into task output (fsynced there, or uploaded to a remote store and checked),
+    and describe it as a committable."""
+    dest = Location(dest)
+    size, checksum = staged.stat().st_size, file_checksum(staged)
+    if dest.is_local:
+        fsync_file(staged)
+        makedirs_durably(dest.path.parent)
+        os.replace(staged, dest)
+        fsync_dir(dest.path.parent)  # the entry is durable before a commit record names it
+    else:
+        fs = filesystem_for(dest)
+        fs.put(staged, dest)
+        uploaded = fs.size(dest)
+        if uploaded != size:
+            raise OSError(f"upload of {staged} to {dest} left {uploaded} bytes, not {size}")
+        staged.unlink()
+    return OutputFile(path=str(dest), rel_path=rel_path, records=records, size=size, checksum=checksum, kind=kind)
+
+
+def commit_writer(writer: DataWriter, target: WriterTarget) -> list[OutputFile]:
+    """Close the writer, then move every staged file it returns into task output as a committable."""
+    out: list[OutputFile] = []
+    root = Location(target.task_output_dir)
+    for staged, records in writer.close():
+        rel = staged.relative_to(target.staging_dir)
+        out.append(commit_staged(staged, root / rel, rel.as_posix(), records))
+    return out
