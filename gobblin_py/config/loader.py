@@ -27,6 +27,7 @@ from gobblin_py.config.model import (
     SparkSection,
     TaskPolicyConfig,
 )
+from gobblin_py.config.env import substitute
 from gobblin_py.errors import ConfigError, PluginNotFoundError
 from gobblin_py.fs import configure as configure_filesystems
 from gobblin_py.plugins import Kind, resolve
@@ -270,7 +271,8 @@ def _branches(fork_extra: dict[str, Any], top: dict[str, Any], task_policies: li
 def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     """Read, merge over the defaults and validate a job file; ConfigError lists every problem."""
     path = Path(path)
-    raw = _read_yaml(path)
+    substituted = substitute(_read_yaml(path), os.environ)
+    raw = substituted.data
     job_dir = str(path.absolute().parent)
     if job_dir not in sys.path:  # user plugins beside the job file import here as on the executors
         sys.path.insert(0, job_dir)
@@ -281,6 +283,8 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     if master:
         merged = deep_merge(merged, {"spark": {"master": master}})
     errors = _Collector()
+    for key, problem in substituted.problems:
+        errors.add(key, problem)
     for unknown in sorted(set(raw) - set(SECTIONS)):
         errors.add(unknown, f"unknown section (expected one of: {', '.join(SECTIONS)})")
 
@@ -300,7 +304,7 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     if job is not None and not errors.problems:
         _check_delivery(job.delivery, branches, errors)
     if errors.problems or None in (job, spark, logging_, source, fork):
-        listed = "\n".join(f"  {p}" for p in errors.problems)
+        listed = "\n".join(f"  {substituted.redact(p)}" for p in errors.problems)
         raise ConfigError(f"{path}: invalid job file ({len(errors.problems)} problem{'s' if len(errors.problems) != 1 else ''}):\n{listed}")
     configure_filesystems(job.filesystems)
     return JobSpec(
