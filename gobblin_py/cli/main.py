@@ -29,7 +29,7 @@ def run(
     master: Annotated[Optional[str], typer.Option(help="Spark master URL; overrides spark.master")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show Spark's own logs and debug lines")] = False,
     in_process: Annotated[bool, typer.Option("--in-process", help="run tasks in this process instead of Spark (debugging)")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display or progress lines")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="only warnings, errors and the summary: no progress, no INFO lines")] = False,
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
 ) -> None:
     """Run a job once: lock, recover pending commits, extract, publish exactly once.
@@ -47,7 +47,7 @@ def run(
         job = load_job(job_file, master=master)
         if metrics_json is not None:
             check_metrics_path(metrics_json)
-        setup_logging(job.logging.level, verbose)
+        setup_logging("WARNING" if quiet and not verbose else job.logging.level, verbose)
         executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
         try:
             result = JobRunner(job, executor, progress_for(quiet)).run()

@@ -76,9 +76,36 @@ class SparkExecutor:
             if not self.verbose and _LOG4J.is_file():
                 options.append(f"-Dlog4j2.configurationFile=file:{_LOG4J}")
             conf.set("spark.driver.extraJavaOptions", " ".join(options))
+        if not self.verbose:
+            self._launch_quietly(conf)
         session = SparkSession.builder.config(conf=conf).getOrCreate()
         session.sparkContext.setLogLevel("INFO" if self.verbose else self.job.logging.spark_level)
         return session
+
+    @property
+    def log_path(self) -> Path:
+        """Where the Spark JVM's own output of the job's last run goes unless --verbose (its start-up banners,
+        warnings, an executor's Java stack trace): the run's terminal shows only gobblin-py's lines."""
+        return self.job.job.work_dir / "logs" / self.job.name / "spark.log"
+
+    def _launch_quietly(self, conf: Any) -> None:
+        """Start the JVM (as pyspark would) with its stdout and stderr in `log_path`; a JVM that cannot start
+        is reported with the end of that log."""
+        from pyspark import SparkContext
+        from pyspark.java_gateway import launch_gateway
+
+        if SparkContext._gateway is not None:  # a JVM already runs in this process (tests share one)
+            return
+        path = self.log_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as out:
+            try:
+                gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
+            except Exception as exc:  # noqa: BLE001 - Spark's own message is in its log
+                tail = path.read_bytes()[-1500:].decode("utf-8", "replace").strip()
+                raise JobError(f"Spark's JVM did not start ({exc}); the end of {path}:\n{tail}") from None
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
 
     def session(self) -> Any:
         waited = time.monotonic()

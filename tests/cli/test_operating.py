@@ -28,7 +28,8 @@ def test_without_a_terminal_progress_is_plain_log_lines_and_quiet_silences_them(
     assert "dataset clicks: committed, 2000 records written, 5 files" in run.stderr
     assert "\x1b[" not in run.stderr  # no terminal control codes
     quiet = cli([*RUN, "--quiet"], job_dir)
-    assert quiet.returncode == 0 and "tasks:" not in quiet.stderr
+    assert quiet.returncode == 0 and "tasks:" not in quiet.stderr and " INFO " not in quiet.stderr
+    assert quiet.stdout.strip().splitlines()[-1].startswith("SUCCEEDED job t run ")  # the summary stays
 
 
 def test_metrics_json_and_the_event_log(job_dir: Path) -> None:

@@ -36,6 +36,9 @@ def test_example_job_runs_then_ingests_nothing_then_only_a_new_file(checkout: Pa
     assert len(read_avro_dir(checkout / "output")) == 2998
     assert len(read_error_files(checkout / "output")) == 4
     assert "INFO SparkContext" not in first.stderr and "INFO Executor" not in first.stderr  # Spark stays quiet
+    for banner in ("Using incubator modules", "Setting default log level", "To adjust logging level"):  # the JVM's own lines
+        assert banner not in first.stderr + first.stdout
+    assert "Setting default log level" in (checkout / "work" / "logs" / "example" / "spark.log").read_text()
 
     second = run_cli("run", "jobs/example.yaml", cwd=checkout)
     assert second.returncode == 0
