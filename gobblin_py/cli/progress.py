@@ -48,7 +48,7 @@ class RichProgress:
         self.console.print(f"planned {workunits} work units in {tasks} tasks over {len(datasets)} datasets")
         if tasks:
             self.progress.start()
-            self.task = self.progress.add_task("tasks", total=tasks, detail="")
+            self.task = self.progress.add_task("tasks", total=tasks, detail="starting the executors…")  # Spark takes seconds
 
     def tasks_progress(self, done: int, running: int, failed: int, total: int) -> None:
         if self.task is not None:
