@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import random
-import sys
 from pathlib import Path
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -61,4 +60,8 @@ def main(root: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "jobs/data"))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", nargs="?", default="jobs/data", type=Path, help="where to write (default: jobs/data)")
+    main(parser.parse_args().out)

@@ -13,7 +13,29 @@ import typer
 from gobblin_py.errors import ConfigError, GobblinError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Gobblin-style ingestion jobs on Spark, published exactly once.")
+                  context_settings={"help_option_names": ["-h", "--help"]},
+                  help="Gobblin-style ingestion jobs on Spark, published exactly once.\n\n"
+                       "Example: gobblin-py run jobs/example.yaml")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"gobblin-py {version('gobblin-py')}")
+        except PackageNotFoundError:
+            print("gobblin-py (not installed: running from a checkout)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _top(version_: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                 help="print the version and exit")] = False) -> None:
+    """Gobblin-style ingestion jobs on Spark, published exactly once.
+
+    Example: gobblin-py run jobs/example.yaml
+    """
 
 JobFile = Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)]
 

@@ -11,8 +11,8 @@ import typer
 
 from gobblin_py.errors import ConfigError, GobblinError, StateStoreError
 
-state_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Committed watermarks and dataset states.")
-history_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The last runs of a job.")
+state_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Committed watermarks and dataset states.\n\nExample: gobblin-py state show jobs/example.yaml")
+history_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The last runs of a job.\n\nExample: gobblin-py history list jobs/example.yaml --limit 5")
 
 JobFile = Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)]
 

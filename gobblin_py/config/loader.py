@@ -143,7 +143,8 @@ def _explain(err: Mapping[str, Any], model: type[BaseModel]) -> str:
         return f"required setting is missing{expected}"
     got = err.get("input")
     shown = f"; got {got!r}" if got is not None and not isinstance(got, Mapping) else ""
-    return f"{err['msg']}{shown}"
+    message = err["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError says nothing
+    return message if shown and str(got) in message else f"{message}{shown}"
 
 
 def _type_name(annotation: Any) -> str:

@@ -161,3 +161,19 @@ def test_an_internal_error_is_one_line_and_exit_4_and_verbose_shows_the_tracebac
     if command[0] == "run":
         loud = subprocess.run([sys.executable, "-c", bug, *command, "--verbose"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert loud.returncode != 0 and "Traceback" in loud.stderr and "a bug in the loader" in loud.stderr
+
+
+def test_version_short_help_and_an_example_on_every_group() -> None:
+    version = run_cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("gobblin-py ")
+    for group in ([], ["state"], ["history"]):
+        short = run_cli(*group, "-h")
+        assert short.returncode == 0 and "Example: gobblin-py " in short.stdout, (group, short.stdout + short.stderr)
+
+
+def test_a_validation_message_has_no_pydantic_prefix_and_names_the_value_once(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text("job: {name: t}\nsource: {class: files, path: /nonexistent/dir}\nwriter: {class: avro}\n"
+                                       "publisher: {final_dir: out}\n")
+    done = run_cli("validate", "job.yaml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "  source.path: directory not found: /nonexistent/dir\n" in done.stderr and "Value error" not in done.stderr
