@@ -133,3 +133,9 @@ def is_retriable(exc: BaseException) -> bool:
     """False when a failed task attempt would fail the same way again: a bad record under `FAIL`, a FAIL
     quality policy, a bad configuration. Anything else (IO, a lost connection, a plugin's own failure) is retried."""
     return not isinstance(exc, (RecordError, QualityError, ConfigError))
+
+
+def describe(exc: BaseException) -> str:
+    """`TypeName: message` for a library's exception, once (kafka-python's errors already start with their name)."""
+    text, name = str(exc), type(exc).__name__
+    return text if text.startswith(name) else f"{name}: {text}" if text else name

@@ -18,7 +18,7 @@ import orjson
 from gobblin_py.api import Extractor, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.kafka_source import KafkaSettings, open_consumer
-from gobblin_py.errors import RetriableTaskError, SourceError
+from gobblin_py.errors import RetriableTaskError, SourceError, describe
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class KafkaExtractor(Extractor):
                 self._reset_out_of_range(consumer.beginning_offsets([tp])[tp], lambda target: consumer.seek(tp, target))
                 continue
             except KafkaError as exc:
-                raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {type(exc).__name__}: {exc}") from None
+                raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {describe(exc)}") from None
             records = batches.get(tp, ())
             if not records:
                 position = consumer.position(tp)

@@ -19,7 +19,7 @@ from gobblin_py.api import Extractor, MultiWorkUnit, Settings, Source, SourceSta
 from gobblin_py.builtin.output_names import workunit_id
 from gobblin_py.builtin.packing import worst_fit_decreasing
 from gobblin_py.fs.paths import ExistingFile
-from gobblin_py.errors import SourceError
+from gobblin_py.errors import SourceError, describe
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def open_consumer(s: KafkaSettings) -> Any:
     try:
         return KafkaConsumer(**consumer_settings(s))
     except KafkaError as exc:
-        raise SourceError(f"cannot reach Kafka broker(s) {s.brokers}: {type(exc).__name__}: {exc}") from None
+        raise SourceError(f"cannot reach Kafka broker(s) {s.brokers}: {describe(exc)}") from None
 
 
 NO_TOPIC_ID = {None, "", "00000000-0000-0000-0000-000000000000"}
@@ -191,7 +191,7 @@ class KafkaSource(Source):
                         ranges.append((tp, *planned))
             identity = TopicIdentity.lookup(s, consumer, ranges) if ranges else None
         except KafkaError as exc:
-            raise SourceError(f"Kafka broker(s) {s.brokers}: could not read topic metadata or offsets: {type(exc).__name__}: {exc}") from None
+            raise SourceError(f"Kafka broker(s) {s.brokers}: could not read topic metadata or offsets: {describe(exc)}") from None
         finally:
             consumer.close()
         units = [_workunit(tp, start, end, identity) for tp, start, end in ranges if identity is not None]

@@ -55,6 +55,8 @@ def recover(job_file: Path, datasets: list[str] | None, abandon: bool, yes: bool
             if d not in selected:
                 out.print(f"{d}: nothing pending", markup=False)
         if not selected:
+            if datasets is None:
+                out.print(f"job {job.name}: nothing pending", markup=False)
             return 0
         if abandon:
             return _abandon(store, job.name, selected, yes)

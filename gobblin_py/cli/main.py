@@ -102,7 +102,7 @@ def validate(job_file: JobFile) -> None:
     except GobblinError as exc:
         _fail(exc)
         return
-    out.print(f"{job_file}: valid job {job.name!r} (source {job.source.name}, {len(job.converters)} converters, "
+    out.print(f"{job_file}: valid job {job.name!r} (source {job.source.name}, {len(job.converters)} converter{'' if len(job.converters) == 1 else 's'}, "
               f"{len(job.branches)} branch{'es' if len(job.branches) != 1 else ''})", markup=False)
 
 

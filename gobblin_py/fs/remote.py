@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import crc32c
 
-from gobblin_py.errors import FileSystemError
+from gobblin_py.errors import FileSystemError, describe
 from gobblin_py.fs.base import FileSystem
 from gobblin_py.fs.location import Location
 
@@ -31,7 +31,7 @@ def _failing(what: str) -> Iterator[None]:
     except FileSystemError:
         raise
     except Exception as exc:  # noqa: BLE001 - every client library raises its own types
-        raise FileSystemError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+        raise FileSystemError(f"{what} failed: {describe(exc)}") from exc
 
 
 class FsspecFileSystem(FileSystem):

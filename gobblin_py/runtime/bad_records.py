@@ -9,7 +9,7 @@ import orjson
 
 from gobblin_py.api import OutputFile
 from gobblin_py.runtime.committables import commit_staged
-from gobblin_py.errors import RecordError
+from gobblin_py.errors import RecordError, describe
 from gobblin_py.fs import Location
 
 _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
@@ -18,7 +18,7 @@ _INT64 = (-(2**63), 2**64 - 1)  # what orjson encodes as a JSON number
 
 def reason(exc: BaseException) -> str:
     """The error file's reason for a record that raised `exc`: a RecordError's message, else the type too."""
-    return str(exc) if isinstance(exc, RecordError) else f"{type(exc).__name__}: {exc}"
+    return str(exc) if isinstance(exc, RecordError) else describe(exc)
 
 
 class ErrorFile:

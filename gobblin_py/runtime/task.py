@@ -33,7 +33,7 @@ from gobblin_py.api import (
 )
 from gobblin_py.api.types import Record
 from gobblin_py.config.model import BadRecordPolicy, BranchConfig, JobSpec, PluginConfig, RowPolicyConfig
-from gobblin_py.errors import QualityError, is_record_fault, is_retriable
+from gobblin_py.errors import QualityError, describe, is_record_fault, is_retriable
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.fs import configure as configure_filesystems
 from gobblin_py.runtime.bad_records import ErrorFile, reason
@@ -105,7 +105,7 @@ def _run_with_retries(spec: TaskSpec, wu: WorkUnit) -> WorkUnitResult:
 def _short_trace(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    return f"{describe(exc)}{where}"
 
 
 def _stage(plugin: PluginConfig, branch: str | None = None, shared: bool = False) -> str:

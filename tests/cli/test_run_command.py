@@ -177,3 +177,22 @@ def test_a_validation_message_has_no_pydantic_prefix_and_names_the_value_once(tm
     done = run_cli("validate", "job.yaml", cwd=tmp_path)
     assert done.returncode == 2
     assert "  source.path: directory not found: /nonexistent/dir\n" in done.stderr and "Value error" not in done.stderr
+
+
+def test_recover_all_with_nothing_pending_says_so_and_validate_counts_in_words(tmp_path: Path) -> None:
+    from gobblin_py.testing.jobs import example_job, write_job
+
+    write_job(tmp_path, example_job(tmp_path))
+    nothing = run_cli("recover", "job.yaml", "--all", cwd=tmp_path)
+    assert nothing.returncode == 0 and nothing.stdout.strip() == "job t: nothing pending"
+    valid = run_cli("validate", "job.yaml", cwd=tmp_path)
+    assert "(source files, 1 converter, 1 branch)" in valid.stdout
+
+
+def test_a_library_error_is_named_once() -> None:
+    from kafka.errors import KafkaTimeoutError
+
+    from gobblin_py.errors import describe
+
+    assert describe(KafkaTimeoutError("Failed to update metadata")) == "KafkaTimeoutError: Failed to update metadata"
+    assert describe(ValueError("bad")) == "ValueError: bad"
