@@ -53,6 +53,7 @@ def run(
     in_process: Annotated[bool, typer.Option("--in-process", help="run tasks in this process instead of Spark (debugging)")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="only warnings, errors and the summary: no progress, no INFO lines")] = False,
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
+    metrics_prom: Annotated[Optional[Path], typer.Option("--metrics-prom", help="write the run's metrics in Prometheus' text format (node_exporter textfile collector)")] = None,
 ) -> None:
     """Run a job once: lock, recover pending commits, extract, publish exactly once.
 
@@ -67,8 +68,9 @@ def run(
 
     try:
         job = load_job(job_file, master=master)
-        if metrics_json is not None:
-            check_metrics_path(metrics_json)
+        for metrics_path, flag in ((metrics_json, "--metrics-json"), (metrics_prom, "--metrics-prom")):
+            if metrics_path is not None:
+                check_metrics_path(metrics_path, flag)
         setup_logging("WARNING" if quiet and not verbose else job.logging.level, verbose)
         executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
         try:
@@ -85,6 +87,10 @@ def run(
     print_summary(result)
     if metrics_json is not None:
         write_metrics(result, metrics_json)
+    if metrics_prom is not None:
+        from gobblin_py.state.store import StateStore
+
+        write_metrics(result, metrics_prom, prometheus=StateStore(job.job.work_dir, job.name))
     raise typer.Exit(0 if result.succeeded else 1)
 
 

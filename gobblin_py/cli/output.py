@@ -17,6 +17,7 @@ from rich.console import Console
 from gobblin_py import durable
 from gobblin_py.errors import ConfigError, GobblinError
 from gobblin_py.runtime.runner import JobResult
+from gobblin_py.state.store import StateStore
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -59,8 +60,8 @@ def print_summary(result: JobResult) -> None:
               + (f": {result.error}" if result.error and not result.succeeded else ""), markup=False)
 
 
-def check_metrics_path(path: Path) -> None:
-    """Refuse, before anything runs, a --metrics-json path that cannot be written (exit 2)."""
+def check_metrics_path(path: Path, flag: str = "--metrics-json") -> None:
+    """Refuse, before anything runs, a metrics path that cannot be written (exit 2)."""
     try:
         if path.is_dir():
             raise IsADirectoryError(errno.EISDIR, "is a directory")
@@ -68,14 +69,19 @@ def check_metrics_path(path: Path) -> None:
         with tempfile.TemporaryFile(dir=path.parent):
             pass
     except OSError as exc:
-        raise ConfigError(f"--metrics-json {path}: cannot write there ({exc.strerror or exc}); nothing was run") from None
+        raise ConfigError(f"{flag} {path}: cannot write there ({exc.strerror or exc}); nothing was run") from None
 
 
-def write_metrics(result: JobResult, path: Path) -> None:
-    """The run's metrics (job, datasets, tasks) as JSON, for a monitoring system. A failure to write them is
-    reported on stderr; it never changes what the run committed, nor its exit code."""
+def write_metrics(result: JobResult, path: Path, prometheus: StateStore | None = None) -> None:
+    """The run's metrics (job, datasets, tasks) as JSON, or in Prometheus' text format, for a monitoring system.
+    A failure to write them is reported on stderr; it never changes what the run committed, nor its exit code."""
     try:
-        durable.atomic_write(path, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
+        if prometheus is not None:  # the job's state store: last success times outlive a failed run
+            from gobblin_py.cli.prometheus import write_prometheus
+
+            write_prometheus(result, path, prometheus)
+        else:
+            durable.atomic_write(path, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
     except OSError as exc:
         err.print(f"error: could not write the metrics to {path}: {exc.strerror or exc} "
                   f"(the run's outcome stands; its metrics are also in `gobblin-py history show`)", markup=False)

@@ -119,3 +119,26 @@ def test_retention_keeps_the_last_runs(tmp_path: Path) -> None:
     for _ in range(3):
         assert cli(RUN, tmp_path).returncode == 0
     assert len(list((tmp_path / "work" / "state" / "t" / "runs").glob("*.json"))) == 2
+
+
+def test_metrics_prom_writes_the_text_format_prometheus_reads(job_dir: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    run = cli([*RUN, "--metrics-prom", "prom/gobblin.prom"], job_dir)
+    assert run.returncode == 0, run.stderr
+    samples = {(s.name, s.labels.get("dataset")): s.value
+               for family in text_string_to_metric_families((job_dir / "prom" / "gobblin.prom").read_text())
+               for s in family.samples}
+    assert samples[("gobblin_py_run_succeeded", None)] == 1
+    assert samples[("gobblin_py_dataset_records_written", "clicks")] == 2000
+    assert samples[("gobblin_py_dataset_records_rejected", "orders")] == 2
+    assert samples[("gobblin_py_dataset_files_published", "orders")] == 5
+    assert samples[("gobblin_py_dataset_bytes_written", "clicks")] > 0
+    assert samples[("gobblin_py_dataset_commit_failed", "clicks")] == 0
+    committed = samples[("gobblin_py_dataset_last_commit_timestamp_seconds", "clicks")]
+    again = cli([*RUN, "--metrics-prom", "prom/gobblin.prom"], job_dir)   # no new data: the last commit time stays
+    assert again.returncode == 0
+    later = {(s.name, s.labels.get("dataset")): s.value
+             for family in text_string_to_metric_families((job_dir / "prom" / "gobblin.prom").read_text()) for s in family.samples}
+    assert later[("gobblin_py_dataset_last_commit_timestamp_seconds", "clicks")] == committed
+    assert later[("gobblin_py_dataset_records_written", "clicks")] == 0
