@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from gobblin_py.cli.plan_command import plan_command
 from gobblin_py.errors import ConfigError, GobblinError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -191,6 +192,7 @@ def schedule(
 
 from gobblin_py.cli.state_commands import history_app, state_app  # noqa: E402
 
+app.command("plan")(plan_command)
 app.add_typer(state_app, name="state")
 app.add_typer(history_app, name="history")
 

@@ -142,3 +142,16 @@ def test_metrics_prom_writes_the_text_format_prometheus_reads(job_dir: Path) -> 
              for family in text_string_to_metric_families((job_dir / "prom" / "gobblin.prom").read_text()) for s in family.samples}
     assert later[("gobblin_py_dataset_last_commit_timestamp_seconds", "clicks")] == committed
     assert later[("gobblin_py_dataset_records_written", "clicks")] == 0
+
+
+def test_plan_shows_what_a_run_would_extract_and_touches_nothing(job_dir: Path) -> None:
+    shown = cli(["plan", "job.yaml", "--json"], job_dir)
+    assert shown.returncode == 0, shown.stderr
+    view = json.loads(shown.stdout)
+    assert view["workunits"] == 10 and view["datasets"] == ["clicks", "orders"] and view["pending_commits"] == []
+    keys = sorted(w["key"] for t in view["tasks"] for w in t["workunits"])
+    assert keys[0] == "clicks-2026-01-01.jsonl" and all(w["low"] is None for t in view["tasks"] for w in t["workunits"])
+    assert not (job_dir / "work").exists() and not (job_dir / "output").exists()  # no lock, no state, no output
+    assert cli(RUN, job_dir).returncode == 0
+    again = cli(["plan", "job.yaml"], job_dir)
+    assert again.returncode == 0 and "0 work units in 0 tasks over 0 datasets (nothing to extract)" in again.stdout

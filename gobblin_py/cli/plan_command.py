@@ -1,0 +1,64 @@
+"""`gobblin-py plan`: what a run would extract now, without running or locking anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from gobblin_py.errors import GobblinError
+
+
+def plan_command(
+    job_file: Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Show the work units a run would create now: dataset, watermark key and range, the last extraction's
+    size where known, and how they pack into tasks. Reads the committed state only: no lock, no Spark.
+
+    Example: gobblin-py plan jobs/example.yaml
+    """
+    from gobblin_py.api import MultiWorkUnit
+    from gobblin_py.cli.output import fail, out
+    from gobblin_py.commit.store import CommitStepStore
+    from gobblin_py.config import load_job
+    from gobblin_py.runtime.planning import plan
+    from gobblin_py.state.store import StateStore
+
+    try:
+        job = load_job(job_file)
+        planned = plan(job, StateStore(job.job.work_dir, job.name))
+        pending = CommitStepStore(job.job.work_dir).datasets(job.name)
+    except GobblinError as exc:
+        fail(exc)
+    tasks: list[dict[str, Any]] = []
+    for unit in planned.units:
+        members = unit.workunits if isinstance(unit, MultiWorkUnit) else (unit,)
+        tasks.append({"task": unit.id, "workunits": [
+            {"id": w.id, "dataset": w.dataset, "key": w.watermark_key, "low": w.low_watermark, "high": w.expected_high_watermark,
+             "last_extraction": planned.key_stats.get(w.dataset, {}).get(w.watermark_key)} for w in members]})
+    view = {"job": job.name, "tasks": tasks, "workunits": sum(len(t["workunits"]) for t in tasks),
+            "datasets": sorted({w["dataset"] for t in tasks for w in t["workunits"]}),
+            "pending_commits": pending, "input_problems": planned.input_problems,
+            "unreadable_state": {d: str(e) for d, e in planned.unreadable.items()}}
+    if as_json:
+        print(orjson.dumps(view, option=orjson.OPT_INDENT_2).decode())
+        return
+    out.print(f"job {job.name}: {view['workunits']} work units in {len(tasks)} tasks over {len(view['datasets'])} datasets"
+              + ("" if tasks else " (nothing to extract)"), markup=False)
+    for t in tasks:
+        out.print(f"  task {t['task']}", markup=False)
+        for w in t["workunits"]:
+            size = w["last_extraction"]
+            known = f"  (last time {size.get('records')} records, {size.get('bytes')} bytes)" if size else ""
+            low = "start" if w["low"] is None else w["low"]
+            out.print(f"    {w['dataset']}  {w['key']}  {low} → {w['high']}{known}", markup=False)
+    for d in pending:
+        out.print(f"  {d}: a commit is pending; the run recovers it first (see inspect-commits)", markup=False)
+    for d, problems in planned.input_problems.items():
+        for p in problems:
+            out.print(f"  {d}: {p}", markup=False)
+    for d, e in planned.unreadable.items():
+        out.print(f"  {d}: not planned: {e}", markup=False)

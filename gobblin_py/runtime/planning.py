@@ -1,0 +1,72 @@
+"""Planning a run: the committed state → the Source's WorkUnits, checked; the same for `run` and `plan`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gobblin_py.api import MultiWorkUnit, SourceState, WorkUnit, flatten
+from gobblin_py.config.model import JobSpec
+from gobblin_py.errors import GobblinError, SourceError, StateStoreError, describe
+from gobblin_py.state.store import StateStore
+
+
+@dataclass
+class Plan:
+    """What the Source would run now against the committed state, minus the datasets that may not run."""
+
+    units: list[WorkUnit | MultiWorkUnit]
+    previous: dict[str, dict[str, Any]]  # the committed watermarks the plan starts from
+    key_stats: dict[str, dict[str, Any]]
+    input_problems: dict[str, list[str]] = field(default_factory=dict)
+    unreadable: dict[str, StateStoreError] = field(default_factory=dict)  # datasets whose watermark file is corrupt
+
+    @property
+    def workunits(self) -> list[WorkUnit]:
+        return flatten(self.units)
+
+
+def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = frozenset()) -> Plan:
+    """Ask the Source for WorkUnits from the committed watermarks; datasets in `skip` (pending commits) and
+    those with an unreadable watermark file are left out. Reads state only: no lock, nothing written."""
+    marks = state.read_watermarks()
+    source = job.source.create()
+    stats = {ds: st.get("key_stats") or {} for ds, st in state.read_dataset_states().values.items()} if source.keeps_key_stats else {}
+    source_state = SourceState(marks.values, stats)
+    try:
+        units = source.get_workunits(source_state)
+    except GobblinError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback
+        raise SourceError(f"source {job.source.path} could not plan work units: {describe(exc)}") from exc
+    check_names(units, job.source.label)
+    return Plan(without(units, set(skip) | set(marks.errors)), marks.values, stats,
+                source_state.input_problems, marks.errors)
+
+
+def _one_component(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0") and name == name.strip()
+
+
+def check_names(units: list[WorkUnit | MultiWorkUnit], source: str) -> None:
+    """Dataset names and WorkUnit ids become directory and file names: refuse one that could point outside them."""
+    for wu in flatten(units):
+        for what, name in (("dataset", wu.dataset), ("work unit id", wu.id)):
+            if not _one_component(name):
+                raise SourceError(f"source {source} planned work unit {wu.id!r} of dataset {wu.dataset!r}: its {what} must be "
+                                  "one path component (no '/', '\\' or NUL, no leading or trailing spaces, not '.' or '..')")
+
+
+def without(units: list[WorkUnit | MultiWorkUnit], datasets: set[str]) -> list[WorkUnit | MultiWorkUnit]:
+    """The plan minus every WorkUnit of `datasets` (blocked by a pending commit or unreadable state)."""
+    if not datasets:
+        return units
+    out: list[WorkUnit | MultiWorkUnit] = []
+    for u in units:
+        if isinstance(u, MultiWorkUnit):
+            kept = tuple(w for w in u.workunits if w.dataset not in datasets)
+            if kept:
+                out.append(MultiWorkUnit(u.id, kept))
+        elif u.dataset not in datasets:
+            out.append(u)
+    return out
