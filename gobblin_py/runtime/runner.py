@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from gobblin_py.api import Delivery, MultiWorkUnit, SourceState, TaskCounter, WorkUnit, flatten
+from gobblin_py.api import Delivery, TaskCounter, flatten
 from gobblin_py.commit.committer import build_sequence
 from gobblin_py.commit.confinement import job_confinement
 from gobblin_py.commit.distributed import commit_on_executors, default_groups, recover_on_executors, use_executors
@@ -23,10 +23,11 @@ from gobblin_py.commit.recovery import DatasetRecovery, Outcome, RecoveryReport,
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.config.model import CommitPolicy, JobSpec
-from gobblin_py.errors import CommitError, GobblinError, JobError, JobLockedError, SourceError
+from gobblin_py.errors import CommitError, GobblinError, JobError, JobLockedError
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.runtime.executors import TaskExecutor
 from gobblin_py.runtime.observers import Observers
+from gobblin_py.runtime.planning import plan
 from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task import TaskSpec
 from gobblin_py.state.alerts import FailureTracker
@@ -193,22 +194,11 @@ class JobRunner:
         started_for_recovery = float(getattr(self.executor, "startup_s", 0.0))
         result.phases["recovery"] -= started_for_recovery
 
-        marks = self.state.read_watermarks()
-        previous = marks.values
-        for dataset, exc in marks.errors.items():  # an unreadable watermark file blocks its dataset only
+        planned = plan(job, self.state, skip=set(blocked))
+        previous, units = planned.previous, planned.units
+        for dataset, exc in planned.unreadable.items():  # an unreadable watermark file blocks its dataset only
             log.error("dataset %s is skipped this run: %s", dataset, exc)
             blocked[dataset] = DatasetRecovery(dataset, Outcome.CORRUPT, str(exc))
-        source = job.source.create()
-        stats = {ds: st.get("key_stats") or {} for ds, st in self.state.read_dataset_states().values.items()} if source.keeps_key_stats else {}
-        source_state = SourceState(previous, stats)
-        try:
-            units = source.get_workunits(source_state)
-        except GobblinError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback
-            raise SourceError(f"source {job.source.path} could not plan work units: {type(exc).__name__}: {exc}") from exc
-        _check_dataset_names(units, job.source.label)
-        units = _without(units, set(blocked))
         workunits = flatten(units)
         log.info("planned %d work units in %d tasks", len(workunits), len(units))
         self.observe.workunits_created(len(workunits), len(units), sorted({w.dataset for w in workunits}))
@@ -232,7 +222,7 @@ class JobRunner:
         by_dataset: dict[str, list[WorkUnitResult]] = defaultdict(list)
         for r in results:
             by_dataset[r.workunit.dataset].append(r)
-        problems = source_state.input_problems
+        problems = planned.input_problems
         datasets = sorted(set(by_dataset) | set(previous) | set(problems))
         plans = {d: self._plan_dataset(result.run_id, d, by_dataset[d], previous.get(d, {})) for d in by_dataset}
         outcomes = self._commit_all([seq for _, seq in plans.values() if seq is not None])
@@ -403,32 +393,3 @@ class JobRunner:
             self.state.write_run(result.to_json(), self.job.job.retention_runs)
         except (OSError, GobblinError) as exc:
             log.error("could not write the run state of %s: %s", result.run_id, exc)
-
-
-def _one_component(name: str) -> bool:
-    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0") and name == name.strip()
-
-
-def _check_dataset_names(units: list[WorkUnit | MultiWorkUnit], source: str) -> None:
-    """Dataset names and WorkUnit ids become directory and file names: refuse one that could point outside them."""
-    for wu in flatten(units):
-        for what, name in (("dataset", wu.dataset), ("work unit id", wu.id)):
-            if not _one_component(name):
-                raise SourceError(f"source {source} planned work unit {wu.id!r} of dataset {wu.dataset!r}: its {what} must be "
-                                  "one path component (no '/', '\\' or NUL, no leading or trailing spaces, not '.' or '..')")
-
-
-def _without(units: list[WorkUnit | MultiWorkUnit], datasets: set[str]) -> list[WorkUnit | MultiWorkUnit]:
-    """The plan minus every WorkUnit of `datasets` (blocked by a pending commit)."""
-    if not datasets:
-        return units
-    out: list[WorkUnit | MultiWorkUnit] = []
-    for u in units:
-        if isinstance(u, MultiWorkUnit):
-            kept = tuple(w for w in u.workunits if w.dataset not in datasets)
-            if kept:
-                out.append(MultiWorkUnit(u.id, kept))
-        elif u.dataset not in datasets:
-            out.append(u)
-    return out
-
