@@ -67,6 +67,9 @@ def run(
     from gobblin_py.runtime.runner import JobRunner
     from gobblin_py.runtime.spark_executor import SparkExecutor
 
+    from gobblin_py.runtime import interrupt
+
+    interrupt.install()
     try:
         job = load_job(job_file, master=master)
         for metrics_path, flag in ((metrics_json, "--metrics-json"), (metrics_prom, "--metrics-prom")):
@@ -77,7 +80,11 @@ def run(
         try:
             result = JobRunner(job, executor, progress_for(quiet)).run()
         finally:
-            executor.stop()
+            _stop_quietly(executor, verbose)
+    except KeyboardInterrupt:
+        print("interrupted: datasets not yet committed were not published, nothing half-done stays; "
+              "the next run resumes from the committed watermarks (the run is recorded as cancelled)", file=sys.stderr)
+        raise typer.Exit(130) from None
     except GobblinError as exc:
         _fail(exc)
         return
@@ -93,6 +100,18 @@ def run(
 
         write_metrics(result, metrics_prom, prometheus=StateStore(job.job.work_dir, job.name))
     raise typer.Exit(0 if result.succeeded else 1)
+
+
+def _stop_quietly(executor: object, verbose: bool) -> None:
+    """Stop the executor; after Ctrl-C Spark's teardown may raise again or log py4j errors: not the user's business."""
+    import logging
+
+    try:
+        executor.stop()  # type: ignore[attr-defined]
+    except (Exception, KeyboardInterrupt):  # noqa: BLE001 - the run's own outcome is what matters
+        if verbose:
+            raise
+        logging.getLogger(__name__).debug("executor stop failed", exc_info=True)
 
 
 @app.command()

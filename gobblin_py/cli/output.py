@@ -26,8 +26,11 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 def setup_logging(level: str, verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else getattr(logging, level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True)
-    for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
-        logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
+    for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):  # after Ctrl-C py4j logs every broken call
+        logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.CRITICAL)
+    if not verbose:  # py4j also logs through the root logger ("KeyboardInterrupt while sending command" + a traceback)
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(lambda record: "py4j" not in record.pathname)
     # kafka-python logs every connection error with a traceback; our own messages name broker, topic and
     # partition, so its log stays quiet unless --verbose
     logging.getLogger("kafka").setLevel(logging.INFO if verbose else logging.CRITICAL)

@@ -75,6 +75,11 @@ class JobResult:
     recovery: RecoveryReport = field(default_factory=RecoveryReport)
     error: str | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds: recovery, planning, tasks, commit
+    cancelled: bool = False  # interrupted (Ctrl-C, SIGINT): what was committed stays, the rest is redone next run
+
+    @property
+    def status(self) -> str:
+        return "cancelled" if self.cancelled else "succeeded" if self.succeeded else "failed"
 
     def metrics(self) -> dict[str, Any]:
         """Job-level counters, as Gobblin counts them, summed over the tasks."""
@@ -100,7 +105,7 @@ class JobResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "job": self.job, "run_id": self.run_id, "status": "succeeded" if self.succeeded else "failed",
+            "job": self.job, "run_id": self.run_id, "status": self.status,
             "started": self.started, "duration_s": round(self.duration_s, 3), "error": self.error,
             "phases": {k: round(v, 3) for k, v in self.phases.items()},
             "metrics": self.metrics(),
@@ -168,10 +173,17 @@ class JobRunner:
             except GobblinError as exc:
                 result.error = str(exc)
                 log.error("%s", exc)
+            except KeyboardInterrupt:  # Ctrl-C or SIGINT: recorded as cancelled, not as a failure for alerts
+                result.cancelled = True
+                result.error = "interrupted" + (f" after committing {', '.join(committed)}" if (committed := [
+                    d.dataset for d in result.datasets if d.status in (DatasetStatus.COMMITTED, DatasetStatus.PARTIAL)]) else
+                    " before any dataset was committed")
+                raise
             finally:
                 result.duration_s = time.monotonic() - t0
                 self._persist_run(result)
-                self._count_for_alerts(result)
+                if not result.cancelled:
+                    self._count_for_alerts(result)
                 self.observe.job_finished(result)
         return result
 

@@ -19,6 +19,7 @@ from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import JobError
 from gobblin_py.fs import Location
 from gobblin_py.runtime.executors import ProgressCallback
+from gobblin_py.runtime.interrupt import raise_if_interrupted
 from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task import TaskSpec, run_task
 
@@ -151,7 +152,12 @@ class SparkExecutor:
         watcher = _StatusWatcher(sc, group, len(tasks), progress) if progress else None
         try:
             return sc.parallelize(tasks, len(tasks)).flatMap(run_task).collect()
+        except KeyboardInterrupt:
+            _cancelled(sc, group, force=True)
+            raise
         except Exception as exc:  # noqa: BLE001 - a lost executor or a crashed worker fails the Spark job
+            if _cancelled(sc, group):
+                raise KeyboardInterrupt from None
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             log.error("the Spark job failed: %s", message)
             return [WorkUnitResult(workunit=wu, status=TaskStatus.FAILED, attempts=1, error=f"Spark job failed: {message}")
@@ -248,3 +254,17 @@ class SharedSparkExecutor(SparkExecutor):
 
     def stop(self) -> None:
         pass
+
+
+def _cancelled(sc: Any, group: str, force: bool = False) -> bool:
+    """After Ctrl-C (seen directly, or swallowed by py4j): cancel the job's tasks and say so."""
+    try:
+        raise_if_interrupted()
+    except KeyboardInterrupt:
+        force = True
+    if force:
+        try:
+            sc.cancelJobGroup(group)
+        except Exception:  # noqa: BLE001 - the JVM may be going away too; the run is cancelled either way
+            pass
+    return force

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -196,3 +197,39 @@ def test_a_library_error_is_named_once() -> None:
 
     assert describe(KafkaTimeoutError("Failed to update metadata")) == "KafkaTimeoutError: Failed to update metadata"
     assert describe(ValueError("bad")) == "ValueError: bad"
+
+
+@pytest.mark.spark
+def test_ctrl_c_during_the_tasks_is_one_line_exit_130_a_cancelled_run_and_the_next_run_commits_everything(tmp_path: Path) -> None:
+    from gobblin_py.testing.crash import duplicates, snapshot
+    from gobblin_py.testing.jobs import example_job, write_job
+
+    job = example_job(tmp_path)
+    job["converters"].insert(0, {"class": "gobblin_py.testing.faults:SlowConverter", "seconds_per_record": 0.004})
+    write_job(tmp_path, job)
+    proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(p.is_file() for p in (tmp_path / "work" / "staging").rglob("*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before its tasks started"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err and "py4j" not in err.lower() and "ERROR" not in err
+    assert err.strip().splitlines()[-1].startswith("interrupted: ")
+    history = json.loads(run_cli("history", "list", "job.yaml", "--json", cwd=tmp_path).stdout)
+    assert [r["status"] for r in history] == ["cancelled"]
+    alerts = tmp_path / "work" / "state" / "t" / "alerts.json"
+    assert not alerts.exists() or '"consecutive_failures": 0' in alerts.read_text().replace(" ", "").replace('"consecutive_failures":0', '"consecutive_failures": 0')
+    job["converters"].pop(0)
+    write_job(tmp_path, job)
+    again = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    snap = snapshot(tmp_path / "output")
+    assert sum(snap["records"].values()) == 2998 and duplicates(snap) == 0
