@@ -170,3 +170,24 @@ def test_kill_recovery_on_spark_executors_then_run_again(tmp_path: Path, referen
     assert again.returncode == 0, again.stdout + again.stderr
     assert "no new data" in again.stdout  # recovery published what the killed run had logged
     _assert_exactly_once(tmp, reference)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("point", ["commit.after_store_write", "commit.after_step:3"])
+def test_kill_commits_on_spark_executors_then_run_again(tmp_path: Path, reference: dict, point: str) -> None:
+    """Commits as Spark tasks (commit_on_executors_from: 1 on local[2]): the crash variable reaches the Python
+    workers, which die at `point` while the driver lives on; the next run, whose recovery of the records left
+    also runs on the executors and is killed after its first replayed step, then a last run, publish every
+    record once."""
+    tmp = _setup(tmp_path, reference)
+    write_job(tmp, _serial(tmp, commit_on_executors_from=1))
+    killed = cli(["run", "job.yaml"], tmp, crash_at=point)
+    assert killed.returncode == 1, killed.stdout + killed.stderr  # only the worker died
+    assert "commit on the executors failed (Python worker exited unexpectedly (crashed))" in killed.stdout
+    assert orjson.loads(cli(["inspect-commits", "job.yaml", "--json"], tmp).stdout), "the worker's record stays pending"
+    replaying = cli(["run", "job.yaml"], tmp, crash_at="commit.after_step:1")
+    assert replaying.returncode == 1, replaying.stdout + replaying.stderr
+    assert "recovery on the executors failed (Python worker exited unexpectedly (crashed))" in replaying.stdout
+    again = cli(["run", "job.yaml"], tmp)
+    assert again.returncode == 0, again.stdout + again.stderr
+    _assert_exactly_once(tmp, reference)
