@@ -83,6 +83,11 @@ def state_show(
         raise typer.Exit(1)
 
 
+def _mark(value: Any, missing: str) -> str:
+    """A watermark as an operator reads it: `start` for none yet (a first extraction), `-` for not reached."""
+    return missing if value is None else str(value)
+
+
 def _dataset_names(state_dir: Path) -> list[str]:
     """Datasets with a watermark or dataset-state file, readable or not."""
     from gobblin_py.state.store import dataset_from_file_name
@@ -239,6 +244,6 @@ def history_show(
         out.print(f"  dataset {d['dataset']}: {d['status']}, {d['records_written']} written, {d['records_rejected']} rejected, "
                   f"{d['files_published']} files, watermark {d['watermark']}", markup=False)
     for t in run.get("tasks", []):
-        out.print(f"  task {t['workunit']} [{t['watermark_key']}: {t['low_watermark']} → {t['actual_high_watermark']}] "
+        out.print(f"  task {t['workunit']} [{t['watermark_key']}: {_mark(t['low_watermark'], 'start')} → {_mark(t['actual_high_watermark'], '-')}] "
                   f"{t['status']} after {t['attempts']} attempt(s), {t['records_extracted']} extracted, "
                   f"{t['records_written']} written, {t['duration_s']}s" + (f": {t['error']}" if t.get("error") else ""), markup=False)

@@ -109,6 +109,7 @@ def test_history_list_and_show(job_dir: Path) -> None:
     assert table.stdout.count("succeeded") == 1 and listed[0]["run_id"] in table.stdout
     shown = cli(["history", "show", "job.yaml", listed[1]["run_id"]], job_dir)
     assert shown.returncode == 0 and shown.stdout.count("  task ") == 10 and "dataset orders: committed" in shown.stdout
+    assert "None" not in shown.stdout and "[orders-2026-01-02.csv: start → 8324]" in shown.stdout
     one = orjson.loads(cli(["history", "show", "job.yaml", listed[1]["run_id"], "--json"], job_dir).stdout)
     assert len(one["tasks"]) == 10
     assert cli(["history", "show", "job.yaml", "nosuchrun"], job_dir).returncode == 2
