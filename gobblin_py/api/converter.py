@@ -37,6 +37,15 @@ class TaskCounter:
     def to_json(self) -> dict[str, typing.Any]:
         return {"count": self.count, "examples": list(self.examples)}
 
+    @staticmethod
+    def sum(counters: typing.Iterable[typing.Mapping[str, TaskCounter]]) -> dict[str, TaskCounter]:
+        """Several plugins' (or tasks') counters summed by name: the one place counters are merged."""
+        out: dict[str, TaskCounter] = {}
+        for named in counters:
+            for name, counter in named.items():
+                out[name] = out.get(name, TaskCounter()).merge(counter)
+        return out
+
 
 class Converter(Plugin, abc.ABC):
     """One link of a converter chain; raise `RecordError` (gobblin_py.api) for a record that cannot convert.

@@ -88,13 +88,6 @@ def _mark(value: Any, missing: str) -> str:
     return missing if value is None else str(value)
 
 
-def _dataset_names(state_dir: Path) -> list[str]:
-    """Datasets with a watermark or dataset-state file, readable or not."""
-    from gobblin_py.state.store import dataset_from_file_name
-
-    return sorted({dataset_from_file_name(p.name) for sub in ("watermarks", "datasets") for p in (state_dir / sub).glob("*.json")})
-
-
 def _parse_value(text: str) -> Any:
     try:
         return orjson.loads(text)
@@ -141,7 +134,7 @@ def state_reset(
             wm = WatermarkFile(store.dir, dataset)
             known = wm.path.exists() or DatasetStateFile(store.dir, dataset).path.exists()
             if not known and not new:
-                names = _dataset_names(store.dir)
+                names = store.dataset_names()
                 raise ConfigError(f"no committed state for dataset {dataset!r} (known: {', '.join(names) or 'none'}); "
                                   "pass --new to create watermarks for a dataset that has never been committed")
             if new and not changes:

@@ -117,11 +117,7 @@ class JobResult:
 
 def _sum_counters(results: list[WorkUnitResult]) -> dict[str, dict[str, Any]]:
     """Plugins' task counters summed over `results`, as JSON."""
-    out: dict[str, TaskCounter] = {}
-    for r in results:
-        for name, c in r.counters.items():
-            out[name] = out.get(name, TaskCounter()).merge(c)
-    return {n: c.to_json() for n, c in out.items()}
+    return {n: c.to_json() for n, c in TaskCounter.sum(r.counters for r in results).items()}
 
 
 def new_run_id() -> str:

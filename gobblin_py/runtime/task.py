@@ -370,13 +370,4 @@ class _Pipeline:
         return WorkUnitResult(workunit=self.wu, status=TaskStatus.SUCCEEDED, attempts=1, files=files,
                               actual_high_watermark=high, records_extracted=extracted, rejected=dict(self.rejected),
                               branches=metrics, warnings=warnings, attempt_dir=str(self.output),
-                              counters=_counters(s.converter for s in [*steps, *(t for b in branches for t in b.steps)]))
-
-
-def _counters(converters: Iterable[Converter]) -> dict[str, TaskCounter]:
-    """What the task's converters counted, summed by name."""
-    out: dict[str, TaskCounter] = {}
-    for conv in converters:
-        for name, counter in conv.counters().items():
-            out[name] = out.get(name, TaskCounter()).merge(counter)
-    return out
+                              counters=TaskCounter.sum(s.converter.counters() for s in [*steps, *(t for b in branches for t in b.steps)]))

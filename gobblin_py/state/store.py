@@ -90,6 +90,10 @@ class StateStore:
         folder = self.dir / sub
         return [dataset_from_file_name(p.name) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
+    def dataset_names(self) -> list[str]:
+        """Datasets with a watermark or dataset-state file, readable or not."""
+        return sorted({*self._datasets("watermarks"), *self._datasets("datasets")})
+
     def read_watermarks(self) -> StateRead[dict[str, WatermarkValue]]:
         """Every dataset's committed watermarks; an unreadable file blocks only its dataset (in `errors`)."""
         read: StateRead[dict[str, WatermarkValue]] = StateRead()
