@@ -120,7 +120,8 @@ class TopicIdentity:
 
     def of(self, tp: Any, start: int) -> str:
         topic_id = self.topic_ids.get(tp.topic)
-        return f"id:{topic_id}" if topic_id else f"first-record-ts:{self.first_timestamps[(tp.topic, tp.partition)]}@{start}"
+        first = self.first_timestamps.get((tp.topic, tp.partition), "empty")  # an empty range (an offset reset) writes no file
+        return f"id:{topic_id}" if topic_id else f"first-record-ts:{first}@{start}"
 
     @classmethod
     def lookup(cls, s: KafkaSettings, consumer: Any, ranges: list[tuple[Any, int, int]]) -> TopicIdentity:
@@ -136,12 +137,12 @@ class TopicIdentity:
             admin.close()
         ids = {d["name"]: str(d["topic_id"]) for d in described
                if not d.get("error_code") and d.get("topic_id") not in NO_TOPIC_ID}
-        without = {tp: start for tp, start, _ in ranges if tp.topic not in ids}
+        without = {tp: start for tp, start, end in ranges if tp.topic not in ids and start < end}
         return cls(cluster_id, ids, first_timestamps(s, consumer, without) if without else {})
 
 
 def first_timestamps(s: KafkaSettings, consumer: Any, starts: dict[Any, int]) -> dict[tuple[str, int], int]:
-    """The timestamp of the first record at or after each partition's start offset (planned ranges are never empty)."""
+    """The timestamp of the first record at or after each partition's start offset (only non-empty ranges are asked)."""
     consumer.assign(list(starts))
     for tp, start in starts.items():
         consumer.seek(tp, start)
