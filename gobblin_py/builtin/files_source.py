@@ -90,6 +90,7 @@ class FilesSource(Source):
             raise SourceError(f"cannot list source.path {root}: {exc}") from exc
         root_dataset = s.root_dataset or root.name
         out: list[_Input] = []
+        loose: list[_Input] = []  # files directly under `path`
         for file, size in sorted(files.items()):
             parts = file[len(root.rstrip("/")) + 1:].split("/")
             if any(p.startswith((".", "_")) for p in parts):
@@ -97,15 +98,15 @@ class FilesSource(Source):
             if not any(fnmatch.fnmatch(file.name, pat) for pat in s.include):
                 continue
             if len(parts) == 1:
-                out.append(_Input(root_dataset, parts[0], file, size))
+                loose.append(_Input(root_dataset, parts[0], file, size))
             else:
                 out.append(_Input(parts[0], "/".join(parts[1:]), file, size))
-        loose = [i for i in out if "/" not in i.file[len(root.rstrip("/")) + 1:]]
-        if loose and any(i.dataset == root_dataset and i not in loose for i in out):
+        if loose and any(i.dataset == root_dataset for i in out):
             state.report_input_problem(root_dataset, f"{len(loose)} file(s) directly under {root} (such as {loose[0].file}) "
                                        f"would be dataset {root_dataset!r}, which the sub-directory of that name already is; "
                                        "not read: set source.root_dataset: OTHER_NAME, or move them into a sub-directory")
-            out = [i for i in out if i not in loose]
+            return out
+        out += loose
         return out
 
     def _workunit(self, root: Location, item: _Input, start: int, low: WatermarkValue) -> WorkUnit:
