@@ -28,9 +28,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # the local broker is a test helper: tests/support/kafka_broker.py
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to 127.0.0.1 only
 
-from gobblin_py.testing.kafka_broker import LocalBroker, create_topic, end_offsets  # noqa: E402
+from support.kafka_broker import LocalBroker, create_topic, end_offsets  # noqa: E402
 
 PARTITIONS = 4
 TOPIC = "bench"

@@ -20,10 +20,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # the local broker is a test helper: tests/support/kafka_broker.py
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to 127.0.0.1 only
 
-from gobblin_py.testing.kafka_broker import LocalBroker, create_topic, free_port  # noqa: E402
-from gobblin_py.testing.kafka_jobs import events, produce_events  # noqa: E402
+from support.kafka_broker import LocalBroker, create_topic, free_port  # noqa: E402
+from support.kafka_jobs import events, produce_events  # noqa: E402
 
 TOPICS = ("events", "clicks")
 PARTITIONS = 4

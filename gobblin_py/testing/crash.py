@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gobblin_py.commit.crashpoints import COPY_POINTS, ENV, POINTS, WINDOW_ENV
-from gobblin_py.testing.jobs import read_avro_dir, read_error_files
+from gobblin_py.testing.outputs import read_avro_dir, read_error_files
 
 SIGKILLED = -signal.SIGKILL
 

@@ -10,7 +10,8 @@ import pytest
 
 from gobblin_py.state.events import EventLog
 from gobblin_py.testing.crash import SIGKILLED, cli
-from gobblin_py.testing.jobs import example_job, write_job
+
+from support.jobs import example_job, write_job
 
 RUN = ["run", "job.yaml", "--in-process"]
 

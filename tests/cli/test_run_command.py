@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.state.lock import JobLock
-from gobblin_py.testing.jobs import REPO, read_avro_dir, read_error_files, run_cli
+from gobblin_py.testing.outputs import read_avro_dir, read_error_files
+
+from support.jobs import REPO, run_cli
 
 
 @pytest.fixture
@@ -181,7 +183,7 @@ def test_a_validation_message_has_no_pydantic_prefix_and_names_the_value_once(tm
 
 
 def test_recover_all_with_nothing_pending_says_so_and_validate_counts_in_words(tmp_path: Path) -> None:
-    from gobblin_py.testing.jobs import example_job, write_job
+    from support.jobs import example_job, write_job
 
     write_job(tmp_path, example_job(tmp_path))
     nothing = run_cli("recover", "job.yaml", "--all", cwd=tmp_path)
@@ -202,7 +204,7 @@ def test_a_library_error_is_named_once() -> None:
 @pytest.mark.spark
 def test_ctrl_c_during_the_tasks_is_one_line_exit_130_a_cancelled_run_and_the_next_run_commits_everything(tmp_path: Path) -> None:
     from gobblin_py.testing.crash import duplicates, snapshot
-    from gobblin_py.testing.jobs import example_job, write_job
+    from support.jobs import example_job, write_job
 
     job = example_job(tmp_path)
     job["converters"].insert(0, {"class": "gobblin_py.testing.faults:SlowConverter", "seconds_per_record": 0.004})

@@ -15,7 +15,8 @@ from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.commits import publish_sequences, task_output
 from gobblin_py.testing.crash import SIGKILLED, cli
-from gobblin_py.testing.jobs import example_job, write_job
+
+from support.jobs import example_job, write_job
 
 
 def test_a_full_disk_during_recovery_fails_only_that_dataset_naming_it_and_the_step(tmp_path: Path, mount, fill_disk) -> None:

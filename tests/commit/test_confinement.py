@@ -20,7 +20,8 @@ from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.config import load_job
 from gobblin_py.durable import file_checksum
 from gobblin_py.errors import CorruptCommitRecordError
-from gobblin_py.testing.jobs import example_job, write_job
+
+from support.jobs import example_job, write_job
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ from gobblin_py.testing.crash import (
     SIGKILLED, cli, commit_points, duplicates, kill_at_random, random_delay, recovery_points, snapshot,
     time_to_point,
 )
-from gobblin_py.testing.jobs import example_job, write_job
+
+from support.jobs import example_job, write_job
 
 pytestmark = pytest.mark.crash
 

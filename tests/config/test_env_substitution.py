@@ -11,7 +11,8 @@ import pytest
 from gobblin_py.config import load_job
 from gobblin_py.config.env import substitute
 from gobblin_py.errors import ConfigError
-from gobblin_py.testing.jobs import example_job, write_job
+
+from support.jobs import example_job, write_job
 
 
 def test_every_string_value_takes_variables_defaults_and_a_literal_escape() -> None:

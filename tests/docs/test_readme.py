@@ -10,7 +10,8 @@ import typer.main
 
 from gobblin_py.cli.main import app
 from gobblin_py.config import load_job
-from gobblin_py.testing.jobs import REPO
+
+from support.jobs import REPO
 
 README = (REPO / "README.md").read_text()
 

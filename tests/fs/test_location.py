@@ -10,7 +10,8 @@ import pytest
 from gobblin_py.commit.steps import FsCopyCommitStep, FsRenameCommitStep, publish_step
 from gobblin_py.errors import ConfigError
 from gobblin_py.fs import Location, filesystem_for
-from gobblin_py.testing.jobs import example_job, write_job
+
+from support.jobs import example_job, write_job
 
 
 def test_local_paths_are_made_absolute_and_file_urls_are_local(tmp_path, monkeypatch):

@@ -10,7 +10,8 @@ import pytest
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, duplicates, snapshot
-from gobblin_py.testing.jobs import EXAMPLE_DATA, example_job, write_job
+
+from support.jobs import EXAMPLE_DATA, example_job, write_job
 
 pytestmark = [pytest.mark.s3, pytest.mark.crash]
 

@@ -12,7 +12,8 @@ from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.runtime.spark_executor import SharedSparkExecutor
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import snapshot
-from gobblin_py.testing.jobs import EXAMPLE_DATA, example_job, write_job
+
+from support.jobs import EXAMPLE_DATA, example_job, write_job
 
 pytestmark = [pytest.mark.s3, pytest.mark.spark]
 

@@ -14,9 +14,10 @@ import pytest
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, kill_at_random
-from gobblin_py.testing.jobs import write_job
-from gobblin_py.testing.kafka_broker import LocalBroker, create_topic, end_offsets
-from gobblin_py.testing.kafka_jobs import events, kafka_job, new_topic, output_ids, produce_events
+
+from support.jobs import write_job
+from support.kafka_broker import LocalBroker, create_topic, end_offsets
+from support.kafka_jobs import events, kafka_job, new_topic, output_ids, produce_events
 
 pytestmark = [pytest.mark.kafka, pytest.mark.crash]
 

@@ -11,9 +11,11 @@ from gobblin_py.config import load_job
 from gobblin_py.runtime.executors import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore, WatermarkFile
-from gobblin_py.testing.jobs import read_avro_dir, read_error_files, run_cli, write_job
-from gobblin_py.testing.kafka_broker import end_offsets, free_port, produce
-from gobblin_py.testing.kafka_jobs import events, kafka_job, new_topic, output_ids, produce_events
+from gobblin_py.testing.outputs import read_avro_dir, read_error_files
+
+from support.jobs import run_cli, write_job
+from support.kafka_broker import end_offsets, free_port, produce
+from support.kafka_jobs import events, kafka_job, new_topic, output_ids, produce_events
 
 pytestmark = pytest.mark.kafka
 
@@ -60,7 +62,7 @@ def test_two_topics_end_to_end_through_the_cli(tmp_path: Path, broker, topic: st
 
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_bad_records_go_to_the_error_file_with_topic_partition_and_offset(tmp_path: Path, broker, topic: str, client: str) -> None:
-    from gobblin_py.testing.kafka_broker import create_topic
+    from support.kafka_broker import create_topic
 
     create_topic(broker.bootstrap, topic, 1)
     good = events(3)

@@ -10,9 +10,10 @@ import pytest
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.testing.jobs import write_job
-from gobblin_py.testing.kafka_broker import delete_topic, topic_id
-from gobblin_py.testing.kafka_jobs import kafka_job, new_topic, output_ids
+
+from support.jobs import write_job
+from support.kafka_broker import delete_topic, topic_id
+from support.kafka_jobs import kafka_job, new_topic, output_ids
 
 pytestmark = pytest.mark.kafka
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gobblin_py.testing.kafka_broker import (
+from support.kafka_broker import (
     BrokerStartError,
     LocalBroker,
     create_topic,

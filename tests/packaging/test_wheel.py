@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from gobblin_py.testing.crash import snapshot
-from gobblin_py.testing.jobs import REPO
+
+from support.jobs import REPO
 
 
 def _gobblin(args: list[str], cwd: Path, site: Path | None = None) -> subprocess.CompletedProcess[str]:

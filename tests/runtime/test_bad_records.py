@@ -14,7 +14,8 @@ from gobblin_py.api import WorkUnit
 from gobblin_py.config import load_job
 from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task import TaskSpec, run_task
-from gobblin_py.testing.jobs import EVENT_SCHEMA, write_job
+
+from support.jobs import EVENT_SCHEMA, write_job
 
 DAY0 = 1767225600000  # 2026-01-01T00:00:00Z
 FAULTS = "gobblin_py.testing.faults"

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from gobblin_py.testing.crash import cli
-from gobblin_py.testing.jobs import example_job, write_job
+
+from support.jobs import example_job, write_job
 
 RUN = ["run", "job.yaml", "--in-process"]
 

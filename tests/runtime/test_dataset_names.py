@@ -9,7 +9,8 @@ import pytest
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.testing.jobs import example_job, write_job
+
+from support.jobs import example_job, write_job
 
 PLUGIN = '''
 from gobblin_py.builtin.files_source import FilesSource

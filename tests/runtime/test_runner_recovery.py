@@ -13,7 +13,8 @@ from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.commits import dataset_name, publish_sequences, task_output
 from gobblin_py.testing.fake_spark import FakeClusterExecutor
-from gobblin_py.testing.jobs import example_job, write_job
+
+from support.jobs import example_job, write_job
 
 
 def _job_with_pending(tmp: Path, datasets: int, master: str, **job_settings) -> Path:

@@ -11,7 +11,9 @@ from gobblin_py.config import load_job
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.runtime.spark_executor import SharedSparkExecutor
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.jobs import example_job, read_avro_dir, read_error_files, write_job
+from gobblin_py.testing.outputs import read_avro_dir, read_error_files
+
+from support.jobs import example_job, write_job
 
 pytestmark = pytest.mark.spark
 

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from gobblin_py.testing.crash import SIGKILLED, cli, duplicates, snapshot
-from gobblin_py.testing.jobs import example_job, write_job
+
+from support.jobs import example_job, write_job
 
 RECORDS = 2998  # the example data's good records
 

@@ -13,7 +13,8 @@ from gobblin_py.api import WorkUnit
 from gobblin_py.config import load_job
 from gobblin_py.runtime.results import TaskStatus
 from gobblin_py.runtime.task import TaskSpec, run_task
-from gobblin_py.testing.jobs import EVENT_SCHEMA, write_job
+
+from support.jobs import EVENT_SCHEMA, write_job
 
 
 def _data(tmp: Path, lines: list[str], dataset: str = "ds", name: str = "f.jsonl") -> Path:

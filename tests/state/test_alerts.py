@@ -12,14 +12,15 @@ from gobblin_py.config import load_job
 from gobblin_py.runtime.executors import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.events import EventLog
-from gobblin_py.testing.jobs import example_job, write_job
+
+from support.jobs import example_job, write_job
 
 
 @pytest.fixture
 def smtp_server():
     from aiosmtpd.controller import Controller
 
-    from gobblin_py.testing.kafka_broker import free_port
+    from support.kafka_broker import free_port
 
     class Inbox:
         def __init__(self) -> None:
@@ -76,7 +77,7 @@ def test_an_alert_after_n_failed_runs_and_one_when_the_job_recovers(tmp_path: Pa
 
 
 def test_an_unreachable_smtp_server_does_not_change_the_outcome(tmp_path: Path, caplog) -> None:
-    from gobblin_py.testing.kafka_broker import free_port
+    from support.kafka_broker import free_port
 
     port = free_port()
     alert = {"after_failures": 1, "email": {"host": "127.0.0.1", "port": port, "from": "a@example.test", "to": ["b@example.test"]}}
@@ -90,7 +91,7 @@ def test_starttls_is_required_unless_turned_off_and_no_password_goes_in_clear(tm
     from aiosmtpd.controller import Controller
     from aiosmtpd.smtp import AuthResult
 
-    from gobblin_py.testing.kafka_broker import free_port
+    from support.kafka_broker import free_port
 
     logins: list[str] = []
     inbox: list[bytes] = []

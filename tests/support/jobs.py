@@ -1,4 +1,5 @@
-"""Test helpers: example job settings in a temp dir, the real CLI in a child process, output readers."""
+"""This project's test helpers: example job settings in a temp dir, the real CLI in a child process
+(the output readers are gobblin_py.testing.outputs, which plugin authors reuse too)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import fastavro
-import orjson
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]  # tests/support/jobs.py -> the checkout
 EXAMPLE_DATA = REPO / "jobs" / "data"
 EVENT_SCHEMA = REPO / "jobs" / "schemas" / "event.avsc"
 
@@ -49,21 +48,6 @@ def write_job(tmp: Path, job: dict[str, Any], name: str = "job.yaml") -> Path:
     path = tmp / name
     path.write_text(yaml.safe_dump(job, sort_keys=False))
     return path
-
-
-def read_avro_dir(root: Path) -> list[dict[str, Any]]:
-    """Every record of every .avro file under `root`, each with its file's path relative to `root`."""
-    records = []
-    for path in sorted(root.rglob("*.avro")):
-        with open(path, "rb") as f:
-            for rec in fastavro.reader(f):
-                rec["_file"] = path.relative_to(root).as_posix()
-                records.append(rec)
-    return records
-
-
-def read_error_files(root: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for p in sorted(root.rglob("*.errors.jsonl")) for line in p.read_bytes().splitlines()]
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -9,8 +9,10 @@ from typing import Any
 
 import orjson
 
-from gobblin_py.testing.jobs import EVENT_SCHEMA, read_avro_dir
-from gobblin_py.testing.kafka_broker import create_topic, produce
+from gobblin_py.testing.outputs import read_avro_dir
+
+from support.jobs import EVENT_SCHEMA
+from support.kafka_broker import create_topic, produce
 
 DAY_MS = 86_400_000
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z

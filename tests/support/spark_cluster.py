@@ -14,7 +14,7 @@ from typing import Any
 
 import pyspark
 
-from gobblin_py.testing.kafka_broker import free_port
+from support.kafka_broker import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 

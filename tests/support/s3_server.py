@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from gobblin_py.testing.kafka_broker import free_port
+from support.kafka_broker import free_port
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
