@@ -1,0 +1,396 @@
+"""The conformance suite: the built-in plugins pass it, and each check fails for a plugin that breaks its rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import re
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import orjson
+import pytest
+
+from gobblin_py.api import (
+    CommitStep,
+    Converter,
+    DataPublisher,
+    DataWriter,
+    Extractor,
+    OutputFile,
+    Record,
+    Schema,
+    SourceState,
+    TaskContext,
+    WorkUnit,
+    WriterTarget,
+)
+from gobblin_py.builtin.avro_writer import AvroWriter
+from gobblin_py.builtin.files_source import FilesSource
+from gobblin_py.builtin.fs_publisher import FsPublisher
+from gobblin_py.builtin.json_to_avro import JsonToAvroConverter
+from gobblin_py.builtin.jsonl_writer import JsonLinesWriter
+from gobblin_py.testing.conformance import check_committer, check_converter, check_source, check_writer
+
+from support.jobs import EVENT_SCHEMA
+
+DAY0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+EVENTS = [{"id": i, "ts": DAY0 + (i % 3) * 86_400_000 + i, "user": f"u{i}", "kind": "click", "amount": i / 2, "country": "DE"}
+          for i in range(1, 10)]
+AVRO_SCHEMA = json.loads(EVENT_SCHEMA.read_text())
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Path:
+    """Two datasets of JSON-lines files holding EVENTS (each once), and a bad line."""
+    root = tmp_path / "in"
+    for name, events in (("clicks/a.jsonl", EVENTS[:3]), ("clicks/b.jsonl", EVENTS[3:5]), ("views/c.jsonl", EVENTS[5:])):
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events) + (b"not json\n" if name.startswith("views") else b""))
+    return root
+
+
+def _files(root: Path) -> dict[str, Any]:
+    return {"path": str(root)}
+
+
+def _fs(final: Path) -> FsPublisher:
+    return FsPublisher(FsPublisher.Settings.model_validate({"final_dir": str(final)}))
+
+
+# --- the built-in plugins pass ------------------------------------------------------------------------
+
+
+def test_the_builtin_plugins_pass_the_suite_end_to_end(tmp_path: Path, inputs: Path) -> None:
+    records = check_source(FilesSource, _files(inputs), expected_records=EVENTS, tmp_dir=tmp_path / "src")
+    schema, converted = check_converter(JsonToAvroConverter, {"schema": str(EVENT_SCHEMA)}, {"type": "json"},
+                                        [*records, {"id": "not a number", "ts": DAY0}])
+    assert schema == AVRO_SCHEMA and len(converted) == len(EVENTS)
+    files = check_writer(AvroWriter, {"partition": {"column": "ts"}}, schema, converted, tmp_path / "w")
+    assert sorted(f.rel_path for f in files) == ["dataset/2026/01/01/conformance-wu-0001.avro",
+                                                 "dataset/2026/01/02/conformance-wu-0001.avro",
+                                                 "dataset/2026/01/03/conformance-wu-0001.avro"]
+    steps = check_committer(_fs(tmp_path / "w" / "final"), files, tmp_path / "w")
+    assert len(steps) == 3 and all((tmp_path / "w" / "final" / f.rel_path).is_file() for f in files)
+
+
+def test_a_source_with_committed_watermarks_plans_only_what_is_new(tmp_path: Path, inputs: Path) -> None:
+    size = (inputs / "clicks" / "a.jsonl").stat().st_size
+    state = SourceState({"clicks": {"a.jsonl": size}})
+    assert len(check_source(FilesSource, _files(inputs), state, expected_records=EVENTS[3:], tmp_dir=tmp_path)) == 6
+
+
+@pytest.mark.parametrize("writer, settings", [
+    (AvroWriter, {"codec": "null"}),
+    (AvroWriter, {"codec": "deflate", "partition": {"column": "ts", "granularity": "HOUR"}}),
+    (JsonLinesWriter, {}),
+    (JsonLinesWriter, {"compression": "gzip", "partition": {"column": "ts"}}),
+])
+def test_the_builtin_writers_pass(tmp_path: Path, writer: type[DataWriter], settings: dict[str, Any]) -> None:
+    files = check_writer(writer, settings, AVRO_SCHEMA, EVENTS, tmp_path)
+    assert sum(f.records for f in files) == len(EVENTS)
+    check_committer(_fs(tmp_path / "final"), files, tmp_path)
+
+
+def test_a_refused_record_is_not_counted(tmp_path: Path) -> None:
+    files = check_writer(AvroWriter, {}, AVRO_SCHEMA, [*EVENTS, {"id": "x"}], tmp_path)
+    assert sum(f.records for f in files) == len(EVENTS)
+
+
+# --- a broken Source fails ----------------------------------------------------------------------------
+
+
+class RandomIds(FilesSource):
+    def get_workunits(self, state: SourceState) -> list[WorkUnit]:
+        return [dataclasses.replace(wu, id=f"{wu.id}-{uuid.uuid4().hex}") for wu in super().get_workunits(state)]
+
+
+class RandomProps(FilesSource):
+    def get_workunits(self, state: SourceState) -> list[WorkUnit]:
+        return [dataclasses.replace(wu, props={**wu.props, "nonce": uuid.uuid4().hex}) for wu in super().get_workunits(state)]
+
+
+class OneId(FilesSource):
+    def get_workunits(self, state: SourceState) -> list[WorkUnit]:
+        return [dataclasses.replace(wu, id="the-only-id") for wu in super().get_workunits(state)]
+
+
+class _Wrapped(Extractor):
+    def __init__(self, inner: Extractor) -> None:
+        self.inner = inner
+
+    def get_schema(self) -> Schema:
+        return self.inner.get_schema()
+
+    def read_records(self) -> Iterator[Record]:
+        yield from self.inner.read_records()
+
+    def actual_high_watermark(self) -> Any:
+        return self.inner.actual_high_watermark()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class ReadsTwice(_Wrapped):
+    def read_records(self) -> Iterator[Record]:
+        records = list(self.inner.read_records())
+        yield from records + records[:1]
+
+
+_reads = itertools.count()
+
+
+class StampsReadTime(_Wrapped):
+    def read_records(self) -> Iterator[Record]:
+        read = next(_reads)
+        for record in self.inner.read_records():
+            yield {**record, "read": read}
+
+
+class KeepsLowWatermark(_Wrapped):
+    def actual_high_watermark(self) -> Any:
+        return None  # for the files source: nothing of the file ingested yet
+
+
+def _with_extractor(wrapper: type[_Wrapped]) -> type[FilesSource]:
+    class Wrapping(FilesSource):
+        def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
+            return wrapper(super().get_extractor(workunit, context))
+
+    Wrapping.__name__ = wrapper.__name__
+    return Wrapping
+
+
+@pytest.mark.parametrize("source, rule", [
+    (RandomIds, "the same state plans the same work units"),
+    (RandomProps, "the same state plans the same work units"),
+    (OneId, "work unit ids are unique in a plan"),
+    (_with_extractor(ReadsTwice), "a plan reads each record exactly once"),
+    (_with_extractor(StampsReadTime), "an extractor reads the same records of a work unit each time"),
+    (_with_extractor(KeepsLowWatermark), "the next plan reads none of its records again"),
+])
+def test_a_broken_source_fails_naming_the_rule(tmp_path: Path, inputs: Path, source: type[FilesSource], rule: str) -> None:
+    with pytest.raises(AssertionError, match=f"{source.__name__} breaks the rule '.*{re.escape(rule)}"):
+        check_source(source, _files(inputs), expected_records=EVENTS, tmp_dir=tmp_path)
+
+
+# --- a broken Converter fails -------------------------------------------------------------------------
+
+
+class _Passing(Converter):
+    def convert_schema(self, schema: Schema) -> Schema:
+        return AVRO_SCHEMA
+
+    def convert_record(self, record: Record) -> Iterable[Record]:
+        return (record,)
+
+
+class LiesAboutItsSchema(_Passing):
+    def convert_record(self, record: Record) -> Iterable[Record]:
+        return ({**record, "id": str(record["id"])},)
+
+
+class NotAvro(_Passing):
+    def convert_schema(self, schema: Schema) -> Schema:
+        return {"type": "table", "columns": ["id"]}
+
+
+class AddsAClock(_Passing):
+    def convert_schema(self, schema: Schema) -> Schema:
+        return {**AVRO_SCHEMA, "fields": [*AVRO_SCHEMA["fields"], {"name": "seen_ns", "type": "long"}]}
+
+    def convert_record(self, record: Record) -> Iterable[Record]:
+        return ({**record, "seen_ns": time.perf_counter_ns()},)
+
+
+class NamesItsSchemaAtRandom(_Passing):
+    def convert_schema(self, schema: Schema) -> Schema:
+        return {**AVRO_SCHEMA, "name": f"Event_{uuid.uuid4().hex}"}
+
+
+@pytest.mark.parametrize("converter, rule", [
+    (LiesAboutItsSchema, "records validate against the schema convert_schema returned"),
+    (NotAvro, "convert_schema returns an Avro schema"),
+    (AddsAClock, "convert_record is deterministic"),
+    (NamesItsSchemaAtRandom, "convert_schema is deterministic"),
+])
+def test_a_broken_converter_fails_naming_the_rule(converter: type[Converter], rule: str) -> None:
+    check_converter(_Passing, None, {"type": "json"}, EVENTS)
+    with pytest.raises(AssertionError, match=f"{converter.__name__} breaks the rule '{re.escape(rule)}'"):
+        check_converter(converter, None, {"type": "json"}, EVENTS)
+
+
+# --- a broken DataWriter fails ------------------------------------------------------------------------
+
+
+class _Lines(DataWriter):
+    """JSON lines in one file `<staging>/<rel_dir>/<name()>`; each subclass breaks one rule."""
+
+    def name(self, target: WriterTarget) -> str:
+        return f"{target.file_stem}.jsonl"
+
+    def where(self, target: WriterTarget) -> Path:
+        return target.staging_dir / target.rel_dir
+
+    def open(self, schema: Schema, target: WriterTarget) -> None:
+        self.path = self.where(target) / self.name(target)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.f = open(self.path, "wb")
+        self.n = 0
+
+    def write(self, record: Record) -> None:
+        self.f.write(orjson.dumps(record) + b"\n")
+        self.n += 1
+
+    def close(self) -> list[tuple[Path, int]]:
+        self.f.close()
+        return [(self.path, self.n)]
+
+
+class UuidNames(_Lines):
+    def name(self, target: WriterTarget) -> str:
+        return f"{target.file_stem}-{uuid.uuid4().hex}.jsonl"
+
+
+class StampsWriteTime(_Lines):
+    def write(self, record: Record) -> None:
+        super().write({**record, "written_ns": time.perf_counter_ns()})
+
+
+class IgnoresFileStem(_Lines):
+    def name(self, target: WriterTarget) -> str:
+        return "part-0.jsonl"
+
+
+class MiscountsRecords(_Lines):
+    def close(self) -> list[tuple[Path, int]]:
+        return [(path, n + 1) for path, n in super().close()]
+
+
+class MiscountsAnUnreadableFormat(MiscountsRecords):
+    def name(self, target: WriterTarget) -> str:
+        return f"{target.file_stem}.bin"  # no per-file count: the total is checked
+
+
+class WritesOutsideStaging(_Lines):
+    def where(self, target: WriterTarget) -> Path:
+        return target.staging_dir.parent / "elsewhere"
+
+
+def test_the_writer_the_broken_ones_derive_from_passes(tmp_path: Path) -> None:
+    check_writer(_Lines, None, AVRO_SCHEMA, EVENTS, tmp_path)
+
+
+@pytest.mark.parametrize("writer, rule", [
+    (UuidNames, "the same records to the same target give the same file names"),
+    (StampsWriteTime, "the same records to the same target give byte-identical files"),
+    (IgnoresFileStem, "two targets never share a file name"),
+    (MiscountsRecords, "close() returns each file's record count"),
+    (MiscountsAnUnreadableFormat, "close() returns each file's record count"),
+    (WritesOutsideStaging, "close() returns files it staged under target.staging_dir"),
+])
+def test_a_broken_writer_fails_naming_the_rule(tmp_path: Path, writer: type[DataWriter], rule: str) -> None:
+    with pytest.raises(AssertionError, match=f"{writer.__name__} breaks the rule '{re.escape(rule)}"):
+        check_writer(writer, None, AVRO_SCHEMA, EVENTS, tmp_path)
+
+
+# --- a broken committer fails -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class CopyStep(CommitStep):
+    """Copies src to dst: done when dst holds src's bytes (src stays, so a replay can compare)."""
+
+    type_name: ClassVar[str] = "test_copy"
+    src: str
+    dst: str
+
+    def verify(self) -> bool:
+        return Path(self.dst).is_file() and Path(self.dst).read_bytes() == Path(self.src).read_bytes()
+
+    def execute(self) -> None:
+        Path(self.dst).parent.mkdir(parents=True, exist_ok=True)
+        Path(self.dst).write_bytes(Path(self.src).read_bytes())
+
+    def describe(self) -> str:
+        return f"copy {self.src} to {self.dst}"
+
+
+@dataclasses.dataclass
+class AppendStep(CopyStep):
+    type_name: ClassVar[str] = "test_append"
+
+    def verify(self) -> bool:
+        return Path(self.dst).is_file()
+
+    def execute(self) -> None:
+        Path(self.dst).parent.mkdir(parents=True, exist_ok=True)
+        with open(self.dst, "ab") as f:
+            f.write(Path(self.src).read_bytes())
+
+
+@dataclasses.dataclass
+class AlwaysDone(CopyStep):
+    type_name: ClassVar[str] = "test_always_done"
+
+    def verify(self) -> bool:
+        return True
+
+
+@dataclasses.dataclass
+class NeverDone(CopyStep):
+    type_name: ClassVar[str] = "test_never_done"
+
+    def verify(self) -> bool:
+        return Path(self.dst + ".done").exists()
+
+
+@dataclasses.dataclass
+class SetField(CopyStep):
+    type_name: ClassVar[str] = "test_set_field"
+    tags: set[str] = dataclasses.field(default_factory=lambda: {"a"})
+
+
+def _publisher(step: type[CopyStep], final: Path, registered: bool = True) -> DataPublisher:
+    class StepsPublisher(DataPublisher):
+        step_types = (step,) if registered else ()
+
+        def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
+            return [step(src=f.path, dst=str(final / f.rel_path)) for f in files]
+
+    StepsPublisher.__name__ = f"{step.__name__}Publisher"
+    return StepsPublisher()
+
+
+def test_the_step_the_broken_ones_derive_from_passes(tmp_path: Path) -> None:
+    files = check_writer(_Lines, None, AVRO_SCHEMA, EVENTS, tmp_path)
+    check_committer(_publisher(CopyStep, tmp_path / "final"), files, tmp_path)
+
+
+@pytest.mark.parametrize("step, registered, rule", [
+    (AppendStep, True, "execute() is idempotent: executing a done step again changes nothing"),
+    (AlwaysDone, True, "verify() is False before execute()"),
+    (NeverDone, True, "verify() is True after execute()"),
+    (CopyStep, False, "every step type is one the commit store can load"),
+    (SetField, True, "a step's fields survive the commit store (JSON)"),
+])
+def test_a_broken_committer_fails_naming_the_rule(tmp_path: Path, step: type[CopyStep], registered: bool, rule: str) -> None:
+    files = check_writer(_Lines, None, AVRO_SCHEMA, EVENTS, tmp_path)
+    with pytest.raises(AssertionError, match=f"breaks the rule '{re.escape(rule)}'"):
+        check_committer(_publisher(step, tmp_path / "final", registered), files, tmp_path)
+
+
+def test_a_publisher_that_makes_no_step_for_its_files_fails(tmp_path: Path) -> None:
+    class PublishesNothing(DataPublisher):
+        def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
+            return []
+
+    files = check_writer(_Lines, None, AVRO_SCHEMA, EVENTS, tmp_path)
+    with pytest.raises(AssertionError, match="PublishesNothing breaks the rule 'commit_steps publishes the files it is given'"):
+        check_committer(PublishesNothing(), files, tmp_path)
