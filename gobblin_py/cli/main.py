@@ -192,21 +192,39 @@ def schedule(
     paths: Annotated[list[Path], typer.Argument(help="job files, or directories of job files", show_default=False)],
     grace: Annotated[float, typer.Option("--grace", help="seconds to let running jobs finish after SIGTERM")] = 300.0,
     in_process: Annotated[bool, typer.Option("--in-process", help="run each job's tasks without Spark (debugging)")] = False,
+    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", min=0, max=65535, show_default=False,
+                                                        help="serve the runs' Prometheus metrics at http://HOST:PORT/metrics (0: a free port, logged)")] = None,
+    metrics_host: Annotated[str, typer.Option("--metrics-host", help="the address --metrics-port listens on")] = "127.0.0.1",
 ) -> None:
     """Run every job that has job.schedule (a cron expression) on time, until SIGTERM; never two runs of a job at once.
 
-    Example: gobblin-py schedule jobs/
+    Example: gobblin-py schedule jobs/ --metrics-port 9464
     """
+    import logging
+
     from gobblin_py.cli.output import setup_logging
     from gobblin_py.runtime.scheduler import Scheduler
 
     setup_logging("INFO", False)
+    server = None
     try:
         scheduler = Scheduler(paths, ["--in-process"] if in_process else [], grace_s=grace)
+        if metrics_port is not None:
+            from gobblin_py.cli.prometheus import ScheduleMetrics
+
+            metrics = ScheduleMetrics(scheduler.jobs)
+            scheduler.run_listeners.append(metrics.run_ended)
+            url, server = metrics.serve(metrics_host, metrics_port)
+            logging.getLogger("gobblin_py.cli.schedule").info("serving the runs' metrics at %s", url)
     except GobblinError as exc:
         _fail(exc)
         return
-    raise typer.Exit(scheduler.run_forever())
+    try:
+        code = scheduler.run_forever()
+    finally:
+        if server is not None:
+            server.shutdown()
+    raise typer.Exit(code)
 
 
 from gobblin_py.cli.state_commands import history_app, state_app  # noqa: E402

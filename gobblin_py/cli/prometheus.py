@@ -1,19 +1,30 @@
-"""A run's metrics in Prometheus' text exposition format (for node_exporter's textfile collector), through the
-maintained prometheus_client: one gauge per fact, labelled by job and dataset."""
+"""A job's metrics for Prometheus, through the maintained prometheus_client: written to a file by `run
+--metrics-prom` (node_exporter's textfile collector) or served over HTTP by `schedule --metrics-port`.
+Every metric is defined here once: `run_metrics` for one run, `ScheduleMetrics` adds the scheduler's counts."""
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import threading
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 
+from gobblin_py.errors import ConfigError
 from gobblin_py.runtime.runner import DatasetStatus, JobResult
+from gobblin_py.runtime.scheduler import RunEnded, ScheduledJob
 from gobblin_py.state.store import StateStore
 
-_COMMITTED = {DatasetStatus.COMMITTED, DatasetStatus.PARTIAL, DatasetStatus.NO_NEW_DATA}
+log = logging.getLogger(__name__)
+
+_COMMITTED = {s.value for s in (DatasetStatus.COMMITTED, DatasetStatus.PARTIAL, DatasetStatus.NO_NEW_DATA)}
+_COMMIT_FAILED = {s.value for s in (DatasetStatus.COMMIT_FAILED, DatasetStatus.BLOCKED)}
+_BY_JOB, _BY_DATASET = ["job"], ["job", "dataset"]
 
 
 def _epoch(iso: Any) -> float | None:
@@ -23,47 +34,67 @@ def _epoch(iso: Any) -> float | None:
         return None
 
 
-def registry_for(result: JobResult, state: StateStore, now: float | None = None) -> CollectorRegistry:
-    """The run as gauges: the job's outcome and duration, per dataset its counts, and the last success times
-    from the state store (so a failed run still reports when each dataset last committed)."""
-    now = time.time() if now is None else now
-    reg = CollectorRegistry()
+def run_metrics(run: Mapping[str, Any], state: StateStore, now: float) -> list[Metric]:
+    """One run (its `JobResult.to_json()`) as gauges: the job's outcome and duration, per dataset its counts, and
+    the last success and commit times from the state store (so a failed run still reports when they were)."""
+    job = run["job"]
+    out: list[Metric] = []
 
-    def gauge(name: str, doc: str, labels: tuple[str, ...] = ("job",)) -> Gauge:
-        return Gauge(f"gobblin_py_{name}", doc, labels, registry=reg)
+    def gauge(name: str, doc: str, labels: list[str] = _BY_JOB) -> GaugeMetricFamily:
+        out.append(GaugeMetricFamily(f"gobblin_py_{name}", doc, labels=labels))
+        return out[-1]  # type: ignore[return-value]
 
-    job = result.job
-    gauge("run_succeeded", "1 when the last run succeeded, else 0").labels(job).set(1 if result.succeeded else 0)
-    gauge("run_duration_seconds", "duration of the last run").labels(job).set(result.duration_s)
-    gauge("run_end_timestamp_seconds", "when the last run ended (Unix time)").labels(job).set(now)
-    succeeded = [r for r in state.runs() if r.get("status") == "succeeded"]
-    last_ok = now if result.succeeded else (_epoch(succeeded[-1]["started"]) + succeeded[-1].get("duration_s", 0) if succeeded else None)
-    if last_ok is not None:
-        gauge("last_success_timestamp_seconds", "when a run of the job last succeeded (Unix time)").labels(job).set(last_ok)
-    committed_at = {d: _epoch(st.get("committed_at")) for d, st in state.read_dataset_states().values.items()}
-    by_ds = ("job", "dataset")
-    gauges = {
-        "records_extracted": gauge("dataset_records_extracted", "records read by the last run", by_ds),
-        "records_written": gauge("dataset_records_written", "records published by the last run", by_ds),
-        "records_rejected": gauge("dataset_records_rejected", "records sent to the error file by the last run", by_ds),
-        "files_published": gauge("dataset_files_published", "data files published by the last run", by_ds),
+    succeeded = run.get("status") == "succeeded"
+    gauge("run_succeeded", "1 when the last run succeeded, else 0").add_metric([job], 1 if succeeded else 0)
+    gauge("run_duration_seconds", "duration of the last run").add_metric([job], float(run.get("duration_s") or 0))
+    gauge("run_end_timestamp_seconds", "when the last run ended (Unix time)").add_metric([job], now)
+    last_success = gauge("last_success_timestamp_seconds", "when a run of the job last succeeded (Unix time)")
+    ok_runs = [r for r in state.runs() if r.get("status") == "succeeded"]
+    if succeeded:
+        last_success.add_metric([job], now)
+    elif ok_runs and _epoch(ok_runs[-1]["started"]) is not None:
+        last_success.add_metric([job], _epoch(ok_runs[-1]["started"]) + ok_runs[-1].get("duration_s", 0))  # type: ignore[operator]
+    counts = {
+        "records_extracted": gauge("dataset_records_extracted", "records read by the last run", _BY_DATASET),
+        "records_written": gauge("dataset_records_written", "records published by the last run", _BY_DATASET),
+        "records_rejected": gauge("dataset_records_rejected", "records sent to the error file by the last run", _BY_DATASET),
+        "files_published": gauge("dataset_files_published", "data files published by the last run", _BY_DATASET),
     }
-    committed = gauge("dataset_committed", "1 when the dataset committed (or had no new data) in the last run", by_ds)
-    failed = gauge("dataset_commit_failed", "1 when the dataset's commit failed or is blocked by a pending one", by_ds)
-    ok_at = gauge("dataset_last_commit_timestamp_seconds", "when the dataset last committed new data (Unix time)", by_ds)
-    written_bytes = gauge("dataset_bytes_written", "bytes written by the last run", by_ds)
+    committed = gauge("dataset_committed", "1 when the dataset committed (or had no new data) in the last run", _BY_DATASET)
+    failed = gauge("dataset_commit_failed", "1 when the dataset's commit failed or is blocked by a pending one", _BY_DATASET)
+    written_bytes = gauge("dataset_bytes_written", "bytes written by the last run", _BY_DATASET)
+    ok_at = gauge("dataset_last_commit_timestamp_seconds", "when the dataset last committed new data (Unix time)", _BY_DATASET)
     per_ds_bytes: dict[str, int] = {}
-    for t in result.tasks:
-        per_ds_bytes[t.workunit.dataset] = per_ds_bytes.get(t.workunit.dataset, 0) + sum(b.bytes_written for b in t.branches.values())
-    for d in result.datasets:
-        for field, g in gauges.items():
-            g.labels(job, d.dataset).set(getattr(d, field))
-        good = d.status in _COMMITTED
-        committed.labels(job, d.dataset).set(1 if good else 0)
-        failed.labels(job, d.dataset).set(1 if d.status in (DatasetStatus.COMMIT_FAILED, DatasetStatus.BLOCKED) else 0)
-        written_bytes.labels(job, d.dataset).set(per_ds_bytes.get(d.dataset, 0))
-        if committed_at.get(d.dataset) is not None:
-            ok_at.labels(job, d.dataset).set(committed_at[d.dataset])
+    for t in run.get("tasks", []):
+        per_ds_bytes[t["dataset"]] = per_ds_bytes.get(t["dataset"], 0) + sum(b["bytes_written"] for b in t["branches"].values())
+    for d in run.get("datasets", []):
+        ds = d["dataset"]
+        for field, g in counts.items():
+            g.add_metric([job, ds], d[field])
+        committed.add_metric([job, ds], 1 if d["status"] in _COMMITTED else 0)
+        failed.add_metric([job, ds], 1 if d["status"] in _COMMIT_FAILED else 0)
+        written_bytes.add_metric([job, ds], per_ds_bytes.get(ds, 0))
+    for ds, st in sorted(state.read_dataset_states().values.items()):
+        at = _epoch(st.get("committed_at"))
+        if at is not None:
+            ok_at.add_metric([job, ds], at)
+    return out
+
+
+class _Families:
+    """A collector of families computed beforehand (prometheus_client asks a collector for them)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
+def registry_for(result: JobResult, state: StateStore, now: float | None = None) -> CollectorRegistry:
+    """The run's metrics in a registry of their own."""
+    reg = CollectorRegistry()
+    reg.register(_Families(run_metrics(result.to_json(), state, time.time() if now is None else now)))
     return reg
 
 
@@ -71,3 +102,73 @@ def write_prometheus(result: JobResult, path: Path, state: StateStore) -> None:
     """Write the file atomically (prometheus_client writes a temporary file and renames it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_to_textfile(str(path), registry_for(result, state))
+
+
+def _merged(families: Iterable[Metric]) -> list[Metric]:
+    """Families of one name (one per job) as one family: an exposition names each family once."""
+    by_name: dict[str, Metric] = {}
+    for f in families:
+        if f.name in by_name:
+            by_name[f.name].samples.extend(f.samples)
+        else:
+            by_name[f.name] = Metric(f.name, f.documentation, f.type, f.unit)
+            by_name[f.name].samples = list(f.samples)
+    return list(by_name.values())
+
+
+class ScheduleMetrics:
+    """What `schedule --metrics-port` serves: each job's last run (`run_metrics`, updated as each run ends) and, per
+    job, its runs by outcome, their durations, skipped firings and the next fire time."""
+
+    def __init__(self, jobs: list[ScheduledJob]) -> None:
+        self.jobs = jobs
+        self._lock = threading.Lock()
+        self._last: dict[str, list[Metric]] = {}
+        self._outcomes: dict[tuple[str, str], int] = {}
+        self._durations: dict[str, tuple[int, float]] = {}
+        self._exit_codes: dict[str, int] = {}
+
+    def run_ended(self, ended: RunEnded) -> None:
+        """Scheduler listener: take the run's metrics (a run that wrote no result counts as `crashed`)."""
+        j, now = ended.job, time.time()
+        run = ended.result or {"job": j.name, "status": "crashed", "duration_s": ended.wall_s}
+        families = run_metrics(run, StateStore(j.work_dir, j.name), now)
+        with self._lock:
+            self._last[j.name] = families
+            key = (j.name, str(run["status"]))
+            self._outcomes[key] = self._outcomes.get(key, 0) + 1
+            count, total = self._durations.get(j.name, (0, 0.0))
+            self._durations[j.name] = (count + 1, total + float(run.get("duration_s") or ended.wall_s))
+            self._exit_codes[j.name] = ended.exit_code
+
+    def collect(self) -> Iterator[Metric]:
+        runs = CounterMetricFamily("gobblin_py_scheduled_runs", "scheduled runs that ended, by outcome "
+                                   "(succeeded, failed, cancelled; crashed: the run wrote no result)", labels=["job", "status"])
+        durations = SummaryMetricFamily("gobblin_py_scheduled_run_duration_seconds", "durations of the scheduled runs", labels=_BY_JOB)
+        exit_code = GaugeMetricFamily("gobblin_py_scheduled_run_exit_code", "exit code of the last scheduled run", labels=_BY_JOB)
+        skipped = CounterMetricFamily("gobblin_py_scheduled_runs_skipped", "firings skipped: the last run was still going", labels=_BY_JOB)
+        next_fire = GaugeMetricFamily("gobblin_py_next_run_timestamp_seconds", "when the job fires next (Unix time)", labels=_BY_JOB)
+        with self._lock:
+            for (job, status), n in sorted(self._outcomes.items()):
+                runs.add_metric([job, status], n)
+            for job, (count, total) in sorted(self._durations.items()):
+                durations.add_metric([job], count, total)
+            for job, code in sorted(self._exit_codes.items()):
+                exit_code.add_metric([job], code)
+            last = _merged(f for families in self._last.values() for f in families)
+        for j in self.jobs:
+            skipped.add_metric([j.name], j.skipped)
+            if j.next_fire != dt.datetime.max:  # max: the schedule has no later time
+                next_fire.add_metric([j.name], j.next_fire.timestamp())
+        yield from (runs, durations, exit_code, skipped, next_fire, *last)
+
+    def serve(self, host: str, port: int) -> tuple[str, Any]:
+        """Serve /metrics on host:port (0: a free port) in a daemon thread; the URL and the server (`shutdown()`)."""
+        registry = CollectorRegistry()
+        registry.register(self)
+        try:
+            server, _thread = start_http_server(port, host, registry)
+        except OSError as exc:
+            raise ConfigError(f"--metrics-port {port}: cannot listen on {host}:{port} ({exc.strerror or exc}); "
+                              "choose another port") from None
+        return f"http://{host}:{server.server_port}/metrics", server

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,3 +63,85 @@ def test_cron_next_fire(expr: str, after: str, expected: str) -> None:
 def test_bad_cron_expressions_name_the_field(expr: str) -> None:
     with pytest.raises(CronError):
         Cron.parse(expr)
+
+
+def _scrape(url: str) -> dict[tuple[str, str | None, str | None], float]:
+    """`(sample name, dataset, status)` → value, as Prometheus reads the page."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as page:
+        text = page.read().decode()
+    return {(s.name, s.labels.get("dataset"), s.labels.get("status")): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_schedule_serves_the_runs_metrics_over_http(tmp_path: Path) -> None:
+    job = write_job(tmp_path, example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "schedule": "*/5 * * * * ?"}))
+    started = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "schedule", str(job), "--in-process", "--metrics-port", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
+
+    def wait_for(what: str, check: Callable[[], object], timeout: float = 90) -> object:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = check()
+            if found:
+                return found
+            time.sleep(0.1)
+        raise AssertionError(f"no {what} (exit {proc.poll()}):\n" + "".join(lines))
+
+    def runs(n: int) -> Callable[[], dict | None]:
+        def check() -> dict | None:
+            m = _scrape(url)
+            done = m.get(("gobblin_py_scheduled_runs_total", None, "succeeded"), 0)
+            assert done <= n, f"missed the scrape after run {n}: the runs are 5 s apart"
+            return m if done == n else None
+        return check
+
+    try:
+        match = wait_for("metrics URL in the log", lambda: next((re.search(r"at (http://127\.0\.0\.1:\d+/metrics)", line)
+                                                                for line in lines if "serving the runs' metrics" in line), None))
+        url = match.group(1)  # type: ignore[attr-defined]
+        before = _scrape(url)  # nothing has run yet: the job is listed with its next fire time
+        assert before[("gobblin_py_next_run_timestamp_seconds", None, None)] > started
+        assert ("gobblin_py_dataset_records_written", "clicks", None) not in before
+
+        first = wait_for("first run in the metrics", runs(1))
+        assert first[("gobblin_py_run_succeeded", None, None)] == 1
+        assert first[("gobblin_py_dataset_records_written", "clicks", None)] == 2000
+        assert first[("gobblin_py_dataset_records_rejected", "orders", None)] == 2
+        assert first[("gobblin_py_dataset_files_published", "orders", None)] == 5
+        assert first[("gobblin_py_dataset_bytes_written", "clicks", None)] > 0
+        assert first[("gobblin_py_dataset_commit_failed", "clicks", None)] == 0
+        assert first[("gobblin_py_scheduled_run_duration_seconds_count", None, None)] == 1
+        assert first[("gobblin_py_scheduled_run_duration_seconds_sum", None, None)] > 0
+        assert first[("gobblin_py_scheduled_run_exit_code", None, None)] == 0
+        assert first[("gobblin_py_last_success_timestamp_seconds", None, None)] >= started
+        committed = first[("gobblin_py_dataset_last_commit_timestamp_seconds", "clicks", None)]
+        assert committed >= started
+
+        second = wait_for("second run in the metrics", runs(2))  # no new data: counts are the last run's, commit time stays
+        assert second[("gobblin_py_dataset_records_written", "clicks", None)] == 0
+        assert second[("gobblin_py_dataset_last_commit_timestamp_seconds", "clicks", None)] == committed
+        assert second[("gobblin_py_scheduled_run_duration_seconds_count", None, None)] == 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0, "".join(lines)
+    with pytest.raises(OSError):
+        _scrape(url)  # the server stopped with the scheduler
+
+
+def test_a_metrics_port_in_use_is_one_error_line(tmp_path: Path) -> None:
+    job = write_job(tmp_path, example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "schedule": "0 0 * * * ?"}))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "gobblin_py.cli.main", "schedule", str(job), "--metrics-port", str(port)],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert f"error: --metrics-port {port}: cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
