@@ -27,7 +27,7 @@ _BASES: dict[Kind, str] = {
     Kind.TASK_POLICY: "gobblin_py.api.quality:TaskPolicy",
     Kind.FORK: "gobblin_py.api.fork:ForkOperator",
     Kind.WRITER: "gobblin_py.api.writer:DataWriter",
-    Kind.PUBLISHER: "gobblin_py.api.publisher:DataPublisher",
+    Kind.PUBLISHER: "gobblin_py.api.committer:Committer",
 }
 
 BUILTINS: dict[Kind, dict[str, str]] = {

@@ -64,11 +64,13 @@ def exactly_once(root: Path, task_files: list[list[Path]], threads: int = 4, exi
 
 
 def exactly_once_on_executors(root: Path, task_files: list[list[Path]], sc: object) -> float:
-    from gobblin_py.commit.distributed import commit_on_executors, default_groups
+    from gobblin_py.commit.distributed import commit_many, default_groups
+    from gobblin_py.runtime.spark_executor import SparkTasks
 
     seqs = sequences(root, task_files)
     t0 = time.perf_counter()
-    outcome = commit_on_executors(sc, root, BUILTIN_STEPS, seqs, groups=default_groups(sc))
+    tasks = SparkTasks(sc)
+    outcome = commit_many(tasks, root, BUILTIN_STEPS, seqs, groups=default_groups(tasks))
     took = time.perf_counter() - t0
     assert all(err is None for err in outcome.values()), outcome
     return took
@@ -92,7 +94,8 @@ def plain_rename(root: Path, task_files: list[list[Path]], durable: bool) -> flo
 def recovery(root: Path, task_files: list[list[Path]], threads: int = 4, sc: object = None) -> float:
     """Replay D pending sequences (none of their steps run) as the start of a run does: in `threads`
     driver threads, or with `sc` as Spark tasks (each loads its datasets' records from the store)."""
-    from gobblin_py.commit.distributed import default_groups, recover_on_executors
+    from gobblin_py.commit.distributed import default_groups, recover_many
+    from gobblin_py.runtime.spark_executor import SparkTasks
 
     store = CommitStepStore(root)
     for seq in sequences(root, task_files):
@@ -101,7 +104,8 @@ def recovery(root: Path, task_files: list[list[Path]], threads: int = 4, sc: obj
     if sc is None:
         report = recover(store, JOB, max_attempts=3, parallelism=threads)
     else:
-        report = recover_on_executors(sc, root, BUILTIN_STEPS, JOB, max_attempts=3, groups=default_groups(sc))
+        tasks = SparkTasks(sc)
+        report = recover_many(tasks, root, BUILTIN_STEPS, JOB, max_attempts=3, groups=default_groups(tasks))
     took = time.perf_counter() - t0
     assert len(report.datasets) == len(task_files) and not report.blocked and not store.datasets(JOB), report.blocked
     return took

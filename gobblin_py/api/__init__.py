@@ -1,11 +1,11 @@
 """The contracts a plugin author implements; imports nothing from runtime, Spark or Kafka."""
 
 from gobblin_py.api.commit_step import CommitStep, StepStatus
+from gobblin_py.api.committer import Committer, DataPublisher, GlobalCommitter
 from gobblin_py.api.context import TaskContext
 from gobblin_py.api.converter import Converter, OneToOneConverter, TaskCounter
 from gobblin_py.api.fork import ForkOperator
 from gobblin_py.api.plugin import NoSettings, Plugin, Settings
-from gobblin_py.api.publisher import DataPublisher
 from gobblin_py.api.quality import BranchStats, RowPolicy, RowPolicyType, TaskPolicy, TaskPolicyType
 from gobblin_py.api.source import Extractor, Source, SourceState
 from gobblin_py.api.types import Record, Schema, WatermarkValue
@@ -14,8 +14,8 @@ from gobblin_py.api.writer import DataWriter, Delivery, OutputFile, WriterTarget
 from gobblin_py.errors import RecordError, TaskError
 
 __all__ = [
-    "BranchStats", "CommitStep", "Converter", "DataPublisher", "DataWriter", "Delivery",
-    "Extractor", "ForkOperator", "MultiWorkUnit", "NoSettings", "OneToOneConverter", "OutputFile", "Plugin",
+    "BranchStats", "CommitStep", "Committer", "Converter", "DataPublisher", "DataWriter", "Delivery",
+    "Extractor", "ForkOperator", "GlobalCommitter", "MultiWorkUnit", "NoSettings", "OneToOneConverter", "OutputFile", "Plugin",
     "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "Settings", "Source", "SourceState",
     "StepStatus", "TaskContext", "TaskCounter", "TaskError", "TaskPolicy", "TaskPolicyType", "WatermarkValue",
     "WorkUnit", "WriterTarget", "flatten",

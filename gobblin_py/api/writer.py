@@ -24,7 +24,8 @@ class OutputFile:
     """A committable: one file in task output and where it is published, with what it holds.
 
     `rel_path` is relative to the publisher's final directory; `size` and `checksum` let a
-    commit step tell a complete published file from a stale or partial one.
+    commit step tell a complete published file from a stale or partial one. `branch` names the
+    fork branch whose publisher publishes it (error files: the first branch's).
     """
 
     path: str
@@ -33,6 +34,8 @@ class OutputFile:
     size: int
     checksum: str
     kind: str = "data"  # "data" | "errors"
+    dataset: str = ""
+    branch: str = ""
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class WriterTarget:
     task_output_dir: str  # a local path or a URL: where the framework moves the closed files
     rel_dir: str
     file_stem: str
+    dataset: str = ""
+    branch: str = ""  # the fork branch this writer writes
 
     def __post_init__(self) -> None:  # a Path is accepted too
         object.__setattr__(self, "task_output_dir", str(self.task_output_dir))

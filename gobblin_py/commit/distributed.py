@@ -1,6 +1,6 @@
-"""Committing and recovering many datasets on the executors (the scalability section of Gobblin's
-exactly-once design): each Spark task writes and executes, or loads and replays, the sequences of a
-group of datasets against the shared store; the driver only coordinates."""
+"""Committing and recovering many datasets side by side (the scalability section of Gobblin's exactly-once
+design): each task — a Spark task on the executors, or a driver thread (`commit.tasks`) — writes and executes,
+or loads and replays, the sequences of a group of datasets against the shared store; the driver only coordinates."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from typing import Any, TypeVar
 
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.commit.confinement import Confinement
-from gobblin_py.commit.protocol import commit_sequence
+from gobblin_py.commit.protocol import commit_sequence, publish_without_log
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome, RecoveryReport, pending, recover_dataset
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
+from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import configure as configure_filesystems
 
@@ -39,9 +40,9 @@ def use_executors(datasets: int, configured: int | None, master: str) -> bool:
     return threshold > 0 and datasets >= threshold
 
 
-def default_groups(sc: Any) -> int:
+def default_groups(tasks: CommitTasks) -> int:
     """How many Spark tasks share the datasets: two per executor core, so a slow group does not hold the rest."""
-    return max(1, sc.defaultParallelism) * 2
+    return max(1, tasks.slots) * 2
 
 
 def spark_failure(exc: BaseException) -> str:
@@ -74,9 +75,11 @@ class _Group:
 
 @dataclass(frozen=True)
 class CommitGroup(_Group):
-    """What one executor task commits: sequences of several datasets, written to the store by the task."""
+    """What one task commits: sequences of several datasets, written to the store by the task (`logged`;
+    `at_least_once` runs publish without the log)."""
 
     sequences: tuple[CommitSequence, ...]
+    logged: bool = True
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,10 @@ def commit_group(group: CommitGroup) -> list[tuple[str, str | None]]:
     out: list[tuple[str, str | None]] = []
     for seq in group.sequences:
         try:
-            commit_sequence(store, seq)
+            if group.logged:
+                commit_sequence(store, seq)
+            else:
+                publish_without_log(store.confinement, seq)
             out.append((seq.dataset, None))
         except (CommitError, OSError) as exc:
             out.append((seq.dataset, str(exc)))
@@ -108,46 +114,48 @@ def recover_group(group: RecoveryGroup) -> list[DatasetRecovery]:
     return [recover_dataset(store, group.job, d, group.max_attempts, group.force) for d in group.datasets]
 
 
-def _on_executors(sc: Any, items: Sequence[T], groups: int, make: Callable[[tuple[T, ...]], _Group],
-                  run: Callable[[Any], Iterable[R]]) -> list[R]:
-    """Deal `items` round-robin into at most `groups` Spark tasks, run `run` on each, collect every result."""
+def _on_tasks(tasks: CommitTasks, items: Sequence[T], groups: int, make: Callable[[tuple[T, ...]], _Group],
+              run: Callable[[Any], Iterable[R]]) -> list[R]:
+    """Deal `items` round-robin into at most `groups` tasks, run `run` on each, collect every result."""
     groups = max(1, min(groups, len(items)))
-    tasks = [make(part) for part in (tuple(items[i::groups]) for i in range(groups)) if part]
-    if not tasks:
-        return []
-    return sc.parallelize(tasks, len(tasks)).flatMap(run).collect()
+    parts = [make(part) for part in (tuple(items[i::groups]) for i in range(groups)) if part]
+    return tasks.flat_map(run, parts) if parts else []
 
 
-def commit_on_executors(sc: Any, work_dir: Path, step_types: tuple[type[CommitStep], ...],
+def commit_many(tasks: CommitTasks, work_dir: Path, step_types: tuple[type[CommitStep], ...],
                         sequences: list[CommitSequence], groups: int,
                         filesystems: dict[str, dict[str, Any]] | None = None,
-                        confinement: Confinement | None = None) -> dict[str, str | None]:
-    """Spread the sequences over `groups` Spark tasks; the outcome of every dataset. `confinement`: the store's
-    (by default the work directory alone).
+                        confinement: Confinement | None = None, logged: bool = True) -> dict[str, str | None]:
+    """Spread the sequences over `groups` tasks; the outcome of every dataset. `confinement`: the store's
+    (by default the work directory alone); `logged=False`: publish without the log (`at_least_once`).
 
-    If the Spark job fails, each dataset's outcome is read back: committed when its state step holds,
-    else an error (its record, if written, stays pending for the next run's recovery).
+    If the tasks are lost (a failed Spark job), each dataset's outcome is read back: committed when its state
+    step holds, else an error (its record, if written, stays pending for the next run's recovery).
     """
     store = CommitStepStore(work_dir, StepRegistry(step_types), confinement)
 
     def make(part: tuple[CommitSequence, ...]) -> CommitGroup:
-        return CommitGroup(str(work_dir), step_types, filesystems or {}, store.confinement, part)
+        return CommitGroup(str(work_dir), step_types, filesystems or {}, store.confinement, part, logged)
 
     try:
-        return dict(_on_executors(sc, sequences, groups, make, commit_group))
+        return dict(_on_tasks(tasks, sequences, groups, make, commit_group))
     except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job
         reason = spark_failure(exc)
-        log.error("commit on the executors failed: %s", reason)
+        log.error("commit on the %s failed: %s", _where(tasks), reason)
         return {seq.dataset: None if not store.exists(seq.job, seq.dataset) and seq.steps[-1].verify()
-                else f"commit on the executors failed ({reason}); a logged sequence is recovered by the next run"
+                else f"commit on the {_where(tasks)} failed ({reason}); a logged sequence is recovered by the next run"
                 for seq in sequences}
 
 
-def recover_on_executors(sc: Any, work_dir: Path, step_types: tuple[type[CommitStep], ...], job: str, max_attempts: int,
+def _where(tasks: CommitTasks) -> str:
+    return "driver threads" if tasks.master == "threads" else "executors"
+
+
+def recover_many(tasks: CommitTasks, work_dir: Path, step_types: tuple[type[CommitStep], ...], job: str, max_attempts: int,
                          datasets: list[str] | None = None, force: bool = False, groups: int = 4,
                          filesystems: dict[str, dict[str, Any]] | None = None,
                          confinement: Confinement | None = None) -> RecoveryReport:
-    """`recovery.recover` as Spark tasks: the driver lists the pending datasets and spreads them over `groups`
+    """`recovery.recover` as tasks: the driver lists the pending datasets and spreads them over `groups`
     tasks, each loading and replaying its datasets' sequences; the report lists them in the same order.
 
     If the Spark job fails (a worker dies, an executor is lost for good), a dataset whose record is gone was
@@ -156,14 +164,14 @@ def recover_on_executors(sc: Any, work_dir: Path, step_types: tuple[type[CommitS
     store = CommitStepStore(work_dir, StepRegistry(step_types), confinement)
     todo = pending(store, job, datasets)
     try:
-        results = _on_executors(sc, todo, groups,
+        results = _on_tasks(tasks, todo, groups,
                                 lambda part: RecoveryGroup(str(work_dir), step_types, filesystems or {}, store.confinement,
                                                            job, part, max_attempts, force),
                                 recover_group)
     except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job; the records say what is done
         reason = spark_failure(exc)
-        log.error("recovery on the executors failed: %s", reason)
-        results = [DatasetRecovery(d, Outcome.FAILED, f"recovery on the executors failed ({reason}); the next run replays it")
+        log.error("recovery on the %s failed: %s", _where(tasks), reason)
+        results = [DatasetRecovery(d, Outcome.FAILED, f"recovery on the {_where(tasks)} failed ({reason}); the next run replays it")
                    if store.exists(job, d) else DatasetRecovery(d, Outcome.RECOVERED) for d in todo]
     by_dataset = {r.dataset: r for r in results}
     return RecoveryReport([by_dataset[d] for d in todo])

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import enum
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gobblin_py.commit.crashpoints import crash_point
 from gobblin_py.commit.protocol import replay
 from gobblin_py.commit.store import CommitStepStore
+from gobblin_py.commit.tasks import ThreadTasks
 from gobblin_py.errors import CommitError, CorruptCommitRecordError
 
 log = logging.getLogger(__name__)
@@ -72,14 +72,8 @@ def recover_dataset(store: CommitStepStore, job: str, dataset: str, max_attempts
 
 def recover(store: CommitStepStore, job: str, max_attempts: int, datasets: list[str] | None = None,
             force: bool = False, parallelism: int = 4) -> RecoveryReport:
-    """Commit every pending sequence of `job` (or of `datasets`) in driver threads, datasets in parallel.
-
-    `distributed.recover_on_executors` does the same as Spark tasks.
-    """
+    """Commit every pending sequence of `job` (or of `datasets`) in driver threads, datasets in parallel
+    (`gobblin-py recover`); a run recovers through `distributed.recover_many`, on threads or the executors."""
     todo = pending(store, job, datasets)
-    report = RecoveryReport()
-    if not todo:
-        return report
-    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(todo)))) as pool:
-        report.datasets = list(pool.map(lambda d: recover_dataset(store, job, d, max_attempts, force), todo))
-    return report
+    one = lambda part: [recover_dataset(store, job, d, max_attempts, force) for d in part]  # noqa: E731
+    return RecoveryReport(ThreadTasks(parallelism).flat_map(one, [(d,) for d in todo]))

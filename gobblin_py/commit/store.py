@@ -15,6 +15,7 @@ from gobblin_py import checked_json
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.commit.confinement import Confinement
 from gobblin_py.commit.crashpoints import crash_point
+from gobblin_py.commit.global_step import GlobalCommitStep
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import BUILTIN_STEPS
 from gobblin_py.durable import remove_durably
@@ -27,7 +28,7 @@ class StepRegistry:
 
     def __init__(self, extra: Iterable[type[CommitStep]] = ()) -> None:
         self._types: dict[str, type[CommitStep]] = {}
-        for cls in (*BUILTIN_STEPS, *extra):
+        for cls in (*BUILTIN_STEPS, GlobalCommitStep, *extra):
             self._types[cls.type_name] = cls
 
     def types(self) -> list[type[CommitStep]]:

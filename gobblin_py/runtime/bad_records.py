@@ -25,6 +25,7 @@ class ErrorFile:
     """Opened on the first bad record at `<staging>/<dataset>/_errors/<stem>.errors.jsonl`, one JSON line each."""
 
     def __init__(self, staging_dir: Path, dataset: str, stem: str) -> None:
+        self.dataset = dataset
         self.rel_path = f"{dataset}/_errors/{stem}.errors.jsonl"
         self.path = staging_dir / self.rel_path
         self._f: IO[bytes] | None = None
@@ -49,7 +50,8 @@ class ErrorFile:
         if self._f is None:
             return []
         self._f.close()
-        return [commit_staged(self.path, task_output_dir / self.rel_path, self.rel_path, self.count, kind="errors")]
+        return [commit_staged(self.path, task_output_dir / self.rel_path, self.rel_path, self.count, kind="errors",
+                              dataset=self.dataset)]
 
     def close(self) -> None:
         if self._f is not None:

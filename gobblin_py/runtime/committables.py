@@ -11,7 +11,8 @@ from gobblin_py.durable import file_checksum, fsync_dir, fsync_file, makedirs_du
 from gobblin_py.fs import Location, filesystem_for
 
 
-def commit_staged(staged: Path, dest: Location | Path | str, rel_path: str, records: int, kind: str = "data") -> OutputFile:
+def commit_staged(staged: Path, dest: Location | Path | str, rel_path: str, records: int, kind: str = "data",
+                  dataset: str = "", branch: str = "") -> OutputFile:
     """Move a closed staged file into task output (fsynced there, or uploaded to a remote store and checked),
     and describe it as a committable."""
     dest = Location(dest)
@@ -28,7 +29,8 @@ def commit_staged(staged: Path, dest: Location | Path | str, rel_path: str, reco
         if uploaded != size:
             raise OSError(f"upload of {staged} to {dest} left {uploaded} bytes, not {size}")
         staged.unlink()
-    return OutputFile(path=str(dest), rel_path=rel_path, records=records, size=size, checksum=checksum, kind=kind)
+    return OutputFile(path=str(dest), rel_path=rel_path, records=records, size=size, checksum=checksum, kind=kind,
+                      dataset=dataset, branch=branch)
 
 
 def commit_writer(writer: DataWriter, target: WriterTarget) -> list[OutputFile]:
@@ -37,5 +39,5 @@ def commit_writer(writer: DataWriter, target: WriterTarget) -> list[OutputFile]:
     root = Location(target.task_output_dir)
     for staged, records in writer.close():
         rel = staged.relative_to(target.staging_dir)
-        out.append(commit_staged(staged, root / rel, rel.as_posix(), records))
+        out.append(commit_staged(staged, root / rel, rel.as_posix(), records, dataset=target.dataset, branch=target.branch))
     return out

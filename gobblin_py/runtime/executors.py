@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.runtime.results import WorkUnitResult
 from gobblin_py.runtime.task import TaskSpec, run_task
 
@@ -14,17 +15,38 @@ ProgressCallback = Callable[[int, int, int, int], None]
 
 
 class TaskExecutor(Protocol):
-    """Runs tasks and returns every WorkUnit's result; `start` may warm up in the background."""
+    """Runs tasks and returns every WorkUnit's result; `start` may warm up in the background.
+
+    What the publish path needs of it is declared here too: where commits and recoveries of many datasets
+    can run as tasks (`commit_tasks`), and how long the driver waited for the executors to come up."""
+
+    master: str
+    """Where tasks run: a Spark master URL, or `in-process`."""
+
+    startup_s: float
+    """Seconds the driver has waited so far for the executors to start (reported as its own phase)."""
 
     def start(self) -> None: ...
 
     def run(self, tasks: list[TaskSpec], progress: ProgressCallback | None = None) -> list[WorkUnitResult]: ...
 
+    def commit_tasks(self, start: bool = False) -> CommitTasks | None:
+        """The executors, to run commit and recovery groups on: None when they are not running (and `start` is
+        False), when this executor has none, or when they cannot start or see the job's paths (logged)."""
+        ...
+
     def stop(self) -> None: ...
 
 
 class InProcessExecutor:
-    """Runs tasks one after another in this process (no Spark)."""
+    """Runs tasks one after another in this process (no Spark). `cluster`: tasks for commits and recoveries,
+    standing for the executors (e.g. `ThreadTasks(2, master="spark://h:7077")`), started when first asked for."""
+
+    def __init__(self, cluster: CommitTasks | None = None) -> None:
+        self.cluster = cluster
+        self.master = cluster.master if cluster is not None else "in-process"
+        self.startup_s = 0.0
+        self.started = False
 
     def start(self) -> None:
         pass
@@ -38,6 +60,10 @@ class InProcessExecutor:
         if progress:
             progress(len(tasks), 0, 0, len(tasks))
         return out
+
+    def commit_tasks(self, start: bool = False) -> CommitTasks | None:
+        self.started = self.started or (start and self.cluster is not None)
+        return self.cluster if self.started else None
 
     def stop(self) -> None:
         pass

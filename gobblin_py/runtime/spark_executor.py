@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.config.loader import PACKAGE_CONF
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import JobError
@@ -44,6 +45,7 @@ class SparkExecutor:
         self._session: Any = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self.master = job.spark.master
         self.startup_s = 0.0  # time the driver waited for Spark to come up
         self._paths_checked = False
 
@@ -118,9 +120,22 @@ class SparkExecutor:
             raise JobError(f"Spark could not start on master {self.job.spark.master!r}: {self._error}")
         return self._session
 
-    def running_session(self) -> Any:
-        """The session if Spark was started for this run's tasks, else None (never starts it)."""
-        return self._session
+    def commit_tasks(self, start: bool = False) -> CommitTasks | None:
+        """Spark tasks for commits and recoveries: on the running session, or on one started now (`start`)."""
+        if self._session is None and not start:
+            return None
+        try:
+            sc = self.session().sparkContext
+            self._check_paths_once()  # the executors must see the store and every file it names
+        except JobError as exc:
+            log.warning("committing in the driver: %s", exc)
+            return None
+        return SparkTasks(sc)
+
+    def _check_paths_once(self) -> None:
+        if not self._paths_checked:
+            self.check_paths()
+            self._paths_checked = True
 
     def check_paths(self) -> None:
         """On a cluster, refuse a job whose paths the executors cannot see (not on a shared filesystem)."""
@@ -144,9 +159,7 @@ class SparkExecutor:
 
     def run(self, tasks: list[TaskSpec], progress: ProgressCallback | None = None) -> list[WorkUnitResult]:
         sc = self.session().sparkContext
-        if not self._paths_checked:
-            self.check_paths()
-            self._paths_checked = True
+        self._check_paths_once()
         group = f"gobblin-py-{self.job.name}-{time.monotonic_ns()}"
         sc.setJobGroup(group, f"{self.job.name}: {len(tasks)} tasks")
         watcher = _StatusWatcher(sc, group, len(tasks), progress) if progress else None
@@ -239,12 +252,23 @@ class _StatusWatcher:
         self.progress(self.total, 0, 0, self.total)
 
 
+class SparkTasks:
+    """Commit and recovery groups as Spark tasks on the executors, one task per group."""
+
+    def __init__(self, sc: Any) -> None:
+        self.sc, self.master, self.slots = sc, sc.master, max(1, sc.defaultParallelism)
+
+    def flat_map(self, fn: Any, groups: list[Any]) -> list[Any]:
+        return self.sc.parallelize(groups, len(groups)).flatMap(fn).collect()
+
+
 class SharedSparkExecutor(SparkExecutor):
     """Runs on an already started SparkSession (tests share one across many jobs); never stops it."""
 
     def __init__(self, job: JobSpec, session: Any) -> None:
         super().__init__(job)
         self._session = session
+        self.master = session.sparkContext.master
 
     def start(self) -> None:
         pass

@@ -24,7 +24,6 @@ MAY_IMPORT: dict[str, set[str]] = {
 
 KNOWN: dict[tuple[str, str], str] = {
     ("builtin/fs_publisher.py", "commit"): "the file publisher builds commit steps; goes with the Committer API (issue 12)",
-    ("commit/committer.py", "runtime"): "the global committer reads task results; goes with the publish-path module (issue 12)",
 }
 """Edges against the rule that are being removed, each with where it goes; nothing may be added here."""
 

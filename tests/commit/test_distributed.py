@@ -7,13 +7,12 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.commit.distributed import (
-    commit_on_executors, recover_on_executors, spark_failure, use_executors,
+    commit_many, recover_many, spark_failure, use_executors,
 )
 from gobblin_py.commit.recovery import Outcome
 from gobblin_py.commit.steps import BUILTIN_STEPS
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.testing.commits import dataset_name, publish_sequences, task_output
-from gobblin_py.testing.fake_spark import FakeSparkContext
 
 PY4J_CRASH = """An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.
 : org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 0.0 failed 1 times, most recent failure: Lost task 1.0 in stage 0.0 (TID 1) (10.0.0.2 executor driver): org.apache.spark.SparkException: Python worker exited unexpectedly (crashed). Consider setting 'spark.python.worker.faulthandler.enabled' to true
@@ -41,19 +40,13 @@ def test_a_failed_spark_job_is_named_by_its_cause() -> None:
     assert spark_failure(RuntimeError("")) == "RuntimeError"
 
 
-class _LostAfterOneGroup(FakeSparkContext):
-    """Runs the first group's task, then the Spark job fails as when an executor is lost for good."""
+class _LostAfterOneGroup:
+    """Runs the first group's task, then the tasks are lost, as when an executor is lost for good."""
 
-    def parallelize(self, items, slices):  # noqa: ANN001, ANN202
-        return _FailsAfterFirst(list(items))
+    master, slots = "spark://h:7077", 2
 
-
-class _FailsAfterFirst:
-    def __init__(self, items: list) -> None:
-        self.items = items
-
-    def flatMap(self, fn):  # noqa: ANN001, ANN202, N802 - Spark's name
-        fn(self.items[0])
+    def flat_map(self, fn, groups):  # noqa: ANN001, ANN201
+        list(fn(groups[0]))
         raise RuntimeError(PY4J_CRASH)
 
 
@@ -61,7 +54,7 @@ def test_after_a_failed_spark_job_only_datasets_whose_record_is_gone_count_as_re
     store = CommitStepStore(tmp_path)
     for seq in publish_sequences(tmp_path, "j", task_output(tmp_path, 6, 2)):
         store.put(seq)
-    report = recover_on_executors(_LostAfterOneGroup("spark://h:7077"), tmp_path, BUILTIN_STEPS, "j", 3, groups=3)
+    report = recover_many(_LostAfterOneGroup(), tmp_path, BUILTIN_STEPS, "j", 3, groups=3)
     outcomes = {r.dataset: r.outcome for r in report.datasets}
     assert list(outcomes) == [dataset_name(d) for d in range(6)]
     # round-robin: the first group held datasets 0 and 3
@@ -74,7 +67,7 @@ def test_after_a_failed_spark_job_only_datasets_whose_record_is_gone_count_as_re
 
 def test_after_a_failed_commit_job_only_datasets_whose_state_holds_count_as_committed(tmp_path: Path) -> None:
     seqs = publish_sequences(tmp_path, "j", task_output(tmp_path, 4, 2))
-    outcome = commit_on_executors(_LostAfterOneGroup("spark://h:7077"), tmp_path, BUILTIN_STEPS, seqs, groups=2)
+    outcome = commit_many(_LostAfterOneGroup(), tmp_path, BUILTIN_STEPS, seqs, groups=2)
     assert [d for d, err in outcome.items() if err is None] == [dataset_name(0), dataset_name(2)]
     for d in (1, 3):
         assert outcome[dataset_name(d)].startswith("commit on the executors failed (Python worker exited unexpectedly (crashed))")

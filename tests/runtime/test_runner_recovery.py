@@ -1,4 +1,4 @@
-"""When the runner replays pending commits on the executors, and starts Spark for it (no Spark needed)."""
+"""When the runner replays pending commits on the executors, and starts them for it (threads stand for the executors)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,26 @@ import pytest
 
 from gobblin_py.commit.recovery import Outcome
 from gobblin_py.commit.store import CommitStepStore
+from gobblin_py.commit.tasks import ThreadTasks
 from gobblin_py.config import load_job
+from gobblin_py.runtime.executors import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.commits import dataset_name, publish_sequences, task_output
-from gobblin_py.testing.fake_spark import FakeClusterExecutor
 
 from support.jobs import example_job, write_job
+
+
+class _Executors(ThreadTasks):
+    """Two threads standing for a cluster's executors; records how many groups each job ran."""
+
+    def __init__(self, master: str) -> None:
+        super().__init__(2, master)
+        self.jobs: list[int] = []
+
+    def flat_map(self, fn, groups):  # noqa: ANN001, ANN201
+        self.jobs.append(len(groups))
+        return super().flat_map(fn, groups)
 
 
 def _job_with_pending(tmp: Path, datasets: int, master: str, **job_settings) -> Path:
@@ -39,7 +52,7 @@ def _job_with_pending(tmp: Path, datasets: int, master: str, **job_settings) -> 
 def test_recovery_runs_on_the_executors_from_the_commit_threshold(tmp_path: Path, caplog, master: str, settings: dict,
                                                                   pending: int, on_executors: bool) -> None:
     spec = load_job(_job_with_pending(tmp_path, pending, master, **settings))
-    executor = FakeClusterExecutor(master)
+    executor = InProcessExecutor(cluster=_Executors(master))
     with caplog.at_level("INFO"):
         result = JobRunner(spec, executor).run()
     assert result.succeeded, result.error
@@ -47,14 +60,12 @@ def test_recovery_runs_on_the_executors_from_the_commit_threshold(tmp_path: Path
     assert {d.status for d in result.datasets} == {DatasetStatus.NO_NEW_DATA} and len(result.datasets) == pending
     assert CommitStepStore(spec.job.work_dir).datasets("t") == [] and len(StateStore(spec.job.work_dir, "t").watermarks()) == pending
     assert (f"recovering {pending} datasets on the executors" in caplog.text) is on_executors
-    started = executor.running_session()
-    assert (started is not None) is on_executors, "Spark starts for recovery only when it will be used"
-    if on_executors:
-        assert started.sparkContext.jobs == [min(4, pending)] and executor.paths_checked  # up to two groups per core; paths checked
+    assert executor.started is on_executors, "the executors start for recovery only when they will be used"
+    assert executor.cluster.jobs == ([min(4, pending)] if on_executors else [])  # up to two groups per core
 
 
 def test_nothing_pending_starts_nothing(tmp_path: Path) -> None:
     spec = load_job(_job_with_pending(tmp_path, 0, "spark://fake:7077", commit_on_executors_from=1))
-    executor = FakeClusterExecutor()
+    executor = InProcessExecutor(cluster=_Executors("spark://fake:7077"))
     result = JobRunner(spec, executor).run()
-    assert result.succeeded and result.recovery.datasets == [] and executor.running_session() is None
+    assert result.succeeded and result.recovery.datasets == [] and not executor.started

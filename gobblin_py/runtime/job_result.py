@@ -1,0 +1,116 @@
+"""What a run reports: each dataset's outcome (DatasetSummary) and the run's (JobResult), for the CLI, history,
+events and metrics."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from gobblin_py.api import TaskCounter
+from gobblin_py.commit.recovery import RecoveryReport
+from gobblin_py.runtime.results import WorkUnitResult
+
+
+class DatasetStatus(str, enum.Enum):
+    COMMITTED = "committed"
+    PARTIAL = "committed (partial)"   # commit_policy successful: some tasks failed
+    NOT_COMMITTED = "not committed"   # a task failed under commit_policy full
+    COMMIT_FAILED = "commit failed"   # the sequence is pending; the next run recovers it
+    BLOCKED = "blocked"               # a pending sequence could not be recovered: not extracted
+    NO_NEW_DATA = "no new data"
+
+
+@dataclass
+class DatasetSummary:
+    dataset: str
+    status: DatasetStatus
+    workunits: int = 0
+    records_extracted: int = 0
+    records_written: int = 0
+    records_rejected: int = 0
+    files_published: int = 0
+    error_files: int = 0
+    watermark: str = ""
+    message: str = ""
+    input_problems: list[str] = field(default_factory=list)  # reported by the source; the run exits 1
+    counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # what plugins counted (e.g. unknown fields dropped)
+
+
+@dataclass
+class JobResult:
+    job: str
+    run_id: str
+    succeeded: bool
+    started: str
+    duration_s: float
+    datasets: list[DatasetSummary] = field(default_factory=list)
+    tasks: list[WorkUnitResult] = field(default_factory=list)
+    recovery: RecoveryReport = field(default_factory=RecoveryReport)
+    error: str | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: recovery, planning, tasks, commit
+    cancelled: bool = False  # interrupted (Ctrl-C, SIGINT): what was committed stays, the rest is redone next run
+
+    @property
+    def status(self) -> str:
+        return "cancelled" if self.cancelled else "succeeded" if self.succeeded else "failed"
+
+    def metrics(self) -> dict[str, Any]:
+        """Job-level counters, as Gobblin counts them, summed over the tasks."""
+        rejected: dict[str, int] = {}
+        for t in self.tasks:
+            for check, n in t.rejected.items():
+                rejected[check] = rejected.get(check, 0) + n
+        written = sum(t.records_written for t in self.tasks)
+        tasks_s = self.phases.get("tasks", 0.0)
+        return {
+            "workunits": len(self.tasks),
+            "tasks_failed": sum(1 for t in self.tasks if t.status.value == "failed"),
+            "task_attempts": sum(t.attempts for t in self.tasks),
+            "records_extracted": sum(t.records_extracted for t in self.tasks),
+            "records_written": written,
+            "records_rejected": sum(rejected.values()),
+            "rejected_by_check": rejected,
+            "bytes_written": sum(b.bytes_written for t in self.tasks for b in t.branches.values()),
+            "files_published": sum(d.files_published for d in self.datasets),
+            "records_per_s": round(written / tasks_s) if tasks_s > 0 else None,
+            "counters": sum_counters(self.tasks),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job, "run_id": self.run_id, "status": self.status,
+            "started": self.started, "duration_s": round(self.duration_s, 3), "error": self.error,
+            "phases": {k: round(v, 3) for k, v in self.phases.items()},
+            "metrics": self.metrics(),
+            "datasets": [{**vars(d), "status": d.status.value} for d in self.datasets],
+            "recovered": [vars(r) | {"outcome": r.outcome.value} for r in self.recovery.datasets],
+            "tasks": [t.to_json() for t in self.tasks],
+        }
+
+
+def sum_counters(results: list[WorkUnitResult]) -> dict[str, dict[str, Any]]:
+    """Plugins' task counters summed over `results`, as JSON."""
+    return {n: c.to_json() for n, c in TaskCounter.sum(r.counters for r in results).items()}
+
+
+def watermark_summary(before: dict, after: dict) -> str:
+    """`0=120 1=98` for a few keys (Kafka partitions), `12 keys (+3)` for many (files)."""
+    if 0 < len(after) <= 4:
+        return " ".join(f"{k}={v}" for k, v in sorted(after.items()))
+    grown = len(after) - len(before)
+    return f"{len(after)} keys" + (f" (+{grown})" if grown else "")
+
+
+def conclude(result: JobResult) -> None:
+    """Set `succeeded` and, on failure, a one-line `error` from the datasets' outcomes and the failed tasks."""
+    failed_tasks = any(r.status.value == "failed" for r in result.tasks)
+    bad = [d for d in result.datasets if d.status in (DatasetStatus.NOT_COMMITTED, DatasetStatus.COMMIT_FAILED, DatasetStatus.BLOCKED)]
+    flagged = [d for d in result.datasets if d.input_problems]
+    result.succeeded = not failed_tasks and not bad and not flagged
+    if not result.succeeded and result.error is None:
+        parts = [f"{d.dataset}: {d.status.value}" + (f" ({d.message})" if d.message else "") for d in bad]
+        parts += [f"{d.dataset}: {'; '.join(d.input_problems)}" for d in flagged]
+        if failed_tasks and not parts:
+            parts.append("some tasks failed; their work units are retried next run")
+        result.error = "; ".join(parts)

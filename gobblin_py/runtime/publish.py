@@ -1,0 +1,193 @@
+"""A dataset's publish path, in one place: task results → the commit policy's verdict → committables per branch →
+one CommitSequence (each branch's per-file steps, its global commit, the watermarks, the state) → committed
+through `commit.protocol` on driver threads or the executors → the dataset's summary. Pending sequences left by
+a crash are recovered the same way, before anything else runs.
+
+FLIP-143's shape: the DataWriter is the writer, a branch's Committer gives each committable its steps, a
+GlobalCommitter adds one commit step per dataset, and the watermark and state steps are the job's own global commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from gobblin_py.api import CommitStep, Delivery, GlobalCommitter, OutputFile
+from gobblin_py.commit.distributed import commit_many, default_groups, recover_many, use_executors
+from gobblin_py.commit.global_step import GlobalCommitStep
+from gobblin_py.commit.recovery import DatasetRecovery, RecoveryReport
+from gobblin_py.commit.sequence import CommitSequence, utc_now
+from gobblin_py.commit.steps import DatasetStateCommitStep, HighWatermarkCommitStep
+from gobblin_py.commit.store import CommitStepStore, StepRegistry
+from gobblin_py.commit.tasks import CommitTasks, ThreadTasks
+from gobblin_py.config.model import CommitPolicy, JobSpec
+from gobblin_py.errors import StateStoreError
+from gobblin_py.runtime.executors import TaskExecutor
+from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, sum_counters, watermark_summary
+from gobblin_py.runtime.planning import Plan
+from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
+from gobblin_py.state.store import DatasetStateFile, StateStore, WatermarkFile
+
+log = logging.getLogger(__name__)
+
+
+def step_registry(job: JobSpec) -> StepRegistry:
+    """Built-in steps plus every step class the job's publishers declare."""
+    return StepRegistry(t for b in job.branches for t in b.publisher.cls().step_types)
+
+
+def commit_id(job: str, run_id: str, dataset: str) -> str:
+    """What a GlobalCommitter tags its commit with: unique per job, run and dataset, and stable across replays."""
+    return f"{job}/{run_id}/{dataset}"
+
+
+def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUnitResult], state_dir: Path) -> CommitSequence:
+    """Steps that publish `results` of one dataset: per branch its files then its global commit, then the
+    watermarks, then the state."""
+    by_branch: dict[str, list[OutputFile]] = defaultdict(list)
+    for r in results:
+        for f in r.files:
+            by_branch[f.branch or job.branches[0].name].append(f)
+    steps: list[CommitStep] = []
+    for branch in job.branches:
+        files = by_branch.get(branch.name)
+        if not files:
+            continue
+        publisher = branch.publisher.create()
+        steps.extend(publisher.commit_steps(dataset, files))
+        if isinstance(publisher, GlobalCommitter):
+            steps.append(GlobalCommitStep.of(publisher, dataset, commit_id(job.name, run_id, dataset), files))
+    watermarks = {r.workunit.watermark_key: r.actual_high_watermark for r in results}
+    steps.append(HighWatermarkCommitStep(state_dir=str(state_dir), dataset=dataset, watermarks=watermarks))
+    steps.append(DatasetStateCommitStep(state_dir=str(state_dir), dataset=dataset, run_id=run_id,
+                                        state=_dataset_state(job, dataset, results, state_dir)))
+    return CommitSequence(job=job.name, dataset=dataset, run_id=run_id, steps=steps)
+
+
+def _dataset_state(job: JobSpec, dataset: str, results: list[WorkUnitResult], state_dir: Path) -> dict:
+    """What the state step records for the dataset: counts, and for sources that plan by them, per-key stats."""
+    state = {
+        "committed_at": utc_now(),
+        "workunits": len(results),
+        "records_extracted": sum(r.records_extracted for r in results),
+        "records_written": sum(r.records_written for r in results),
+        "records_rejected": sum(r.records_rejected for r in results),
+        "files_published": sum(1 for r in results for f in r.files if f.kind == "data"),
+        "error_files_published": sum(1 for r in results for f in r.files if f.kind == "errors"),
+    }
+    if job.source.cls().keeps_key_stats:
+        try:
+            previous = DatasetStateFile(state_dir, dataset).read() or {}
+        except StateStoreError:  # only planning hints: start them over; the state step rewrites the file
+            previous = {}
+        stats = dict(previous.get("key_stats") or {})
+        for r in results:
+            stats[r.workunit.watermark_key] = {"records": r.records_extracted, "seconds": round(r.duration_s, 3),
+                                               "bytes": sum(b.bytes_written for b in r.branches.values())}
+        state["key_stats"] = stats
+    return state
+
+
+def judge(policy: CommitPolicy, dataset: str, results: list[WorkUnitResult], before: dict) -> tuple[DatasetSummary, list[WorkUnitResult]]:
+    """The commit policy's verdict on a dataset's task results: its summary so far, and the results to publish
+    (none: nothing is committed)."""
+    ok = [r for r in results if r.status is TaskStatus.SUCCEEDED]
+    failed = [r for r in results if r.status is not TaskStatus.SUCCEEDED]
+    summary = DatasetSummary(dataset, DatasetStatus.COMMITTED, workunits=len(results),
+                             records_extracted=sum(r.records_extracted for r in results),
+                             records_written=sum(r.records_written for r in ok),
+                             records_rejected=sum(r.records_rejected for r in ok),
+                             files_published=sum(1 for r in ok for f in r.files if f.kind == "data"),
+                             error_files=sum(1 for r in ok for f in r.files if f.kind == "errors"),
+                             watermark=watermark_summary(before, before), counters=sum_counters(ok))
+    if failed and policy is CommitPolicy.FULL:
+        summary.status, summary.records_written, summary.files_published, summary.error_files = DatasetStatus.NOT_COMMITTED, 0, 0, 0
+        summary.message = f"{len(failed)} of {len(results)} tasks failed (commit_policy full): {failed[0].error}"
+        return summary, []
+    if not ok:
+        summary.status = DatasetStatus.NOT_COMMITTED
+        summary.message = f"all {len(results)} tasks failed: {failed[0].error}"
+        return summary, []
+    if failed:
+        summary.status = DatasetStatus.PARTIAL
+        summary.message = f"{len(failed)} of {len(results)} tasks failed and are retried next run: {failed[0].error}"
+    return summary, ok
+
+
+@dataclass
+class PublishPath:
+    """Recovers and publishes the datasets of one job, on the executors from the job's threshold, else on
+    driver threads; the one caller of `commit.distributed` in a run."""
+
+    job: JobSpec
+    executor: TaskExecutor
+    store: CommitStepStore
+    state: StateStore
+
+    def recover(self) -> RecoveryReport:
+        """Every pending sequence replayed (Spark started for it when as many datasets are pending as are
+        committed on the executors)."""
+        settings = self.job.job
+        count = len(self.store.datasets(self.job.name))
+        tasks = self._tasks(count, start=True)
+        if tasks.master != "threads":
+            log.info("recovering %d datasets on the executors", count)
+        return recover_many(tasks, settings.work_dir, tuple(self.store.registry.types()), self.job.name,
+                            settings.commit_max_attempts, groups=self._groups(tasks, count),
+                            filesystems=settings.filesystems, confinement=self.store.confinement)
+
+    def publish(self, run_id: str, results: list[WorkUnitResult], planned: Plan,
+                blocked: dict[str, DatasetRecovery]) -> list[DatasetSummary]:
+        """Commit each dataset's results per the commit policy; a summary for every dataset the run saw, sorted."""
+        previous = planned.previous
+        by_dataset: dict[str, list[WorkUnitResult]] = defaultdict(list)
+        for r in results:
+            by_dataset[r.workunit.dataset].append(r)
+        judged = {d: judge(self.job.job.commit_policy, d, rs, previous.get(d, {})) for d, rs in by_dataset.items()}
+        sequences = [build_sequence(self.job, run_id, d, ok, self.state.dir) for d, (_, ok) in judged.items() if ok]
+        errors = self._commit(sequences)
+        summaries: dict[str, DatasetSummary] = {}
+        for dataset, (summary, ok) in judged.items():
+            if ok and errors.get(dataset) is not None:
+                summary.status, summary.message = DatasetStatus.COMMIT_FAILED, errors[dataset]
+                summary.files_published = summary.error_files = 0
+            elif ok:
+                summary.watermark = watermark_summary(previous.get(dataset, {}), WatermarkFile(self.state.dir, dataset).read())
+            summaries[dataset] = summary
+        for dataset in sorted(set(previous) | set(planned.input_problems) | set(blocked)):
+            if dataset not in summaries:
+                before = previous.get(dataset)
+                summaries[dataset] = DatasetSummary(
+                    dataset, DatasetStatus.BLOCKED if dataset in blocked else DatasetStatus.NO_NEW_DATA,
+                    message=blocked[dataset].message if dataset in blocked else "",
+                    watermark=watermark_summary(before, before) if before is not None else "")
+        for summary in summaries.values():
+            summary.input_problems = planned.input_problems.get(summary.dataset, [])
+        return [summaries[d] for d in sorted(summaries)]
+
+    def _commit(self, sequences: list[CommitSequence]) -> dict[str, str | None]:
+        """Every sequence committed (`at_least_once`: published without the log, on driver threads); the error of each."""
+        settings = self.job.job
+        logged = settings.delivery is Delivery.EXACTLY_ONCE
+        tasks = self._tasks(len(sequences), start=False) if logged else ThreadTasks(settings.commit_parallelism)
+        if tasks.master != "threads":
+            log.info("committing %d datasets on the executors", len(sequences))
+        return commit_many(tasks, settings.work_dir, tuple(self.store.registry.types()), sequences,
+                           groups=self._groups(tasks, len(sequences)), filesystems=settings.filesystems,
+                           confinement=self.store.confinement, logged=logged)
+
+    def _tasks(self, datasets: int, start: bool) -> CommitTasks:
+        """The executors when `datasets` reach the job's threshold and they run (or may be started), else threads."""
+        settings = self.job.job
+        if datasets and use_executors(datasets, settings.commit_on_executors_from, self.executor.master):
+            on_executors = self.executor.commit_tasks(start=start)
+            if on_executors is not None:
+                return on_executors
+        return ThreadTasks(settings.commit_parallelism)
+
+    @staticmethod
+    def _groups(tasks: CommitTasks, datasets: int) -> int:
+        """Executors: two groups per core (a slow group does not hold the rest); threads: one dataset per group."""
+        return default_groups(tasks) if tasks.master != "threads" else max(1, datasets)
