@@ -178,7 +178,7 @@ class _Branch:
         self.target = WriterTarget(
             staging_dir=pipeline.staging, task_output_dir=pipeline.output,
             rel_dir=job.branch_dir(pipeline.wu.dataset, config.name),
-            file_stem=pipeline.wu.id + pipeline.spec.file_suffix,
+            file_stem=pipeline.wu.id + pipeline.spec.file_suffix, dataset=pipeline.wu.dataset, branch=config.name,
         )
         self.writer.open(schema, self.target)
         self.stats = BranchStats(branch=config.name, rejected={})
