@@ -103,7 +103,7 @@ class Confinement:
                     raise CorruptCommitRecordError(
                         f"{where}: step {index + 1}/{len(steps)} ({type(step).type_name}) names {path}, outside the job's "
                         f"directories ({', '.join(self.roots)}); refused as tampered, nothing was applied (a publisher declares "
-                        "where it writes with DataPublisher.output_roots()). If the job's final_dir or task_output_dir changed "
+                        "where it writes with Committer.output_roots()). If the job's final_dir or task_output_dir changed "
                         "since it was written, restore them to replay it; else drop it with "
                         "`gobblin-py recover JOB.yaml --dataset DATASET --abandon`")
 
