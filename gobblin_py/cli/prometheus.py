@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
@@ -162,7 +163,7 @@ class ScheduleMetrics:
                 next_fire.add_metric([j.name], j.next_fire.timestamp())
         yield from (runs, durations, exit_code, skipped, next_fire, *last)
 
-    def serve(self, host: str, port: int) -> tuple[str, Any]:
+    def serve(self, host: str, port: int) -> tuple[str, WSGIServer]:
         """Serve /metrics on host:port (0: a free port) in a daemon thread; the URL and the server (`shutdown()`)."""
         registry = CollectorRegistry()
         registry.register(self)

@@ -145,3 +145,34 @@ def test_a_metrics_port_in_use_is_one_error_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert f"error: --metrics-port {port}: cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_schedule_metrics_count_a_run_that_wrote_no_result_as_crashed_and_keep_jobs_apart(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gobblin_py.cli.prometheus import ScheduleMetrics
+    from gobblin_py.runtime.scheduler import RunEnded, ScheduledJob
+
+    soon = dt.datetime.now() + dt.timedelta(minutes=5)
+    jobs = [ScheduledJob(tmp_path / f"{n}.yaml", n, tmp_path / "work", Cron.parse("0 * * * * ?"), soon) for n in ("a", "b")]
+    metrics = ScheduleMetrics(jobs)
+    metrics.run_ended(RunEnded(jobs[0], 4, 2.5, None))
+    metrics.run_ended(RunEnded(jobs[1], 0, 1.0, {"job": "b", "status": "succeeded", "duration_s": 0.75, "datasets": [
+        {"dataset": "d", "status": "committed", "records_extracted": 3, "records_written": 3, "records_rejected": 0, "files_published": 1}],
+        "tasks": [{"dataset": "d", "branches": {"main": {"bytes_written": 120}}}]}))
+    registry = CollectorRegistry()
+    registry.register(metrics)
+    text = generate_latest(registry).decode()
+    assert text.count("# TYPE gobblin_py_run_succeeded gauge") == 1  # one family, a sample per job
+    samples = {(s.name, s.labels.get("job"), s.labels.get("status")): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples[("gobblin_py_scheduled_runs_total", "a", "crashed")] == 1
+    assert samples[("gobblin_py_scheduled_run_exit_code", "a", None)] == 4
+    assert samples[("gobblin_py_run_succeeded", "a", None)] == 0
+    assert samples[("gobblin_py_run_duration_seconds", "a", None)] == 2.5  # no result: the wall time
+    assert samples[("gobblin_py_scheduled_runs_total", "b", "succeeded")] == 1
+    assert samples[("gobblin_py_run_succeeded", "b", None)] == 1
+    assert samples[("gobblin_py_dataset_bytes_written", "b", None)] == 120
+    assert samples[("gobblin_py_scheduled_run_duration_seconds_sum", "b", None)] == 0.75
+    assert samples[("gobblin_py_next_run_timestamp_seconds", "a", None)] == pytest.approx(soon.timestamp())
