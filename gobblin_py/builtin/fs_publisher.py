@@ -4,7 +4,7 @@ renames atomically, else copied, verified by checksum, and its source deleted.""
 from __future__ import annotations
 
 from gobblin_py.api import CommitStep, DataPublisher, OutputFile, Settings
-from gobblin_py.commit.steps import publish_step
+from gobblin_py.fs.publish_steps import publish_step
 from gobblin_py.fs.paths import FsLocation
 
 

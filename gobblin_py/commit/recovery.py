@@ -6,7 +6,7 @@ import enum
 import logging
 from dataclasses import dataclass, field
 
-from gobblin_py.commit.crashpoints import crash_point
+from gobblin_py.crashpoints import crash_point
 from gobblin_py.commit.protocol import replay
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.commit.tasks import ThreadTasks

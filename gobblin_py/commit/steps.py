@@ -1,149 +1,16 @@
-"""The built-in commit steps: publish a file, set watermarks, persist the dataset's state."""
+"""The job's own commit steps: set a dataset's watermarks, persist its state (the file steps are in `fs.publish_steps`)."""
 
 from __future__ import annotations
 
-import errno
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from gobblin_py.api.commit_step import CommitStep, StepStatus
+from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.api.types import WatermarkValue
-from gobblin_py.commit.crashpoints import crash_point
 from gobblin_py.errors import CommitError, StateStoreError
-from gobblin_py.fs import Location, filesystem_for, transfer
-from gobblin_py.fs.local import LocalFileSystem
+from gobblin_py.fs.publish_steps import FsCopyCommitStep, FsRenameCommitStep, publish_step
 from gobblin_py.state.store import DatasetStateFile, WatermarkFile
-
-
-@dataclass
-class FsRenameCommitStep(CommitStep):
-    """Move one file from task output to job output by an atomic rename (local disk, HDFS).
-
-    Never replaces a file it did not write: the destination is absent, or byte-identical to the recorded
-    committable (size and CRC32C: the idempotent replay, which only removes the source). Any other file there
-    is foreign, since our own interrupted publishing never leaves a partial file at that name (a rename is
-    atomic, an S3 put too, a local copy goes to a temp name first); the step then fails naming both paths.
-    Done only when the source is gone and the destination matches. Across mounts of one disk (EXDEV) it
-    copies, verifies and then deletes the source, as `fs_copy` does.
-    """
-
-    type_name: ClassVar[str] = "fs_rename"
-    src: str
-    dst: str
-    size: int
-    checksum: str
-
-    def __post_init__(self) -> None:  # stored as plain strings; a Location names its filesystem
-        self.src, self.dst = Location(self.src), Location(self.dst)
-
-    def paths(self) -> list[str]:
-        return [self.src, self.dst]
-
-    def _dst_matches(self) -> bool:
-        fs = filesystem_for(self.dst)
-        return fs.size(self.dst) == self.size and fs.checksum(self.dst) == self.checksum
-
-    def _dst_exists(self) -> bool:
-        return filesystem_for(self.dst).exists(self.dst)
-
-    def _src_exists(self) -> bool:
-        return filesystem_for(self.src).exists(self.src)
-
-    def verify(self) -> bool:
-        return not self._src_exists() and self._dst_matches()
-
-    def status(self) -> StepStatus:
-        """CONFLICT when the source is there but a file this job did not write is at the destination."""
-        if self._src_exists():
-            return StepStatus.CONFLICT if self.conflict() is not None else StepStatus.PENDING
-        return StepStatus.DONE if self._dst_matches() else StepStatus.LOST
-
-    def conflict(self) -> str | None:
-        """Why `execute()` cannot succeed although the source is there (a foreign destination), else None."""
-        if self._src_exists() and self._dst_exists() and not self._dst_matches():
-            return f"{self.dst} holds a file this job did not write"
-        return None
-
-    def _foreign(self) -> CommitError:
-        found = filesystem_for(self.dst).size(self.dst)
-        return CommitError(
-            f"cannot publish {self.src} at {self.dst}: the destination already holds a different file ({found} bytes; "
-            f"this job's is {self.size} bytes with crc32c {self.checksum}), which this job did not write (another job or "
-            "input wrote it). Nothing was replaced: move that file away or change the publisher's final_dir, then run "
-            "`gobblin-py recover JOB.yaml --dataset DATASET`")
-
-    def execute(self) -> None:
-        src_there = self._src_exists()
-        if self._dst_exists():
-            if not self._dst_matches():
-                if src_there:
-                    raise self._foreign()
-                raise CommitError(f"cannot publish {self.dst}: its task output {self.src} is gone and the destination does not hold it")
-            if src_there:  # the replay of a publish interrupted after the destination was complete
-                filesystem_for(self.src).delete(self.src)
-            return
-        if not src_there:
-            raise CommitError(f"cannot publish {self.dst}: its task output {self.src} is gone and the destination does not hold it")
-        self._move(self.src, self.dst)
-
-    def _move(self, src: Location, dst: Location) -> None:
-        """Rename (the sequence fsyncs the directory); where the kernel refuses across mounts, copy-then-verify."""
-        try:
-            filesystem_for(dst).rename(src, dst)
-        except FileExistsError:
-            raise self._foreign() from None  # appeared since execute() looked
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:  # bind mounts of one disk share st_dev, yet rename between them fails
-                raise
-            self._copy_then_verify(src, dst)
-
-    def _copy_then_verify(self, src: Location, dst: Location) -> None:
-        """Copy to the absent `dst`, read it back, check size and CRC32C, and only then delete the source."""
-        try:
-            transfer(src, dst)
-        except FileExistsError:
-            raise self._foreign() from None
-        if not self._dst_matches():
-            raise CommitError(f"copy of {self.src} to {self.dst} does not hold the recorded {self.size} bytes "
-                              f"with crc32c {self.checksum}; the source is kept and the copy is retried on recovery")
-        crash_point("commit.copy_verified")
-        filesystem_for(src).delete(src)
-
-    def deferred_sync_dir(self) -> str | None:
-        return filesystem_for(self.dst).sync_dir(self.dst.parent)
-
-    def describe(self) -> str:
-        return f"publish {self.dst} ({self.size} bytes, crc32c {self.checksum})"
-
-
-@dataclass
-class FsCopyCommitStep(FsRenameCommitStep):
-    """Publish one file where rename is not atomic (object stores, or across filesystems):
-    copy, read the copy back and check its size and CRC32C, and only then delete the source.
-
-    A crash anywhere leaves the source in place, so a replay copies again or, finding a matching
-    destination, just deletes the source. As for `fs_rename`, a destination holding anything else is
-    foreign and is never replaced (a put is atomic on object stores; a local copy is written to a temp
-    name and moved into place, so an interrupted copy of ours never sits at the destination name).
-    """
-
-    type_name: ClassVar[str] = "fs_copy"
-
-    def _move(self, src: Location, dst: Location) -> None:
-        self._copy_then_verify(src, dst)
-
-    def describe(self) -> str:
-        return f"copy, verify and publish {self.dst} ({self.size} bytes, crc32c {self.checksum})"
-
-
-def publish_step(src: str, dst: str, size: int, checksum: str) -> FsRenameCommitStep:
-    """The step that publishes `src` at `dst`: a rename where one filesystem renames atomically, else copy-then-verify."""
-    s, d = Location(src), Location(dst)
-    fs = filesystem_for(d)
-    same = s.scheme == d.scheme and (not d.is_local or LocalFileSystem.same_device(s, d))
-    cls = FsRenameCommitStep if same and fs.atomic_rename else FsCopyCommitStep
-    return cls(src=str(s), dst=str(d), size=size, checksum=checksum)
 
 
 @dataclass
@@ -221,5 +88,7 @@ class DatasetStateCommitStep(CommitStep):
     def describe(self) -> str:
         return f"persist state of {self.dataset} for run {self.run_id}"
 
+
+__all__ = ["BUILTIN_STEPS", "DatasetStateCommitStep", "FsCopyCommitStep", "FsRenameCommitStep", "HighWatermarkCommitStep", "publish_step"]
 
 BUILTIN_STEPS: tuple[type[CommitStep], ...] = (FsRenameCommitStep, FsCopyCommitStep, HighWatermarkCommitStep, DatasetStateCommitStep)

@@ -14,7 +14,7 @@ from pathlib import Path
 from gobblin_py import checked_json
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.commit.confinement import Confinement
-from gobblin_py.commit.crashpoints import crash_point
+from gobblin_py.crashpoints import crash_point
 from gobblin_py.commit.global_step import GlobalCommitStep
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import BUILTIN_STEPS

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from gobblin_py.commit.crashpoints import COPY_POINTS, ENV, POINTS, WINDOW_ENV
+from gobblin_py.crashpoints import COPY_POINTS, ENV, POINTS, WINDOW_ENV
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
 
 SIGKILLED = -signal.SIGKILL

@@ -9,7 +9,7 @@ import pytest
 
 from gobblin_py.commit import protocol, recovery
 from gobblin_py.commit import store as store_module
-from gobblin_py.commit.crashpoints import POINTS
+from gobblin_py.crashpoints import POINTS
 from gobblin_py.commit.distributed import commit_many, recover_many
 from gobblin_py.commit.recovery import Outcome, recover
 from gobblin_py.commit.steps import BUILTIN_STEPS
