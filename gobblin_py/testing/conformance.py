@@ -1,4 +1,4 @@
-"""A conformance suite for a plugin author's own Source, Converter, DataWriter and DataPublisher.
+"""A conformance suite for a plugin author's own Source, Converter, DataWriter and Committer (publisher).
 
 Each `check_*` runs the plugin the way the framework does and raises AssertionError naming the contract rule
 it breaks; call them from your pytest tests (see the README, "Testing your own plugins"):
@@ -32,10 +32,11 @@ from pydantic import BaseModel
 
 from gobblin_py.api import (
     CommitStep,
+    Committer,
     Converter,
-    DataPublisher,
     DataWriter,
     Delivery,
+    GlobalCommitter,
     OutputFile,
     Plugin,
     Record,
@@ -339,7 +340,7 @@ def check_writer(writer_cls: type[DataWriter], settings: SettingsLike, schema: S
     return out
 
 
-# --- DataPublisher (the committer) ---------------------------------------------------------------------
+# --- Committer (the publisher) and GlobalCommitter ------------------------------------------------------
 
 
 def _tree(root: Path) -> dict[str, str]:
@@ -353,13 +354,15 @@ def _changes(before: dict[str, str], after: dict[str, str]) -> str:
     return f"{len(changed)} file(s) changed, such as {changed[0]}" if changed else "nothing changed"
 
 
-def check_committer(publisher: DataPublisher, files: Sequence[OutputFile], tmp_dir: Path, dataset: str = "dataset") -> list[CommitStep]:
+def check_committer(publisher: Committer, files: Sequence[OutputFile], tmp_dir: Path, dataset: str = "dataset") -> list[CommitStep]:
     """Build `publisher`'s commit steps for `files` and execute them twice, the second time from their stored
-    form as recovery replays them; the steps. Every file they read or write must lie under `tmp_dir`.
+    form as recovery replays them; then, for a GlobalCommitter, commit them as one commit twice. The steps.
+    Every file they read or write must lie under `tmp_dir`.
 
     Rules: every step's type is one the store can load (built in, or in `publisher.step_types`) and its fields
     survive JSON; `verify()` is False before `execute()` and True after it; executing again (a crash replay)
-    raises nothing and changes no file under `tmp_dir`.
+    raises nothing and changes no file under `tmp_dir`. A GlobalCommitter's `is_committed` is False before
+    `commit`, True after it and for that commit id only, and committing again changes no file.
     """
     tmp_dir = Path(tmp_dir)
     steps = publisher.commit_steps(dataset, list(files))
@@ -396,4 +399,28 @@ def check_committer(publisher: DataPublisher, files: Sequence[OutputFile], tmp_d
                               f"{step.describe()}: {_changes(done, after)}")
             if not step.verify():
                 raise _broken(type(step), "verify() is True after execute()", f"{step.describe()}, executed again")
+    if isinstance(publisher, GlobalCommitter):
+        _check_global_commit(publisher, dataset, list(files), tmp_dir)
     return steps
+
+
+def _check_global_commit(publisher: GlobalCommitter, dataset: str, files: list[OutputFile], tmp_dir: Path) -> None:
+    """One commit of `files` as the framework's global commit step runs it (and replays it after a crash)."""
+    commit_id, other = "conformance-commit-1", "conformance-commit-2"
+
+    def commit() -> None:
+        publisher.commit(dataset, commit_id, publisher.filter_recovered(dataset, commit_id, list(files)))
+
+    if publisher.is_committed(dataset, commit_id):
+        raise _broken(publisher, "is_committed() is False before commit()",
+                      f"{commit_id} of dataset {dataset!r} was never committed; recovery would skip it and the commit would be lost")
+    commit()
+    if not publisher.is_committed(dataset, commit_id):
+        raise _broken(publisher, "is_committed() is True after commit()", f"{commit_id}: recovery would commit it again")
+    if publisher.is_committed(dataset, other):
+        raise _broken(publisher, "is_committed() finds only the commit of that id", f"{other} was never committed")
+    done = _tree(tmp_dir)
+    commit()
+    after = _tree(tmp_dir)
+    if after != done:
+        raise _broken(publisher, "a global commit replayed after it is done changes nothing", _changes(done, after))

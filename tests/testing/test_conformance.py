@@ -17,10 +17,11 @@ import pytest
 
 from gobblin_py.api import (
     CommitStep,
+    Committer,
     Converter,
-    DataPublisher,
     DataWriter,
     Extractor,
+    GlobalCommitter,
     OutputFile,
     Record,
     Schema,
@@ -357,8 +358,8 @@ class SetField(CopyStep):
     tags: set[str] = dataclasses.field(default_factory=lambda: {"a"})
 
 
-def _publisher(step: type[CopyStep], final: Path, registered: bool = True) -> DataPublisher:
-    class StepsPublisher(DataPublisher):
+def _publisher(step: type[CopyStep], final: Path, registered: bool = True) -> Committer:
+    class StepsPublisher(Committer):
         step_types = (step,) if registered else ()
 
         def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
@@ -387,10 +388,73 @@ def test_a_broken_committer_fails_naming_the_rule(tmp_path: Path, step: type[Cop
 
 
 def test_a_publisher_that_makes_no_step_for_its_files_fails(tmp_path: Path) -> None:
-    class PublishesNothing(DataPublisher):
+    class PublishesNothing(Committer):
         def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
             return []
 
     files = check_writer(_Lines, None, AVRO_SCHEMA, EVENTS, tmp_path)
     with pytest.raises(AssertionError, match="PublishesNothing breaks the rule 'commit_steps publishes the files it is given'"):
         check_committer(PublishesNothing(), files, tmp_path)
+
+
+# --- a broken GlobalCommitter fails -------------------------------------------------------------------
+
+
+class ManifestCommitter(FsPublisher, GlobalCommitter):
+    """Publishes as `fs` does, then lists the files in `<final_dir>/_manifests/<commit id>.json`."""
+
+    def _manifest(self, commit_id: str) -> Path:
+        return Path(self.settings.final_dir) / "_manifests" / f"{commit_id}.json"
+
+    def commit(self, dataset: str, commit_id: str, files: list[OutputFile]) -> None:
+        path = self._manifest(commit_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"dataset": dataset, "files": sorted(f.rel_path for f in files)}))
+
+    def is_committed(self, dataset: str, commit_id: str) -> bool:
+        return self._manifest(commit_id).is_file()
+
+
+class AppendsToOneLog(ManifestCommitter):
+    def commit(self, dataset: str, commit_id: str, files: list[OutputFile]) -> None:
+        path = self._manifest("log")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            f.write(f"{commit_id} {len(files)}\n")
+
+    def is_committed(self, dataset: str, commit_id: str) -> bool:
+        path = self._manifest("log")
+        return path.is_file() and commit_id in path.read_text()
+
+
+class AlwaysCommitted(ManifestCommitter):
+    def is_committed(self, dataset: str, commit_id: str) -> bool:
+        return True
+
+
+class NeverCommitted(ManifestCommitter):
+    def is_committed(self, dataset: str, commit_id: str) -> bool:
+        return False
+
+
+class AnyCommitWillDo(ManifestCommitter):
+    def is_committed(self, dataset: str, commit_id: str) -> bool:
+        return any(self._manifest("x").parent.glob("*.json"))
+
+
+@pytest.mark.parametrize("committer, rule", [
+    (ManifestCommitter, None),
+    (AppendsToOneLog, "a global commit replayed after it is done changes nothing"),
+    (AlwaysCommitted, "is_committed() is False before commit()"),
+    (NeverCommitted, "is_committed() is True after commit()"),
+    (AnyCommitWillDo, "is_committed() finds only the commit of that id"),
+])
+def test_a_broken_global_committer_fails_naming_the_rule(tmp_path: Path, committer: type[ManifestCommitter], rule: str | None) -> None:
+    files = check_writer(AvroWriter, {}, AVRO_SCHEMA, EVENTS, tmp_path)
+    publisher = committer(committer.Settings.model_validate({"final_dir": str(tmp_path / "final")}))
+    if rule is None:
+        check_committer(publisher, files, tmp_path)
+        assert json.loads((tmp_path / "final" / "_manifests" / "conformance-commit-1.json").read_text())["dataset"] == "dataset"
+        return
+    with pytest.raises(AssertionError, match=f"{committer.__name__} breaks the rule '{re.escape(rule)}'"):
+        check_committer(publisher, files, tmp_path)
