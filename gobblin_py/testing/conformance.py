@@ -5,7 +5,7 @@ it breaks; call them from your pytest tests (see the README, "Testing your own p
 
     def test_my_writer_conforms(tmp_path):
         files = check_writer(MyWriter, {"codec": "zstd"}, SCHEMA, RECORDS, tmp_path)
-        check_committer(FsPublisher(FsPublisher.Settings(final_dir=str(tmp_path / "out"))), files, tmp_path)
+        check_committer(FsPublisher(FsPublisher.Settings.model_validate({"final_dir": str(tmp_path / "out")})), files, tmp_path)
 
 Exactly-once publishing rests on these rules: a re-run after a crash must plan the same work units, read the
 same records, write the same bytes under the same names, and replay commit steps without changing anything.
