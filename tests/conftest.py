@@ -1,4 +1,4 @@
-"""Shared fixtures: one local Spark session for in-process tests, job files in tmp dirs, output readers."""
+"""Shared fixtures: one local Spark session for in-process tests, job files in tmp dirs, the broker and S3 server."""
 
 from __future__ import annotations
 
@@ -6,15 +6,11 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-# tests/support/ (this project's test helpers) is imported as `support`; --import-mode=importlib puts nothing on sys.path
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from support.jobs import REPO  # noqa: E402
+from support.jobs import REPO
 
 # Spark (the shared session, and every CLI child that inherits this environment) binds to 127.0.0.1 only
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
