@@ -64,6 +64,17 @@ class RetriableTaskError(TaskError):
     """A task failure worth retrying (source unavailable, transient IO)."""
 
 
+class UnreachableError(RetriableTaskError):
+    """A service a task reads from (a Kafka broker …) cannot be reached. Retried, but with one retry budget per
+    run for one service: once a task of the run gives up on `endpoint`, the run's other tasks that need it fail
+    at once (see `gobblin_py.runtime.giveups`). `remedy` says what the operator should check."""
+
+    def __init__(self, message: str, endpoint: str, remedy: str) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint  # as messages name it: "Kafka broker 127.0.0.1:9092"
+        self.remedy = remedy
+
+
 class SourceError(JobError):
     """The Source could not plan or read (unreachable broker, missing directory)."""
 

@@ -35,12 +35,16 @@ def confluent_settings(s: Any, group: str) -> dict[str, Any]:
 class ConfluentKafkaExtractor(KafkaExtractor):
     """`client: confluent`: assign at the low offset, consume in batches, stop at the planned end."""
 
+    _down = False  # librdkafka reported every broker down since the last record
+
     def _messages(self) -> Iterator[tuple[int, bytes | None]]:
         from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
         s = self.settings
+        conf = confluent_settings(s, f"gobblin-py-{self.context.job_name}")
+        conf["error_cb"] = self._on_error
         try:
-            self.consumer = consumer = Consumer(confluent_settings(s, f"gobblin-py-{self.context.job_name}"))
+            self.consumer = consumer = Consumer(conf)
         except KafkaException as exc:
             raise SourceError(f"cannot create a confluent-kafka consumer for {s.brokers}: {exc}") from None
         tp = TopicPartition(self.topic, self.partition, self.low)
@@ -71,9 +75,20 @@ class ConfluentKafkaExtractor(KafkaExtractor):
                 yield offset, msg.value()
             if progressed:
                 last_progress = time.monotonic()
+                self._down = False
                 continue
             _, highwater = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), cached=True)
             self._stalled(last_progress, highwater if highwater is not None and highwater >= 0 else None)
+
+    def _on_error(self, err: Any) -> None:
+        """librdkafka reports a lost cluster here, not through `consume()`."""
+        from confluent_kafka import KafkaError
+
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._down = True
+
+    def _disconnected(self) -> bool:
+        return self._down
 
     def close(self) -> None:
         if self.consumer is not None:

@@ -17,7 +17,7 @@ import orjson
 
 from gobblin_py.api import Extractor, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.builtin.kafka_source import KafkaSettings, open_consumer
+from gobblin_py.builtin.kafka_source import KafkaSettings, open_consumer, unreachable
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
 
 log = logging.getLogger(__name__)
@@ -91,9 +91,19 @@ class KafkaExtractor(Extractor):
             raise SourceError(f"{self.where} ends at offset {highwater}, before the planned end {self.high} "
                               "(truncated by the broker?); nothing of this range is published")
         if time.monotonic() - since > self.settings.idle_timeout_s:
-            raise RetriableTaskError(f"no data from Kafka broker(s) {self.settings.brokers} for {self.topic}/{self.partition} "
-                                     f"at offset {self.next_offset} (range ends at {self.high}) "
-                                     f"for {self.settings.idle_timeout_s:.0f} s")
+            message = (f"no data from Kafka broker(s) {self.settings.brokers} for {self.topic}/{self.partition} "
+                       f"at offset {self.next_offset} (range ends at {self.high}) for {self.settings.idle_timeout_s:.0f} s")
+            if self._disconnected():
+                raise unreachable(self.settings, f"{message}, and no connection to any broker")
+            raise RetriableTaskError(message)
+
+    def _disconnected(self) -> bool:
+        """True when the client holds no connection to any broker of the cluster (it is down, or hangs)."""
+        try:
+            client = self.consumer._client  # kafka-python keeps its connections there
+            return not any(client.connected(b.node_id) for b in client.cluster.brokers())
+        except AttributeError:  # another kafka-python: say only that no data came
+            return False
 
     def _messages(self) -> Iterator[tuple[int, bytes | None]]:
         from kafka import TopicPartition
@@ -101,7 +111,7 @@ class KafkaExtractor(Extractor):
 
         s = self.settings
         tp = TopicPartition(self.topic, self.partition)
-        self.consumer = consumer = open_consumer(s)
+        self.consumer = consumer = open_consumer(s, in_task=True)
         consumer.assign([tp])
         consumer.seek(tp, self.low)
         high = self.high

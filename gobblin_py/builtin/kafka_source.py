@@ -19,7 +19,7 @@ from gobblin_py.api import Extractor, MultiWorkUnit, Settings, Source, SourceSta
 from gobblin_py.builtin.output_names import workunit_id
 from gobblin_py.builtin.packing import worst_fit_decreasing
 from gobblin_py.fs.paths import ExistingFile
-from gobblin_py.errors import SourceError, describe
+from gobblin_py.errors import SourceError, UnreachableError, describe
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,19 @@ class KafkaSettings(Settings):
         return servers if isinstance(servers, str) else ",".join(servers)
 
 
+BROKER_REMEDY = ("Check that the broker is running and `source.bootstrap_servers` is right; "
+                 "the next run resumes from the committed offsets.")
+
+
+def broker_endpoint(s: KafkaSettings) -> str:
+    """The brokers as a task's `UnreachableError.endpoint` names them (one retry budget per run for them)."""
+    return f"Kafka broker {s.brokers}" if "," not in s.brokers else f"Kafka brokers {s.brokers}"
+
+
+def unreachable(s: KafkaSettings, message: str) -> UnreachableError:
+    return UnreachableError(message, broker_endpoint(s), BROKER_REMEDY)
+
+
 def consumer_settings(s: KafkaSettings) -> dict[str, Any]:
     """kafka-python consumer settings: no group, no offset commits (the watermark store is the truth)."""
     return {
@@ -94,15 +107,16 @@ def consumer_settings(s: KafkaSettings) -> dict[str, Any]:
     }
 
 
-def open_consumer(s: KafkaSettings) -> Any:
-    """A connected KafkaConsumer, or SourceError naming the brokers."""
+def open_consumer(s: KafkaSettings, in_task: bool = False) -> Any:
+    """A connected KafkaConsumer, or SourceError naming the brokers (UnreachableError `in_task`, where it is retried)."""
     from kafka import KafkaConsumer
     from kafka.errors import KafkaError
 
     try:
         return KafkaConsumer(**consumer_settings(s))
     except KafkaError as exc:
-        raise SourceError(f"cannot reach Kafka broker(s) {s.brokers}: {describe(exc)}") from None
+        message = f"cannot reach Kafka broker(s) {s.brokers}: {describe(exc)}"
+        raise (unreachable(s, message) if in_task else SourceError(message)) from None
 
 
 NO_TOPIC_ID = {None, "", "00000000-0000-0000-0000-000000000000"}
@@ -236,6 +250,10 @@ class KafkaSource(Source):
         if start >= end and not new:
             return None  # no new data: the committed watermark carries forward unchanged
         return start, end
+
+    def endpoints(self, workunit: WorkUnit) -> list[str]:
+        """The brokers every task reads from: once a task of the run gives up on them, the others do not try."""
+        return [broker_endpoint(self.settings)]
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
         if self.settings.client == "confluent":

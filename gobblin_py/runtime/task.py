@@ -33,11 +33,12 @@ from gobblin_py.api import (
 )
 from gobblin_py.api.types import Record
 from gobblin_py.config.model import BadRecordPolicy, BranchConfig, JobSpec, PluginConfig, RowPolicyConfig
-from gobblin_py.errors import QualityError, describe, is_record_fault, is_retriable
+from gobblin_py.errors import QualityError, UnreachableError, describe, is_record_fault, is_retriable
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.fs import configure as configure_filesystems
 from gobblin_py.runtime.bad_records import ErrorFile, reason
 from gobblin_py.runtime.committables import commit_writer
+from gobblin_py.runtime.giveups import GiveUps
 from gobblin_py.runtime.results import BranchMetrics, TaskStatus, WorkUnitResult
 
 
@@ -74,11 +75,18 @@ def attempt_dirs(job: JobSpec, run_id: str, wu: WorkUnit, attempt_id: str) -> tu
 
 
 def _run_with_retries(spec: TaskSpec, wu: WorkUnit) -> WorkUnitResult:
-    """Attempts of one WorkUnit until one succeeds; a failure that would repeat (see `is_retriable`) ends them at once."""
+    """Attempts of one WorkUnit until one succeeds; a failure that would repeat (see `is_retriable`) ends them at once,
+    and so does a service this task needs that a task of this run already gave up on (see `giveups`)."""
     job = spec.job
     errors: list[str] = []
     started = time.monotonic()
-    for attempt in range(1, job.job.max_task_retries + 2):
+    giveups = GiveUps(job.job.job_staging / spec.run_id)
+    needs = _endpoints(job, wu)
+    last = job.job.max_task_retries + 1
+    for attempt in range(1, last + 1):
+        gave_up = next((g for g in map(giveups.find, sorted(needs)) if g is not None), None)
+        if gave_up is not None:
+            return _failed(wu, errors, gave_up.message(len(errors)), started)
         attempt_id = f"a{attempt}-{uuid.uuid4().hex[:8]}"
         staging, output = attempt_dirs(job, spec.run_id, wu, attempt_id)
         pipeline = _Pipeline(spec, wu, attempt, staging, output)
@@ -93,13 +101,30 @@ def _run_with_retries(spec: TaskSpec, wu: WorkUnit) -> WorkUnitResult:
             errors.append(_short_trace(exc) if retriable else str(exc))
             pipeline.abort()
             filesystem_for(output).rmtree(output)
+            if isinstance(exc, UnreachableError):
+                needs.add(exc.endpoint)
+                if attempt == last:  # this task's budget for the service is spent: the run's is too
+                    return _failed(wu, errors, giveups.give_up(exc, wu.id, attempt).own_message(), started)
             if not retriable:
                 break
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return WorkUnitResult(workunit=wu, status=TaskStatus.FAILED, attempts=len(errors), error=errors[-1],
-                          warnings=[f"attempt {i + 1} failed: {e}" for i, e in enumerate(errors[:-1])],
+    return _failed(wu, errors, errors[-1], started)
+
+
+def _failed(wu: WorkUnit, errors: list[str], error: str, started: float) -> WorkUnitResult:
+    """The result of a WorkUnit whose attempts (`errors`, one per attempt, possibly none) all failed."""
+    shown = errors[:-1] if errors and errors[-1] == error else errors
+    return WorkUnitResult(workunit=wu, status=TaskStatus.FAILED, attempts=len(errors), error=error,
+                          warnings=[f"attempt {i + 1} failed: {e}" for i, e in enumerate(shown)],
                           duration_s=time.monotonic() - started)
+
+
+def _endpoints(job: JobSpec, wu: WorkUnit) -> set[str]:
+    """The services `wu` is known to need before its first attempt: what its Source names in `endpoints(workunit)`,
+    an optional hook (the Kafka source names its brokers); a service an attempt fails to reach is added then."""
+    declared = getattr(job.source.create(), "endpoints", None)
+    return set(declared(wu)) if callable(declared) else set()
 
 
 def _short_trace(exc: BaseException) -> str:
