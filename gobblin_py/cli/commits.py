@@ -15,6 +15,7 @@ from gobblin_py.commit.recovery import Outcome
 from gobblin_py.commit.recovery import recover as recover_pending
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
+from gobblin_py.config.model import JobSpec
 from gobblin_py.runtime.runner import step_registry
 from gobblin_py.state.lock import JobLock
 
@@ -33,6 +34,10 @@ def inspect(job_file: Path | None, work_dir: Path | None, datasets: list[str] | 
         print(orjson.dumps([v.to_json() for v in views], option=orjson.OPT_INDENT_2).decode())
     elif not views:
         out.print("no pending commit sequences", markup=False)
+        known = [d for j in jobs for d in store.datasets(j)]
+        for d in datasets or []:
+            if hint := _suggestion(d, known):
+                out.print(f"{d}: nothing pending{hint}", markup=False)
     else:
         for v in views:
             if v.corrupt:
@@ -53,7 +58,7 @@ def recover(job_file: Path, datasets: list[str] | None, abandon: bool, yes: bool
         selected = store.datasets(job.name) if datasets is None else [d for d in datasets if store.exists(job.name, d)]
         for d in datasets or []:
             if d not in selected:
-                out.print(f"{d}: nothing pending", markup=False)
+                out.print(f"{d}: nothing pending{_suggestion(d, store.datasets(job.name), job)}", markup=False)
         if not selected:
             if datasets is None:
                 out.print(f"job {job.name}: nothing pending", markup=False)
@@ -66,6 +71,16 @@ def recover(job_file: Path, datasets: list[str] | None, abandon: bool, yes: bool
             line = f"{r.dataset}: {r.outcome.value}" + (f": {r.message}" if r.message else "")
             (out if r.outcome is Outcome.RECOVERED else err).print(line, markup=False)
         return 0 if not report.blocked else 1
+
+
+def _suggestion(dataset: str, pending: list[str], job: JobSpec | None = None) -> str:
+    """` (did you mean 'events'?)` when a dataset with a pending record (or committed state of `job`) is close to `dataset`."""
+    from gobblin_py.state.store import StateStore
+    from gobblin_py.suggest import did_you_mean
+
+    committed = StateStore(job.job.work_dir, job.name).dataset_names() if job is not None else []
+    hint = did_you_mean(dataset, [*pending, *committed])
+    return f" ({hint})" if hint else ""
 
 
 def _abandon(store: CommitStepStore, job: str, datasets: list[str], yes: bool) -> int:

@@ -26,6 +26,14 @@ def _json(data: Any) -> None:
     print(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
 
 
+def _no_state(dataset: str, names: list[str]) -> str:
+    """No committed state for a dataset named on the command line: the known datasets, the closest first."""
+    from gobblin_py.suggest import did_you_mean
+
+    hint = did_you_mean(dataset, names)
+    return f"no committed state for dataset {dataset!r} ({f'{hint} ' if hint else ''}known: {', '.join(names) or 'none'})"
+
+
 def _store(job_file: Path) -> tuple[Any, Any]:
     from gobblin_py.config import load_job
     from gobblin_py.state.store import StateStore
@@ -61,7 +69,7 @@ def state_show(
     names = sorted(set(marks) | set(states) | set(unreadable))
     if dataset is not None:
         if dataset not in names:
-            _fail(ConfigError(f"no committed state for dataset {dataset!r} (known: {', '.join(names) or 'none'})"))
+            _fail(ConfigError(_no_state(dataset, names)))
         names = [dataset]
     view = {d: {"watermarks": marks.get(d, {}), "state": states.get(d, {})} for d in names}
     if as_json:
@@ -135,7 +143,7 @@ def state_reset(
             known = wm.path.exists() or DatasetStateFile(store.dir, dataset).path.exists()
             if not known and not new:
                 names = store.dataset_names()
-                raise ConfigError(f"no committed state for dataset {dataset!r} (known: {', '.join(names) or 'none'}); "
+                raise ConfigError(f"{_no_state(dataset, names)}; "
                                   "pass --new to create watermarks for a dataset that has never been committed")
             if new and not changes:
                 raise ConfigError("--new needs at least one --to KEY=VALUE")

@@ -30,7 +30,9 @@ from gobblin_py.config.model import (
 from gobblin_py.config.env import substitute
 from gobblin_py.errors import ConfigError, PluginNotFoundError
 from gobblin_py.fs import configure as configure_filesystems
-from gobblin_py.plugins import Kind, resolve
+from gobblin_py.fs.paths import JOB_DIR
+from gobblin_py.plugins import BUILTINS, Kind, resolve
+from gobblin_py.suggest import did_you_mean
 
 SECTIONS = ("job", "source", "converters", "quality", "fork", "writer", "publisher", "spark", "logging")
 _DEFAULTS_ENV = "GOBBLIN_PY_DEFAULTS"
@@ -81,8 +83,14 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 class _Collector:
     """Accumulates `key.path: message` problems of one file."""
 
-    def __init__(self) -> None:
+    def __init__(self, file: str = "the job file", job_dir: str | None = None) -> None:
         self.problems: list[str] = []
+        self.file = file
+        self.context = {JOB_DIR: job_dir} if job_dir else None  # for path settings' "did you mean to run from"
+
+    def unknown(self, prefix: str, name: Any, what: str, known: list[str]) -> None:
+        """`name` (under `prefix`) is not one of `known`: named, with the closest known names and all of them."""
+        self.add(f"{prefix}.{name}" if prefix else str(name), unknown_message(what, str(name), known, self.file))
 
     def add(self, key: str, message: str) -> None:
         self.problems.append(f"{key}: {message}" if key else message)
@@ -94,11 +102,22 @@ class _Collector:
             self.add(key, f"expected a mapping of settings, got {type(data).__name__}")
             return None
         try:
-            return model.model_validate(dict(data))
+            return model.model_validate(dict(data), context=self.context)
         except ValidationError as exc:
             for err in exc.errors():
-                self.add(_join(key, err["loc"]), _explain(err, model))
+                self.add(_join(key, err["loc"]), _explain(err, model, self.file))
             return None
+
+
+def unknown_message(what: str, name: str, known: list[str], file: str) -> str:
+    """`unknown key 'sorce' in job.yaml (did you mean 'source'? expected one of: …)`."""
+    section, dot, rest = name.partition(".")
+    if dot and section in known:  # `source.bootstrap_servers:` written flat
+        hint = f"keys nest: write {section}: {{{rest}: ...}};"
+    else:
+        hint = did_you_mean(name, known)
+    listed = f"expected one of: {', '.join(known) or 'none'}" if known else "see the plugin's settings"
+    return f"unknown {what} {name!r} in {file} ({f'{hint} ' if hint else ''}{listed})"
 
 
 def _join(prefix: str, loc: tuple[Any, ...]) -> str:
@@ -130,12 +149,11 @@ def _keys(model: type[BaseModel]) -> list[str]:
     return sorted(f.alias or n for n, f in model.model_fields.items())
 
 
-def _explain(err: Mapping[str, Any], model: type[BaseModel]) -> str:
+def _explain(err: Mapping[str, Any], model: type[BaseModel], file: str) -> str:
     kind = err["type"]
     owner = _owner(model, tuple(err["loc"]))
     if kind == "extra_forbidden":
-        allowed = ", ".join(_keys(owner)) if owner is not None else "see the plugin's settings"
-        return f"unknown key (expected one of: {allowed or 'none'})"
+        return unknown_message("key", str(err["loc"][-1]), _keys(owner) if owner is not None else [], file)
     if kind == "missing":
         name = str(err["loc"][-1])
         field = next((f for n, f in owner.model_fields.items() if name in (n, f.alias)), None) if owner else None
@@ -167,13 +185,27 @@ def _plugin(kind: Kind, spec: Any, key: str, errors: _Collector, framework_keys:
     try:
         cls = resolve(kind, name)
     except PluginNotFoundError as exc:
-        errors.add(f"{key}.class", str(exc))
+        errors.add(f"{key}.class", _with_suggestion(str(exc), kind, name))
         return None, extra
     model = cls.Settings
     validated = errors.model(model, settings, key)
     if validated is None:
         return None, extra
     return PluginConfig(path=f"{cls.__module__}:{cls.__qualname__}", settings=validated, key=key, name=name), extra
+
+
+def _with_suggestion(message: str, kind: Kind, name: str) -> str:
+    """A class that names no plugin: the built-in alias it is closest to, or the kind it is an alias of."""
+    if ":" in name or "." in name:
+        return message
+    hint = did_you_mean(name, BUILTINS[kind])
+    if not hint:
+        other = next((k for k in Kind if name in BUILTINS[k]), None)
+        hint = f"{name!r} is a built-in {other.value}, not a {kind.value}" if other is not None else ""
+    named = f"unknown {kind.value} class {name!r}"
+    if not hint or not message.startswith(named):
+        return message
+    return f"{named} ({hint}){message[len(named):]}"
 
 
 def _plugin_list(kind: Kind, items: Any, key: str, errors: _Collector, policy_types: type | None = None) -> list[Any]:
@@ -208,8 +240,8 @@ def _quality(section: Any, key: str, errors: _Collector) -> tuple[list[Any], lis
     if not isinstance(section, Mapping):
         errors.add(key, "expected a mapping with row:, task: and bad_records:")
         return [], [], BadRecordPolicy.ERR_FILE
-    for unknown in set(section) - {"row", "task", "bad_records"}:
-        errors.add(f"{key}.{unknown}", "unknown key (expected one of: bad_records, row, task)")
+    for unknown in sorted(set(section) - {"row", "task", "bad_records"}, key=str):
+        errors.unknown(key, unknown, "key", ["bad_records", "row", "task"])
     rows = _plugin_list(Kind.ROW_POLICY, section.get("row"), f"{key}.row", errors, RowPolicyType)
     tasks = _plugin_list(Kind.TASK_POLICY, section.get("task"), f"{key}.task", errors, TaskPolicyType)
     raw_bad = section.get("bad_records", "ERR_FILE")
@@ -238,8 +270,8 @@ def _branches(fork_extra: dict[str, Any], top: dict[str, Any], task_policies: li
         if not isinstance(branch, Mapping):
             errors.add(key, "expected a mapping with name: and optional converters, quality, writer, publisher")
             continue
-        for unknown in set(branch) - _BRANCH_KEYS:
-            errors.add(f"{key}.{unknown}", f"unknown key (expected one of: {', '.join(sorted(_BRANCH_KEYS))})")
+        for unknown in sorted(set(branch) - _BRANCH_KEYS, key=str):
+            errors.unknown(key, unknown, "key", sorted(_BRANCH_KEYS))
         name = branch.get("name", f"branch{i}")
         if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
             errors.add(f"{key}.name", f"expected a name of letters, digits, '-' or '_'; got {name!r}")
@@ -252,8 +284,8 @@ def _branches(fork_extra: dict[str, Any], top: dict[str, Any], task_policies: li
         if not isinstance(bq, Mapping):
             errors.add(f"{key}.quality", "expected a mapping with row: and task:")
             bq = {}
-        for unknown in set(bq) - {"row", "task"}:
-            errors.add(f"{key}.quality.{unknown}", "unknown key (expected one of: row, task)")
+        for unknown in sorted(set(bq) - {"row", "task"}, key=str):
+            errors.unknown(f"{key}.quality", unknown, "key", ["row", "task"])
         rows = _plugin_list(Kind.ROW_POLICY, bq.get("row"), f"{key}.quality.row", errors, RowPolicyType)
         tasks = _plugin_list(Kind.TASK_POLICY, bq.get("task"), f"{key}.quality.task", errors, TaskPolicyType)
         wspec, wkey = (branch["writer"], f"{key}.writer") if "writer" in branch else (top.get("writer"), "writer")
@@ -283,11 +315,11 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     merged = deep_merge(defaults, raw)
     if master:
         merged = deep_merge(merged, {"spark": {"master": master}})
-    errors = _Collector()
+    errors = _Collector(path.name, job_dir)
     for key, problem in substituted.problems:
         errors.add(key, problem)
-    for unknown in sorted(set(raw) - set(SECTIONS)):
-        errors.add(unknown, f"unknown section (expected one of: {', '.join(SECTIONS)})")
+    for unknown in sorted(set(raw) - set(SECTIONS), key=str):
+        errors.unknown("", unknown, "section", list(SECTIONS))
 
     job = errors.model(JobSection, merged.get("job"), "job")
     spark = errors.model(SparkSection, merged.get("spark"), "spark")
