@@ -1,7 +1,7 @@
 """The contracts a plugin author implements; imports nothing from runtime, Spark or Kafka."""
 
 from gobblin_py.api.commit_step import CommitStep, StepStatus
-from gobblin_py.api.committer import Committer, DataPublisher, GlobalCommitter
+from gobblin_py.api.committer import Committer, DataPublisher, DatasetCommit, GlobalCommitter
 from gobblin_py.api.context import TaskContext
 from gobblin_py.api.converter import Converter, OneToOneConverter, TaskCounter
 from gobblin_py.api.fork import ForkOperator
@@ -14,7 +14,7 @@ from gobblin_py.api.writer import DataWriter, Delivery, OutputFile, WriterTarget
 from gobblin_py.errors import RecordError, TaskError
 
 __all__ = [
-    "BranchStats", "CommitStep", "Committer", "Converter", "DataPublisher", "DataWriter", "Delivery",
+    "BranchStats", "CommitStep", "Committer", "Converter", "DataPublisher", "DatasetCommit", "DataWriter", "Delivery",
     "Extractor", "ForkOperator", "GlobalCommitter", "MultiWorkUnit", "NoSettings", "OneToOneConverter", "OutputFile", "Plugin",
     "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "Settings", "Source", "SourceState",
     "StepStatus", "TaskContext", "TaskCounter", "TaskError", "TaskPolicy", "TaskPolicyType", "WatermarkValue",

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import abc
 import typing
+from dataclasses import dataclass, field
 
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.api.plugin import Plugin
+from gobblin_py.api.types import WatermarkValue
 from gobblin_py.api.writer import Delivery, OutputFile
 
 
@@ -35,22 +37,36 @@ DataPublisher = Committer
 """Gobblin's name for it."""
 
 
+@dataclass(frozen=True)
+class DatasetCommit:
+    """What a GlobalCommitter commits: all committables of one dataset in one run, and the watermarks the run
+    commits for it right after (a table sink records them in its snapshot)."""
+
+    job: str
+    run_id: str
+    dataset: str
+    commit_id: str
+    """Unique per job, run and dataset, and the same on every replay: what `is_committed` looks for."""
+    files: tuple[OutputFile, ...] = ()
+    watermarks: dict[str, WatermarkValue] = field(default_factory=dict)
+
+
 class GlobalCommitter(abc.ABC):
     """Mixed into a Committer: after its per-file steps, every committable of one dataset in one run becomes one
-    commit tagged with `commit_id` (unique per job, run and dataset), in one commit step that runs before the
-    watermark step. The framework stores the class and its settings in the commit record, so recovery (on the
-    driver or an executor) rebuilds it and replays: `is_committed` is the step's `verify()`, and `commit` gets
-    only what `filter_recovered` keeps. Both must work from the committables and settings alone."""
+    commit tagged with `commit.commit_id`, in one commit step that runs before the watermark step. The framework
+    stores the class and its settings in the commit record, so recovery (on the driver or an executor) rebuilds
+    it and replays: `is_committed` is the step's `verify()`, and `commit` gets only what `filter_recovered`
+    keeps. Both must work from the DatasetCommit and the settings alone."""
 
     @abc.abstractmethod
-    def commit(self, dataset: str, commit_id: str, files: list[OutputFile]) -> None:
-        """Make `files` visible as one commit that `is_committed(dataset, commit_id)` finds afterwards."""
+    def commit(self, commit: DatasetCommit) -> None:
+        """Make `commit.files` visible as one commit that `is_committed(commit)` finds afterwards."""
 
     @abc.abstractmethod
-    def is_committed(self, dataset: str, commit_id: str) -> bool:
-        """True when the commit tagged `commit_id` is visible (a crash may have come after it)."""
+    def is_committed(self, commit: DatasetCommit) -> bool:
+        """True when the commit tagged `commit.commit_id` is visible (a crash may have come after it)."""
 
-    def filter_recovered(self, dataset: str, commit_id: str, files: list[OutputFile]) -> list[OutputFile]:
-        """Hook, Flink's `filterRecoveredCommittables`: on a replay after a crash, the files a partly done commit
-        still lacks (it must still mark `commit_id` done). Default: all of them — for a commit that is atomic."""
-        return files
+    def filter_recovered(self, commit: DatasetCommit) -> DatasetCommit:
+        """Hook, Flink's `filterRecoveredCommittables`: on a replay after a crash, the commit with only the files a
+        partly done commit still lacks (it must still mark `commit_id` done). Default: all of them, for an atomic commit."""
+        return commit

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gobblin_py.api.commit_step import CommitStep
-from gobblin_py.api.committer import Committer, GlobalCommitter
+from gobblin_py.api.committer import Committer, DatasetCommit, GlobalCommitter
+from gobblin_py.api.types import WatermarkValue
 from gobblin_py.api.writer import OutputFile
 from gobblin_py.plugins import Kind, resolve
 
@@ -21,15 +22,19 @@ class GlobalCommitStep(CommitStep):
 
     publisher: str                      # `module:Class` of the publisher
     settings: dict[str, Any]            # its settings, as JSON
+    job: str
+    run_id: str
     dataset: str
     commit_id: str
     files: list[dict[str, Any]] = field(default_factory=list)
+    watermarks: dict[str, WatermarkValue] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, publisher: Committer, dataset: str, commit_id: str, files: list[OutputFile]) -> GlobalCommitStep:
+    def of(cls, publisher: Committer, commit: DatasetCommit) -> GlobalCommitStep:
         kind = type(publisher)
         return cls(publisher=f"{kind.__module__}:{kind.__qualname__}", settings=publisher.settings.model_dump(mode="json"),
-                   dataset=dataset, commit_id=commit_id, files=[dataclasses.asdict(f) for f in files])
+                   job=commit.job, run_id=commit.run_id, dataset=commit.dataset, commit_id=commit.commit_id,
+                   files=[dataclasses.asdict(f) for f in commit.files], watermarks=dict(commit.watermarks))
 
     def _committer(self) -> GlobalCommitter:
         kind = resolve(Kind.PUBLISHER, self.publisher)
@@ -37,15 +42,16 @@ class GlobalCommitStep(CommitStep):
         assert isinstance(committer, GlobalCommitter), f"{self.publisher} is not a GlobalCommitter"
         return committer
 
-    def _files(self) -> list[OutputFile]:
-        return [OutputFile(**f) for f in self.files]
+    def _commit(self) -> DatasetCommit:
+        return DatasetCommit(job=self.job, run_id=self.run_id, dataset=self.dataset, commit_id=self.commit_id,
+                             files=tuple(OutputFile(**f) for f in self.files), watermarks=dict(self.watermarks))
 
     def verify(self) -> bool:
-        return self._committer().is_committed(self.dataset, self.commit_id)
+        return self._committer().is_committed(self._commit())
 
     def execute(self) -> None:
         committer = self._committer()
-        committer.commit(self.dataset, self.commit_id, committer.filter_recovered(self.dataset, self.commit_id, self._files()))
+        committer.commit(committer.filter_recovered(self._commit()))
 
     def describe(self) -> str:
         return f"global commit {self.commit_id} of {len(self.files)} file(s) of dataset {self.dataset} by {self.publisher}"

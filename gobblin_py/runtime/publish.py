@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from gobblin_py.api import CommitStep, Delivery, GlobalCommitter, OutputFile
+from gobblin_py.api import CommitStep, DatasetCommit, Delivery, GlobalCommitter, OutputFile
 from gobblin_py.commit.distributed import commit_many, default_groups, recover_many, use_executors
 from gobblin_py.commit.global_step import GlobalCommitStep
 from gobblin_py.commit.recovery import DatasetRecovery, RecoveryReport
@@ -50,6 +50,7 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
     for r in results:
         for f in r.files:
             by_branch[f.branch or job.branches[0].name].append(f)
+    watermarks = {r.workunit.watermark_key: r.actual_high_watermark for r in results}
     steps: list[CommitStep] = []
     for branch in job.branches:
         files = by_branch.get(branch.name)
@@ -58,8 +59,8 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
         publisher = branch.publisher.create()
         steps.extend(publisher.commit_steps(dataset, files))
         if isinstance(publisher, GlobalCommitter):
-            steps.append(GlobalCommitStep.of(publisher, dataset, commit_id(job.name, run_id, dataset), files))
-    watermarks = {r.workunit.watermark_key: r.actual_high_watermark for r in results}
+            steps.append(GlobalCommitStep.of(publisher, DatasetCommit(job.name, run_id, dataset, commit_id(job.name, run_id, dataset),
+                                                                      tuple(files), watermarks)))
     steps.append(HighWatermarkCommitStep(state_dir=str(state_dir), dataset=dataset, watermarks=watermarks))
     steps.append(DatasetStateCommitStep(state_dir=str(state_dir), dataset=dataset, run_id=run_id,
                                         state=_dataset_state(job, dataset, results, state_dir)))

@@ -13,6 +13,7 @@ same records, write the same bytes under the same names, and replay commit steps
 
 from __future__ import annotations
 
+import dataclasses
 import copy
 import gzip
 import hashlib
@@ -36,6 +37,7 @@ from gobblin_py.api import (
     Converter,
     DataWriter,
     Delivery,
+    DatasetCommit,
     GlobalCommitter,
     OutputFile,
     Plugin,
@@ -406,19 +408,21 @@ def check_committer(publisher: Committer, files: Sequence[OutputFile], tmp_dir: 
 
 def _check_global_commit(publisher: GlobalCommitter, dataset: str, files: list[OutputFile], tmp_dir: Path) -> None:
     """One commit of `files` as the framework's global commit step runs it (and replays it after a crash)."""
-    commit_id, other = "conformance-commit-1", "conformance-commit-2"
+    one = DatasetCommit(job="conformance", run_id="run-1", dataset=dataset, commit_id="conformance-commit-1",
+                        files=tuple(files), watermarks={"0": 1})
+    other = dataclasses.replace(one, run_id="run-2", commit_id="conformance-commit-2")
 
     def commit() -> None:
-        publisher.commit(dataset, commit_id, publisher.filter_recovered(dataset, commit_id, list(files)))
+        publisher.commit(publisher.filter_recovered(one))
 
-    if publisher.is_committed(dataset, commit_id):
+    if publisher.is_committed(one):
         raise _broken(publisher, "is_committed() is False before commit()",
-                      f"{commit_id} of dataset {dataset!r} was never committed; recovery would skip it and the commit would be lost")
+                      f"{one.commit_id} of dataset {dataset!r} was never committed; recovery would skip it and the commit would be lost")
     commit()
-    if not publisher.is_committed(dataset, commit_id):
-        raise _broken(publisher, "is_committed() is True after commit()", f"{commit_id}: recovery would commit it again")
-    if publisher.is_committed(dataset, other):
-        raise _broken(publisher, "is_committed() finds only the commit of that id", f"{other} was never committed")
+    if not publisher.is_committed(one):
+        raise _broken(publisher, "is_committed() is True after commit()", f"{one.commit_id}: recovery would commit it again")
+    if publisher.is_committed(other):
+        raise _broken(publisher, "is_committed() finds only the commit of that id", f"{other.commit_id} was never committed")
     done = _tree(tmp_dir)
     commit()
     after = _tree(tmp_dir)

@@ -5,6 +5,7 @@ The manifest publisher is README's worked example, taken from README itself."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -12,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gobblin_py.api import GlobalCommitter
+from gobblin_py.api import DatasetCommit, GlobalCommitter
 from gobblin_py.builtin.fs_publisher import FsPublisher
-from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
@@ -76,6 +76,9 @@ def test_one_manifest_per_dataset_lists_every_published_file_once(reference: dic
     assert len(list((output / "_manifests").glob("*.json"))) == 2
     for dataset, files in manifests.items():
         assert sorted(f["file"] for f in files) == _published(output, dataset)
+    for path in (output / "_manifests").glob("*.json"):  # the watermarks committed right after, as the committer saw them
+        m = json.loads(path.read_text())
+        assert m["watermarks"] == reference["watermarks"][m["dataset"]] and m["watermarks"]
     assert sum(f["records"] for fs in manifests.values() for f in fs) == sum(reference["snapshot"]["records"].values()) + \
         sum(reference["snapshot"]["errors"].values())
 
@@ -113,23 +116,23 @@ class PartialCatalog(FsPublisher, GlobalCommitter):
         path = self._catalog()
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
-    def is_committed(self, dataset: str, commit_id: str) -> bool:
-        return {"done": commit_id} in self._lines()
+    def is_committed(self, commit: DatasetCommit) -> bool:
+        return {"done": commit.commit_id} in self._lines()
 
-    def filter_recovered(self, dataset, commit_id, files):  # noqa: ANN001, ANN201
-        registered = {line.get("file") for line in self._lines() if line.get("commit") == commit_id}
-        return [f for f in files if f.rel_path not in registered]
+    def filter_recovered(self, commit: DatasetCommit) -> DatasetCommit:
+        registered = {line.get("file") for line in self._lines() if line.get("commit") == commit.commit_id}
+        return dataclasses.replace(commit, files=tuple(f for f in commit.files if f.rel_path not in registered))
 
-    def commit(self, dataset, commit_id, files) -> None:  # noqa: ANN001
+    def commit(self, commit: DatasetCommit) -> None:
         flag = Path(self.settings.final_dir) / "fail_once"
         with self._catalog().open("a") as out:
-            for n, f in enumerate(files):
+            for n, f in enumerate(commit.files):
                 if n == 1 and flag.exists():
                     flag.unlink()
                     raise OSError("catalog went away")
-                out.write(json.dumps({"commit": commit_id, "file": f.rel_path}) + "\n")
+                out.write(json.dumps({"commit": commit.commit_id, "file": f.rel_path}) + "\n")
                 out.flush()
-            out.write(json.dumps({"done": commit_id}) + "\n")
+            out.write(json.dumps({"done": commit.commit_id}) + "\n")
 
 
 def test_a_partly_done_global_commit_is_finished_with_what_filter_recovered_keeps(tmp_path: Path) -> None:

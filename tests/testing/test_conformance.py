@@ -19,6 +19,7 @@ from gobblin_py.api import (
     CommitStep,
     Committer,
     Converter,
+    DatasetCommit,
     DataWriter,
     Extractor,
     GlobalCommitter,
@@ -406,39 +407,39 @@ class ManifestCommitter(FsPublisher, GlobalCommitter):
     def _manifest(self, commit_id: str) -> Path:
         return Path(self.settings.final_dir) / "_manifests" / f"{commit_id}.json"
 
-    def commit(self, dataset: str, commit_id: str, files: list[OutputFile]) -> None:
-        path = self._manifest(commit_id)
+    def commit(self, commit: DatasetCommit) -> None:
+        path = self._manifest(commit.commit_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"dataset": dataset, "files": sorted(f.rel_path for f in files)}))
+        path.write_text(json.dumps({"dataset": commit.dataset, "files": sorted(f.rel_path for f in commit.files)}))
 
-    def is_committed(self, dataset: str, commit_id: str) -> bool:
-        return self._manifest(commit_id).is_file()
+    def is_committed(self, commit: DatasetCommit) -> bool:
+        return self._manifest(commit.commit_id).is_file()
 
 
 class AppendsToOneLog(ManifestCommitter):
-    def commit(self, dataset: str, commit_id: str, files: list[OutputFile]) -> None:
+    def commit(self, commit: DatasetCommit) -> None:
         path = self._manifest("log")
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a") as f:
-            f.write(f"{commit_id} {len(files)}\n")
+            f.write(f"{commit.commit_id} {len(commit.files)}\n")
 
-    def is_committed(self, dataset: str, commit_id: str) -> bool:
+    def is_committed(self, commit: DatasetCommit) -> bool:
         path = self._manifest("log")
-        return path.is_file() and commit_id in path.read_text()
+        return path.is_file() and commit.commit_id in path.read_text()
 
 
 class AlwaysCommitted(ManifestCommitter):
-    def is_committed(self, dataset: str, commit_id: str) -> bool:
+    def is_committed(self, commit: DatasetCommit) -> bool:
         return True
 
 
 class NeverCommitted(ManifestCommitter):
-    def is_committed(self, dataset: str, commit_id: str) -> bool:
+    def is_committed(self, commit: DatasetCommit) -> bool:
         return False
 
 
 class AnyCommitWillDo(ManifestCommitter):
-    def is_committed(self, dataset: str, commit_id: str) -> bool:
+    def is_committed(self, commit: DatasetCommit) -> bool:
         return any(self._manifest("x").parent.glob("*.json"))
 
 
