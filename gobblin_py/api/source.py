@@ -72,6 +72,12 @@ class Source(Plugin, abc.ABC):
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
         """Plan this run from the committed state; a WorkUnit's id must be deterministic."""
 
+    def endpoints(self, workunit: WorkUnit) -> list[str]:
+        """Hook: the services (e.g. `host:port` of brokers) the task of `workunit` reads from. Once one task has
+        spent its retries on a service it cannot reach (`UnreachableError`), the run's other tasks needing it fail
+        at once instead of each spending theirs. Default: none known before the first attempt."""
+        return []
+
     @abc.abstractmethod
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
         """The Extractor that reads `workunit`; runs on an executor."""

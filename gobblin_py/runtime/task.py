@@ -121,10 +121,9 @@ def _failed(wu: WorkUnit, errors: list[str], error: str, started: float) -> Work
 
 
 def _endpoints(job: JobSpec, wu: WorkUnit) -> set[str]:
-    """The services `wu` is known to need before its first attempt: what its Source names in `endpoints(workunit)`,
-    an optional hook (the Kafka source names its brokers); a service an attempt fails to reach is added then."""
-    declared = getattr(job.source.create(), "endpoints", None)
-    return set(declared(wu)) if callable(declared) else set()
+    """The services `wu` is known to need before its first attempt, as its Source names them (the Kafka source
+    names its brokers); a service an attempt fails to reach is added then."""
+    return set(job.source.create().endpoints(wu))
 
 
 def _short_trace(exc: BaseException) -> str:
