@@ -68,7 +68,7 @@ def test_state_show_and_reset(job_dir: Path) -> None:
 def test_state_reset_refuses_a_dataset_that_has_no_state_unless_new(job_dir: Path) -> None:
     assert cli(RUN, job_dir).returncode == 0
     typo = cli(["state", "reset", "job.yaml", "--dataset", "ordres", "--to", "x.csv=1", "--yes"], job_dir)
-    assert typo.returncode == 2 and "no committed state for dataset 'ordres' (known: clicks, orders)" in typo.stderr
+    assert typo.returncode == 2 and "no committed state for dataset 'ordres' (did you mean 'orders'? known: clicks, orders)" in typo.stderr
     assert not list((job_dir / "work" / "state" / "t").rglob("ordres*"))  # nothing created for the typo
     created = cli(["state", "reset", "job.yaml", "--dataset", "returns", "--new", "--to", "r.csv=10", "--yes"], job_dir)
     assert created.returncode == 0, created.stderr
