@@ -36,6 +36,7 @@ from gobblin_py.builtin.files_source import FilesSource
 from gobblin_py.builtin.fs_publisher import FsPublisher
 from gobblin_py.builtin.json_to_avro import JsonToAvroConverter
 from gobblin_py.builtin.jsonl_writer import JsonLinesWriter
+from gobblin_py.builtin.parquet_writer import ParquetWriter
 from gobblin_py.testing.conformance import check_committer, check_converter, check_source, check_writer
 
 from support.jobs import EVENT_SCHEMA
@@ -92,6 +93,8 @@ def test_a_source_with_committed_watermarks_plans_only_what_is_new(tmp_path: Pat
     (AvroWriter, {"codec": "deflate", "partition": {"column": "ts", "granularity": "HOUR"}}),
     (JsonLinesWriter, {}),
     (JsonLinesWriter, {"compression": "gzip", "partition": {"column": "ts"}}),
+    (ParquetWriter, {}),
+    (ParquetWriter, {"compression": "snappy", "row_group_records": 2, "batch_records": 3, "partition": {"column": "ts"}}),
 ])
 def test_the_builtin_writers_pass(tmp_path: Path, writer: type[DataWriter], settings: dict[str, Any]) -> None:
     files = check_writer(writer, settings, AVRO_SCHEMA, EVENTS, tmp_path)
