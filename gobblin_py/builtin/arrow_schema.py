@@ -82,7 +82,7 @@ class ArrowMapping:
         if isinstance(avro, str):
             if avro in _PRIMITIVES:
                 return _primitive(pa, avro, path)
-            named = self._named.get(avro) or self._named.get(f"{namespace}.{avro}" if namespace else avro)
+            named = (self._named.get(f"{namespace}.{avro}") if namespace and "." not in avro else None) or self._named.get(avro)
             if named is None:
                 raise ConfigError(f"field {path!r}: unknown Avro type {avro!r}; define it before it is used")
             return self._map(named, path, namespace)  # a record being defined: _fields refuses the recursion

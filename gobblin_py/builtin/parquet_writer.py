@@ -35,9 +35,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "none": "none"}
-
-
 class ParquetWriterSettings(Settings):
     compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
     compression_level: int | None = Field(default=None, description="the codec's level (zstd 1-22, gzip 1-9)")
@@ -83,7 +80,7 @@ class ParquetWriter(DataWriter):
 
     def _open_file(self, path: Path) -> _File:
         s = self.settings
-        writer = self._pq.ParquetWriter(str(path), self.arrow_schema, compression=_CODECS[s.compression],
+        writer = self._pq.ParquetWriter(str(path), self.arrow_schema, compression=s.compression,
                                         compression_level=s.compression_level)
         return _File(path, writer)
 
