@@ -57,9 +57,11 @@ BUILTINS: dict[Kind, dict[str, str]] = {
     Kind.WRITER: {
         "avro": "gobblin_py.builtin.avro_writer:AvroWriter",
         "jsonl": "gobblin_py.builtin.jsonl_writer:JsonLinesWriter",
+        "parquet": "gobblin_py.builtin.parquet_writer:ParquetWriter",
     },
     Kind.PUBLISHER: {
         "fs": "gobblin_py.builtin.fs_publisher:FsPublisher",
+        "iceberg": "gobblin_py.builtin.iceberg_publisher:IcebergPublisher",
     },
 }
 

@@ -55,7 +55,7 @@ def state_show(
     from gobblin_py.cli.output import err, out
 
     try:
-        _, store = _store(job_file)
+        job, store = _store(job_file)
         read_marks, read_states = store.read_watermarks(), store.read_dataset_states()
     except GobblinError as exc:
         _fail(exc)
@@ -72,6 +72,12 @@ def state_show(
             _fail(ConfigError(_no_state(dataset, names)))
         names = [dataset]
     view = {d: {"watermarks": marks.get(d, {}), "state": states.get(d, {})} for d in names}
+    tables, pending = _table_marks(job, store, dataset, names)
+    for d, mark in sorted(tables.items()):
+        entry = view.setdefault(d, {"watermarks": {}, "state": {}})
+        entry["table"] = {"table": mark.table, "run_id": mark.run_id, "snapshot_id": mark.snapshot_id, "watermarks": mark.watermarks,
+                          "committed_at": _ms_iso(mark.committed_at_ms), "matches_state": all(entry["watermarks"].get(k) == v for k, v in mark.watermarks.items())}
+    names = sorted(view)
     if as_json:
         _json(view)
         raise typer.Exit(1 if unreadable else 0)
@@ -80,15 +86,63 @@ def state_show(
     for d in names:
         st = view[d]["state"]
         wm = view[d]["watermarks"]
-        out.print(f"{d}: run {st.get('run_id', '-')} committed {st.get('committed_at', '-')}, "
-                  f"{st.get('records_written', 0)} records written, {len(wm)} watermark keys", markup=False)
-        shown = sorted(wm.items()) if dataset is not None or len(wm) <= 8 else sorted(wm.items())[:8]
-        for key, value in shown:
-            out.print(f"    {key} = {value}", markup=False)
-        if len(shown) < len(wm):
-            out.print(f"    … {len(wm) - len(shown)} more (--dataset {d} shows all)", markup=False)
+        if st or wm or d in unreadable:
+            out.print(f"{d}: run {st.get('run_id', '-')} committed {st.get('committed_at', '-')}, "
+                      f"{st.get('records_written', 0)} records written, {len(wm)} watermark keys", markup=False)
+        else:
+            out.print(f"{d}: no committed state", markup=False)
+        _print_marks(wm, d, dataset is not None, "    ")
+        table = view[d].get("table")
+        if table is not None:
+            same = "(as in the state store)" if table["matches_state"] else "(differ from the state store's, below)"
+            out.print(f"    table {table['table']}: run {table['run_id']}, snapshot {table['snapshot_id']} at "
+                      f"{table['committed_at']}, committed {len(table['watermarks'])} watermark keys {same}", markup=False)
+            if not table["matches_state"]:
+                _print_marks(table["watermarks"], d, dataset is not None, "        ")
+                then = ("a pending commit sets them on the next run (see inspect-commits)" if d in pending else
+                        "no commit is pending: the next run extracts from the state store's watermarks")
+                out.print(f"    the table's watermarks differ from the state store's ({len(wm) or 'none'}"
+                          f"{' keys' if wm else ''}): {then}", markup=False)
     if unreadable:
         raise typer.Exit(1)
+
+
+def _print_marks(wm: dict[str, Any], dataset: str, every: bool, indent: str) -> None:
+    """A dataset's watermark keys, the first 8 unless `every`."""
+    from gobblin_py.cli.output import out
+
+    shown = sorted(wm.items()) if every or len(wm) <= 8 else sorted(wm.items())[:8]
+    for key, value in shown:
+        out.print(f"{indent}{key} = {value}", markup=False)
+    if len(shown) < len(wm):
+        out.print(f"{indent}… {len(wm) - len(shown)} more (--dataset {dataset} shows all)", markup=False)
+
+
+def _table_marks(job: Any, store: Any, dataset: str | None, names: list[str]) -> tuple[dict[str, Any], set[str]]:
+    """For a job whose publisher is a table (`iceberg`): dataset → the watermarks its newest snapshot by this job
+    carries, over the datasets with state or a pending commit; and the datasets with a pending commit."""
+    from gobblin_py.builtin.iceberg_publisher import IcebergPublisher
+    from gobblin_py.cli.output import err
+    from gobblin_py.commit.store import CommitStepStore
+
+    publishers = [b.publisher.create() for b in job.branches if issubclass(b.publisher.cls(), IcebergPublisher)]
+    if not publishers:
+        return {}, set()
+    pending = set(CommitStepStore(job.job.work_dir).datasets(job.name))
+    wanted = [dataset] if dataset is not None else sorted(set(names) | pending)
+    found: dict[str, Any] = {}
+    for publisher in publishers:
+        try:
+            found.update(publisher.table_marks(job.name, wanted))
+        except Exception as exc:  # noqa: BLE001 - a catalog down must not hide the state store's view
+            err.print(f"warning: cannot read the table of publisher {publisher.settings.table}: {exc}", markup=False)
+    return found, pending
+
+
+def _ms_iso(ms: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _mark(value: Any, missing: str) -> str:

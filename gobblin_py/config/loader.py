@@ -5,6 +5,7 @@ All problems of a file are collected and reported together, each as `key.path: w
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping
@@ -335,6 +336,7 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     branches = _branches(fork_extra, merged, task_policies, errors)
 
     if job is not None and not errors.problems:
+        branches = [_table_publisher(b, job, errors) for b in branches]
         _check_delivery(job.delivery, branches, errors)
     if errors.problems or None in (job, spark, logging_, source, fork):
         listed = "\n".join(f"  {substituted.redact(p)}" for p in errors.problems)
@@ -353,6 +355,36 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
         logging=logging_,
         raw=merged,
     )
+
+
+def _table_publisher(branch: BranchConfig, job: JobSection, errors: _Collector) -> BranchConfig:
+    """An `iceberg` publisher appends the files of the `parquet` writer only; what the user gave once is filled in:
+    `partition` from `writer.partition`, `catalog` (unset) as the embedded SQLite catalog under `job.work_dir`."""
+    from gobblin_py.builtin.iceberg_publisher import IcebergPublisher, default_catalog
+
+    publisher, writer = branch.publisher, branch.writer
+    if not issubclass(publisher.cls(), IcebergPublisher):
+        return branch
+    parquet = BUILTINS[Kind.WRITER].get("parquet")
+    if parquet is None or not issubclass(writer.cls(), resolve(Kind.WRITER, parquet)):
+        errors.add(f"{publisher.key}.class", f"the {publisher.name or publisher.path} publisher appends Parquet files to a "
+                                             f"table, and {writer.key}.class is {writer.name or writer.path!r}: set "
+                                             f"{writer.key}: {{class: parquet}}")
+        return branch
+    update: dict[str, Any] = {}
+    if not publisher.settings.catalog:
+        update["catalog"] = default_catalog(job.work_dir)
+    written = getattr(writer.settings, "partition", None)
+    if publisher.settings.partition is None and written is not None:
+        if written.granularity == "MINUTE":
+            errors.add(f"{writer.key}.partition.granularity", "an Iceberg table is partitioned by HOUR, DAY, MONTH or YEAR, "
+                                                               f"not MINUTE (the {publisher.key} publisher partitions the table as the writer does)")
+            return branch
+        update["partition"] = {"column": written.column, "granularity": written.granularity}
+    if not update:
+        return branch
+    settings = type(publisher.settings).model_validate({**publisher.settings.model_dump(), **update})
+    return dataclasses.replace(branch, publisher=dataclasses.replace(publisher, settings=settings))
 
 
 def _check_delivery(delivery: Delivery, branches: list[BranchConfig], errors: _Collector) -> None:

@@ -1,0 +1,236 @@
+"""The Iceberg table operations the `iceberg` publisher needs, through pyiceberg: load the catalog, find a gobblin-py
+commit among a table's snapshots, check and evolve the table's schema, and append files in one transaction with
+bounded retries on commit conflicts. pyiceberg is imported here only, inside the functions (a heavy import)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gobblin_py.errors import CommitError
+
+log = logging.getLogger(__name__)
+
+COMMIT_ID = "gobblin-py.commit-id"
+JOB = "gobblin-py.job"
+RUN_ID = "gobblin-py.run-id"
+DATASET = "gobblin-py.dataset"
+WATERMARKS = "gobblin-py.watermarks"
+
+TRANSFORMS = {"HOUR": "hour", "DAY": "day", "MONTH": "month", "YEAR": "year"}
+"""The writer's time-partitioning granularity → the Iceberg partition transform that yields the same partitions."""
+
+
+@dataclass(frozen=True)
+class TableMark:
+    """What a table records of one dataset's last gobblin-py commit: its run, when, and the watermarks it committed."""
+
+    table: str
+    run_id: str
+    commit_id: str
+    snapshot_id: int
+    committed_at_ms: int
+    watermarks: dict[str, Any]
+
+
+_catalogs: dict[tuple[int, tuple[tuple[str, str], ...]], Any] = {}
+_catalogs_lock = threading.Lock()
+
+
+def load_catalog(properties: Mapping[str, str]) -> Any:
+    """pyiceberg's catalog for `properties` (`name` names it, e.g. one configured in ~/.pyiceberg.yaml or
+    PYICEBERG_CATALOG__<NAME>__* variables, which is where credentials belong); one per process and properties,
+    made under a lock (a SQL catalog creates its tables on first use, and commit threads would race to)."""
+    key = (os.getpid(), tuple(sorted(properties.items())))
+    with _catalogs_lock:
+        found = _catalogs.get(key)
+        if found is None:
+            found = _catalogs[key] = _load_catalog(dict(properties))
+        return found
+
+
+def _load_catalog(props: dict[str, str]) -> Any:
+    from pyiceberg.catalog import load_catalog as _load
+
+    name = props.pop("name", "gobblin-py")
+    loaded: list[Any] = []
+    try:  # another process (an executor, a concurrent job) may be creating the SQL catalog's tables right now
+        with_retries(f"Iceberg catalog {name!r}", 5, lambda: loaded.append(_load(name, **props)))
+        return loaded[0]
+    except Exception as exc:  # noqa: BLE001 - each catalog type raises its own
+        raise CommitError(f"cannot load the Iceberg catalog {name!r} (type {props.get('type', '?')}): "
+                          f"{type(exc).__name__}: {exc}; check publisher.catalog and the catalog's service") from exc
+
+
+def split_identifier(table: str) -> tuple[str, str]:
+    """`ns.name` (or `a.b.name`) → (namespace, name)."""
+    namespace, _, name = table.rpartition(".")
+    return namespace, name
+
+
+def load_table(catalog: Any, table: str) -> Any | None:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return catalog.load_table(table)
+    except NoSuchTableError:
+        return None
+
+
+def gobblin_snapshots(table: Any) -> Iterator[Any]:
+    """The snapshots of the table's current state (the current one and its ancestors, newest first) that gobblin-py made."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
+        if snapshot.summary is not None and snapshot.summary.get(COMMIT_ID) is not None:
+            yield snapshot
+
+
+def has_commit(table: Any, commit_id: str) -> bool:
+    """True when the table's current state holds the snapshot tagged `commit_id` (a rolled-back one does not count)."""
+    return any(s.summary.get(COMMIT_ID) == commit_id for s in gobblin_snapshots(table))
+
+
+def latest_marks(table: Any, table_name: str, job: str) -> dict[str, TableMark]:
+    """dataset → the newest gobblin-py snapshot of `job` for it in the table's current state."""
+    out: dict[str, TableMark] = {}
+    for s in gobblin_snapshots(table):
+        summary = s.summary
+        dataset = summary.get(DATASET)
+        if summary.get(JOB) != job or dataset is None or dataset in out:
+            continue
+        out[dataset] = TableMark(table_name, summary.get(RUN_ID, ""), summary.get(COMMIT_ID, ""), s.snapshot_id,
+                                 s.timestamp_ms, json.loads(summary.get(WATERMARKS) or "{}"))
+    return out
+
+
+def read_schemas(io: Any, paths: list[str]) -> Any:
+    """The Arrow schema of the Parquet files at `paths` (read from their footers), unified by name."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schemas = []
+    for path in paths:
+        with io.new_input(path).open() as stream:
+            schemas.append(pq.read_schema(stream))
+    try:
+        return pa.unify_schemas(schemas)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise CommitError(f"the Parquet files of this commit disagree on a field's type: {exc} (files: {', '.join(paths)})") from None
+
+
+_PROMOTIONS = {("int", "long"), ("float", "double")}
+
+
+def _promotable(old: Any, new: Any) -> bool:
+    """Whether a table column of type `old` may become `new` (Iceberg's allowed type promotions)."""
+    from pyiceberg.types import DecimalType
+
+    if old == new:
+        return True
+    if isinstance(old, DecimalType) and isinstance(new, DecimalType):
+        return new.scale == old.scale and new.precision >= old.precision
+    return (str(old), str(new)) in _PROMOTIONS
+
+
+def to_iceberg_schema(arrow_schema: Any) -> Any:
+    """The Iceberg schema of an Arrow schema, with fresh field ids."""
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import assign_fresh_schema_ids
+
+    return assign_fresh_schema_ids(Catalog._convert_schema_if_needed(arrow_schema))
+
+
+def breaking_change(table_schema: Any, output: Any, table: str) -> str | None:
+    """Why appending files of the Arrow schema `output` to a table of `table_schema` would break its readers, naming
+    the field; None when the output is the table's schema, or one the table can evolve to by union by name (new
+    optional fields, Iceberg's type promotions, a required field made optional)."""
+    new = {f.name: f for f in to_iceberg_schema(output).fields}
+    for field in table_schema.fields:
+        found = new.get(field.name)
+        if found is None:
+            if field.required:
+                return (f"table {table}: required field {field.name!r} ({field.field_type}) is not in this run's output; "
+                        "files without it would break the table's readers")
+            continue
+        if found.field_type.is_primitive != field.field_type.is_primitive or (
+                found.field_type.is_primitive and not _promotable(field.field_type, found.field_type)):
+            return (f"table {table}: field {field.name!r} is {field.field_type} in the table and {found.field_type} in "
+                    "this run's output; that change would break the table's readers (allowed: int→long, float→double, "
+                    "a wider decimal, a new optional field)")
+    return None
+
+
+def evolvable(output: Any, table_schema: Any) -> Any:
+    """`output` with the fields the table lacks made optional (a column added to a table with rows is optional)."""
+    import pyarrow as pa
+
+    known = {f.name for f in table_schema.fields}
+    return pa.schema([f if f.name in known else f.with_nullable(True) for f in output], metadata=output.metadata)
+
+
+def needs_evolution(table_schema: Any, output: Any) -> bool:
+    """Whether union by name would change the table: a new field, a promoted type, a required field made optional."""
+    current = {f.name: f for f in table_schema.fields}
+    for f in to_iceberg_schema(output).fields:
+        old = current.get(f.name)
+        if old is None or (f.field_type.is_primitive and old.field_type != f.field_type) or (old.required and not f.required):
+            return True
+    return False
+
+
+def partition_spec(schema: Any, column: str, granularity: str, table: str) -> Any:
+    """`day(ts)` (or hour/month/year) on the Iceberg `schema`; the column must be a timestamp or a date."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import DayTransform, HourTransform, MonthTransform, YearTransform
+    from pyiceberg.types import DateType, TimestampType, TimestamptzType
+
+    transform = {"HOUR": HourTransform, "DAY": DayTransform, "MONTH": MonthTransform, "YEAR": YearTransform}[granularity]()
+    try:
+        field = schema.find_field(column)
+    except ValueError:
+        raise CommitError(f"table {table}: the partition column {column!r} is not in the Parquet files "
+                          f"(their fields: {', '.join(f.name for f in schema.fields)})") from None
+    allowed = (TimestampType, TimestamptzType) if granularity == "HOUR" else (TimestampType, TimestamptzType, DateType)
+    if not isinstance(field.field_type, allowed):
+        raise CommitError(
+            f"table {table}: the partition column {column!r} is {field.field_type} in the Parquet files, and "
+            f"{TRANSFORMS[granularity]}({column}) needs a timestamp: declare it in the schema as "
+            '{"type": "long", "logicalType": "timestamp-millis"} (or timestamp-micros)')
+    return PartitionSpec(PartitionField(source_id=field.field_id, field_id=1000, transform=transform,
+                                        name=f"{column}_{TRANSFORMS[granularity]}"))
+
+
+def retryable(exc: BaseException) -> bool:
+    """A conflict with a concurrent committer (or a busy catalog database): reload the table and try again."""
+    from pyiceberg.exceptions import (CommitFailedException, CommitStateUnknownException, NamespaceAlreadyExistsError,
+                                      TableAlreadyExistsError)
+
+    if isinstance(exc, (CommitFailedException, CommitStateUnknownException, TableAlreadyExistsError, NamespaceAlreadyExistsError)):
+        return True
+    return type(exc).__module__.startswith("sqlalchemy") and type(exc).__name__ == "OperationalError"
+
+
+def with_retries(what: str, attempts: int, action: Callable[[], None], sleep: Callable[[float], None] = time.sleep) -> None:
+    """Run `action` until it succeeds, retrying a conflict (`retryable`) with jittered exponential backoff
+    (0.1 s doubling, at most 5 s) up to `attempts` times; then CommitError naming `what` and the last conflict."""
+    for attempt in range(1, attempts + 1):
+        try:
+            action()
+            return
+        except Exception as exc:  # noqa: BLE001 - only conflicts are retried, anything else goes up as it is
+            if not retryable(exc):
+                raise
+            if attempt == attempts:
+                raise CommitError(f"{what}: still conflicting with concurrent commits after {attempts} attempts "
+                                  f"({type(exc).__name__}: {exc}); the commit stays pending and the next run retries it") from exc
+            delay = min(5.0, 0.1 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+            log.info("%s: %s, retrying in %.2fs (attempt %d of %d)", what, type(exc).__name__, delay, attempt, attempts)
+            sleep(delay)

@@ -1,0 +1,359 @@
+"""The `iceberg` publisher: a job's Parquet files appended to Iceberg tables, one snapshot per dataset per run, read
+back by an engine that did not write them (pyiceberg's manifests list the files, DuckDB reads them); schema
+evolution, concurrent commits into one table, load-time checks, an S3 warehouse and `state show`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gobblin_py.api import DatasetCommit, OutputFile
+from gobblin_py.builtin.iceberg_publisher import IcebergPublisher
+from gobblin_py.builtin.iceberg_tables import with_retries
+from gobblin_py.config import load_job
+from gobblin_py.errors import CommitError, ConfigError
+from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.runner import DatasetStatus, JobRunner
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.outputs import read_avro_dir, read_error_files
+
+from support.jobs import EVENT_SCHEMA, example_job, run_cli, write_job
+
+pytest.importorskip("pyiceberg")
+duckdb = pytest.importorskip("duckdb")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+COMMIT_ID = "gobblin-py.commit-id"
+
+
+# --- helpers the crash test shares ---------------------------------------------------------------------------------
+
+def iceberg_job(tmp: Path, table: str = "db.{dataset}", warehouse: str | None = None, **job_extra: Any) -> dict:
+    """The example job writing Parquet, published to Iceberg tables in `tmp/warehouse`."""
+    return example_job(tmp, job={"name": "t", "work_dir": str(tmp / "work"), "max_task_retries": 1, "commit_parallelism": 1,
+                                 **job_extra},
+                       writer={"class": "parquet", "partition": {"column": "ts", "granularity": "DAY", "pattern": "yyyy/MM/dd"}},
+                       publisher={"class": "iceberg", "table": table, "warehouse": warehouse or str(tmp / "warehouse")})
+
+
+def catalog(tmp: Path, **props: str) -> Any:
+    """The job's embedded catalog, opened by pyiceberg itself (not through the publisher)."""
+    from pyiceberg.catalog import load_catalog
+
+    return load_catalog("gobblin-py", **{"type": "sql", "uri": f"sqlite:///{tmp / 'work' / 'iceberg' / 'catalog.db'}", **props})
+
+
+def table_ids(table: Any, read: Any = None) -> Counter:
+    """id → how many rows hold it, over the data files the table's current snapshot lists, read by DuckDB."""
+    paths = [task.file.file_path for task in table.scan().plan_files()]
+    if not paths:
+        return Counter()
+    local = [read(p) if read else p.removeprefix("file://") for p in paths]
+    rows = duckdb.connect().execute("SELECT id FROM read_parquet(?, union_by_name = true)", [local]).fetchall()
+    return Counter(r[0] for r in rows)
+
+
+def gobblin_summaries(table: Any) -> list[dict[str, str]]:
+    """The summaries of the table's gobblin-py snapshots, oldest first."""
+    return [dict(s.summary.additional_properties) for s in table.snapshots() if s.summary.get(COMMIT_ID)]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, Counter]:
+    """dataset → id counts of the example job written as Avro by the `fs` publisher: what each table must hold."""
+    tmp = tmp_path_factory.mktemp("avro")
+    assert JobRunner(load_job(write_job(tmp, example_job(tmp))), InProcessExecutor()).run().succeeded
+    out: dict[str, Counter] = {}
+    for rec in read_avro_dir(tmp / "output"):
+        out.setdefault(rec["_file"].split("/")[0], Counter())[rec["id"]] += 1
+    return out
+
+
+def _run(tmp: Path, job: dict) -> Any:
+    return JobRunner(load_job(write_job(tmp, job)), InProcessExecutor()).run()
+
+
+def _new_clicks(tmp: Path, first_id: int, n: int, extra: dict | None = None) -> None:
+    day = 1767657600000  # 2026-01-06T00:00Z
+    lines = [json.dumps({"id": first_id + i, "ts": day + 1000 * i, "user": "u1", "kind": "click", "amount": None,
+                         "country": "US", **(extra or {})}) for i in range(n)]
+    (tmp / "data" / "clicks" / f"clicks-new-{first_id}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+# --- a job into tables -------------------------------------------------------------------------------------------
+
+def test_each_dataset_of_a_run_is_one_snapshot_holding_every_record_once(tmp_path: Path, reference: dict) -> None:
+    first = _run(tmp_path, iceberg_job(tmp_path))
+    assert first.succeeded, first.error
+    cat = catalog(tmp_path)
+    marks = StateStore(tmp_path / "work", "t").watermarks()
+    for dataset in ("clicks", "orders"):
+        table = cat.load_table(f"db.{dataset}")
+        assert table_ids(table) == reference[dataset] and set(table_ids(table).values()) == {1}, dataset
+        [summary] = gobblin_summaries(table)
+        assert summary == {**summary, COMMIT_ID: f"t/{first.run_id}/{dataset}", "gobblin-py.job": "t",
+                           "gobblin-py.run-id": first.run_id, "gobblin-py.dataset": dataset}
+        assert json.loads(summary["gobblin-py.watermarks"]) == marks[dataset] != {}
+        assert len(table.snapshots()) == 1
+        assert str(table.spec()) == "[\n  1000: ts_day: day(2)\n]"
+        files = table.inspect.files().to_pylist()
+        assert all(f["file_path"].startswith(f"file://{tmp_path}/warehouse/db/{dataset}/data/{dataset}/2026/01/") for f in files)
+        assert all(f["partition"]["ts_day"].isoformat() in f["file_path"].replace("/", "-") for f in files)
+        assert table.location() == f"file://{tmp_path}/warehouse/db/{dataset}"
+    errors = read_error_files(tmp_path / "warehouse" / "_errors")
+    assert len(errors) == 4 and not list((tmp_path / "warehouse" / "db").rglob("*.jsonl")), "error files beside the tables, not in them"
+
+    again = _run(tmp_path, iceberg_job(tmp_path))
+    assert again.succeeded and {d.status for d in again.datasets} == {DatasetStatus.NO_NEW_DATA}
+    assert [len(cat.load_table(f"db.{d}").snapshots()) for d in ("clicks", "orders")] == [1, 1], "no new data, no snapshot"
+
+    _new_clicks(tmp_path, 900_001, 7)
+    third = _run(tmp_path, iceberg_job(tmp_path))
+    assert third.succeeded, third.error
+    clicks = cat.load_table("db.clicks")
+    assert [s[COMMIT_ID] for s in gobblin_summaries(clicks)] == [f"t/{first.run_id}/clicks", f"t/{third.run_id}/clicks"]
+    assert table_ids(clicks) == reference["clicks"] + Counter(range(900_001, 900_008))
+    assert len(cat.load_table("db.orders").snapshots()) == 1
+
+
+def test_datasets_committing_at_once_into_one_table_each_get_their_snapshot(tmp_path: Path, reference: dict) -> None:
+    result = _run(tmp_path, iceberg_job(tmp_path, table="db.events", commit_parallelism=4))
+    assert result.succeeded, result.error
+    table = catalog(tmp_path).load_table("db.events")
+    assert table_ids(table) == reference["clicks"] + reference["orders"]
+    assert sorted(s["gobblin-py.dataset"] for s in gobblin_summaries(table)) == ["clicks", "orders"]
+
+
+# --- schema evolution ------------------------------------------------------------------------------------------
+
+def _schema_with(tmp: Path, change: dict[str, Any]) -> str:
+    """The example schema with fields replaced or added (name → Avro field), written into `tmp`."""
+    schema = json.loads(EVENT_SCHEMA.read_text())
+    fields = {f["name"]: f for f in schema["fields"]}
+    fields.update(change)
+    schema["fields"] = list(fields.values())
+    path = tmp / f"event-{len(list(tmp.glob('event-*.avsc')))}.avsc"
+    path.write_text(json.dumps(schema))
+    return str(path)
+
+
+def _with_schema(job: dict, schema: str) -> dict:
+    job["converters"] = [{"class": "json_to_avro", "schema": schema}]
+    return job
+
+
+def test_a_new_optional_field_is_added_to_the_table_in_the_same_commit(tmp_path: Path, reference: dict) -> None:
+    assert _run(tmp_path, iceberg_job(tmp_path)).succeeded
+    _new_clicks(tmp_path, 900_001, 5, {"device": "phone"})
+    evolved = _schema_with(tmp_path, {"device": {"name": "device", "type": ["null", "string"], "default": None}})
+    second = _run(tmp_path, _with_schema(iceberg_job(tmp_path), evolved))
+    assert second.succeeded, second.error
+    table = catalog(tmp_path).load_table("db.clicks")
+    assert table.schema().find_field("device").optional
+    assert len(gobblin_summaries(table)) == 2 and len(table.snapshots()) == 2, "the schema change rides in the append's commit"
+    rows = table.scan(selected_fields=("id", "device")).to_arrow().to_pylist()
+    assert Counter(r["device"] for r in rows) == Counter({None: sum(reference["clicks"].values()), "phone": 5})
+
+
+@pytest.mark.parametrize(("field", "avro", "said"), [
+    ("amount", {"name": "amount", "type": ["null", "float"], "default": None}, "'amount' is double in the table and float"),
+    ("user", {"name": "user", "type": ["null", "string"], "default": None}, None),  # required → optional: allowed
+])
+def test_a_change_that_would_break_readers_fails_the_dataset_naming_the_field(tmp_path: Path, field: str, avro: dict, said: str | None) -> None:
+    assert _run(tmp_path, iceberg_job(tmp_path)).succeeded
+    cat = catalog(tmp_path)
+    before = cat.load_table("db.clicks").metadata.current_snapshot_id
+    _new_clicks(tmp_path, 900_001, 5)
+    second = _run(tmp_path, _with_schema(iceberg_job(tmp_path), _schema_with(tmp_path, {field: avro})))
+    clicks = {d.dataset: d for d in second.datasets}["clicks"]
+    if said is None:
+        assert second.succeeded, second.error
+        assert cat.load_table("db.clicks").schema().find_field(field).optional
+        return
+    assert clicks.status is DatasetStatus.COMMIT_FAILED and said in clicks.message, clicks.message
+    assert "Nothing was appended" in clicks.message
+    table = cat.load_table("db.clicks")
+    assert table.metadata.current_snapshot_id == before and str(table.schema().find_field("amount").field_type) == "double"
+
+
+def _parquet(root: Path, rel: str, table: pa.Table, dataset: str = "d") -> OutputFile:
+    """A task output Parquet file written by pyarrow, as the committable a writer hands over."""
+    import crc32c
+
+    path = root / "task-output" / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    data = path.read_bytes()
+    return OutputFile(path=str(path), rel_path=rel, records=table.num_rows, size=len(data),
+                      checksum=f"{crc32c.crc32c(data):08x}", dataset=dataset, branch="main")
+
+
+def _publish(publisher: IcebergPublisher, run: str, files: list[OutputFile], dataset: str = "d") -> DatasetCommit:
+    for step in publisher.commit_steps(dataset, files):
+        step.execute()
+    commit = DatasetCommit("j", run, dataset, f"j/{run}/{dataset}", tuple(files), {"k": run})
+    publisher.commit(commit)
+    return commit
+
+
+def _publisher(tmp: Path, table: str = "ns.{dataset}") -> IcebergPublisher:
+    return IcebergPublisher(IcebergPublisher.Settings(
+        table=table, warehouse=str(tmp / "wh"), catalog={"type": "sql", "uri": f"sqlite:///{tmp / 'catalog.db'}"},
+        partition={"column": "ts", "granularity": "DAY"}))
+
+
+def _events(ids: range, **columns: Any) -> pa.Table:
+    ts = pa.array([1767225600000 + i for i in ids], pa.timestamp("ms", tz="UTC"))
+    return pa.table({"id": pa.array(list(ids), pa.int64()), "ts": ts, **columns},
+                    schema=pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("ts", ts.type, nullable=False),
+                                      *[pa.field(k, v.type if isinstance(v, pa.Array) else pa.infer_type(v)) for k, v in columns.items()]]))
+
+
+def test_a_required_field_removed_or_a_type_narrowed_names_the_field_and_appends_nothing(tmp_path: Path) -> None:
+    pub = _publisher(tmp_path)
+    _publish(pub, "r1", [_parquet(tmp_path, "d/a.parquet", _events(range(3), n=pa.array([1, 2, 3], pa.int64())))])
+    snapshots = len(pub.catalog().load_table("ns.d").snapshots())
+    narrowed = [_parquet(tmp_path, "d/b.parquet", _events(range(3, 5), n=pa.array([4, 5], pa.int32())))]
+    with pytest.raises(CommitError, match=r"field 'n' is long in the table and int in this run's output"):
+        _publish(pub, "r2", narrowed)
+    no_id = pa.table({"ts": pa.array([1767225600000], pa.timestamp("ms", tz="UTC")), "n": pa.array([6], pa.int64())})
+    with pytest.raises(CommitError, match=r"required field 'id' \(long\) is not in this run's output"):
+        _publish(pub, "r3", [_parquet(tmp_path, "d/c.parquet", no_id)])
+    assert len(pub.catalog().load_table("ns.d").snapshots()) == snapshots
+    widened = [_parquet(tmp_path, "d/e.parquet", _events(range(5, 7), n=pa.array([6, 7], pa.int64()), x=pa.array([1.5, None])))]
+    _publish(pub, "r4", widened)
+    table = pub.catalog().load_table("ns.d")
+    assert table.schema().find_field("x").optional and len(table.snapshots()) == snapshots + 1
+    assert table_ids(table) == Counter(list(range(3)) + [5, 6])
+
+
+def test_is_committed_only_for_that_commit_and_a_replay_appends_nothing(tmp_path: Path) -> None:
+    pub = _publisher(tmp_path)
+    files = [_parquet(tmp_path, "d/a.parquet", _events(range(3)))]
+    commit = DatasetCommit("j", "r1", "d", "j/r1/d", tuple(files), {})
+    assert not pub.is_committed(commit)
+    _publish(pub, "r1", files)
+    assert pub.is_committed(commit) and not pub.is_committed(DatasetCommit("j", "r2", "d", "j/r2/d", tuple(files), {}))
+    pub.commit(commit)  # a replay
+    table = pub.catalog().load_table("ns.d")
+    assert len(table.snapshots()) == 1 and table_ids(table) == Counter(range(3))
+    assert pub.is_committed(DatasetCommit("j", "r9", "d", "j/r9/d", (), {})), "no data files: nothing to commit"
+
+
+def test_concurrent_commits_into_one_table_are_retried_until_each_lands(tmp_path: Path) -> None:
+    pub = _publisher(tmp_path, table="ns.events")
+    files = {d: [_parquet(tmp_path, f"{d}/a.parquet", _events(range(10 * n, 10 * n + 3)), dataset=d)] for n, d in enumerate("abcdef")}
+    for d, fs in files.items():
+        for step in pub.commit_steps(d, fs):
+            step.execute()
+    _publish(pub, "r0", [_parquet(tmp_path, "z/a.parquet", _events(range(100, 101)), dataset="z")], dataset="z")  # the table exists
+    barrier = threading.Barrier(len(files))
+    failures: list[BaseException] = []
+
+    def commit(d: str) -> None:
+        barrier.wait()
+        try:
+            IcebergPublisher(pub.settings).commit(DatasetCommit("j", "r1", d, f"j/r1/{d}", tuple(files[d]), {}))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=commit, args=(d,)) for d in files]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+    table = pub.catalog().load_table("ns.events")
+    assert sorted(s["gobblin-py.dataset"] for s in gobblin_summaries(table)) == ["a", "b", "c", "d", "e", "f", "z"]
+    assert sum(table_ids(table).values()) == 19 and set(table_ids(table).values()) == {1}
+
+
+def test_a_conflict_is_retried_a_bounded_number_of_times_then_named() -> None:
+    from pyiceberg.exceptions import CommitFailedException
+
+    calls: list[int] = []
+
+    def conflicting() -> None:
+        calls.append(1)
+        raise CommitFailedException("requirement failed: branch main has changed")
+
+    with pytest.raises(CommitError, match=r"table ns\.t: still conflicting with concurrent commits after 3 attempts"):
+        with_retries("table ns.t", 3, conflicting, sleep=lambda s: None)
+    assert len(calls) == 3
+    with pytest.raises(ValueError):  # anything but a conflict is not retried
+        with_retries("table ns.t", 3, lambda: (_ for _ in ()).throw(ValueError("bad file")), sleep=lambda s: None)
+
+
+# --- load-time checks ------------------------------------------------------------------------------------------
+
+def test_the_loader_fills_partition_and_catalog_and_refuses_another_writer(tmp_path: Path) -> None:
+    spec = load_job(write_job(tmp_path, iceberg_job(tmp_path)))
+    settings = spec.branches[0].publisher.settings
+    assert settings.partition.column == "ts" and settings.partition.granularity == "DAY"
+    assert settings.catalog == {"name": "gobblin-py", "type": "sql", "uri": f"sqlite:///{tmp_path / 'work' / 'iceberg' / 'catalog.db'}"}
+
+    avro = iceberg_job(tmp_path)
+    avro["writer"] = {"class": "avro"}
+    with pytest.raises(ConfigError, match=r"publisher\.class: the iceberg publisher appends Parquet files .* writer\.class is 'avro'"):
+        load_job(write_job(tmp_path, avro))
+    minute = iceberg_job(tmp_path)
+    minute["writer"]["partition"]["granularity"] = "MINUTE"
+    with pytest.raises(ConfigError, match=r"writer\.partition\.granularity: an Iceberg table is partitioned by HOUR"):
+        load_job(write_job(tmp_path, minute))
+    secret = iceberg_job(tmp_path)
+    secret["publisher"]["catalog"] = {"type": "sql", "uri": "postgresql://me:hunter2@db/iceberg"}
+    with pytest.raises(ConfigError, match=r"publisher\.catalog: .*'uri' holds a secret.*environment"):
+        load_job(write_job(tmp_path, secret))
+
+
+# --- S3 ----------------------------------------------------------------------------------------------------------
+
+@pytest.mark.s3
+def test_an_s3_warehouse_gets_the_files_uploaded_verified_then_added(tmp_path: Path, s3, reference: dict) -> None:
+    bucket = s3.new_bucket()
+    job = iceberg_job(tmp_path, warehouse=f"s3://{bucket}/wh", filesystems=s3.options)
+    result = _run(tmp_path, job)
+    assert result.succeeded, result.error
+    cat = catalog(tmp_path, **{"s3.endpoint": s3.endpoint, "s3.region": "us-east-1"})  # pyiceberg's own S3 client
+    fs = s3.client()
+    for dataset in ("clicks", "orders"):
+        table = cat.load_table(f"db.{dataset}")
+        assert table.location() == f"s3://{bucket}/wh/db/{dataset}" and len(gobblin_summaries(table)) == 1
+
+        def download(url: str) -> str:
+            local = tmp_path / "down" / url.removeprefix("s3://")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            fs.get(url, str(local))
+            return str(local)
+
+        assert table_ids(table, download) == reference[dataset]
+    assert any(k.endswith(".errors.jsonl") for k in s3.keys(f"{bucket}/wh/_errors"))
+    assert not list((tmp_path / "work" / "task-output").rglob("*.parquet")), "task output is removed once published"
+
+
+# --- state show --------------------------------------------------------------------------------------------------
+
+def test_state_show_names_the_watermarks_the_table_carries_and_a_difference(tmp_path: Path) -> None:
+    from gobblin_py.testing.crash import SIGKILLED, cli
+
+    write_job(tmp_path, iceberg_job(tmp_path))
+    # clicks is committed first (commit_parallelism 1): kill right after its table commit, before its watermarks
+    files = 6  # 5 data files and 1 error file
+    assert cli(["run", "job.yaml", "--in-process"], tmp_path, crash_at=f"commit.after_step:{files + 1}").returncode == SIGKILLED
+    shown = run_cli("state", "show", "job.yaml", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "clicks: no committed state\n    table db.clicks: run " in shown.stdout, shown.stdout
+    assert "differ from the state store's (none): a pending commit sets them on the next run" in shown.stdout
+    assert cli(["run", "job.yaml", "--in-process"], tmp_path).returncode == 0
+    shown = run_cli("state", "show", "job.yaml", cwd=tmp_path)
+    assert "differ" not in shown.stdout and shown.stdout.count("(as in the state store)") == 2, shown.stdout
+    as_json = json.loads(run_cli("state", "show", "job.yaml", "--json", cwd=tmp_path).stdout)
+    marks = StateStore(tmp_path / "work", "t").watermarks()
+    assert as_json["clicks"]["table"]["watermarks"] == marks["clicks"] and as_json["clicks"]["table"]["table"] == "db.clicks"
