@@ -1,0 +1,92 @@
+"""The `iceberg` publisher under SIGKILL at every commit point, the table commit included, and during the recovery
+that follows: after the next run every record is in its table exactly once, and each dataset of the run is exactly
+one gobblin-py snapshot carrying the watermarks the state store then holds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, recovery_points
+
+from builtin.test_iceberg_publisher import catalog, gobblin_summaries, iceberg_job, table_ids
+from support.jobs import write_job
+
+pytestmark = pytest.mark.crash
+RUN = ["run", "job.yaml", "--in-process"]
+DATASETS = ("clicks", "orders")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("reference")
+    write_job(tmp, iceberg_job(tmp))
+    done = cli(RUN, tmp)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cat = catalog(tmp)
+    tables = {d: cat.load_table(f"db.{d}") for d in DATASETS}
+    files = sum(len(t.inspect.files()) for t in tables.values()) + len(list((tmp / "warehouse" / "_errors").rglob("*.jsonl")))
+    return {"tmp": tmp, "ids": {d: table_ids(t) for d, t in tables.items()}, "steps": files + 3 * len(DATASETS),
+            "watermarks": StateStore(tmp / "work", "t").watermarks()}
+
+
+def _fresh(tmp: Path, reference: dict) -> Path:
+    tmp.mkdir()
+    shutil.copytree(reference["tmp"] / "data", tmp / "data")
+    write_job(tmp, iceberg_job(tmp))
+    return tmp
+
+
+def _assert_exactly_once(tmp: Path, reference: dict, point: str) -> None:
+    cat = catalog(tmp)
+    marks = StateStore(tmp / "work", "t").watermarks()
+    assert marks == reference["watermarks"], point
+    for d in DATASETS:
+        table = cat.load_table(f"db.{d}")
+        ids = table_ids(table)
+        assert ids == reference["ids"][d] and set(ids.values()) == {1}, f"{point}: {d}"
+        [summary] = gobblin_summaries(table)  # one snapshot for the dataset's one committed run
+        assert len(table.snapshots()) == 1, f"{point}: {d}"
+        assert summary["gobblin-py.commit-id"] == f"t/{summary['gobblin-py.run-id']}/{d}", point
+        assert json.loads(summary["gobblin-py.watermarks"]) == marks[d], point
+    leftovers = Counter(p.suffix for p in (tmp / "work" / "task-output").rglob("*") if p.is_file())
+    assert not leftovers, f"{point}: task output left behind: {leftovers}"
+
+
+def test_killed_at_every_commit_point_each_record_is_in_the_table_once(tmp_path: Path, reference: dict) -> None:
+    points = commit_points(reference["steps"])
+    assert len(points) > reference["steps"] > 2 * len(DATASETS) + 3
+    for n, point in enumerate(points):
+        tmp = _fresh(tmp_path / str(n), reference)
+        killed = cli(RUN, tmp, crash_at=point)
+        assert killed.returncode == SIGKILLED, f"{point}: {killed.stdout}{killed.stderr}"
+        again = cli(RUN, tmp)
+        assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
+        _assert_exactly_once(tmp, reference, point)
+
+
+def test_killed_again_during_recovery_the_next_run_still_commits_once(tmp_path: Path, reference: dict) -> None:
+    """Killed right after the first dataset's table commit (its watermarks not yet set), then during the recovery."""
+    for n, point in enumerate(recovery_points()):
+        tmp = _fresh(tmp_path / str(n), reference)
+        table_step = _table_step(reference)
+        assert cli(RUN, tmp, crash_at=f"commit.after_step:{table_step}").returncode == SIGKILLED
+        assert len(gobblin_summaries(catalog(tmp).load_table("db.clicks"))) == 1, "the table commit came before the kill"
+        assert "clicks" not in StateStore(tmp / "work", "t").watermarks(), "and the watermarks after it"
+        assert cli(RUN, tmp, crash_at=point).returncode == SIGKILLED, point
+        again = cli(RUN, tmp)
+        assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
+        _assert_exactly_once(tmp, reference, point)
+
+
+def _table_step(reference: dict) -> int:
+    """The step number of clicks' table commit (clicks commits first at commit_parallelism 1): after its files."""
+    tmp = reference["tmp"]
+    data = len(catalog(tmp).load_table("db.clicks").inspect.files())
+    errors = len(list((tmp / "warehouse" / "_errors" / "clicks").rglob("*.jsonl")))
+    return data + errors + 1
