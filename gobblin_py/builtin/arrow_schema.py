@@ -374,7 +374,7 @@ def _compile(fields: list[tuple[str, _Mapped]]) -> Callable[[Any], None]:
     """The top-level check made for this schema: a value of the common type passes with one `type()` test (and
     a range test for ints), only the others take the field's full check."""
     env: dict[str, Any] = {"dict": dict, "refuse": _refuse}
-    lines = ["def check(record):", "    if type(record) is not dict:", "        raise refuse('(record)', record, 'a record (a dict)')",
+    lines = ["def check(record):", "    if not isinstance(record, dict):", "        raise refuse('(record)', record, 'a record (a dict)')",
              "    get = record.get"]
     for i, (name, m) in enumerate(fields):
         env[f"c{i}"] = _nullable(m)

@@ -13,7 +13,8 @@ names a record that was not the one at fault.
 Converted batches wait per file until `row_group_records` rows make a row group, so every row group but a
 file's last holds exactly that many rows; memory is bounded by one batch of Python records plus one row
 group of Arrow data across all open files (when partitions together hold more, the fullest one is written
-as a shorter row group).
+as a shorter row group). The writer keeps the record objects it is given until their batch is converted, so a
+plugin before it must not change a record once it has passed it on (the built-in ones make a new one each time).
 """
 
 from __future__ import annotations
