@@ -171,7 +171,7 @@ class IcebergPublisher(Committer, GlobalCommitter):
                 return  # a conflict's retry after the commit went through
             if table is None:
                 namespace, _ = t.split_identifier(name)
-                catalog.create_namespace_if_not_exists(namespace)
+                t.ensure_namespace(catalog, namespace)
                 schema = t.to_iceberg_schema(output)
                 kwargs: dict[str, Any] = {}
                 if self.settings.partition is not None:

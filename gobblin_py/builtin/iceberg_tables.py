@@ -75,6 +75,16 @@ def split_identifier(table: str) -> tuple[str, str]:
     return namespace, name
 
 
+def ensure_namespace(catalog: Any, namespace: str) -> None:
+    """Create `namespace` unless it exists; a concurrent committer creating it at the same time is no failure
+    (each catalog reports that race its own way: a SQL catalog by a unique-key violation)."""
+    try:
+        catalog.create_namespace_if_not_exists(namespace)
+    except Exception:  # noqa: BLE001 - re-raised unless the namespace is there now
+        if not catalog.namespace_exists(namespace):
+            raise
+
+
 def load_table(catalog: Any, table: str) -> Any | None:
     from pyiceberg.exceptions import NoSuchTableError
 
@@ -215,7 +225,8 @@ def retryable(exc: BaseException) -> bool:
 
     if isinstance(exc, (CommitFailedException, CommitStateUnknownException, TableAlreadyExistsError, NamespaceAlreadyExistsError)):
         return True
-    return type(exc).__module__.startswith("sqlalchemy") and type(exc).__name__ == "OperationalError"
+    # a SQL catalog: the database busy, or a row a concurrent committer inserted first (the same new table)
+    return type(exc).__module__.startswith("sqlalchemy") and type(exc).__name__ in ("OperationalError", "IntegrityError")
 
 
 def with_retries(what: str, attempts: int, action: Callable[[], None], sleep: Callable[[float], None] = time.sleep) -> None:

@@ -336,7 +336,7 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     branches = _branches(fork_extra, merged, task_policies, errors)
 
     if job is not None and not errors.problems:
-        branches = [_table_publisher(b, job, errors) for b in branches]
+        branches = [_table_publisher(b, job, spark, errors) for b in branches]
         _check_delivery(job.delivery, branches, errors)
     if errors.problems or None in (job, spark, logging_, source, fork):
         listed = "\n".join(f"  {substituted.redact(p)}" for p in errors.problems)
@@ -357,9 +357,10 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     )
 
 
-def _table_publisher(branch: BranchConfig, job: JobSection, errors: _Collector) -> BranchConfig:
+def _table_publisher(branch: BranchConfig, job: JobSection, spark: SparkSection, errors: _Collector) -> BranchConfig:
     """An `iceberg` publisher appends the files of the `parquet` writer only; what the user gave once is filled in:
-    `partition` from `writer.partition`, `catalog` (unset) as the embedded SQLite catalog under `job.work_dir`."""
+    `partition` from `writer.partition`, `catalog` (unset) as the embedded SQLite catalog under `job.work_dir`, which
+    lives on the driver's disk: commits that may run on a cluster's executors need a shared catalog."""
     from gobblin_py.builtin.iceberg_publisher import IcebergPublisher, default_catalog
 
     publisher, writer = branch.publisher, branch.writer
@@ -374,6 +375,13 @@ def _table_publisher(branch: BranchConfig, job: JobSection, errors: _Collector) 
     update: dict[str, Any] = {}
     if not publisher.settings.catalog:
         update["catalog"] = default_catalog(job.work_dir)
+    sqlite = (update.get("catalog") or publisher.settings.catalog).get("uri", "").startswith("sqlite:")
+    if sqlite and not spark.master.startswith("local") and job.commit_on_executors_from != 0:
+        errors.add(f"{publisher.key}.catalog", f"a SQLite catalog is a file on the driver's disk, and on the cluster "
+                                               f"{spark.master} commits may run on the executors: set "
+                                               "job.commit_on_executors_from: 0 (commits on the driver) or name a shared "
+                                               "catalog (REST, Hive, Glue, SQL on PostgreSQL)")
+        return branch
     written = getattr(writer.settings, "partition", None)
     if publisher.settings.partition is None and written is not None:
         if written.granularity == "MINUTE":

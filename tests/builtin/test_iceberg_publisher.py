@@ -307,6 +307,12 @@ def test_the_loader_fills_partition_and_catalog_and_refuses_another_writer(tmp_p
     minute["writer"]["partition"]["granularity"] = "MINUTE"
     with pytest.raises(ConfigError, match=r"writer\.partition\.granularity: an Iceberg table is partitioned by HOUR"):
         load_job(write_job(tmp_path, minute))
+    cluster = iceberg_job(tmp_path)
+    cluster["spark"] = {"master": "spark://head:7077"}
+    with pytest.raises(ConfigError, match=r"publisher\.catalog: a SQLite catalog is a file on the driver's disk"):
+        load_job(write_job(tmp_path, cluster))
+    cluster["job"]["commit_on_executors_from"] = 0
+    assert load_job(write_job(tmp_path, cluster)).branches[0].publisher.settings.catalog["type"] == "sql"
     secret = iceberg_job(tmp_path)
     secret["publisher"]["catalog"] = {"type": "sql", "uri": "postgresql://me:hunter2@db/iceberg"}
     with pytest.raises(ConfigError, match=r"publisher\.catalog: .*'uri' holds a secret.*environment"):
@@ -357,3 +363,13 @@ def test_state_show_names_the_watermarks_the_table_carries_and_a_difference(tmp_
     as_json = json.loads(run_cli("state", "show", "job.yaml", "--json", cwd=tmp_path).stdout)
     marks = StateStore(tmp_path / "work", "t").watermarks()
     assert as_json["clicks"]["table"]["watermarks"] == marks["clicks"] and as_json["clicks"]["table"]["table"] == "db.clicks"
+
+
+def test_the_publisher_passes_the_conformance_suite(tmp_path: Path) -> None:
+    from gobblin_py.testing.conformance import check_committer
+
+    files = [_parquet(tmp_path, f"d/2026/01/0{n}/a.parquet", _events(range(10 * n, 10 * n + 3))) for n in (1, 2)]
+    steps = check_committer(_publisher(tmp_path), files, tmp_path, dataset="d")
+    assert [type(s).type_name for s in steps] == ["fs_rename", "fs_rename"]
+    table = _publisher(tmp_path).catalog().load_table("ns.d")
+    assert [s["gobblin-py.commit-id"] for s in gobblin_summaries(table)] == ["conformance-commit-1"]
