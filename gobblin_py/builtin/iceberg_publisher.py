@@ -20,9 +20,9 @@ concurrent one (several datasets into one table, a busy SQLite file) is retried 
 Settings are written into every commit record, so they must hold no secret (refused at validation): the catalog
 takes its credentials from the environment, e.g. `PYICEBERG_CATALOG__<NAME>__URI` / `__CREDENTIAL` with
 `catalog: {name: <name>, type: rest}`, and the warehouse's store from `job.filesystems` and its own environment
-(AWS_ACCESS_KEY_ID …). The default catalog is pyiceberg's SQL catalog in the SQLite file
-`<job.work_dir>/iceberg/catalog.db` (filled in by the job loader, shared by the jobs of that work directory),
-with the warehouse `./warehouse`; the loader also takes `partition` from `writer.partition` and refuses any
+(AWS_ACCESS_KEY_ID …). The default catalog is pyiceberg's SQL catalog `gobblin_py` in the SQLite file
+`<job.work_dir>/iceberg/catalog.db` (filled in by the job loader, shared by the jobs of that work directory; Iceberg's
+JDBC catalog of that name reads it too), with the warehouse `./warehouse`; the loader also takes `partition` from `writer.partition` and refuses any
 writer but `parquet`.
 """
 
@@ -55,7 +55,7 @@ class TablePartition(Settings):
 
 def default_catalog(work_dir: Any) -> dict[str, str]:
     """The embedded catalog: pyiceberg's SQL catalog in a SQLite file under the job's work directory."""
-    return {"name": "gobblin-py", "type": "sql", "uri": f"sqlite:///{Location(work_dir) / 'iceberg' / 'catalog.db'}"}
+    return {"name": "gobblin_py", "type": "sql", "uri": f"sqlite:///{Location(work_dir) / 'iceberg' / 'catalog.db'}"}
 
 
 class IcebergPublisherSettings(Settings):

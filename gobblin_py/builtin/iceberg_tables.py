@@ -59,7 +59,7 @@ def load_catalog(properties: Mapping[str, str]) -> Any:
 def _load_catalog(props: dict[str, str]) -> Any:
     from pyiceberg.catalog import load_catalog as _load
 
-    name = props.pop("name", "gobblin-py")
+    name = props.pop("name", "gobblin_py")
     loaded: list[Any] = []
     try:  # another process (an executor, a concurrent job) may be creating the SQL catalog's tables right now
         with_retries(f"Iceberg catalog {name!r}", 5, lambda: loaded.append(_load(name, **props)))

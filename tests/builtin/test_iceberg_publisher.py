@@ -47,7 +47,7 @@ def catalog(tmp: Path, **props: str) -> Any:
     """The job's embedded catalog, opened by pyiceberg itself (not through the publisher)."""
     from pyiceberg.catalog import load_catalog
 
-    return load_catalog("gobblin-py", **{"type": "sql", "uri": f"sqlite:///{tmp / 'work' / 'iceberg' / 'catalog.db'}", **props})
+    return load_catalog("gobblin_py", **{"type": "sql", "uri": f"sqlite:///{tmp / 'work' / 'iceberg' / 'catalog.db'}", **props})
 
 
 def table_ids(table: Any, read: Any = None) -> Counter:
@@ -297,7 +297,7 @@ def test_the_loader_fills_partition_and_catalog_and_refuses_another_writer(tmp_p
     spec = load_job(write_job(tmp_path, iceberg_job(tmp_path)))
     settings = spec.branches[0].publisher.settings
     assert settings.partition.column == "ts" and settings.partition.granularity == "DAY"
-    assert settings.catalog == {"name": "gobblin-py", "type": "sql", "uri": f"sqlite:///{tmp_path / 'work' / 'iceberg' / 'catalog.db'}"}
+    assert settings.catalog == {"name": "gobblin_py", "type": "sql", "uri": f"sqlite:///{tmp_path / 'work' / 'iceberg' / 'catalog.db'}"}
 
     avro = iceberg_job(tmp_path)
     avro["writer"] = {"class": "avro"}
