@@ -181,9 +181,13 @@ class IcebergPublisher(Committer, GlobalCommitter):
             else:
                 problem = t.breaking_change(table.schema(), output, name)
                 if problem is not None:
-                    raise CommitError(f"{problem}. Nothing was appended (dataset {commit.dataset}): fix the output schema and "
-                                      "run `gobblin-py recover JOB.yaml --dataset DATASET`, or give up on this run's files "
-                                      "with `recover --abandon`")
+                    d = commit.dataset
+                    raise CommitError(
+                        f"{problem}. Nothing was appended: this run's files of dataset {d} are published under "
+                        f"{self.table_dir(d) / 'data'} but not in the table. Either change the table so they fit (Spark's "
+                        f"ALTER TABLE) and run `gobblin-py recover JOB.yaml --dataset {d}`, or give up on them with "
+                        f"`recover JOB.yaml --dataset {d} --abandon`, delete those files and fix the schema: the next run "
+                        "re-extracts their range")
                 tx = table.transaction()
                 if t.needs_evolution(table.schema(), output):
                     with tx.update_schema() as update:
