@@ -1,7 +1,7 @@
 """The contracts a plugin author implements; imports nothing from runtime, Spark or Kafka."""
 
 from gobblin_py.api.commit_step import CommitStep, StepStatus
-from gobblin_py.api.committer import Committer, DataPublisher, DatasetCommit, GlobalCommitter
+from gobblin_py.api.committer import Committer, DataPublisher, DatasetCommit, GlobalCommitter, PublishContext
 from gobblin_py.api.context import TaskContext
 from gobblin_py.api.converter import Converter, OneToOneConverter, TaskCounter
 from gobblin_py.api.fork import ForkOperator
@@ -15,7 +15,7 @@ from gobblin_py.errors import RecordError, TaskError
 
 __all__ = [
     "BranchStats", "CommitStep", "Committer", "Converter", "DataPublisher", "DatasetCommit", "DataWriter", "Delivery",
-    "Extractor", "ForkOperator", "GlobalCommitter", "MultiWorkUnit", "NoSettings", "OneToOneConverter", "OutputFile", "Plugin",
+    "Extractor", "ForkOperator", "GlobalCommitter", "MultiWorkUnit", "NoSettings", "OneToOneConverter", "OutputFile", "Plugin", "PublishContext",
     "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "Settings", "Source", "SourceState",
     "StepStatus", "TaskContext", "TaskCounter", "TaskError", "TaskPolicy", "TaskPolicyType", "WatermarkValue",
     "WorkUnit", "WriterTarget", "flatten",

@@ -14,6 +14,24 @@ from gobblin_py.api.types import WatermarkValue
 from gobblin_py.api.writer import Delivery, OutputFile
 
 
+@dataclass(frozen=True)
+class PublishContext:
+    """What a publisher learns of its job when the job file is loaded (for `Committer.complete_settings`)."""
+
+    job: str
+    work_dir: str
+    spark_master: str
+    commit_on_executors_from: int | None
+    writer: type
+    """The branch's DataWriter class."""
+    writer_name: str
+    """Its `class:` as the job file gives it (an alias or a dotted path)."""
+    writer_settings: typing.Any
+    publisher_key: str
+    """Where the publisher is in the job file (`publisher`, `fork.branches[1].publisher`), for problems' keys."""
+    writer_key: str
+
+
 class Committer(Plugin, abc.ABC):
     """Publishes task output per dataset (a job file's `publisher:`, Gobblin's DataPublisher), as steps that the
     commit layer logs and replays: each step's `verify()` says whether it is done, so a replay never repeats one."""
@@ -31,6 +49,12 @@ class Committer(Plugin, abc.ABC):
         path elsewhere is refused as tampered. Default: the `final_dir` setting, where the publisher has one."""
         final = getattr(self.settings, "final_dir", None)
         return [str(final)] if final is not None else []
+
+    @classmethod
+    def complete_settings(cls, settings: typing.Any, context: PublishContext) -> tuple[typing.Any, list[tuple[str, str]]]:
+        """Hook, when the job file is loaded: the settings with what the job already says filled in (so a user
+        says nothing twice), and the problems found as (job file key, message). Default: as given, none."""
+        return settings, []
 
 
 DataPublisher = Committer
@@ -65,6 +89,15 @@ class GlobalCommitter(abc.ABC):
     @abc.abstractmethod
     def is_committed(self, commit: DatasetCommit) -> bool:
         """True when the commit tagged `commit.commit_id` is visible (a crash may have come after it)."""
+
+    def check(self, commit: DatasetCommit) -> None:
+        """Hook, before anything of the dataset is published (the files still in task output): raise `CommitError`
+        when the commit cannot succeed, e.g. a schema the table cannot take; the dataset fails and nothing moves."""
+
+    def committed_watermarks(self, job: str, datasets: list[str]) -> dict[str, typing.Any]:
+        """Hook for `gobblin-py state show`: dataset → what the target itself records of `job`'s last commit of it
+        (a table: its newest snapshot's watermarks); datasets it records nothing for are left out."""
+        return {}
 
     def filter_recovered(self, commit: DatasetCommit) -> DatasetCommit:
         """Hook, Flink's `filterRecoveredCommittables`: on a replay after a crash, the commit with only the files a

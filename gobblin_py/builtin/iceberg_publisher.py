@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from gobblin_py.api import CommitStep, Committer, DatasetCommit, GlobalCommitter, OutputFile, Settings
+from gobblin_py.api import CommitStep, Committer, DatasetCommit, GlobalCommitter, OutputFile, PublishContext, Settings
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location
 from gobblin_py.fs.paths import FsLocation
@@ -96,6 +96,37 @@ class IcebergPublisher(Committer, GlobalCommitter):
 
     Settings = IcebergPublisherSettings
 
+    @classmethod
+    def complete_settings(cls, settings: IcebergPublisherSettings, context: PublishContext) -> tuple[IcebergPublisherSettings, list[tuple[str, str]]]:
+        """The `parquet` writer's files only; `partition` from `writer.partition`, `catalog` (unset) as the embedded
+        SQLite catalog under `job.work_dir`, which lives on the driver's disk: commits that may run on a cluster's
+        executors need a shared catalog."""
+        from gobblin_py.builtin.parquet_writer import ParquetWriter
+
+        pub, wri = context.publisher_key, context.writer_key
+        if not issubclass(context.writer, ParquetWriter):
+            return settings, [(f"{pub}.class", f"the iceberg publisher appends Parquet files to a table, and {wri}.class is "
+                                               f"{context.writer_name!r}: set {wri}: {{class: parquet}}")]
+        update: dict[str, Any] = {}
+        if not settings.catalog:
+            update["catalog"] = default_catalog(context.work_dir)
+        sqlite = (update.get("catalog") or settings.catalog).get("uri", "").startswith("sqlite:")
+        if sqlite and not context.spark_master.startswith("local") and context.commit_on_executors_from != 0:
+            return settings, [(f"{pub}.catalog", f"a SQLite catalog is a file on the driver's disk, and on the cluster "
+                                                 f"{context.spark_master} commits may run on the executors: set "
+                                                 "job.commit_on_executors_from: 0 (commits on the driver) or name a shared "
+                                                 "catalog (REST, Hive, Glue, SQL on PostgreSQL)")]
+        written = getattr(context.writer_settings, "partition", None)
+        if settings.partition is None and written is not None:
+            if written.granularity == "MINUTE":
+                return settings, [(f"{wri}.partition.granularity", "an Iceberg table is partitioned by HOUR, DAY, MONTH or "
+                                                                    f"YEAR, not MINUTE (the {pub} publisher partitions the "
+                                                                    "table as the writer does)")]
+            update["partition"] = {"column": written.column, "granularity": written.granularity}
+        if not update:
+            return settings, []
+        return type(settings).model_validate({**settings.model_dump(), **update}), []
+
     # --- where files go ------------------------------------------------------------------------------------------
 
     def table_name(self, dataset: str) -> str:
@@ -150,6 +181,27 @@ class IcebergPublisher(Committer, GlobalCommitter):
         table = load_table(self.catalog(), self.table_name(commit.dataset))
         return table is not None and has_commit(table, commit.commit_id)
 
+    def check(self, commit: DatasetCommit) -> None:
+        """Before any file is published: the files' schema (read from their footers in task output) must fit the
+        table if it exists; a breaking change fails the dataset here, naming the field, with nothing moved."""
+        from pyiceberg.io import load_file_io
+
+        from gobblin_py.builtin import iceberg_tables as t
+
+        paths = [_uri(f.path) for f in commit.files if f.kind == "data"]
+        if not paths:
+            return
+        name = self.table_name(commit.dataset)
+        catalog = self.catalog()
+        table = t.load_table(catalog, name)
+        if table is None:
+            return
+        problem = t.breaking_change(table.schema(), t.read_schemas(load_file_io(catalog.properties, paths[0]), paths), name)
+        if problem is not None:
+            raise CommitError(f"{problem}. Nothing of dataset {commit.dataset} was published or appended, and its "
+                              "watermarks did not move: change the table so the records fit (Spark's ALTER TABLE), or the "
+                              "job's schema so they fit the table, and run again")
+
     def commit(self, commit: DatasetCommit) -> None:
         """One transaction: create the table if missing, evolve its schema by name, add the files as one snapshot."""
         from pyiceberg.io import load_file_io
@@ -198,7 +250,7 @@ class IcebergPublisher(Committer, GlobalCommitter):
 
     # --- what the table says ---------------------------------------------------------------------------------------
 
-    def table_marks(self, job: str, datasets: list[str]) -> dict[str, Any]:
+    def committed_watermarks(self, job: str, datasets: list[str]) -> dict[str, Any]:
         """dataset → the TableMark of its newest snapshot by `job` (datasets the table has none for are left out)."""
         from gobblin_py.builtin.iceberg_tables import latest_marks, load_table
 

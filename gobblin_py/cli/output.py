@@ -34,6 +34,8 @@ def setup_logging(level: str, verbose: bool) -> None:
     # kafka-python logs every connection error with a traceback; our own messages name broker, topic and
     # partition, so its log stays quiet unless --verbose
     logging.getLogger("kafka").setLevel(logging.INFO if verbose else logging.CRITICAL)
+    # pyiceberg logs "Loaded FileIO" at INFO each time a catalog loads: table commits say what they did themselves
+    logging.getLogger("pyiceberg").setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 def print_summary(result: JobResult) -> None:

@@ -119,13 +119,14 @@ def _print_marks(wm: dict[str, Any], dataset: str, every: bool, indent: str) -> 
 
 
 def _table_marks(job: Any, store: Any, dataset: str | None, names: list[str]) -> tuple[dict[str, Any], set[str]]:
-    """For a job whose publisher is a table (`iceberg`): dataset → the watermarks its newest snapshot by this job
-    carries, over the datasets with state or a pending commit; and the datasets with a pending commit."""
-    from gobblin_py.builtin.iceberg_publisher import IcebergPublisher
+    """For a job whose publisher is a GlobalCommitter (a table): dataset → what the target records of the job's
+    last commit of it (a table's newest snapshot's watermarks), over the datasets with state or a pending commit;
+    and the datasets with a pending commit."""
+    from gobblin_py.api import GlobalCommitter
     from gobblin_py.cli.output import err
     from gobblin_py.commit.store import CommitStepStore
 
-    publishers = [b.publisher.create() for b in job.branches if issubclass(b.publisher.cls(), IcebergPublisher)]
+    publishers = [b.publisher.create() for b in job.branches if issubclass(b.publisher.cls(), GlobalCommitter)]
     if not publishers:
         return {}, set()
     pending = set(CommitStepStore(job.job.work_dir).datasets(job.name))
@@ -133,9 +134,9 @@ def _table_marks(job: Any, store: Any, dataset: str | None, names: list[str]) ->
     found: dict[str, Any] = {}
     for publisher in publishers:
         try:
-            found.update(publisher.table_marks(job.name, wanted))
+            found.update(publisher.committed_watermarks(job.name, wanted))
         except Exception as exc:  # noqa: BLE001 - a catalog down must not hide the state store's view
-            err.print(f"warning: cannot read the table of publisher {publisher.settings.table}: {exc}", markup=False)
+            err.print(f"warning: cannot read what publisher {type(publisher).__name__} committed: {exc}", markup=False)
     return found, pending
 
 

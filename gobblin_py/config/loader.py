@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gobblin_py.api.committer import PublishContext
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
 from gobblin_py.config.model import (
@@ -336,7 +337,7 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     branches = _branches(fork_extra, merged, task_policies, errors)
 
     if job is not None and not errors.problems:
-        branches = [_table_publisher(b, job, spark, errors) for b in branches]
+        branches = [_complete_publisher(b, job, spark, errors) for b in branches]
         _check_delivery(job.delivery, branches, errors)
     if errors.problems or None in (job, spark, logging_, source, fork):
         listed = "\n".join(f"  {substituted.redact(p)}" for p in errors.problems)
@@ -357,41 +358,23 @@ def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
     )
 
 
-def _table_publisher(branch: BranchConfig, job: JobSection, spark: SparkSection, errors: _Collector) -> BranchConfig:
-    """An `iceberg` publisher appends the files of the `parquet` writer only; what the user gave once is filled in:
-    `partition` from `writer.partition`, `catalog` (unset) as the embedded SQLite catalog under `job.work_dir`, which
-    lives on the driver's disk: commits that may run on a cluster's executors need a shared catalog."""
-    from gobblin_py.builtin.iceberg_publisher import IcebergPublisher, default_catalog
-
+def _complete_publisher(branch: BranchConfig, job: JobSection, spark: SparkSection, errors: _Collector) -> BranchConfig:
+    """The branch's publisher settings completed by its own `complete_settings` hook (what the job already says:
+    the writer's partitioning, the work directory), its problems collected."""
     publisher, writer = branch.publisher, branch.writer
-    if not issubclass(publisher.cls(), IcebergPublisher):
+    context = PublishContext(job=job.name, work_dir=str(job.work_dir), spark_master=spark.master,
+                             commit_on_executors_from=job.commit_on_executors_from, writer=writer.cls(),
+                             writer_name=writer.name or writer.path,
+                             writer_settings=writer.settings, publisher_key=publisher.key, writer_key=writer.key)
+    try:
+        settings, problems = publisher.cls().complete_settings(publisher.settings, context)
+    except ValidationError as exc:
+        problems = [(f"{publisher.key}.{'.'.join(map(str, e['loc']))}", e["msg"]) for e in exc.errors()]
+        settings = publisher.settings
+    for key, message in problems:
+        errors.add(key, message)
+    if problems or settings is publisher.settings:
         return branch
-    parquet = BUILTINS[Kind.WRITER].get("parquet")
-    if parquet is None or not issubclass(writer.cls(), resolve(Kind.WRITER, parquet)):
-        errors.add(f"{publisher.key}.class", f"the {publisher.name or publisher.path} publisher appends Parquet files to a "
-                                             f"table, and {writer.key}.class is {writer.name or writer.path!r}: set "
-                                             f"{writer.key}: {{class: parquet}}")
-        return branch
-    update: dict[str, Any] = {}
-    if not publisher.settings.catalog:
-        update["catalog"] = default_catalog(job.work_dir)
-    sqlite = (update.get("catalog") or publisher.settings.catalog).get("uri", "").startswith("sqlite:")
-    if sqlite and not spark.master.startswith("local") and job.commit_on_executors_from != 0:
-        errors.add(f"{publisher.key}.catalog", f"a SQLite catalog is a file on the driver's disk, and on the cluster "
-                                               f"{spark.master} commits may run on the executors: set "
-                                               "job.commit_on_executors_from: 0 (commits on the driver) or name a shared "
-                                               "catalog (REST, Hive, Glue, SQL on PostgreSQL)")
-        return branch
-    written = getattr(writer.settings, "partition", None)
-    if publisher.settings.partition is None and written is not None:
-        if written.granularity == "MINUTE":
-            errors.add(f"{writer.key}.partition.granularity", "an Iceberg table is partitioned by HOUR, DAY, MONTH or YEAR, "
-                                                               f"not MINUTE (the {publisher.key} publisher partitions the table as the writer does)")
-            return branch
-        update["partition"] = {"column": written.column, "granularity": written.granularity}
-    if not update:
-        return branch
-    settings = type(publisher.settings).model_validate({**publisher.settings.model_dump(), **update})
     return dataclasses.replace(branch, publisher=dataclasses.replace(publisher, settings=settings))
 
 

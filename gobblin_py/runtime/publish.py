@@ -23,7 +23,7 @@ from gobblin_py.commit.steps import DatasetStateCommitStep, HighWatermarkCommitS
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.commit.tasks import CommitTasks, ThreadTasks
 from gobblin_py.config.model import CommitPolicy, JobSpec
-from gobblin_py.errors import StateStoreError
+from gobblin_py.errors import GobblinError, StateStoreError
 from gobblin_py.runtime.executors import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, sum_counters, watermark_summary
 from gobblin_py.runtime.planning import Plan
@@ -45,7 +45,7 @@ def commit_id(job: str, run_id: str, dataset: str) -> str:
 
 def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUnitResult], state_dir: Path) -> CommitSequence:
     """Steps that publish `results` of one dataset: per branch its files then its global commit, then the
-    watermarks, then the state."""
+    watermarks, then the state. A GlobalCommitter's `check` refusing the commit raises its GobblinError."""
     by_branch: dict[str, list[OutputFile]] = defaultdict(list)
     for r in results:
         for f in r.files:
@@ -59,8 +59,9 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
         publisher = branch.publisher.create()
         steps.extend(publisher.commit_steps(dataset, files))
         if isinstance(publisher, GlobalCommitter):
-            steps.append(GlobalCommitStep.of(publisher, DatasetCommit(job.name, run_id, dataset, commit_id(job.name, run_id, dataset),
-                                                                      tuple(files), watermarks)))
+            commit = DatasetCommit(job.name, run_id, dataset, commit_id(job.name, run_id, dataset), tuple(files), watermarks)
+            publisher.check(commit)  # a commit that cannot succeed fails here, before anything is published
+            steps.append(GlobalCommitStep.of(publisher, commit))
     steps.append(HighWatermarkCommitStep(state_dir=str(state_dir), dataset=dataset, watermarks=watermarks))
     steps.append(DatasetStateCommitStep(state_dir=str(state_dir), dataset=dataset, run_id=run_id,
                                         state=_dataset_state(job, dataset, results, state_dir)))
@@ -147,8 +148,8 @@ class PublishPath:
         for r in results:
             by_dataset[r.workunit.dataset].append(r)
         judged = {d: judge(self.job.job.commit_policy, d, rs, previous.get(d, {})) for d, rs in by_dataset.items()}
-        sequences = [build_sequence(self.job, run_id, d, ok, self.state.dir) for d, (_, ok) in judged.items() if ok]
-        errors = self._commit(sequences)
+        sequences, refused = self._sequences(run_id, {d: ok for d, (_, ok) in judged.items() if ok})
+        errors = {**self._commit(sequences), **refused}
         summaries: dict[str, DatasetSummary] = {}
         for dataset, (summary, ok) in judged.items():
             if ok and errors.get(dataset) is not None:
@@ -167,6 +168,17 @@ class PublishPath:
         for summary in summaries.values():
             summary.input_problems = planned.input_problems.get(summary.dataset, [])
         return [summaries[d] for d in sorted(summaries)]
+
+    def _sequences(self, run_id: str, ok: dict[str, list[WorkUnitResult]]) -> tuple[list[CommitSequence], dict[str, str]]:
+        """Each dataset's sequence; the datasets a publisher's `check` refused, with its message (nothing logged)."""
+        sequences, refused = [], {}
+        for dataset, results in ok.items():
+            try:
+                sequences.append(build_sequence(self.job, run_id, dataset, results, self.state.dir))
+            except GobblinError as exc:
+                log.error("dataset %s is not committed: %s", dataset, exc)
+                refused[dataset] = str(exc)
+        return sequences, refused
 
     def _commit(self, sequences: list[CommitSequence]) -> dict[str, str | None]:
         """Every sequence committed (`at_least_once`: published without the log, on driver threads); the error of each."""

@@ -16,6 +16,7 @@ import pytest
 from gobblin_py.api import DatasetCommit, OutputFile
 from gobblin_py.builtin.iceberg_publisher import IcebergPublisher
 from gobblin_py.builtin.iceberg_tables import with_retries
+from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
 from gobblin_py.errors import CommitError, ConfigError
 from gobblin_py.runtime.executors import InProcessExecutor
@@ -178,7 +179,10 @@ def test_a_change_that_would_break_readers_fails_the_dataset_naming_the_field(tm
         assert cat.load_table("db.clicks").schema().find_field(field).optional
         return
     assert clicks.status is DatasetStatus.COMMIT_FAILED and said in clicks.message, clicks.message
-    assert "Nothing was appended" in clicks.message
+    assert "Nothing of dataset clicks was published or appended" in clicks.message
+    assert CommitStepStore(tmp_path / "work").datasets("t") == [], "refused before anything was logged"
+    assert not list((tmp_path / "warehouse").rglob("clicks-new-*")) and not list((tmp_path / "warehouse").rglob("*2026-01-06*")), \
+        "none of the run's files was published"
     table = cat.load_table("db.clicks")
     assert table.metadata.current_snapshot_id == before and str(table.schema().find_field("amount").field_type) == "double"
 
