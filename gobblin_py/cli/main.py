@@ -55,8 +55,10 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="only warnings, errors and the summary: no progress, no INFO lines")] = False,
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
     metrics_prom: Annotated[Optional[Path], typer.Option("--metrics-prom", help="write the run's metrics in Prometheus' text format (node_exporter textfile collector)")] = None,
+    continuous: Annotated[bool, typer.Option("--continuous", help="checkpoint every job.checkpoint_interval until SIGTERM or Ctrl-C (as job.mode: continuous)")] = False,
 ) -> None:
-    """Run a job once: lock, recover pending commits, extract, publish exactly once.
+    """Run a job once: lock, recover pending commits, extract, publish exactly once. With --continuous (or
+    job.mode: continuous) the run goes on, one checkpoint every job.checkpoint_interval, until stopped.
 
     Example: gobblin-py run jobs/example.yaml
     """
@@ -77,8 +79,12 @@ def run(
                 check_metrics_path(metrics_path, flag)
         setup_logging("WARNING" if quiet and not verbose else job.logging.level, verbose)
         executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
+        runner = JobRunner(job, executor, progress_for(quiet))
         try:
-            result = JobRunner(job, executor, progress_for(quiet)).run()
+            if continuous or job.job.mode == "continuous":
+                result = _run_continuously(runner, metrics_json)
+            else:
+                result = runner.run()
         finally:
             _stop_quietly(executor, verbose)
     except KeyboardInterrupt:
@@ -100,6 +106,22 @@ def run(
 
         write_metrics(result, metrics_prom, prometheus=StateStore(job.job.work_dir, job.name))
     raise typer.Exit(0 if result.succeeded else 1)
+
+
+def _run_continuously(runner: object, metrics_json: Optional[Path]) -> object:
+    """A continuous run: the first SIGTERM or Ctrl-C stops it after the checkpoint in flight commits, a second at once;
+    `--metrics-json` is rewritten after each checkpoint."""
+    import threading
+
+    from gobblin_py.cli.output import write_metrics
+    from gobblin_py.runtime import interrupt
+    from gobblin_py.runtime.continuous import run_continuous
+
+    stop = threading.Event()
+    interrupt.install_graceful(stop, lambda name: print(f"{name}: stopping after the checkpoint in flight commits "
+                                                        "(send it again to stop at once)", file=sys.stderr, flush=True))
+    after = (lambda result: write_metrics(result, metrics_json)) if metrics_json is not None else None
+    return run_continuous(runner, stop, after)  # type: ignore[arg-type]
 
 
 def _stop_quietly(executor: object, verbose: bool) -> None:

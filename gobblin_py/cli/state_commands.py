@@ -296,6 +296,14 @@ def history_show(
         return
     out.print(_run_line(run), markup=False)
     out.print(f"  phases: {', '.join(f'{k} {v:.2f}s' for k, v in run.get('phases', {}).items())}", markup=False)
+    if run.get("checkpoints_total"):
+        from gobblin_py.cli.progress import checkpoint_line
+
+        rows = run["checkpoints"]
+        out.print(f"  continuous: {run['checkpoints_total']} checkpoints (the last {min(len(rows), 10)} below; --json has "
+                  f"{len(rows)}); tasks are the last checkpoint's", markup=False)
+        for row in rows[-10:]:
+            out.print(f"  {checkpoint_line(row)}", markup=False)
     for d in run.get("datasets", []):
         out.print(f"  dataset {d['dataset']}: {d['status']}, {d['records_written']} written, {d['records_rejected']} rejected, "
                   f"{d['files_published']} files, watermark {d['watermark']}", markup=False)

@@ -8,11 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
 from gobblin_py.fs.paths import AbsPath, FsLocation
+from gobblin_py.config.durations import Seconds
 from gobblin_py.cron import Cron
 from gobblin_py.fs import Location
 from gobblin_py.state.alerts import AlertSettings
@@ -36,6 +39,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ContinuousSettings(_Strict):
+    """`job.continuous`: how a continuous run copes with failing checkpoints."""
+
+    max_consecutive_failures: int = Field(default=10, ge=1, description="failed checkpoints in a row that end the run (exit 1, an alert)")
+    max_backoff: Seconds = Field(default=60.0, gt=0, description="the longest wait after failed checkpoints (doubling from checkpoint_interval)")
+
+
 class JobSection(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: str = ""
@@ -54,6 +64,9 @@ class JobSection(_Strict):
         default=None, ge=0, description="datasets from which commits run as Spark tasks (0: never; unset: 64 on a cluster, never in local mode)")
     retention_runs: int = Field(default=50, ge=1)
     schedule: str | None = Field(default=None, description="cron expression (Quartz style, seconds first) for `gobblin-py schedule`")
+    mode: Literal["bounded", "continuous"] = Field(default="bounded", description="continuous: one run checkpoints every checkpoint_interval until stopped")
+    checkpoint_interval: Seconds = Field(default=10.0, gt=0, description="continuous runs: from the start of one checkpoint to the next")
+    continuous: ContinuousSettings = Field(default_factory=ContinuousSettings)
     alert: AlertSettings | None = None
 
     @property

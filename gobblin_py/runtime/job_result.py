@@ -50,6 +50,8 @@ class JobResult:
     error: str | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds: recovery, planning, tasks, commit
     cancelled: bool = False  # interrupted (Ctrl-C, SIGINT): what was committed stays, the rest is redone next run
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)  # a continuous run's checkpoints, the latest last
+    checkpoints_total: int = 0
 
     @property
     def status(self) -> str:
@@ -86,6 +88,8 @@ class JobResult:
             "datasets": [{**vars(d), "status": d.status.value} for d in self.datasets],
             "recovered": [vars(r) | {"outcome": r.outcome.value} for r in self.recovery.datasets],
             "tasks": [t.to_json() for t in self.tasks],
+            **({"mode": "continuous", "checkpoints_total": self.checkpoints_total, "checkpoints": self.checkpoints}
+               if self.checkpoints_total else {}),
         }
 
 

@@ -22,6 +22,9 @@ class RunObserver(Protocol):
 
     def dataset_committed(self, summary: DatasetSummary) -> None: ...
 
+    def checkpoint_finished(self, result: JobResult, row: dict[str, Any]) -> None:
+        """A continuous run's checkpoint ended (`row`: what history keeps of it); the run goes on."""
+
     def job_finished(self, result: JobResult) -> None: ...
 
 

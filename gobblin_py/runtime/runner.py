@@ -9,6 +9,7 @@ import logging
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from gobblin_py.api import Delivery, flatten
@@ -52,23 +53,29 @@ class JobRunner:
         self.store = CommitStepStore(work, step_registry(job), job_confinement(job))
         self.state = StateStore(work, job.name)
         self.publishing = PublishPath(job, executor, self.store, self.state)
+        self.quiet_when_idle = False  # a continuous run logs a checkpoint with no new data at DEBUG only
 
     def run(self) -> JobResult:
+        """One bounded run."""
+        return self.held(self.checkpoint)
+
+    def held(self, body: Callable[[JobResult], None]) -> JobResult:
+        """`body` under the job lock, filling a new run's result: a GobblinError ends in its `error`, Ctrl-C in a
+        cancelled result (raised again); the run is persisted, counted for alerts and reported either way."""
         job = self.job
-        run_id = new_run_id()
         started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         t0 = time.monotonic()
-        result = JobResult(job=job.name, run_id=run_id, succeeded=False, started=started_at, duration_s=0.0)
+        result = JobResult(job=job.name, run_id=new_run_id(), succeeded=False, started=started_at, duration_s=0.0)
         with contextlib.ExitStack() as held:
             try:
                 held.enter_context(JobLock(job.job.work_dir, job.name, job.job.lock))
             except JobLockedError as exc:
                 self.events.emit("LockInUse", error=str(exc))
                 raise
-            log.info("job %s run %s started", job.name, run_id)
-            self.observe.job_started(job.name, run_id)
+            log.info("job %s run %s started", job.name, result.run_id)
+            self.observe.job_started(job.name, result.run_id)
             try:
-                self._run_locked(result)
+                body(result)
             except GobblinError as exc:
                 result.error = str(exc)
                 log.error("%s", exc)
@@ -80,13 +87,15 @@ class JobRunner:
                 raise
             finally:
                 result.duration_s = time.monotonic() - t0
-                self._persist_run(result)
+                self.persist(result)
                 if not result.cancelled:
                     self._count_for_alerts(result)
                 self.observe.job_finished(result)
         return result
 
-    def _run_locked(self, result: JobResult) -> None:
+    def checkpoint(self, result: JobResult) -> None:
+        """A bounded run's body, under the lock: recover, plan from the committed watermarks, run the tasks,
+        publish each dataset, clean up; a continuous run calls it once per checkpoint."""
         phases = _Phases(result.phases, self.executor)
         result.recovery = self.publishing.recover()
         blocked = dict(result.recovery.blocked)
@@ -118,7 +127,8 @@ class JobRunner:
             log.error("dataset %s is skipped this run: %s", dataset, exc)
             blocked[dataset] = DatasetRecovery(dataset, Outcome.CORRUPT, str(exc))
         workunits = flatten(planned.units)
-        log.info("planned %d work units in %d tasks", len(workunits), len(planned.units))
+        log.log(logging.INFO if workunits or not self.quiet_when_idle else logging.DEBUG,
+                "planned %d work units in %d tasks", len(workunits), len(planned.units))
         self.observe.workunits_created(len(workunits), len(planned.units), sorted({w.dataset for w in workunits}))
         return planned
 
@@ -172,7 +182,8 @@ class JobRunner:
         if sent:
             self.events.emit("AlertSent", alert=sent)
 
-    def _persist_run(self, result: JobResult) -> None:
+    def persist(self, result: JobResult) -> None:
+        """Write the run's record to the state store's history (a continuous run rewrites it after each checkpoint)."""
         try:
             self.state.write_run(result.to_json(), self.job.job.retention_runs)
         except (OSError, GobblinError) as exc:
