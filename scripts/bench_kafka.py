@@ -1,12 +1,13 @@
 """Benchmark: gobblin-py against the hand-written single-process pipeline, in one run.
 
     .venv/bin/python scripts/bench_kafka.py [--records 2000000] [--rounds 3] [--codec deflate] [--client kafka-python]
+                                            [--sink avro|parquet|iceberg]
 
 Starts a local broker (Tansu, 127.0.0.1), produces N ~100-byte JSON events into 4 sealed partitions with
 confluent-kafka, then alternates, `rounds` times each: the baseline (scripts/baseline_kafka_to_avro.py) and
 `gobblin-py run` on local[2] from a fresh work directory. Prints records/s, the gobblin-py / baseline ratios
 (whole job, Spark start included; and the task phase alone), peak RSS of the driver and of the executors,
-the fixed cost of a run with no new data, and writes everything to scripts/results/bench_kafka-<N>.json.
+the fixed cost of a run with no new data, and writes everything to scripts/results/bench_kafka-<N>-<client>-<sink>.json.
 """
 
 from __future__ import annotations
@@ -162,7 +163,14 @@ def run_measured(cmd: list[str], cwd: Path) -> tuple[float, dict[str, int], subp
     return took, sampler.peak, done
 
 
-def gobblin_job(tmp: Path, bootstrap: str, codec: str, client: str) -> Path:
+SINKS = {
+    "avro": None,  # the writer takes --codec
+    "parquet": ({"class": "parquet"}, None),
+    "iceberg": ({"class": "parquet"}, {"class": "iceberg", "table": "bench.{dataset}"}),
+}
+
+
+def gobblin_job(tmp: Path, bootstrap: str, codec: str, client: str, sink: str = "avro") -> Path:
     schema = tmp / "bench.avsc"
     schema.write_text(json.dumps(SCHEMA))
     job = {
@@ -173,6 +181,11 @@ def gobblin_job(tmp: Path, bootstrap: str, codec: str, client: str) -> Path:
         "publisher": {"final_dir": str(tmp / "output")},
         "spark": {"master": "local[2]"},
     }
+    if SINKS[sink] is not None:
+        writer, publisher = SINKS[sink]
+        job["writer"] = writer
+        if publisher is not None:
+            job["publisher"] = {**publisher, "warehouse": str(tmp / "warehouse")}
     if client != "kafka-python":
         job["source"]["client"] = client
     path = tmp / "job.yaml"
@@ -186,6 +199,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--codec", default="deflate")
     ap.add_argument("--client", default="kafka-python", help="gobblin-py's Kafka client: kafka-python or confluent")
+    ap.add_argument("--sink", default="avro", choices=sorted(SINKS),
+                    help="what gobblin-py writes: avro files (--codec), parquet files (zstd), or parquet into an iceberg table")
     args = ap.parse_args()
     py = sys.executable
     figures: dict[str, list] = {"baseline": [], "gobblin": [], "no_new_data_s": []}
@@ -209,7 +224,7 @@ def main() -> int:
                   f"broker cpu {base_broker:.1f}s", flush=True)
             broker_cpu = cpu_seconds(broker.pid)
 
-            job = gobblin_job(tmp, broker.bootstrap, args.codec, args.client)
+            job = gobblin_job(tmp, broker.bootstrap, args.codec, args.client, args.sink)
             took, rss, done = run_measured([py, "-m", "gobblin_py.cli.main", "run", str(job)], tmp)
             run_state = json.loads(next((tmp / "work" / "state" / "bench" / "runs").glob("*.json")).read_text())["body"]
             written = sum(t["records_written"] for t in run_state["tasks"])
@@ -233,7 +248,7 @@ def main() -> int:
     gob_wall = med(f["wall_s"] for f in figures["gobblin"])
     gob_tasks = med(f["tasks_s"] for f in figures["gobblin"])
     summary = {
-        "records": total, "codec": args.codec, "client": args.client, "rounds": args.rounds,
+        "records": total, "codec": args.codec, "client": args.client, "sink": args.sink, "rounds": args.rounds,
         "baseline_records_per_s": total / base_wall, "gobblin_records_per_s": total / gob_wall,
         "ratio_whole_job": base_wall / gob_wall,
         "ratio_tasks_alone": base_wall / gob_tasks,
@@ -247,7 +262,7 @@ def main() -> int:
         "sum_of_task_times_s": med(f["task_cpu_s"] for f in figures["gobblin"]),
     }
     print(json.dumps(summary, indent=2))
-    out = REPO / "scripts" / "results" / f"bench_kafka-{total}-{args.client}.json"
+    out = REPO / "scripts" / "results" / f"bench_kafka-{total}-{args.client}-{args.sink}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"summary": summary, "rounds": figures}, indent=2, default=str))
     print(f"written to {out}")
