@@ -17,10 +17,14 @@ class SourceState:
     them, per-key statistics of the last extraction), read-only for the Source."""
 
     def __init__(self, watermarks: Mapping[str, Mapping[str, WatermarkValue]],
-                 key_stats: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> None:
+                 key_stats: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
+                 max_records: int | None = None) -> None:
         self._watermarks = {ds: dict(marks) for ds, marks in watermarks.items()}
         self._stats = {ds: dict(s) for ds, s in (key_stats or {}).items()}
         self.input_problems: dict[str, list[str]] = {}
+        self.max_records = max_records
+        """At most this many records in this run (or checkpoint), over all datasets, where the source can count them
+        before reading (`job.checkpoint_max_records`); None: everything there is. The rest waits for the next."""
 
     def report_input_problem(self, dataset: str, message: str) -> None:
         """An input the plan leaves out on purpose but the operator must act on (a file changed after it

@@ -204,6 +204,7 @@ class KafkaSource(Source):
                     planned = self._plan_partition(tp, committed.get(str(tp.partition)), begins[tp], ends[tp])
                     if planned is not None:
                         ranges.append((tp, *planned))
+            ranges = capped(ranges, state.max_records)
             identity = TopicIdentity.lookup(s, consumer, ranges) if ranges else None
         except KafkaError as exc:
             raise SourceError(f"Kafka broker(s) {s.brokers}: could not read topic metadata or offsets: {describe(exc)}") from None
@@ -263,6 +264,19 @@ class KafkaSource(Source):
         from gobblin_py.builtin.kafka_extractor import KafkaExtractor
 
         return KafkaExtractor(self.settings, workunit, context)
+
+
+def capped(ranges: list[tuple[Any, int, int]], limit: int | None) -> list[tuple[Any, int, int]]:
+    """The ranges cut to `limit` records in all, each partition's share in proportion to its backlog (largest
+    remainders first), so every partition moves on; a partition whose share is nothing waits for the next run."""
+    total = sum(end - start for _, start, end in ranges)
+    if limit is None or total <= limit:
+        return ranges
+    shares = [limit * (end - start) / total for _, start, end in ranges]
+    taken = [int(x) for x in shares]
+    for i in sorted(range(len(ranges)), key=lambda i: shares[i] - taken[i], reverse=True)[:limit - sum(taken)]:
+        taken[i] += 1
+    return [(tp, start, start + n) for (tp, start, end), n in zip(ranges, taken) if n > 0 or start == end]
 
 
 def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity) -> WorkUnit:

@@ -66,6 +66,8 @@ class JobSection(_Strict):
     schedule: str | None = Field(default=None, description="cron expression (Quartz style, seconds first) for `gobblin-py schedule`")
     mode: Literal["bounded", "continuous"] = Field(default="bounded", description="continuous: one run checkpoints every checkpoint_interval until stopped")
     checkpoint_interval: Seconds = Field(default=10.0, gt=0, description="continuous runs: from the start of one checkpoint to the next")
+    checkpoint_max_records: int | None = Field(
+        default=None, ge=1, description="at most this many records per checkpoint (and per bounded run), where the source counts them before reading (Kafka)")
     continuous: ContinuousSettings = Field(default_factory=ContinuousSettings)
     alert: AlertSettings | None = None
 

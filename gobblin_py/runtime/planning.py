@@ -32,7 +32,7 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     marks = state.read_watermarks()
     source = job.source.create()
     stats = {ds: st.get("key_stats") or {} for ds, st in state.read_dataset_states().values.items()} if source.keeps_key_stats else {}
-    source_state = SourceState(marks.values, stats)
+    source_state = SourceState(marks.values, stats, max_records=job.job.checkpoint_max_records)
     try:
         units = source.get_workunits(source_state)
     except GobblinError:
