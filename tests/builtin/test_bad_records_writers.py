@@ -11,13 +11,14 @@ from typing import Any
 import orjson
 import pytest
 
-from gobblin_py.runtime.committables import commit_writer
 from gobblin_py.api import OutputFile, WriterTarget
 from gobblin_py.builtin.avro_writer import AvroWriter
 from gobblin_py.builtin.jsonl_writer import JsonLinesWriter
 from gobblin_py.builtin.time_partitioner import PartitionSettings, TimePartitioner
 from gobblin_py.errors import RecordError
 from gobblin_py.runtime.bad_records import ErrorFile
+
+from support.writers import write_all
 
 DAY0 = int(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
 SCHEMA: dict[str, Any] = {
@@ -63,14 +64,8 @@ def _target(root: Path) -> WriterTarget:
 
 def _write_all(writer: Any, schema: Any, records: list[dict[str, Any]], target: WriterTarget) -> tuple[list[OutputFile], list[str]]:
     """Write every record; the reasons of those refused as RecordError; then commit."""
-    writer.open(schema, target)
-    refused = []
-    for record in records:
-        try:
-            writer.write(record)
-        except RecordError as exc:
-            refused.append(str(exc))
-    return commit_writer(writer, target), refused
+    files, refused = write_all(writer, schema, records, target)
+    return files, [str(exc) for exc in refused]
 
 
 @pytest.mark.parametrize("codec", ["null", "deflate", "snappy", "zstandard"])

@@ -14,18 +14,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gobblin_py.api import OutputFile, WriterTarget
+from gobblin_py.api import WriterTarget
 from gobblin_py.builtin.arrow_schema import ArrowMapping
 from gobblin_py.builtin.avro_writer import AvroWriter
 from gobblin_py.builtin.parquet_writer import ParquetWriter, _culprit
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError, RecordError
-from gobblin_py.runtime.committables import commit_writer
 from gobblin_py.runtime.executors import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
 
 from support.jobs import EVENT_SCHEMA, example_job, write_job
+from support.writers import write_all
 
 DAY0 = int(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
 DAY = 86_400_000
@@ -85,18 +85,6 @@ def _parquet(**settings: Any) -> ParquetWriter:
     return ParquetWriter(ParquetWriter.Settings.model_validate(settings))
 
 
-def _write(writer: Any, schema: Any, records: list[dict[str, Any]], target: WriterTarget) -> tuple[list[OutputFile], list[RecordError]]:
-    """Write every record (keeping the RecordErrors of those refused), then close and commit as the framework does."""
-    writer.open(schema, target)
-    refused = []
-    for record in records:
-        try:
-            writer.write(record)
-        except RecordError as exc:
-            refused.append(exc)
-    return commit_writer(writer, target), refused
-
-
 def _duck(sql: str) -> list[tuple[Any, ...]]:
     return duckdb.connect().sql(sql).fetchall()
 
@@ -106,7 +94,7 @@ def _duck(sql: str) -> list[tuple[Any, ...]]:
 
 def test_nested_and_logical_types_read_back_by_pyarrow_and_duckdb(tmp_path: Path) -> None:
     records = [_order(i) for i in range(1, 41)]
-    [f], refused = _write(_parquet(), NESTED, records, _target(tmp_path))
+    [f], refused = write_all(_parquet(), NESTED, records, _target(tmp_path))
     assert refused == [] and f.records == 40 and f.rel_path == "ds/wu-1.parquet"
 
     table = pq.read_table(f.path)
@@ -155,7 +143,7 @@ def test_times_local_timestamps_and_wide_decimals_read_back(tmp_path: Path) -> N
         {"name": "other", "type": {"type": "string", "logicalType": "not-a-known-one"}},  # Avro: the underlying type
     ]}
     wide = decimal.Decimal("1234567890123456789012345678901234567.125")
-    [f], refused = _write(_parquet(), schema, [{"t_ms": 3_723_004, "t_us": dt.time(1, 2, 3, 5), "local": 1_000_001,
+    [f], refused = write_all(_parquet(), schema, [{"t_ms": 3_723_004, "t_us": dt.time(1, 2, 3, 5), "local": 1_000_001,
                                                 "wide": wide, "other": "x"}], _target(tmp_path))
     assert refused == []
     s = pq.read_schema(f.path)
@@ -200,7 +188,7 @@ def test_a_schema_parquet_cannot_hold_fails_open_naming_the_field(tmp_path: Path
 @pytest.mark.parametrize("codec, in_metadata", [("zstd", "ZSTD"), ("snappy", "SNAPPY"), ("gzip", "GZIP"), ("none", "UNCOMPRESSED")])
 def test_each_codec_is_written_and_read_back(tmp_path: Path, codec: str, in_metadata: str) -> None:
     records = [_event(i) for i in range(500)]
-    [f], _ = _write(_parquet(compression=codec), EVENT, records, _target(tmp_path))
+    [f], _ = write_all(_parquet(compression=codec), EVENT, records, _target(tmp_path))
     meta = pq.ParquetFile(f.path).metadata
     assert {meta.row_group(0).column(c).compression for c in range(meta.num_columns)} == {in_metadata}
     assert pq.read_table(f.path).column("id").to_pylist() == list(range(500))
@@ -209,8 +197,8 @@ def test_each_codec_is_written_and_read_back(tmp_path: Path, codec: str, in_meta
 
 def test_the_default_codec_is_zstd_and_a_level_is_passed_on(tmp_path: Path) -> None:
     records = [{**_event(i), "user": "same text " * 20} for i in range(2000)]
-    [low], _ = _write(_parquet(compression_level=1), EVENT, records, _target(tmp_path / "a"))
-    [high], _ = _write(_parquet(compression_level=19), EVENT, records, _target(tmp_path / "b"))
+    [low], _ = write_all(_parquet(compression_level=1), EVENT, records, _target(tmp_path / "a"))
+    [high], _ = write_all(_parquet(compression_level=19), EVENT, records, _target(tmp_path / "b"))
     assert pq.ParquetFile(low.path).metadata.row_group(0).column(0).compression == "ZSTD"
     assert low.checksum != high.checksum  # the level reached the codec
     assert pq.read_table(low.path).equals(pq.read_table(high.path))
@@ -219,7 +207,7 @@ def test_the_default_codec_is_zstd_and_a_level_is_passed_on(tmp_path: Path) -> N
 @pytest.mark.parametrize("batch", [1, 30, 100, 1000])
 def test_row_groups_hold_row_group_records_whatever_the_batch_size(tmp_path: Path, batch: int) -> None:
     records = [_event(i) for i in range(350)]
-    [f], _ = _write(_parquet(row_group_records=100, batch_records=batch), EVENT, records, _target(tmp_path))
+    [f], _ = write_all(_parquet(row_group_records=100, batch_records=batch), EVENT, records, _target(tmp_path))
     meta = pq.ParquetFile(f.path).metadata
     assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [100, 100, 100, 50]
     assert pq.read_table(f.path).column("id").to_pylist() == list(range(350))
@@ -229,7 +217,7 @@ def test_row_groups_hold_row_group_records_whatever_the_batch_size(tmp_path: Pat
 def test_partitions_together_never_hold_more_than_a_row_group(tmp_path: Path) -> None:
     records = [_event(i, day=i % 3) for i in range(1000)]  # three partitions, interleaved
     writer = _parquet(row_group_records=100, batch_records=10, partition={"column": "ts"})
-    files, _ = _write(writer, EVENT, records, _target(tmp_path))
+    files, _ = write_all(writer, EVENT, records, _target(tmp_path))
     assert sorted((f.rel_path, f.records) for f in files) == [
         ("ds/2026/01/01/wu-1.parquet", 334), ("ds/2026/01/02/wu-1.parquet", 333), ("ds/2026/01/03/wu-1.parquet", 333)]
     for f in files:
@@ -246,9 +234,9 @@ def test_partitions_together_never_hold_more_than_a_row_group(tmp_path: Path) ->
                                        {"column": "ts", "granularity": "MONTH", "pattern": "yyyy/MM"}])
 def test_files_land_where_the_avro_writer_puts_them_with_suffix_parquet(tmp_path: Path, partition: Any) -> None:
     records = [_event(i, day=i % 4) if i % 7 else {**_event(i), "ts": DAY0 + 40 * DAY + i} for i in range(60)]
-    avro, _ = _write(AvroWriter(AvroWriter.Settings.model_validate({"partition": partition})), EVENT, records,
+    avro, _ = write_all(AvroWriter(AvroWriter.Settings.model_validate({"partition": partition})), EVENT, records,
                      _target(tmp_path / "a"))
-    parquet, _ = _write(_parquet(partition=partition), EVENT, records, _target(tmp_path / "p"))
+    parquet, _ = write_all(_parquet(partition=partition), EVENT, records, _target(tmp_path / "p"))
     assert len(avro) > (1 if partition else 0)
     assert sorted((f.rel_path.removesuffix(".avro"), f.records) for f in avro) == \
         sorted((f.rel_path.removesuffix(".parquet"), f.records) for f in parquet)
@@ -258,10 +246,10 @@ def test_files_land_where_the_avro_writer_puts_them_with_suffix_parquet(tmp_path
 def test_the_same_records_give_the_same_names_and_bytes(tmp_path: Path) -> None:
     records = [_order(i) for i in range(300)]
     settings = {"row_group_records": 64, "batch_records": 50, "partition": {"column": "ts", "granularity": "MINUTE"}}
-    first, _ = _write(_parquet(**settings), NESTED, records, _target(tmp_path / "1"))
-    second, _ = _write(_parquet(**settings), NESTED, records, _target(tmp_path / "2"))
+    first, _ = write_all(_parquet(**settings), NESTED, records, _target(tmp_path / "1"))
+    second, _ = write_all(_parquet(**settings), NESTED, records, _target(tmp_path / "2"))
     assert [(f.rel_path, f.checksum, f.size) for f in first] == [(f.rel_path, f.checksum, f.size) for f in second]
-    other, _ = _write(_parquet(**settings), NESTED, records, _target(tmp_path / "3", stem="wu-2"))
+    other, _ = write_all(_parquet(**settings), NESTED, records, _target(tmp_path / "3", stem="wu-2"))
     assert not {f.rel_path for f in first} & {f.rel_path for f in other}
 
 
@@ -300,7 +288,7 @@ def test_a_value_that_does_not_fit_is_refused_naming_the_field_and_the_rest_is_w
     good = [_order(i) for i in range(1, 8)]
     bad = _bad(field, value)
     records = [*good[:3], bad, *good[3:]]
-    [f], refused = _write(_parquet(batch_records=2), NESTED, records, _target(tmp_path))
+    [f], refused = write_all(_parquet(batch_records=2), NESTED, records, _target(tmp_path))
     assert [str(e) for e in refused] == [str(refused[0])] and message in str(refused[0]), refused
     assert refused[0].field == ("id" if field == "id_missing" else field)
     assert f.records == 7
@@ -310,7 +298,7 @@ def test_a_value_that_does_not_fit_is_refused_naming_the_field_and_the_rest_is_w
 
 def test_a_refused_record_opens_no_partition_file(tmp_path: Path) -> None:
     late = {**_event(5, day=1), "id": "x"}
-    files, refused = _write(_parquet(partition={"column": "ts"}), EVENT, [_event(1), late, _event(2)], _target(tmp_path))
+    files, refused = write_all(_parquet(partition={"column": "ts"}), EVENT, [_event(1), late, _event(2)], _target(tmp_path))
     assert len(refused) == 1 and [(f.rel_path, f.records) for f in files] == [("ds/2026/01/01/wu-1.parquet", 2)]
     assert not (tmp_path / "staging" / "ds" / "2026" / "01" / "02").exists()
 
