@@ -213,6 +213,8 @@ def inspect_commits(
 def schedule(
     paths: Annotated[list[Path], typer.Argument(help="job files, or directories of job files", show_default=False)],
     grace: Annotated[float, typer.Option("--grace", help="seconds to let running jobs finish after SIGTERM")] = 300.0,
+    isolated: Annotated[bool, typer.Option("--isolated", help="run each firing as a `gobblin-py run` child process, each starting Spark, "
+                                                             "instead of on the scheduler's one warm Spark session")] = False,
     in_process: Annotated[bool, typer.Option("--in-process", help="run each job's tasks without Spark (debugging)")] = False,
     metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", min=0, max=65535, show_default=False,
                                                         help="serve the runs' Prometheus metrics at http://HOST:PORT/metrics (0: a free port, logged)")] = None,
@@ -220,17 +222,25 @@ def schedule(
 ) -> None:
     """Run every job that has job.schedule (a cron expression) on time, until SIGTERM; never two runs of a job at once.
 
+    The runs share one Spark session, started by the first run with work; --isolated runs each as a child process.
+
     Example: gobblin-py schedule jobs/ --metrics-port 9464
     """
     import logging
+    import os
 
-    from gobblin_py.cli.output import setup_logging
-    from gobblin_py.runtime.scheduler import Scheduler
+    from gobblin_py.cli.output import print_summary, setup_logging
+    from gobblin_py.runtime.scheduler import RunEnded, Scheduler
+
+    def summary(ended: RunEnded) -> None:  # a child prints its own
+        if ended.job_result is not None:
+            print_summary(ended.job_result)
 
     setup_logging("INFO", False)
     server = None
     try:
-        scheduler = Scheduler(paths, ["--in-process"] if in_process else [], grace_s=grace)
+        scheduler = Scheduler(paths, grace_s=grace, isolated=isolated, in_process=in_process)
+        scheduler.run_listeners.append(summary)
         if metrics_port is not None:
             from gobblin_py.cli.prometheus import ScheduleMetrics
 
@@ -246,6 +256,10 @@ def schedule(
     finally:
         if server is not None:
             server.shutdown()
+    if scheduler.abandoned:  # runs that ignored the cancel: exit now rather than wait on their threads
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     raise typer.Exit(code)
 
 

@@ -1,15 +1,22 @@
 """The long-running scheduler: runs each job file that has `job.schedule` on time, one run per job at a time.
 
-Each run is a `gobblin-py run` child process, so a crashing job never takes the scheduler down; it writes
-its result (`--metrics-json`) to the scheduler's private temp dir, handed to the `run_listeners` when it
-ends (metrics). On SIGTERM or SIGINT the scheduler stops firing, waits up to `grace_s` for the runs in
-progress, then kills what is left (safe: the commit log makes a killed run recoverable by its next run).
+Warm (the default): the runs share one SparkSession in the scheduler's process, started by the first run that
+has tasks, so a job fired every few minutes stops paying Spark's start each time. Each firing re-reads the job
+file and runs `JobRunner` in a thread of its own (its own job lock, its own commits, its own Spark job group); a
+run that raises anything is logged with the job's name and counted as failed, and the scheduler goes on. A job
+whose `spark:` section (master or conf) differs from the session's runs as a child process instead.
+Isolated: each run is a `gobblin-py run` child process that writes its result (`--metrics-json`) to the
+scheduler's private temp dir. Either way each ended run goes to the `run_listeners` (metrics, the summary).
+On SIGTERM or SIGINT the scheduler stops firing, waits up to `grace_s` for the runs in progress, then cancels
+or kills what is left (safe: the commit log makes a stopped run recoverable by its next run).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
+import os
 import shutil
 import signal
 import subprocess
@@ -25,10 +32,30 @@ from typing import Any
 import orjson
 
 from gobblin_py.config import load_job
+from gobblin_py.config.model import JobSpec
 from gobblin_py.cron import Cron, CronError
-from gobblin_py.errors import ConfigError
+from gobblin_py.errors import ConfigError, GobblinError, JobError
+from gobblin_py.runtime import interrupt
+from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.job_result import JobResult
+from gobblin_py.runtime.runner import JobRunner
+from gobblin_py.runtime.spark_executor import SparkExecutor
 
 log = logging.getLogger(__name__)
+
+CANCEL_WAIT_S = 30.0  # after the grace: how long cancelled runs get to record themselves before the session stops
+
+
+@dataclass
+class InThreadRun:
+    """A warm run: the thread running it, and what it ended with."""
+
+    thread: threading.Thread
+    exit_code: int = 0
+    result: JobResult | None = None
+
+    def job_finished(self, result: JobResult) -> None:  # a run observer: the result even of a run that raised
+        self.result = result
 
 
 @dataclass
@@ -38,22 +65,30 @@ class ScheduledJob:
     work_dir: Path
     cron: Cron
     next_fire: dt.datetime
-    running: subprocess.Popen[bytes] | None = None
-    started: float = 0.0  # time.monotonic() of the running child's start
+    running: subprocess.Popen[bytes] | None = None  # a run as a child process
+    in_thread: InThreadRun | None = None  # a run in the scheduler's process
+    started: float = 0.0  # time.monotonic() of the running run's start
     runs: int = 0
     skipped: int = 0
     exit_codes: list[int] = field(default_factory=list)
+    as_child: bool | None = None  # warm mode: whether its last run went to a child (its spark: section differs)
+
+    @property
+    def busy(self) -> bool:
+        return self.running is not None or self.in_thread is not None
 
 
 @dataclass(frozen=True)
 class RunEnded:
     """One scheduled run that finished: its exit code, wall time, and its result (`JobResult.to_json()`), which is
-    None when the child wrote none (it crashed or was killed)."""
+    None when the run left none (it crashed, was killed, or its job file could not be read). `job_result` is the
+    JobResult itself for a run in the scheduler's process (a child prints its own summary)."""
 
     job: ScheduledJob
     exit_code: int
     wall_s: float
     result: dict[str, Any] | None
+    job_result: JobResult | None = None
 
 
 def job_files(paths: list[Path]) -> list[Path]:
@@ -69,15 +104,153 @@ def job_files(paths: list[Path]) -> list[Path]:
     return out
 
 
-class Scheduler:
-    """Fires scheduled jobs as child processes until stopped."""
+def spark_key(job: JobSpec) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """What a session is started with: the master and the conf (the app name is only a label)."""
+    return job.spark.master, tuple(sorted((k, str(v)) for k, v in job.spark.conf.items()))
 
-    def __init__(self, paths: list[Path], extra_args: list[str] | None = None, grace_s: float = 300.0) -> None:
-        self.extra_args = extra_args or []
+
+def _difference(job: tuple[str, tuple[tuple[str, str], ...]], session: tuple[str, tuple[tuple[str, str], ...]]) -> str:
+    """`master local[1] (the session's: local[2]), spark.x=3 (the session's: 4)`."""
+    mine, theirs = {"master": job[0], **dict(job[1])}, {"master": session[0], **dict(session[1])}
+    return ", ".join(f"{k}{' ' if k == 'master' else '='}{mine.get(k, '(unset)')} (the session's: {theirs.get(k, '(unset)')})"
+                     for k in sorted(mine.keys() | theirs.keys(), key=lambda k: (k != "master", k)) if mine.get(k) != theirs.get(k))
+
+
+class WarmSession:
+    """The scheduler's one SparkSession: started by the first run that needs it, shared by every run after it,
+    started afresh when its JVM has gone away; stopped with the scheduler."""
+
+    def __init__(self, job_dirs: list[str]) -> None:
+        self.job_dirs = job_dirs  # every scheduled job's directory: user plugins import on the executors
+        self._lock = threading.Lock()
+        self._session: Any = None
+
+    def running(self) -> Any:
+        """The session if it is up, else None."""
+        with self._lock:
+            return self._session if self._alive() else None
+
+    def get(self, job: JobSpec) -> tuple[Any, float]:
+        """The session, and the seconds spent starting it (0 when it was already up)."""
+        with self._lock:
+            if self._alive():
+                return self._session, 0.0
+            if self._session is not None:
+                log.warning("the shared Spark session is gone (its JVM stopped): starting a fresh one for %s", job.name)
+                self._discard()
+            current = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = os.pathsep.join(self.job_dirs + ([current] if current else []))
+            t0 = time.monotonic()
+            starter = SparkExecutor(dataclasses.replace(job, spark=job.spark.model_copy(
+                update={"app_name": job.spark.app_name or "gobblin-py:schedule"})))
+            try:
+                self._session = starter.session()
+            except BaseException:
+                self._discard()
+                raise
+            took = time.monotonic() - t0
+            log.info("started the shared Spark session on %s in %.1f s (for %s); later runs reuse it", job.spark.master, took, job.name)
+            return self._session, took
+
+    def cancel_all(self) -> None:
+        """Cancel every Spark job of the session; the runs see a Ctrl-C (recorded as cancelled)."""
+        interrupt._seen.set()  # what SIGINT sets in `gobblin-py run`: SparkExecutor.run then raises KeyboardInterrupt
+        with self._lock:
+            if self._alive():
+                try:
+                    self._session.sparkContext.cancelAllJobs()
+                except Exception:  # noqa: BLE001 - the JVM may be going away; the runs end either way
+                    log.debug("cancelling the Spark jobs failed", exc_info=True)
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                self._discard()
+                log.info("stopped the shared Spark session")
+
+    def _alive(self) -> bool:
+        if self._session is None:
+            return False
+        try:
+            return not self._session.sparkContext._jsc.sc().isStopped()
+        except Exception:  # noqa: BLE001 - py4j cannot reach the JVM: it is gone
+            return False
+
+    def _discard(self) -> None:
+        """Stop the session, and forget pyspark's handles on a JVM that died so the next start launches one."""
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession, SQLContext
+
+        session, self._session = self._session, None
+        if session is not None:
+            try:
+                session.stop()
+            except Exception:  # noqa: BLE001 - a dead JVM cannot be told to stop
+                log.debug("stopping the Spark session failed", exc_info=True)
+        gateway = SparkContext._gateway
+        with SparkContext._lock:
+            SparkContext._active_spark_context = None
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+        SparkSession._instantiatedSession = None
+        SparkSession._activeSession = None
+        SQLContext._instantiatedContext = None
+        if gateway is not None:
+            try:
+                gateway.shutdown()
+            except Exception:  # noqa: BLE001 - its JVM is gone already
+                log.debug("closing the py4j gateway failed", exc_info=True)
+            proc = getattr(gateway, "proc", None)
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+class _WarmExecutor(SparkExecutor):
+    """A SparkExecutor on the scheduler's session, which it starts only when the run has tasks; never stops it."""
+
+    def __init__(self, job: JobSpec, warm: WarmSession) -> None:
+        super().__init__(job)
+        self.warm = warm
+        self._session = warm.running()
+        if self._session is not None:
+            self.master = self._session.sparkContext.master
+
+    def start(self) -> None:
+        pass
+
+    def session(self) -> Any:
+        if self._session is None:
+            self._session, self.startup_s = self.warm.get(self.job)
+            self.master = self._session.sparkContext.master
+        return self._session
+
+    def stop(self) -> None:
+        pass
+
+
+class _JobNames(logging.Filter):
+    """Prefixes the log lines of a warm run (its thread is `run:<job>`) with the job's name: runs log side by side."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.threadName.startswith("run:") and not getattr(record, "gobblin_job", None):
+            record.gobblin_job = record.threadName[4:]
+            record.msg = f"[{record.gobblin_job.replace('%', '%%')}] {record.msg}"
+        return True
+
+
+class Scheduler:
+    """Fires scheduled jobs until stopped: on a shared Spark session (warm), or as child processes (`isolated`);
+    `in_process` runs tasks without Spark (in the scheduler's threads, or passed on to the children)."""
+
+    def __init__(self, paths: list[Path], grace_s: float = 300.0, isolated: bool = False, in_process: bool = False) -> None:
         self.grace_s = grace_s
+        self.isolated = isolated
+        self.in_process = in_process
         self._stop = threading.Event()
         now = dt.datetime.now()
         self.jobs: list[ScheduledJob] = []
+        specs: list[JobSpec] = []
         for path in job_files(paths):
             job = load_job(path)
             if not job.job.schedule:
@@ -89,12 +262,20 @@ class Scheduler:
             except CronError as exc:
                 raise ConfigError(f"{path}: job.schedule: {exc}") from None
             self.jobs.append(ScheduledJob(path, job.name, job.job.work_dir, cron, first))
+            specs.append(job)
         names = [j.name for j in self.jobs]
         dupes = {n for n in names if names.count(n) > 1}
         if dupes:
             raise ConfigError(f"job name(s) {', '.join(sorted(dupes))} are scheduled from several files; job names must be unique")
+        # the shared session takes the first scheduled job's spark: section; a job whose section differs runs as a child
+        self.session_spark = spark_key(specs[0]) if specs else None
+        self.session_from = self.jobs[0].path if self.jobs else None
+        self.session = WarmSession(sorted({str(j.path.parent.resolve()) for j in self.jobs} | {os.getcwd()}))
         self.run_listeners: list[Callable[[RunEnded], None]] = []
         self._results: Path | None = None  # while running: a private temp dir for each child's --metrics-json
+        self.abandoned: list[str] = []  # after run_forever(): runs still going when it returned (the caller exits hard)
+        for j, job in zip(self.jobs, specs):
+            self._note_mode(j, job)
 
     def stop(self, *_: object) -> None:
         self._stop.set()
@@ -110,6 +291,10 @@ class Scheduler:
         for j in self.jobs:
             log.info("scheduled %s (%s): next run at %s", j.name, j.cron.text, j.next_fire.isoformat(timespec="seconds"))
         self._results = Path(tempfile.mkdtemp(prefix="gobblin-py-schedule-"))
+        names = _JobNames()
+        handlers = list(logging.getLogger().handlers)
+        for h in handlers:
+            h.addFilter(names)
         try:
             while not self._stop.is_set():
                 now = dt.datetime.now()
@@ -121,11 +306,27 @@ class Scheduler:
                 self._stop.wait(max(0.05, min(1.0, (wake - dt.datetime.now()).total_seconds())))
             return self._shutdown()
         finally:
+            for h in handlers:
+                h.removeFilter(names)
             shutil.rmtree(self._results, ignore_errors=True)
 
     def _result_file(self, j: ScheduledJob) -> Path:
         assert self._results is not None, "only while run_forever() runs"
         return self._results / f"{j.name}.json"
+
+    def _note_mode(self, j: ScheduledJob, job: JobSpec) -> bool:
+        """Whether this run of the job goes to a child; logged when that changes (at start, or as its file changes)."""
+        as_child = not self.isolated and not self.in_process and spark_key(job) != self.session_spark
+        if as_child != j.as_child and not self.isolated and not self.in_process:
+            if as_child:
+                assert self.session_spark is not None
+                log.warning("%s: its spark: section differs from the shared session's (that of %s) in %s: its runs are "
+                            "`gobblin-py run` children, each starting Spark", j.name, self.session_from,
+                            _difference(spark_key(job), self.session_spark))
+            elif j.as_child is not None:
+                log.info("%s: its spark: section matches the shared session's again: its runs use the session", j.name)
+        j.as_child = as_child
+        return as_child
 
     def _fire(self, j: ScheduledJob, now: dt.datetime) -> None:
         try:
@@ -133,31 +334,78 @@ class Scheduler:
         except CronError:  # a year field that has passed: this is the last run
             j.next_fire = dt.datetime.max
             log.info("%s (%s): this is its last firing, its schedule has no later time", j.name, j.cron.text)
-        if j.running is not None:
+        if j.busy:
             j.skipped += 1
-            log.warning("%s is still running (pid %d): this firing is skipped; next at %s", j.name, j.running.pid,
+            how = f"pid {j.running.pid}" if j.running is not None else "in this process"
+            log.warning("%s is still running (%s): this firing is skipped; next at %s", j.name, how,
                         j.next_fire.isoformat(timespec="seconds"))
             return
+        j.runs += 1
+        j.started = time.monotonic()
+        if self.isolated:
+            self._start_child(j)
+            return
+        try:  # the job file is read again at each firing, as a child would
+            job = load_job(j.path)
+        except GobblinError as exc:
+            log.error("%s run %d: %s", j.name, j.runs, exc)
+            self._ended(j, exc.exit_code, None)
+            return
+        except Exception:  # noqa: BLE001 - a plugin's import may raise anything: this run fails, the others go on
+            log.exception("%s run %d: reading %s failed", j.name, j.runs, j.path)
+            self._ended(j, 4, None)
+            return
+        if self._note_mode(j, job):
+            self._start_child(j)
+            return
+        run = InThreadRun(threading.Thread(target=self._run_in_thread, args=(j, job), name=f"run:{j.name}", daemon=True))
+        j.in_thread = run
+        run.thread.start()
+        log.info("started %s run %d; next at %s", j.name, j.runs, j.next_fire.isoformat(timespec="seconds"))
+
+    def _start_child(self, j: ScheduledJob) -> None:
         self._result_file(j).unlink(missing_ok=True)
         cmd = [sys.executable, "-m", "gobblin_py.cli.main", "run", str(j.path), "--quiet",
-               "--metrics-json", str(self._result_file(j)), *self.extra_args]
+               "--metrics-json", str(self._result_file(j)), *(["--in-process"] if self.in_process else [])]
         j.running = subprocess.Popen(cmd)
-        j.started = time.monotonic()
-        j.runs += 1
         log.info("started %s run %d (pid %d); next at %s", j.name, j.runs, j.running.pid, j.next_fire.isoformat(timespec="seconds"))
+
+    def _run_in_thread(self, j: ScheduledJob, job: JobSpec) -> None:
+        """One warm run; whatever it raises ends this run only (exit codes as `gobblin-py run` would give)."""
+        run = j.in_thread
+        assert run is not None
+        try:
+            executor = InProcessExecutor() if self.in_process else _WarmExecutor(job, self.session)
+            result = JobRunner(job, executor, [run]).run()
+            run.exit_code = 0 if result.succeeded else 1
+        except GobblinError as exc:  # the lock is held by another run, or the session could not start
+            log.error("%s run %d: %s", j.name, j.runs, exc)
+            run.exit_code = exc.exit_code
+        except KeyboardInterrupt:
+            log.warning("%s run %d was cancelled; its next run recovers any pending commit", j.name, j.runs)
+            run.exit_code = 130
+        except BaseException as exc:  # noqa: BLE001 - a bug or a JVM error fails this run, never the scheduler
+            log.error("%s run %d failed with an internal error %s: %s", j.name, j.runs, type(exc).__name__, exc, exc_info=True)
+            run.exit_code = 4
 
     def _reap(self, j: ScheduledJob) -> None:
         if j.running is not None and j.running.poll() is not None:
             code = j.running.returncode
-            j.exit_codes.append(code)
-            (log.info if code == 0 else log.error)("%s run %d finished with exit code %d", j.name, j.runs, code)
             j.running = None
-            ended = RunEnded(j, code, time.monotonic() - j.started, self._read_result(j))
-            for listener in self.run_listeners:
-                try:
-                    listener(ended)
-                except Exception:  # noqa: BLE001 - a listener (metrics) never stops the scheduling
-                    log.exception("after %s run %d: a run listener failed", j.name, j.runs)
+            self._ended(j, code, self._read_result(j))
+        elif j.in_thread is not None and not j.in_thread.thread.is_alive():
+            run, j.in_thread = j.in_thread, None
+            self._ended(j, run.exit_code, run.result.to_json() if run.result else None, run.result)
+
+    def _ended(self, j: ScheduledJob, code: int, result: dict[str, Any] | None, job_result: JobResult | None = None) -> None:
+        j.exit_codes.append(code)
+        (log.info if code == 0 else log.error)("%s run %d finished with exit code %d", j.name, j.runs, code)
+        ended = RunEnded(j, code, time.monotonic() - j.started, result, job_result)
+        for listener in self.run_listeners:
+            try:
+                listener(ended)
+            except Exception:  # noqa: BLE001 - a listener (metrics) never stops the scheduling
+                log.exception("after %s run %d: a run listener failed", j.name, j.runs)
 
     def _read_result(self, j: ScheduledJob) -> dict[str, Any] | None:
         try:
@@ -167,18 +415,35 @@ class Scheduler:
         return result
 
     def _shutdown(self) -> int:
-        running = [j for j in self.jobs if j.running is not None]
+        running = [j for j in self.jobs if j.busy]
         if running:
             log.info("stopping: waiting up to %.0f s for %s", self.grace_s, ", ".join(j.name for j in running))
-        deadline = dt.datetime.now() + dt.timedelta(seconds=self.grace_s)
+        deadline = time.monotonic() + self.grace_s
         for j in running:
-            assert j.running is not None
-            try:
-                j.running.wait(timeout=max(0.0, (deadline - dt.datetime.now()).total_seconds()))
-            except subprocess.TimeoutExpired:
-                log.warning("%s did not finish in time: killed; its next run recovers any pending commit", j.name)
-                j.running.kill()
-                j.running.wait()
+            if j.running is not None:
+                try:
+                    j.running.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    log.warning("%s did not finish in time: killed; its next run recovers any pending commit", j.name)
+                    j.running.kill()
+                    j.running.wait()
+            elif j.in_thread is not None:
+                j.in_thread.thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        late = [j for j in running if j.in_thread is not None and j.in_thread.thread.is_alive()]
+        if late:
+            log.warning("%s did not finish in time: cancelled; the next run recovers any pending commit",
+                        ", ".join(j.name for j in late))
+            self.session.cancel_all()
+            cancel_deadline = time.monotonic() + CANCEL_WAIT_S
+            for j in late:
+                assert j.in_thread is not None
+                j.in_thread.thread.join(timeout=max(0.0, cancel_deadline - time.monotonic()))
+        self.abandoned = [j.name for j in late if j.in_thread is not None and j.in_thread.thread.is_alive()]
+        for j in running:
             self._reap(j)
+        self.session.stop()
+        if self.abandoned:
+            log.warning("%s still running after the cancel: stopped with the scheduler; the next run recovers any "
+                        "pending commit", ", ".join(self.abandoned))
         log.info("scheduler stopped")
         return 0
