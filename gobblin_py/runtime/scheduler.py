@@ -121,7 +121,8 @@ class WarmSession:
     started afresh when its JVM has gone away; stopped with the scheduler."""
 
     def __init__(self, job_dirs: list[str]) -> None:
-        self.job_dirs = job_dirs  # every scheduled job's directory: user plugins import on the executors
+        current = os.environ.get("PYTHONPATH")  # every scheduled job's directory: user plugins import on the executors
+        self.pythonpath = os.pathsep.join(job_dirs + ([current] if current else []))
         self._lock = threading.Lock()
         self._session: Any = None
 
@@ -138,8 +139,7 @@ class WarmSession:
             if self._session is not None:
                 log.warning("the shared Spark session is gone (its JVM stopped): starting a fresh one for %s", job.name)
                 self._discard()
-            current = os.environ.get("PYTHONPATH")
-            os.environ["PYTHONPATH"] = os.pathsep.join(self.job_dirs + ([current] if current else []))
+            os.environ["PYTHONPATH"] = self.pythonpath
             t0 = time.monotonic()
             starter = SparkExecutor(dataclasses.replace(job, spark=job.spark.model_copy(
                 update={"app_name": job.spark.app_name or "gobblin-py:schedule"})))

@@ -3,6 +3,7 @@ fails alone, SIGTERM cancels a run in flight that the next run recovers; `--isol
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -66,27 +67,36 @@ def _written(run: dict[str, Any]) -> int:
     return sum(t["records_written"] for t in run["tasks"])
 
 
-@pytest.mark.spark
-@pytest.mark.kafka
-def test_a_second_firing_runs_on_the_warm_session_without_starting_spark(tmp_path: Path, broker: Any, topic: str) -> None:
-    data = new_topic(broker.bootstrap, topic, 4, 50)
+def _two_batches(tmp_path: Path, broker: Any, topic: str, schedule: str,
+                 between: Callable[[Schedule], None] = lambda sched: None) -> tuple[Schedule, StateStore]:
+    """A scheduled Kafka job: waits for a run that reads a first batch, calls `between`, produces a second batch and
+    waits for a run that reads it; stops the scheduler (exit 0) and checks that every event is published once."""
+    data = new_topic(broker.bootstrap, topic, 4, 40)
     job = kafka_job(tmp_path, broker.bootstrap, [topic])
-    job["job"].update(schedule="*/2 * * * * ?", retention_runs=1000)
-    path = write_job(tmp_path, job)
+    job["job"].update(schedule=schedule, retention_runs=1000)
     store = StateStore(tmp_path / "work", "k")
-    sched = Schedule(str(path))
+    sched = Schedule(str(write_job(tmp_path, job)))
     try:
         sched.wait_for("first run with data", lambda: any(_written(r) for r in store.runs()))
-        more = {p: events(30) for p in range(4)}
+        between(sched)
+        more = {p: events(20) for p in range(4)}
         produce_events(broker.bootstrap, topic, more)
-        total = sum(len(v) for v in data.values()) + sum(len(v) for v in more.values())
+        total = sum(len(v) for v in [*data.values(), *more.values()])
         sched.wait_for("the second batch committed", lambda: sum(_written(r) for r in store.runs()) >= total)
     finally:
         code = sched.stop()
     assert code == 0, sched.log
-    runs = store.runs()
-    assert runs and all(r["status"] == "succeeded" for r in runs), runs
-    with_tasks = [r for r in runs if r["tasks"]]
+    assert all(r["status"] == "succeeded" for r in store.runs()), store.runs()
+    ids = output_ids(tmp_path / "output", topic)
+    assert set(ids) == {e["id"] for evs in [*data.values(), *more.values()] for e in evs} and set(ids.values()) == {1}
+    return sched, store
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_a_second_firing_runs_on_the_warm_session_without_starting_spark(tmp_path: Path, broker: Any, topic: str) -> None:
+    sched, store = _two_batches(tmp_path, broker, topic, "*/2 * * * * ?")
+    with_tasks = [r for r in store.runs() if r["tasks"]]
     assert len(with_tasks) >= 2, with_tasks
     assert with_tasks[0]["phases"]["executor_start"] > 0  # the first run with tasks started the session
     for later in with_tasks[1:]:
@@ -94,8 +104,6 @@ def test_a_second_firing_runs_on_the_warm_session_without_starting_spark(tmp_pat
     assert sched.log.count("started the shared Spark session") == 1
     assert re.search(r"\[k\] job k run \S+ started", sched.log)  # a run's lines carry its job's name
     assert any(f"SUCCEEDED job k run {with_tasks[1]['run_id']}" in line for line in sched.out)  # each run's summary
-    ids = output_ids(tmp_path / "output", topic)
-    assert set(ids) == {e["id"] for evs in [*data.values(), *more.values()] for e in evs} and set(ids.values()) == {1}
 
 
 CRASH_SOURCE = textwrap.dedent('''
@@ -225,3 +233,48 @@ def test_a_job_whose_spark_section_differs_from_the_sessions_runs_as_a_child(tmp
     with caplog.at_level("INFO", logger="gobblin_py.runtime.scheduler"):
         Scheduler([tmp_path], isolated=True)  # every run is a child anyway: nothing to warn of
     assert "differs" not in caplog.text
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process under `pid` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _spark_jvms(pid: int) -> list[int]:
+    found = []
+    for child in _descendants(pid):
+        try:
+            if b"org.apache.spark.deploy.SparkSubmit" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(child)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_a_session_whose_jvm_died_is_started_afresh_for_the_next_run(tmp_path: Path, broker: Any, topic: str) -> None:
+    killed: list[int] = []
+
+    def kill_the_jvm(sched: Schedule) -> None:
+        killed.extend(_spark_jvms(sched.proc.pid))
+        assert killed, sched.log
+        for jvm in killed:
+            os.kill(jvm, signal.SIGKILL)
+
+    sched, _ = _two_batches(tmp_path, broker, topic, "* * * * * ?", kill_the_jvm)
+    assert "the shared Spark session is gone (its JVM stopped): starting a fresh one for k" in sched.log
+    assert sched.log.count("started the shared Spark session") == 2
