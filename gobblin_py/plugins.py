@@ -34,6 +34,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
     Kind.SOURCE: {
         "files": "gobblin_py.builtin.files_source:FilesSource",
         "kafka": "gobblin_py.builtin.kafka_source:KafkaSource",
+        "jdbc": "gobblin_py.builtin.jdbc_source:JdbcSource",
     },
     Kind.CONVERTER: {
         "json_to_avro": "gobblin_py.builtin.json_to_avro:JsonToAvroConverter",

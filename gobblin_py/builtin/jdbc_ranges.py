@@ -1,0 +1,134 @@
+"""The JDBC source's watermark keys: which ranges of a table's watermark column are published, and what to extract next.
+
+A run splits the range after the committed position into sub-ranges, one WorkUnit each, and the framework stores one
+key per WorkUnit. So that a failed sub-range can never be skipped (`commit_policy: successful` publishes the others),
+no WorkUnit claims more than it read:
+
+- `high` is reported by the sub-range that starts at the committed position: every row with a watermark up to its
+  value is published (contiguous from the first load);
+- `done.<n>` is reported by each other sub-range: `(lo, hi] planned at high=F`, that range alone is published.
+
+Planning extends `high` through the `done` ranges that follow it without a gap; the ranges still above it are kept
+(their slots are not reused) and the holes between them are extracted again. A `done` range planned from a position
+above the committed `high` (the operator reset the state below it) is ignored, so a reset re-extracts everything
+after it. Under `commit_policy: full` every run ends with `high` plus `done` ranges that chain to the run's upper bound.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from gobblin_py.api.types import WatermarkValue
+from gobblin_py.errors import SourceError
+
+HIGH = "high"
+DONE_PREFIX = "done."
+_DONE = re.compile(r"^\((.*), (.*)\] planned at high=(.*)$")
+NONE = "none"
+
+
+class WatermarkKind:
+    """How a watermark column's values are compared in Python and stored in the state (JSON: int or ISO text)."""
+
+    INTEGER = "integer"
+    TIMESTAMPTZ = "timestamptz"
+    TIMESTAMP = "timestamp"
+    DATE = "date"
+
+
+def encode(value: Any) -> WatermarkValue:
+    """A watermark value as the state stores it: an int, or ISO-8601 text."""
+    if value is None:
+        return None
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return int(value)
+
+
+def decode(kind: str, value: WatermarkValue, where: str) -> Any:
+    """The stored value back as the column's Python type; a value of another type names the key and what to do."""
+    if value is None or value == NONE:
+        return None
+    try:
+        if kind == WatermarkKind.INTEGER:
+            return int(value)
+        if kind == WatermarkKind.DATE:
+            return date.fromisoformat(str(value))
+        parsed = datetime.fromisoformat(str(value))
+        if (parsed.tzinfo is None) != (kind == WatermarkKind.TIMESTAMP):
+            raise ValueError(f"a {'naive' if parsed.tzinfo is None else 'zone-qualified'} timestamp for a {kind} column")
+        return parsed
+    except (TypeError, ValueError) as exc:
+        raise SourceError(f"{where}: committed watermark {value!r} is not a {kind} value ({exc}); the watermark column's "
+                          "type changed since it was committed: reset the dataset's state (`gobblin-py state reset`)") from None
+
+
+@dataclass(frozen=True)
+class Range:
+    """Watermark values `(lo, hi]`; `lo` None: from the start, rows without a watermark included (a first load)."""
+
+    lo: Any
+    hi: Any
+
+    def done_value(self, planned_at: Any) -> str:
+        """The `done.<n>` value of this range, planned when `high` was `planned_at`."""
+        return f"({_text(self.lo)}, {_text(self.hi)}] planned at high={_text(planned_at)}"
+
+
+def _text(value: Any) -> str:
+    encoded = encode(value)
+    return NONE if encoded is None else str(encoded)
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a table's watermark keys say: everything up to `high`, plus the `islands` above it (slot → range)."""
+
+    high: Any
+    islands: dict[int, Range]
+
+    @property
+    def top(self) -> Any:
+        """Where new data starts: the highest published watermark."""
+        return max([r.hi for r in self.islands.values()] + ([self.high] if self.high is not None else []), default=None)
+
+    def holes(self) -> list[Range]:
+        """The ranges between `high` and the islands, none published yet (lowest first)."""
+        out, at = [], self.high
+        for r in sorted(self.islands.values(), key=lambda r: r.lo):
+            out.append(Range(at, r.lo))
+            at = r.hi
+        return out
+
+    def free_slots(self) -> Any:
+        """`done.<n>` slot numbers not held by a live island, lowest first."""
+        n = 1
+        while True:
+            if n not in self.islands:
+                yield n
+            n += 1
+
+
+def committed(kind: str, marks: dict[str, WatermarkValue], where: str) -> Committed:
+    """Read a table's keys: `high` extended through the `done` ranges that follow it, the rest kept as islands."""
+    high = decode(kind, marks.get(HIGH), f"{where} key {HIGH!r}")
+    ranges: dict[int, tuple[Range, Any]] = {}
+    for key, value in marks.items():
+        if not key.startswith(DONE_PREFIX):
+            continue
+        m = _DONE.match(str(value))
+        slot = key[len(DONE_PREFIX):]
+        if not m or not slot.isdigit():
+            raise SourceError(f"{where} key {key!r}: {value!r} is not `(lo, hi] planned at high=F`; reset the dataset's "
+                              "state (`gobblin-py state reset`)")
+        lo, hi, planned = (decode(kind, v, f"{where} key {key!r}") for v in m.groups())
+        ranges[int(slot)] = (Range(lo, hi), planned)
+    live = {slot: r for slot, (r, planned) in ranges.items()
+            if r.lo is not None and (planned is None or (high is not None and planned <= high))}
+    for slot, r in sorted(live.items(), key=lambda item: item[1].lo):  # extend high through what follows it
+        if high is not None and r.lo <= high:
+            high = max(high, r.hi)
+    return Committed(high, {slot: r for slot, r in live.items() if high is None or r.hi > high})

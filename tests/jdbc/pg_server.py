@@ -1,0 +1,94 @@
+"""A real PostgreSQL 16 (the binaries of the `pgserver` wheel) on a free 127.0.0.1 port, with password
+authentication, for the JDBC source's tests and benchmark. As root it runs as the unprivileged `pgserver`
+user (PostgreSQL refuses to run as root)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+USER = "gobblin"
+PASSWORD = "s3cret-pw-not-in-messages"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalPostgres:
+    """`with LocalPostgres() as pg:` a started server; `pg.url(db)` without the password, `pg.connect(db)`."""
+
+    def __init__(self) -> None:
+        from pgserver._commands import POSTGRES_BIN_PATH
+
+        self.bin = Path(POSTGRES_BIN_PATH)
+        self.port = free_port()
+        self.host = "127.0.0.1"
+        self.dir = Path(tempfile.mkdtemp(prefix="gobblin-pg-"))
+        self.data = self.dir / "data"
+        self.run_as: dict[str, Any] = {}
+        if os.geteuid() == 0:
+            from pgserver.utils import ensure_user_exists
+
+            entry = ensure_user_exists("pgserver")
+            os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+            self.run_as = {"user": entry.pw_uid, "group": entry.pw_gid}
+
+    def _run(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(self.bin / args[0]), *args[1:]], check=True, capture_output=True, text=True,
+                              cwd=self.dir, **self.run_as, **kwargs)
+
+    def start(self) -> LocalPostgres:
+        pwfile = self.dir / "pw"
+        pwfile.write_text(PASSWORD + "\n")
+        if self.run_as:
+            os.chown(pwfile, self.run_as["user"], self.run_as["group"])
+        self._run("initdb", "-D", str(self.data), "-U", USER, "--pwfile", str(pwfile), "--auth", "scram-sha-256",
+                  "-E", "UTF8", "--locale", "C")
+        pwfile.unlink()
+        options = f"-p {self.port} -h {self.host} -k '' -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "-t", "60", "start")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.connect("postgres").close()
+                return self
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        try:
+            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalPostgres:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def url(self, database: str) -> str:
+        """The job file's `url` (no password: that comes from `password_env`)."""
+        return f"postgresql://{USER}@{self.host}:{self.port}/{database}"
+
+    def connect(self, database: str, autocommit: bool = True) -> Any:
+        import psycopg
+
+        return psycopg.connect(host=self.host, port=self.port, user=USER, password=PASSWORD, dbname=database,
+                               autocommit=autocommit)
+
+    def create_database(self, name: str) -> str:
+        with self.connect("postgres") as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return name
