@@ -31,6 +31,7 @@ class Schedule:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
         self.out: list[str] = []
+        self.code: int | None = None  # the exit code, once stopped
         self._readers = [threading.Thread(target=self.lines.extend, args=(self.proc.stderr,), daemon=True),
                          threading.Thread(target=self.out.extend, args=(self.proc.stdout,), daemon=True)]
         for r in self._readers:
@@ -48,6 +49,12 @@ class Schedule:
                 return found
             time.sleep(0.2)
         raise AssertionError(f"no {what} (scheduler exit {self.proc.poll()}):\n{self.log}")
+
+    def __enter__(self) -> Schedule:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.code = self.stop()
 
     def stop(self, timeout: float = 180) -> int:
         if self.proc.poll() is None:
@@ -75,17 +82,14 @@ def _two_batches(tmp_path: Path, broker: Any, topic: str, schedule: str,
     job = kafka_job(tmp_path, broker.bootstrap, [topic])
     job["job"].update(schedule=schedule, retention_runs=1000)
     store = StateStore(tmp_path / "work", "k")
-    sched = Schedule(str(write_job(tmp_path, job)))
-    try:
+    with Schedule(str(write_job(tmp_path, job))) as sched:
         sched.wait_for("first run with data", lambda: any(_written(r) for r in store.runs()))
         between(sched)
         more = {p: events(20) for p in range(4)}
         produce_events(broker.bootstrap, topic, more)
         total = sum(len(v) for v in [*data.values(), *more.values()])
         sched.wait_for("the second batch committed", lambda: sum(_written(r) for r in store.runs()) >= total)
-    finally:
-        code = sched.stop()
-    assert code == 0, sched.log
+    assert sched.code == 0, sched.log
     assert all(r["status"] == "succeeded" for r in store.runs()), store.runs()
     ids = output_ids(tmp_path / "output", topic)
     assert set(ids) == {e["id"] for evs in [*data.values(), *more.values()] for e in evs} and set(ids.values()) == {1}
@@ -132,8 +136,7 @@ def test_a_run_that_raises_fails_alone_and_the_other_job_keeps_firing(tmp_path: 
     write_job(jobs, example_job(tmp_path, job={"name": "good", "work_dir": str(tmp_path / "work"), "schedule": "* * * * * ?",
                                                "retention_runs": 1000}), "good.yaml")
     good, crashed = StateStore(tmp_path / "work", "good"), StateStore(tmp_path / "work", "crash")
-    sched = Schedule(str(jobs))
-    try:
+    with Schedule(str(jobs)) as sched:
         sched.wait_for("a crash and a good run", lambda: "crash run 1 failed with an internal error SystemExit: a plugin that exits in planning"
                        in sched.log and good.runs())
         crash.write_text("source: [a job file broken between two firings\n")
@@ -142,9 +145,7 @@ def test_a_run_that_raises_fails_alone_and_the_other_job_keeps_firing(tmp_path: 
                                                                  for line in sched.lines[broken_at:]))
         seen = len(good.runs())
         sched.wait_for("a good run after that", lambda: len(good.runs()) > seen)
-    finally:
-        code = sched.stop()
-    assert code == 0, sched.log
+    assert sched.code == 0, sched.log
     assert all(r["status"] == "succeeded" for r in good.runs())
     assert [_written(r) for r in good.runs()][0] > 0
     assert crashed.runs() and all(r["status"] == "failed" for r in crashed.runs())
@@ -184,12 +185,9 @@ def test_sigterm_cancels_a_run_in_flight_and_the_next_run_commits_everything_onc
     job["job"]["schedule"] = "* * * * * ?"
     job["converters"].insert(0, {"class": "slow_converter:Slow", "delay_s": 0.1, "marker": str(marker)})
     path = write_job(tmp_path, job)
-    sched = Schedule(str(path), "--grace", "1")
-    try:
+    with Schedule(str(path), "--grace", "1") as sched:
         sched.wait_for("a task converting records", marker.exists)
-    finally:
-        code = sched.stop()
-    assert code == 0, sched.log
+    assert sched.code == 0, sched.log
     assert "k did not finish in time: cancelled" in sched.log
     runs = StateStore(tmp_path / "work", "k").runs()
     assert [r["status"] for r in runs] == ["cancelled"], runs
@@ -205,12 +203,9 @@ def test_sigterm_cancels_a_run_in_flight_and_the_next_run_commits_everything_onc
 def test_isolated_runs_each_firing_as_a_child_process(tmp_path: Path) -> None:
     path = write_job(tmp_path, example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "schedule": "* * * * * ?"}))
     store = StateStore(tmp_path / "work", "t")
-    sched = Schedule(str(path), "--isolated", "--in-process")
-    try:
+    with Schedule(str(path), "--isolated", "--in-process") as sched:
         sched.wait_for("a run", store.runs)
-    finally:
-        code = sched.stop()
-    assert code == 0, sched.log
+    assert sched.code == 0, sched.log
     pids = {int(p) for p in re.findall(r"started t run \d+ \(pid (\d+)\)", sched.log)}
     assert pids and sched.proc.pid not in pids
     assert "job t run" not in sched.log  # the child ran --quiet: its INFO lines are not the scheduler's
