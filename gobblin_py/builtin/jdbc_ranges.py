@@ -99,7 +99,8 @@ class Committed:
         """The ranges between `high` and the islands, none published yet (lowest first)."""
         out, at = [], self.high
         for r in sorted(self.islands.values(), key=lambda r: r.lo):
-            out.append(Range(at, r.lo))
+            if at is None or at < r.lo:
+                out.append(Range(at, r.lo))
             at = r.hi
         return out
 

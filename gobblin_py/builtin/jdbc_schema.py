@@ -56,7 +56,7 @@ class Column:
     not_null: bool
     type_name: str  # the base type's pg_type.typname (a domain resolved to its base)
     declared: str  # format_type: what `\d table` shows
-    avro: Any  # the Avro type, without the null branch
+    avro: Any  # the Avro type, without the null branch; None: no mapping
     as_text: bool  # unconstrained numeric: written as its exact text
 
 
@@ -80,26 +80,29 @@ def _avro_type(typname: str, typtype: str, typmod: int) -> tuple[Any, bool] | No
     return None
 
 
-def read_columns(conn: Any, table_oid: int, table: str) -> list[Column]:
-    """Every column of the table with its Avro type; a type without a mapping is a ConfigError naming it."""
+def read_columns(conn: Any, table_oid: int) -> list[Column]:
+    """Every column of the table with its Avro type (None where it has none: see `check_mapped`)."""
     out: list[Column] = []
     for name, not_null, typname, typtype, category, elem, elem_type, typmod, declared in conn.execute(COLUMNS_SQL, (table_oid,)):
-        if not AVRO_NAME.match(name):
-            raise ConfigError(f"table {table}: column {name!r} is not a valid Avro field name (letters, digits and _, not "
-                              "starting with a digit); leave it out with source.tables[].columns, or select it renamed in a view")
         if category == "A" and elem is not None:
             mapped = _avro_type(elem, elem_type, typmod)
-            if mapped is not None and not mapped[1]:
-                out.append(Column(name, not_null, typname, declared, {"type": "array", "items": ["null", mapped[0]]}, False))
-                continue
+            avro = {"type": "array", "items": ["null", mapped[0]]} if mapped is not None and not mapped[1] else None
+            out.append(Column(name, not_null, typname, declared, avro, False))
         else:
             mapped = _avro_type(typname, typtype, typmod)
-            if mapped is not None:
-                out.append(Column(name, not_null, typname, declared, mapped[0], mapped[1]))
-                continue
-        raise ConfigError(f"table {table}: column {name!r} has type {declared}, which has no Avro mapping; leave it out "
-                          "with source.tables[].columns, or select it cast (to text, say) in a view")
+            out.append(Column(name, not_null, typname, declared, *(mapped or (None, False))))
     return out
+
+
+def check_mapped(table: str, columns: list[Column]) -> None:
+    """A selected column without an Avro type or name is a ConfigError naming table and column, and the way out."""
+    for c in columns:
+        if not AVRO_NAME.match(c.name):
+            raise ConfigError(f"table {table}: column {c.name!r} is not a valid Avro field name (letters, digits and _, not "
+                              "starting with a digit); leave it out with source.tables[].columns, or select it renamed in a view")
+        if c.avro is None:
+            raise ConfigError(f"table {table}: column {c.name!r} has type {c.declared}, which has no Avro mapping; leave it "
+                              "out with source.tables[].columns, or select it cast (to text, say) in a view")
 
 
 def avro_schema(table: str, columns: list[Column]) -> dict[str, Any]:

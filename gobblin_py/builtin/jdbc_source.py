@@ -31,7 +31,7 @@ from pydantic import Field, field_validator, model_validator
 
 from gobblin_py.api import Extractor, MultiWorkUnit, Settings, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.builtin.jdbc_ranges import (DONE_PREFIX, HIGH, Committed, Range, WatermarkKind, committed, encode)
-from gobblin_py.builtin.jdbc_schema import WATERMARK_KINDS, Column, avro_schema, read_columns
+from gobblin_py.builtin.jdbc_schema import WATERMARK_KINDS, Column, avro_schema, check_mapped, read_columns
 from gobblin_py.builtin.output_names import workunit_id
 from gobblin_py.builtin.packing import worst_fit_decreasing
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError, describe
@@ -73,8 +73,6 @@ class JdbcSettings(Settings):
         parts = urlsplit(value)
         if parts.scheme not in ("postgresql", "postgres"):
             raise ValueError(f"{parts.scheme or value!r}: only postgresql://user@host:port/database is supported")
-        if parts.password is not None:
-            raise ValueError("holds a password: remove it from the url and name the variable holding it in password_env")
         if not parts.hostname or not parts.path.strip("/"):
             raise ValueError("give postgresql://user@host:port/database")
         return value
@@ -85,6 +83,8 @@ class JdbcSettings(Settings):
             import psycopg  # noqa: F401
         except ImportError:
             raise ValueError(INSTALL) from None
+        if urlsplit(self.url).password is not None:  # checked here, where the error does not echo the value
+            raise ValueError("url holds a password: remove it from the url and name the variable holding it in password_env")
         if self.password_env is not None and self.password_env not in os.environ:
             raise ValueError(f"password_env: environment variable {self.password_env} is not set")
         names = [t.table for t in self.tables]
@@ -207,7 +207,7 @@ class JdbcSource(Source):
             raise ConfigError(f"{label}: no such table or view in database {self.settings.database} on "
                               f"{self.settings.endpoint}; give it schema-qualified (public.orders)")
         oid, schema_name, table_name = row
-        available = read_columns(conn, oid, t.table)
+        available = read_columns(conn, oid)
         by_name = {c.name: c for c in available}
 
         def column(name: str, what: str) -> Column:
@@ -222,6 +222,7 @@ class JdbcSource(Source):
         for needed in (wm, *keys):
             if needed not in selected:
                 selected = [*selected, needed]
+        check_mapped(t.table, selected)
         kind = WATERMARK_KINDS.get(wm.type_name)
         if kind is None or wm.declared.endswith("[]"):
             raise ConfigError(f"{label}: watermark_column {wm.name!r} has type {wm.declared}; it must be a timestamp, "

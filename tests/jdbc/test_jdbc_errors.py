@@ -1,0 +1,95 @@
+"""Each failure of the jdbc source named, through the real CLI: one line saying what and where, no traceback,
+no password."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jdbc.jdbc_jobs import PASSWORD_ENV, jdbc_job
+from jdbc.pg_server import PASSWORD, free_port
+from support.jobs import run_cli, write_job
+
+TABLE = {"table": "public.t", "watermark_column": "updated", "primary_key": "id"}
+
+
+@pytest.fixture
+def table(pg, db) -> str:
+    with pg.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, updated bigint NOT NULL)")
+        conn.execute("INSERT INTO t SELECT i, i FROM generate_series(1, 100) i")
+    return db
+
+
+def _run(tmp: Path, job: dict, env: dict | None = None) -> tuple[int, str]:
+    write_job(tmp, job)
+    done = run_cli("run", "job.yaml", "--in-process", cwd=tmp, env=env)
+    text = done.stdout + done.stderr
+    assert "Traceback" not in text and PASSWORD not in text
+    return done.returncode, text
+
+
+def test_unreachable_database_fails_fast_naming_it(tmp_path: Path, pg, table) -> None:
+    job = jdbc_job(tmp_path, pg, table, [TABLE])
+    port = free_port()  # nothing listens there
+    job["source"]["url"] = f"postgresql://gobblin@127.0.0.1:{port}/{table}"
+    code, text = _run(tmp_path, job)
+    assert code == 1, text
+    assert f"cannot connect to PostgreSQL 127.0.0.1:{port}, database {table}: connection to server at" in text
+    assert "Check that the database is running and source.url is right" in text
+
+
+def test_bad_password_names_the_user_and_the_variable_never_the_password(tmp_path: Path, pg, table) -> None:
+    code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [TABLE]), env={PASSWORD_ENV: "wrong-" + PASSWORD})
+    assert code == 1, text
+    assert f"authentication failed for user 'gobblin'; check the user in source.url and the password in ${PASSWORD_ENV}" in text
+    assert "wrong-" not in text
+
+
+def test_unknown_table(tmp_path: Path, pg, table) -> None:
+    code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [{**TABLE, "table": "public.nope"}]))
+    assert code == 1, text
+    assert f"table public.nope (source.tables[0]): no such table or view in database {table}" in text
+
+
+@pytest.mark.parametrize("key, value", [("watermark_column", "changed"), ("primary_key", ["id", "other"]),
+                                        ("columns", ["id", "missing"])])
+def test_unknown_column_named_with_the_columns_there_are(tmp_path: Path, pg, table, key, value) -> None:
+    code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [{**TABLE, key: value}]))
+    assert code == 1, text
+    name = value if isinstance(value, str) else value[1]
+    assert f"table public.t (source.tables[0]): " in text and f"{name!r} is not a column of the table (columns: id, updated)" in text
+
+
+def test_unknown_column_in_where(tmp_path: Path, pg, table) -> None:
+    code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [{**TABLE, "where": "nope > 1"}]))
+    assert code == 1, text
+    assert 'table public.t (source.tables[0]): column "nope" does not exist; check watermark_column, primary_key, columns and where' in text
+
+
+def test_query_timeout_names_the_setting(tmp_path: Path, pg, table) -> None:
+    slow = {**TABLE, "where": "pg_sleep(0.02) IS NOT NULL"}  # 100 rows: 2 s a scan
+    code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [slow], statement_timeout="300ms"))
+    assert code == 1, text
+    assert "table public.t: planning (the range's row count and quantiles) was cancelled after statement_timeout 300ms; " \
+           "raise source.statement_timeout, or index the watermark column" in text
+
+
+def test_validation_refuses_a_password_in_the_url_and_an_unset_variable(tmp_path: Path, pg, table) -> None:
+    job = jdbc_job(tmp_path, pg, table, [TABLE])
+    job["source"]["url"] = f"postgresql://gobblin:{PASSWORD}@127.0.0.1:{pg.port}/{table}"
+    code, text = _run(tmp_path, job)
+    assert code == 2 and "holds a password: remove it from the url and name the variable holding it in password_env" in text
+    job = jdbc_job(tmp_path, pg, table, [TABLE], password_env="GOBBLIN_TEST_UNSET_VARIABLE")
+    code, text = _run(tmp_path, job)
+    assert code == 2 and "environment variable GOBBLIN_TEST_UNSET_VARIABLE is not set" in text
+
+
+def test_without_psycopg_the_job_says_what_to_install(tmp_path: Path, pg, table) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "psycopg.py").write_text("raise ImportError('psycopg is not installed (blocked by the test)')\n")
+    code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [TABLE]), env={"PYTHONPATH": str(blocker)})
+    assert code == 2, text
+    assert "the jdbc source needs psycopg 3: pip install 'gobblin-py[jdbc]'" in text

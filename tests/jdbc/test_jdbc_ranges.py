@@ -1,0 +1,84 @@
+"""The watermark keys of a table (no database): `high` extended through the `done` ranges that follow it, holes kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gobblin_py.builtin.jdbc_ranges import Range, WatermarkKind, committed
+from gobblin_py.config import load_job
+from gobblin_py.errors import SourceError
+from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.runner import JobRunner
+from gobblin_py.state.store import StateStore
+
+from jdbc.jdbc_jobs import jdbc_job, read_output
+from support.jobs import write_job
+
+INT = WatermarkKind.INTEGER
+
+
+def _done(lo, hi, planned) -> str:
+    return Range(lo, hi).done_value(planned)
+
+
+def test_a_run_that_fully_committed_chains_to_its_upper_bound() -> None:
+    marks = {"high": 100, "done.1": _done(100, 200, 0), "done.2": _done(200, 300, 0), "done.3": _done(300, 400, 0)}
+    state = committed(INT, marks, "t")
+    assert (state.high, state.islands, state.holes(), state.top) == (400, {}, [], 400)
+
+
+def test_a_failed_sub_range_stays_a_hole_and_its_neighbours_are_not_redone() -> None:
+    marks = {"high": 100, "done.1": _done(0, 50, None), "done.2": _done(200, 300, 0), "done.3": _done(300, 400, 0)}
+    state = committed(INT, marks, "t")  # done.1 is an old range below high: its slot is free again
+    assert state.high == 100 and state.holes() == [Range(100, 200)] and state.top == 400
+    assert sorted(state.islands) == [2, 3]
+    slots = state.free_slots()
+    assert [next(slots), next(slots)] == [1, 4]
+
+
+def test_the_first_sub_range_of_a_first_load_failing_leaves_the_start_open() -> None:
+    marks = {"done.1": _done(100, 200, None), "done.2": _done(200, 300, None)}
+    state = committed(INT, marks, "t")
+    assert state.high is None and state.holes() == [Range(None, 100)] and state.top == 300
+
+
+def test_a_reset_below_the_planning_position_ignores_the_ranges_planned_above_it() -> None:
+    marks = {"high": 50, "done.1": _done(200, 300, 100), "done.2": _done(300, 400, 100)}  # reset from 100 to 50
+    state = committed(INT, marks, "t")
+    assert (state.high, state.islands, state.holes(), state.top) == (50, {}, [], 50)
+
+
+def test_a_value_of_another_type_names_the_key() -> None:
+    with pytest.raises(SourceError, match=r"dataset t key 'high': committed watermark 'x' is not a integer value"):
+        committed(INT, {"high": "x"}, "dataset t")
+    with pytest.raises(SourceError, match=r"key 'done.1': 'oops' is not `\(lo, hi\] planned at high=F`"):
+        committed(INT, {"done.1": "oops"}, "dataset t")
+
+
+def test_commit_policy_successful_never_skips_a_failed_sub_range(tmp_path: Path, pg, db) -> None:
+    """One sub-range fails (a row the writer cannot encode, bad_records FAIL); the others commit. The next run
+    extracts only the failed range and the new rows: every row once."""
+    with pg.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, amount numeric(8,2), version bigint NOT NULL)")
+        conn.execute("INSERT INTO t SELECT i, i, i FROM generate_series(1, 400) i")
+        conn.execute("UPDATE t SET amount = 'NaN' WHERE id = 150")  # NaN has no Avro decimal
+    job = jdbc_job(tmp_path, pg, db, [{"table": "public.t", "watermark_column": "version", "primary_key": "id"}])
+    job["job"]["commit_policy"] = "successful"
+    job["quality"] = {"bad_records": "FAIL"}
+    run = lambda: JobRunner(load_job(write_job(tmp_path, job)), InProcessExecutor()).run()  # noqa: E731
+    first = run()
+    assert not first.succeeded
+    ids = sorted(r["id"] for r in read_output(tmp_path / "output", "public.t"))
+    assert ids == list(range(1, 101)) + list(range(201, 401))
+    marks = StateStore(tmp_path / "work", "j").watermarks()["public.t"]
+    assert marks["high"] == 100 and committed(INT, marks, "t").holes() == [Range(100, 200)]
+    with pg.connect(db) as conn:
+        conn.execute("UPDATE t SET amount = 150 WHERE id = 150")  # fixed, same version: still in the hole
+        conn.execute("INSERT INTO t SELECT i, i, i FROM generate_series(401, 500) i")
+    assert run().succeeded
+    ids = sorted(r["id"] for r in read_output(tmp_path / "output", "public.t"))
+    assert ids == list(range(1, 501))
+    state = committed(INT, StateStore(tmp_path / "work", "j").watermarks()["public.t"], "t")
+    assert (state.high, state.holes()) == (500, [])
