@@ -20,6 +20,11 @@ def install() -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+def request() -> None:
+    """Ask every run of this process to stop as after Ctrl-C (the scheduler cancelling its warm runs at shutdown)."""
+    _seen.set()
+
+
 def raise_if_interrupted() -> None:
     """Raise KeyboardInterrupt when SIGINT arrived: call it where a library may have swallowed one."""
     if _seen.is_set():

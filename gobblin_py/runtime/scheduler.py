@@ -154,7 +154,7 @@ class WarmSession:
 
     def cancel_all(self) -> None:
         """Cancel every Spark job of the session; the runs see a Ctrl-C (recorded as cancelled)."""
-        interrupt._seen.set()  # what SIGINT sets in `gobblin-py run`: SparkExecutor.run then raises KeyboardInterrupt
+        interrupt.request()  # what SIGINT sets in `gobblin-py run`: SparkExecutor.run then raises KeyboardInterrupt
         with self._lock:
             if self._alive():
                 try:
