@@ -30,11 +30,11 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     """Ask the Source for WorkUnits from the committed watermarks; datasets in `skip` (pending commits) and
     those with an unreadable watermark file are left out. Reads state only: no lock, nothing written."""
     marks = state.read_watermarks()
-    source = job.source.create()
-    stats = {ds: st.get("key_stats") or {} for ds, st in state.read_dataset_states().values.items()} if source.keeps_key_stats else {}
+    keeps_stats = job.source.cls().keeps_key_stats
+    stats = {ds: st.get("key_stats") or {} for ds, st in state.read_dataset_states().values.items()} if keeps_stats else {}
     source_state = SourceState(marks.values, stats, max_records=job.job.checkpoint_max_records)
     try:
-        units = source.get_workunits(source_state)
+        units = job.source.create().get_workunits(source_state)
     except GobblinError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback
