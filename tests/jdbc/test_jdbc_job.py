@@ -14,7 +14,7 @@ from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
 
 from jdbc.jdbc_jobs import jdbc_job, read_output
-from support.jobs import write_job
+from support.jobs import run_cli, write_job
 
 ORDERS = {"table": "public.orders", "watermark_column": "updated_at", "primary_key": "id"}
 
@@ -128,3 +128,17 @@ def test_a_row_committed_late_at_the_boundary_is_not_lost_thanks_to_the_lag(tmp_
         assert _run(tmp, jdbc_job(tmp, pg, db, [{**ORDERS, "watermark_lag": 0}])).succeeded  # later: the lag has passed
         results[name] = sorted(r["note"] for r in read_output(tmp / "output", "public.orders"))
     assert results == {"lag": ["early", "late"], "nolag": ["early"]}
+
+
+@pytest.mark.spark
+def test_on_spark_each_sub_range_is_a_task(tmp_path: Path, pg, db) -> None:
+    with pg.connect(db) as conn:
+        _create_orders(conn)
+        conn.execute("INSERT INTO orders SELECT i, i, 'x', now() - interval '1 day' + i * interval '1 second' "
+                     "FROM generate_series(1, 5000) i")
+    write_job(tmp_path, jdbc_job(tmp_path, pg, db, [ORDERS]))
+    done = run_cli("run", "job.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = read_output(tmp_path / "output", "public.orders")
+    assert sorted(r["id"] for r in rows) == list(range(1, 5001))
+    assert len(list((tmp_path / "output" / "public.orders").rglob("*.avro"))) == 4
