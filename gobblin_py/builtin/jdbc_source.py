@@ -304,7 +304,8 @@ class Queries:
         self.settings, self.columns, self.kind, self.label = t, columns, kind, label
         self.table = sql.Identifier(schema_name, table_name)
         self.wm = sql.Identifier(t.watermark_column)
-        self.where = sql.SQL(" AND ({})").format(sql.SQL(t.where)) if t.where else sql.SQL("")
+        where = t.where.replace("%", "%%") if t.where else None  # a literal % (LIKE 'a%') is no placeholder
+        self.where = sql.SQL(" AND ({})").format(sql.SQL(where)) if where else sql.SQL("")
 
     def upper_bound(self, conn: Any, s: JdbcSettings) -> Any:
         """This run's upper bound: now − lag (time columns, the database's clock), max − lag (integers)."""

@@ -106,6 +106,18 @@ def test_null_watermarks_are_in_the_first_load_only_and_reported(tmp_path: Path,
     assert "2 row(s) of public.orders have NULL in updated_at" in str(reported)
 
 
+def test_where_narrows_every_query_and_may_hold_a_percent_sign(tmp_path: Path, pg, db) -> None:
+    with pg.connect(db) as conn:
+        _create_orders(conn)
+        conn.execute("INSERT INTO orders SELECT i, i, CASE WHEN i % 3 = 0 THEN 'keep%' ELSE 'drop' END, "
+                     "now() - interval '1 hour' + i * interval '1 second' FROM generate_series(1, 300) i")
+    job = jdbc_job(tmp_path, pg, db, [{**ORDERS, "where": "note LIKE 'keep%'", "columns": ["id", "note"]}])
+    assert _run(tmp_path, job).succeeded
+    rows = read_output(tmp_path / "output", "public.orders")
+    assert sorted(r["id"] for r in rows) == list(range(3, 301, 3))
+    assert set(rows[0]) == {"id", "note", "updated_at"}  # the watermark column is always selected
+
+
 def test_a_row_committed_late_at_the_boundary_is_not_lost_thanks_to_the_lag(tmp_path: Path, pg, db) -> None:
     """A writer stamps its row 30 minutes before it commits (a long transaction): the row is invisible to a run in
     between. With a 1-hour lag that run's upper bound stays below the row's watermark, so a later run takes it; with
