@@ -196,12 +196,13 @@ class _Phases:
 
     def __init__(self, phases: dict[str, float], executor: TaskExecutor) -> None:
         self.phases, self.executor = phases, executor
-        self.clock, self.startup = time.monotonic(), 0.0
+        self.clock = time.monotonic()
+        self.first = self.startup = float(executor.startup_s)  # a warm executor (a continuous run's) waited before
 
     def end(self, name: str) -> None:
         now = time.monotonic()
         startup = float(self.executor.startup_s)
         self.phases[name] = now - self.clock - (startup - self.startup)
-        if startup:
-            self.phases["executor_start"] = startup
+        if startup > self.first:
+            self.phases["executor_start"] = startup - self.first
         self.clock, self.startup = now, startup

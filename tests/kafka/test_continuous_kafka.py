@@ -271,8 +271,6 @@ def test_checkpoints_fail_and_back_off_while_the_broker_is_paused_and_the_run_go
     assert waits[:4] == [(1, 1.0), (2, 2.0), (3, 2.0), (4, 2.0)], waits
 
 
-@pytest.mark.xfail(strict=True, reason="runner._Phases starts each checkpoint from executor startup 0: a warm session's "
-                   "checkpoints report the executor's start again and a negative recovery phase")
 def test_the_phases_of_a_checkpoint_on_a_warm_session_are_its_own(tmp_path: Path, broker, topic: str) -> None:
     create_topic(broker.bootstrap, topic, PARTITIONS)
     _job(tmp_path, broker.bootstrap, topic)
