@@ -34,6 +34,14 @@ class CheckpointLoop:
         self.interval, self.limits = settings.checkpoint_interval, settings.continuous
 
     def __call__(self, result: JobResult) -> None:
+        self.started = time.monotonic()
+        result.running = True  # its record says `running` until the loop ends, however it ends
+        try:
+            self._loop(result)
+        finally:
+            result.running = False
+
+    def _loop(self, result: JobResult) -> None:
         failures, last = 0, None
         while not self.stop.is_set():
             started = time.monotonic()
@@ -70,6 +78,7 @@ class CheckpointLoop:
         runner.events.emit("CheckpointCommitted" if checkpoint.succeeded else "CheckpointFailed", run_id=result.run_id,
                            checkpoint=n, records=row["records_written"], error=checkpoint.error)
         runner.observe.checkpoint_finished(result, row)
+        result.duration_s = time.monotonic() - self.started
         runner.persist(result)
         if self.after is not None:
             self.after(result)

@@ -52,10 +52,11 @@ class JobResult:
     cancelled: bool = False  # interrupted (Ctrl-C, SIGINT): what was committed stays, the rest is redone next run
     checkpoints: list[dict[str, Any]] = field(default_factory=list)  # a continuous run's checkpoints, the latest last
     checkpoints_total: int = 0
+    running: bool = False  # a continuous run between checkpoints: its record is rewritten after each
 
     @property
     def status(self) -> str:
-        return "cancelled" if self.cancelled else "succeeded" if self.succeeded else "failed"
+        return "cancelled" if self.cancelled else "running" if self.running else "succeeded" if self.succeeded else "failed"
 
     def metrics(self) -> dict[str, Any]:
         """Job-level counters, as Gobblin counts them, summed over the tasks."""

@@ -97,6 +97,9 @@ def test_files_arriving_during_a_continuous_run_are_each_committed_once_and_sigt
         for name in DAYS:
             _arrive(tmp_path, name)
             _wait_for(lambda name=name: name in _committed(tmp_path))  # taken by a checkpoint of the same run
+        _wait_for(lambda: StateStore(tmp_path / "work", "t").runs())  # written after the checkpoint's commit
+        [live] = StateStore(tmp_path / "work", "t").runs()
+        assert live["status"] == "running" and live["duration_s"] > 0, "history shows the run as live, not failed"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
