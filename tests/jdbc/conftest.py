@@ -29,3 +29,11 @@ def pg() -> Iterator[Any]:
 def db(pg: Any) -> str:
     """A fresh database: tests never share tables."""
     return pg.create_database(f"t_{uuid.uuid4().hex[:12]}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here needs the PostgreSQL server: `-m "not postgres"` leaves them out."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.postgres)
