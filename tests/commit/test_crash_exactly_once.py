@@ -113,8 +113,11 @@ def test_kill_at_random_times(tmp_path_factory, reference: dict) -> None:
     rng = random.Random(20261121)
     window = 0.02  # every crash point pauses 20 ms: the commit path takes ~0.5 s instead of ~20 ms
     start = time_to_point(RUN, _setup(tmp_path_factory.mktemp("t0"), reference, parallel=True), "commit.before_store_write")
-    killed = mid_commit = 0
-    for i in range(50):
+    killed = mid_commit = i = 0
+    while (killed < 25 or mid_commit < 10) and i < 120:  # kills land by timing: go on until enough did
+        i += 1
+        if i % 20 == 0:  # the machine's pace changes (a shared CI box): measure again
+            start = time_to_point(RUN, _setup(tmp_path_factory.mktemp(f"t{i}"), reference, parallel=True), "commit.before_store_write")
         tmp = _setup(tmp_path_factory.mktemp(f"rand{i}"), reference, parallel=True)
         # half the kills anywhere in the run, half around the commit path
         delay = random_delay(rng, start + 0.8) if i % 2 else start + rng.uniform(-0.2, 0.8)
@@ -125,8 +128,8 @@ def test_kill_at_random_times(tmp_path_factory, reference: dict) -> None:
         again = cli(RUN, tmp)
         assert again.returncode == 0, f"iteration {i}: {again.stdout}{again.stderr}"
         _assert_exactly_once(tmp, reference)
-    print(f"random kills: {killed}/50 killed a running job, {mid_commit} of them inside a commit")
-    assert killed >= 25 and mid_commit >= 10
+    print(f"random kills: {killed}/{i} killed a running job, {mid_commit} of them inside a commit")
+    assert killed >= 25 and mid_commit >= 10, f"after {i} runs only {killed} kills landed in a running job, {mid_commit} in a commit"
 
 
 def test_at_least_once_duplicates_in_the_window_between_publish_and_persist(tmp_path: Path, reference: dict) -> None:
