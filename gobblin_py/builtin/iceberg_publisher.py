@@ -33,7 +33,7 @@ import re
 import string
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from gobblin_py.api import CommitStep, Committer, DatasetCommit, GlobalCommitter, OutputFile, PublishContext, Settings
 from gobblin_py.errors import CommitError
@@ -67,6 +67,14 @@ class IcebergPublisherSettings(Settings):
     errors_dir: FsLocation | None = Field(default=None, description="where error files go (unset: <warehouse>/_errors)")
     partition: TablePartition | None = None
     commit_attempts: int = Field(default=8, ge=1, description="tries of a commit that conflicts with concurrent commits")
+
+    @model_validator(mode="after")
+    def _installed(self) -> IcebergPublisherSettings:
+        try:
+            import pyiceberg.catalog.sql  # noqa: F401
+        except ImportError:
+            raise ValueError("the iceberg publisher needs pyiceberg: pip install 'gobblin-py[tables]'") from None
+        return self
 
     @field_validator("table")
     @classmethod

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from gobblin_py.api import DataWriter, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
@@ -42,6 +42,14 @@ class ParquetWriterSettings(Settings):
     row_group_records: int = Field(default=131_072, ge=1, description="rows per row group (a file's last may hold fewer)")
     batch_records: int = Field(default=65_536, ge=1, description="records buffered before they are converted to Arrow")
     partition: PartitionSettings | None = None
+
+    @model_validator(mode="after")
+    def _installed(self) -> ParquetWriterSettings:
+        try:
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise ValueError("the parquet writer needs pyarrow: pip install 'gobblin-py[tables]'") from None
+        return self
 
 
 class _File:
