@@ -37,6 +37,7 @@ from gobblin_py.commit.steps import BUILTIN_STEPS  # noqa: E402
 from gobblin_py.commit.store import CommitStepStore  # noqa: E402
 from gobblin_py.durable import fsync_dir  # noqa: E402
 from gobblin_py.testing.commits import publish_sequences, published_path, task_output  # noqa: E402
+from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 JOB = "bench"
 PAYLOAD = os.urandom(4096)  # the fsync probe's writes
@@ -181,10 +182,7 @@ def main() -> int:
         "one_fsync_ms": fsync_s * 1000,
     }
     print(json.dumps(summary, indent=2))
-    out = REPO / "scripts" / "results" / "bench_commit.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"summary": summary, "rounds": results}, indent=2))
-    print(f"written to {out}")
+    save("bench_commit", {"summary": summary, "rounds": results})
     return 0
 
 

@@ -40,9 +40,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_kafka  # noqa: E402  (its import puts the repo and tests/ on sys.path and binds Spark to 127.0.0.1)
-from bench_kafka import PARTITIONS, REPO, LocalBroker, create_topic, end_offsets, gobblin_job, run_measured  # noqa: E402
+from bench_kafka import PARTITIONS, LocalBroker, create_topic, end_offsets, gobblin_job, run_measured  # noqa: E402
 
 from gobblin_py.state.store import StateStore  # noqa: E402
+from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 PY = sys.executable
 JOB = "bench"
@@ -321,10 +322,8 @@ def main() -> int:
                                                             args.steady_seconds)}
     results["settings"] = {k: v for k, v in vars(args).items() if k != "produce"} | {"spark_master": "local[2]", "cores": os.cpu_count()}
     results["bench_s"] = time.perf_counter() - t0
-    out = REPO / "scripts" / "results" / "bench_continuous.json"
-    out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
-    print(f"written to {out}")
+    save("bench_continuous", results)
     return 0
 
 

@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # the local server is a test helper: tests/jdbc/pg_server.py
 
 from jdbc.pg_server import PASSWORD, LocalPostgres  # noqa: E402
+from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 TABLE = "public.bench"
 CREATE = """CREATE TABLE bench (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, customer int, amount numeric(12,2),
@@ -121,9 +122,7 @@ def main() -> None:
         "incremental": incremental, "incremental_vs_full": incremental["wall_s"] / full, "figures": figures,
     }
     print(json.dumps({k: v for k, v in result.items() if k != "figures"}, indent=1))
-    out = REPO / "scripts" / "results" / f"bench_jdbc-{args.rows}.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"written to {out}")
+    save(f"bench_jdbc-{args.rows}", result)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the local broker is a test helper: te
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to 127.0.0.1 only
 
 from support.kafka_broker import LocalBroker, create_topic, end_offsets  # noqa: E402
+from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 PARTITIONS = 4
 TOPIC = "bench"
@@ -262,10 +263,7 @@ def main() -> int:
         "sum_of_task_times_s": med(f["task_cpu_s"] for f in figures["gobblin"]),
     }
     print(json.dumps(summary, indent=2))
-    out = REPO / "scripts" / "results" / f"bench_kafka-{total}-{args.client}-{args.sink}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"summary": summary, "rounds": figures}, indent=2, default=str))
-    print(f"written to {out}")
+    save(f"bench_kafka-{total}-{args.client}-{args.sink}", {"summary": summary, "rounds": figures})
     return 0
 
 

@@ -29,6 +29,7 @@ from bench_kafka import PARTITIONS, REPO, TOPIC, gobblin_job, produce, run_measu
 
 from support.kafka_broker import LocalBroker, create_topic  # noqa: E402  (on the path through bench_kafka)
 from support.kafka_broker import produce as produce_records  # noqa: E402
+from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 WARMUP_TOPIC = "warmup"
 WARMUP_PER_PARTITION = 250
@@ -133,10 +134,7 @@ def main() -> int:
         "warm_firing_spark_start_s": max(f["phases"].get("executor_start", 0.0) for f in figures["warm"]),
     }
     print(json.dumps(summary, indent=2))
-    out = REPO / "scripts" / "results" / "bench_schedule.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"summary": summary, "rounds": figures}, indent=2))
-    print(f"written to {out}")
+    save("bench_schedule", {"summary": summary, "rounds": figures})
     return 0
 
 
