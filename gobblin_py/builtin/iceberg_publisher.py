@@ -40,6 +40,7 @@ from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location
 from gobblin_py.fs.paths import FsLocation
 from gobblin_py.fs.publish_steps import publish_step
+from gobblin_py.builtin.extras import require
 
 DEFAULT_WAREHOUSE = "./warehouse"
 _SECRET = re.compile(r"password|secret|token|credential|private", re.I)
@@ -70,10 +71,7 @@ class IcebergPublisherSettings(Settings):
 
     @model_validator(mode="after")
     def _installed(self) -> IcebergPublisherSettings:
-        try:
-            import pyiceberg.catalog.sql  # noqa: F401
-        except ImportError:
-            raise ValueError("the iceberg publisher needs pyiceberg: pip install 'gobblin-py[tables]'") from None
+        require("pyiceberg.catalog.sql", "the iceberg publisher needs pyiceberg", "tables")
         return self
 
     @field_validator("table")

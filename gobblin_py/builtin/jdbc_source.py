@@ -35,6 +35,7 @@ from gobblin_py.builtin.jdbc_schema import WATERMARK_KINDS, Column, avro_schema,
 from gobblin_py.builtin.output_names import workunit_id
 from gobblin_py.builtin.packing import worst_fit_decreasing
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError, describe
+from gobblin_py.builtin.extras import require
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +80,7 @@ class JdbcSettings(Settings):
 
     @model_validator(mode="after")
     def _environment(self) -> JdbcSettings:
-        try:
-            import psycopg  # noqa: F401
-        except ImportError:
-            raise ValueError(INSTALL) from None
+        require("psycopg", "the jdbc source needs psycopg 3", "jdbc")
         if urlsplit(self.url).password is not None:  # checked here, where the error does not echo the value
             raise ValueError("url holds a password: remove it from the url and name the variable holding it in password_env")
         if self.password_env is not None and self.password_env not in os.environ:

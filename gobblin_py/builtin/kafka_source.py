@@ -20,6 +20,7 @@ from gobblin_py.builtin.output_names import workunit_id
 from gobblin_py.builtin.packing import worst_fit_decreasing
 from gobblin_py.fs.paths import ExistingFile
 from gobblin_py.errors import SourceError, UnreachableError, describe
+from gobblin_py.builtin.extras import require
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +65,7 @@ class KafkaSettings(Settings):
         if self.deserializer == "avro" and self.avro_schema is None:
             raise ValueError("deserializer avro needs avro_schema: PATH.avsc")
         if self.client == "confluent":
-            try:
-                import confluent_kafka  # noqa: F401
-            except ImportError:
-                raise ValueError("client confluent needs the confluent-kafka package: pip install 'gobblin-py[confluent]'") from None
+            require("confluent_kafka", "client confluent needs the confluent-kafka package", "confluent")
         return self
 
     @property

@@ -31,6 +31,7 @@ from gobblin_py.builtin.arrow_schema import ArrowMapping
 from gobblin_py.builtin.partitioned_files import PartitionedFiles
 from gobblin_py.builtin.time_partitioner import PartitionSettings
 from gobblin_py.errors import TaskError
+from gobblin_py.builtin.extras import require
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,10 +46,7 @@ class ParquetWriterSettings(Settings):
 
     @model_validator(mode="after")
     def _installed(self) -> ParquetWriterSettings:
-        try:
-            import pyarrow.parquet  # noqa: F401
-        except ImportError:
-            raise ValueError("the parquet writer needs pyarrow: pip install 'gobblin-py[tables]'") from None
+        require("pyarrow.parquet", "the parquet writer needs pyarrow", "tables")
         return self
 
 
