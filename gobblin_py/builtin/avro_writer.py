@@ -14,7 +14,7 @@ from pydantic import Field
 from gobblin_py.api import DataWriter, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.avro_values import AvroTypeChecker
-from gobblin_py.builtin.partitioned_files import PartitionedFiles
+from gobblin_py.builtin.partitioned_files import PartitionedFiles, RollSettings
 from gobblin_py.builtin.time_partitioner import PartitionSettings
 from gobblin_py.errors import RecordError, TaskError, is_record_fault
 
@@ -24,15 +24,17 @@ class AvroWriterSettings(Settings):
     codec_level: int | None = None
     sync_interval: int = Field(default=16000 * 64, ge=1024)
     partition: PartitionSettings | None = None
+    roll: RollSettings | None = None
 
 
 class _Open:
-    __slots__ = ("file", "writer", "tell")
+    __slots__ = ("file", "writer", "tell", "ratio")
 
     def __init__(self, file: BinaryIO, writer: Writer) -> None:
         self.file = file
         self.writer = writer
         self.tell = writer.io.tell  # where the current block's bytes end
+        self.ratio = 1.0  # compressed / encoded bytes of the last block written out for rolling
 
 
 class _Block:
@@ -59,9 +61,9 @@ class AvroWriter(DataWriter):
         self.schema = fastavro.parse_schema(schema)
         self._raw_schema = schema
         s = self.settings
-        self.files: PartitionedFiles[_Open] = PartitionedFiles(target, ".avro", s.partition, self._open_file, self._close_file)
-        self._single: _Open | None = None  # the unpartitioned file
-        self._count = 0
+        self.files: PartitionedFiles[_Open] = PartitionedFiles(target, ".avro", s.partition, self._open_file, self._close_file,
+                                                               s.roll, self._size)
+        self._max_bytes = s.roll.max_bytes if s.roll is not None else None
 
     def _open_file(self, path: Path) -> _Open:
         f = open(path, "wb")
@@ -70,6 +72,18 @@ class AvroWriter(DataWriter):
         return _Open(f, Writer(f, self.schema, codec=s.codec, sync_interval=s.sync_interval,
                                compression_level=s.codec_level, sync_marker=marker))
 
+    def _size(self, h: _Open) -> int:
+        """The file's size so far: written blocks plus the open block at the last block's compression ratio; when
+        that reaches the roll size the block is written out to know exactly, so a compressed file is not cut short."""
+        written, pending = h.file.tell(), h.tell()
+        estimate = written + int(pending * h.ratio)
+        if pending and self._max_bytes is not None and estimate >= self._max_bytes:
+            h.writer.flush()
+            now = h.file.tell()
+            h.ratio = max((now - written) / pending, 0.001)
+            return now
+        return estimate
+
     @staticmethod
     def _close_file(handle: _Open) -> None:
         handle.writer.flush()
@@ -77,26 +91,21 @@ class AvroWriter(DataWriter):
 
     def write(self, record: Record) -> None:
         files = self.files
-        partitioner = files.partitioner
-        if partitioner is not None:
-            key = partitioner.partition(record)
-            h = files.handles.get(key) or files.handle(key)
-            before = h.tell()
-            try:
-                h.writer.write(record)
-            except Exception as exc:  # noqa: BLE001 - a record's fault is refused below, anything else re-raised
-                self._refuse(h.writer, before, record, exc)
-            files.counts[key] += 1
-            return
-        h = self._single
-        if h is None:
-            h = self._single = files.unpartitioned()
+        key = files.key_for(record)
+        h = files.handle(key)
         before = h.tell()
         try:
             h.writer.write(record)
-        except Exception as exc:  # noqa: BLE001 - as above
+        except Exception as exc:  # noqa: BLE001 - a record's fault is refused below, anything else re-raised
             self._refuse(h.writer, before, record, exc)
-        self._count += 1
+        files.counts[key] += 1
+
+    def append_block(self, block: Any) -> None:
+        """Copy one block of another container file of the same schema, its records neither decoded nor encoded
+        (compaction); an unpartitioned writer only. `block` is what `fastavro.block_reader` yields."""
+        h = self.files.handle("")
+        h.writer.write_block(block)  # records written before it become a block of their own first
+        self.files.counts[""] += block.num_records
 
     def _refuse(self, w: Writer, before: int, record: Record, exc: Exception) -> NoReturn:
         """Cut what `record` left in the block, then raise the RecordError naming it (or re-raise `exc`)."""
@@ -115,7 +124,7 @@ class AvroWriter(DataWriter):
         raise RecordError(f"cannot encode as Avro: {_why(self._raw_schema, record, exc)}") from None
 
     def close(self) -> list[tuple[Path, int]]:
-        return self.files.close(self._count if self._single is not None else None)
+        return self.files.close()
 
 
 def _why(schema: dict[str, Any], record: Record, exc: Exception) -> str:

@@ -10,7 +10,7 @@ import orjson
 
 from gobblin_py.api import DataWriter, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
-from gobblin_py.builtin.partitioned_files import PartitionedFiles
+from gobblin_py.builtin.partitioned_files import PartitionedFiles, RollSettings
 from gobblin_py.builtin.time_partitioner import PartitionSettings
 from gobblin_py.errors import RecordError
 
@@ -20,6 +20,7 @@ _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 class JsonLinesSettings(Settings):
     compression: Literal["none", "gzip"] = "none"
     partition: PartitionSettings | None = None
+    roll: RollSettings | None = None
 
 
 class JsonLinesWriter(DataWriter):
@@ -32,7 +33,8 @@ class JsonLinesWriter(DataWriter):
         gz = self.settings.compression == "gzip"
         opener = (lambda p: gzip.open(p, "wb")) if gz else (lambda p: open(p, "wb"))
         self.files: PartitionedFiles[IO[bytes]] = PartitionedFiles(
-            target, ".jsonl.gz" if gz else ".jsonl", self.settings.partition, opener, lambda f: f.close())
+            target, ".jsonl.gz" if gz else ".jsonl", self.settings.partition, opener, lambda f: f.close(),
+            self.settings.roll, _size)
         self._dumps = orjson.dumps
 
     def write(self, record: Record) -> None:
@@ -47,6 +49,11 @@ class JsonLinesWriter(DataWriter):
 
     def close(self) -> list[tuple[Path, int]]:
         return self.files.close()
+
+
+def _size(f: IO[bytes]) -> int:
+    """Bytes written so far: for gzip the compressed bytes out (the compressor holds back a few KB more)."""
+    return f.fileobj.tell() if isinstance(f, gzip.GzipFile) else f.tell()  # type: ignore[union-attr]
 
 
 def _culprit(record: Any) -> str:

@@ -1,14 +1,38 @@
-"""Shared by the file writers: one open output file per partition path under staging."""
+"""Shared by the file writers: one open output file per partition path under staging, rolled to a new file by
+record count or size (`roll:`), each file's name a pure function of the task, the partition and the roll index."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable, Generic, TypeVar
 
-from gobblin_py.api import WriterTarget
+from pydantic import Field, model_validator
+
+from gobblin_py.api import Settings, WriterTarget
+from gobblin_py.builtin.byte_sizes import ByteSize
 from gobblin_py.builtin.time_partitioner import PartitionSettings, TimePartitioner
 
 H = TypeVar("H")
+
+
+class RollSettings(Settings):
+    """A writer's `roll:`: start a new file of the partition once the open one holds this many records or bytes."""
+
+    max_records: int | None = Field(default=None, ge=1, description="records per file at most")
+    max_bytes: ByteSize | None = Field(default=None, description="a file ends once it reaches this size (256MB): it may pass it by one record or block")
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> RollSettings:
+        if self.max_records is None and self.max_bytes is None:
+            raise ValueError("give max_records, max_bytes or both")
+        return self
+
+
+def rolled_name(stem: str, suffix: str, index: int) -> str:
+    """The name of a partition's `index`-th file of a task: `<stem><suffix>` for the first (so rolling renames
+    nothing that fits one file), `<stem>.r<index><suffix>` after. A stem ends in a 128-bit hex hash, so no
+    rolled name is ever another task's stem."""
+    return f"{stem}{suffix}" if index == 0 else f"{stem}.r{index}{suffix}"
 
 
 class PartitionedFiles(Generic[H]):
@@ -16,44 +40,64 @@ class PartitionedFiles(Generic[H]):
 
     A record is counted only once its write succeeded, and a file no record was written to is not
     handed over at close, so a refused record never shows in a count or leaves an empty file.
+
+    With `roll`, `handle(key)` closes the partition's open file before the next record once it holds
+    `max_records` records or `size_of(handle)` reaches `max_bytes`, and opens the next roll index.
     """
 
     def __init__(self, target: WriterTarget, suffix: str, partition: PartitionSettings | None,
-                 open_file: Callable[[Path], H], close_file: Callable[[H], None]) -> None:
+                 open_file: Callable[[Path], H], close_file: Callable[[H], None],
+                 roll: RollSettings | None = None, size_of: Callable[[H], int] | None = None) -> None:
         self.base = target.staging_dir / target.rel_dir
-        self.name = f"{target.file_stem}{suffix}"
+        self.stem, self.suffix = target.file_stem, suffix
         self.partitioner = TimePartitioner(partition) if partition else None
         self._open = open_file
         self._close = close_file
         self.handles: dict[str, H] = {}
         self.counts: dict[str, int] = {}
+        self._rolls: dict[str, int] = {}
+        self._done: list[tuple[Path, int]] = []  # rolled-over files, closed, in the order they were filled
+        self._max_records = roll.max_records if roll else None
+        self._max_bytes = roll.max_bytes if roll else None
+        if self._max_bytes is not None and size_of is None:
+            raise TypeError("a writer that rolls by bytes passes size_of")
+        self._size_of = size_of
 
     def _path(self, key: str) -> Path:
-        return self.base / key / self.name if key else self.base / self.name
+        name = rolled_name(self.stem, self.suffix, self._rolls.get(key, 0))
+        return self.base / key / name if key else self.base / name
 
     def key_for(self, record: dict[str, Any]) -> str:
         """The partition path of `record` (a RecordError when it has none)."""
         return self.partitioner.partition(record) if self.partitioner else ""
 
     def handle(self, key: str) -> H:
-        """The open file of partition `key` (opened on first use); the caller adds 1 to `counts[key]` per
-        record once the record is written."""
+        """The open file of partition `key` for the next record (opened on first use, rolled when full); the
+        caller adds 1 to `counts[key]` per record once the record is written."""
         handle = self.handles.get(key)
         if handle is None:
-            path = self._path(key)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle = self.handles[key] = self._open(path)
-            self.counts[key] = 0
+            return self._open_next(key)
+        if self._max_records is None and self._max_bytes is None:
+            return handle
+        count = self.counts[key]
+        if count and ((self._max_records is not None and count >= self._max_records)
+                      or (self._max_bytes is not None and self._size_of(handle) >= self._max_bytes)):  # type: ignore[misc]
+            self._close(handle)
+            self._done.append((self._path(key), count))
+            self._rolls[key] = self._rolls.get(key, 0) + 1
+            return self._open_next(key)
         return handle
 
-    def unpartitioned(self) -> H:
-        """The one file of an unpartitioned writer (opened now); the caller counts its records."""
-        return self.handle("")
+    def _open_next(self, key: str) -> H:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.handles[key] = self._open(path)
+        self.counts[key] = 0
+        return handle
 
-    def close(self, unpartitioned_count: int | None = None) -> list[tuple[Path, int]]:
-        if unpartitioned_count is not None and "" in self.counts:
-            self.counts[""] = unpartitioned_count
-        out = []
+    def close(self) -> list[tuple[Path, int]]:
+        """Close every open file; each file with records and its count (rolled-over files first)."""
+        out, self._done = self._done, []
         for key, handle in self.handles.items():
             self._close(handle)
             path = self._path(key)

@@ -1,0 +1,34 @@
+"""Sizes in job files and on the command line: a number of bytes, or a number with a unit (`512KB`, `256MB`, `1GiB`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
+          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+
+
+def parse_bytes(value: object) -> int:
+    """Bytes for `value` (an int, or `256MB`: KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024); a ValueError
+    saying what is accepted for anything else."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.match(str(value))
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _UNITS:
+            raise ValueError(f"{value!r} is not a size: give bytes (1048576) or a number with a unit: 512KB, 256MB, 1GB, 64MiB")
+        size = int(float(match.group(1)) * _UNITS[unit])
+    if size < 1:
+        raise ValueError(f"{value!r} is not a positive size")
+    return size
+
+
+ByteSize = Annotated[int, BeforeValidator(parse_bytes)]
+"""A setting holding a size, validated to bytes."""
