@@ -38,7 +38,8 @@ def _top(version_: Annotated[bool, typer.Option("--version", callback=_version, 
     Example: gobblin-py run jobs/example.yaml
     """
 
-JobFile = Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)]
+JobFile = Annotated[Path, typer.Argument(help="the job file (YAML, or an Apache Gobblin .pull/.job/.properties/.conf)", show_default=False)]
+Strict = Annotated[bool, typer.Option("--strict", help="a Gobblin job file's unused keys are errors, not warnings")]
 
 
 def _fail(exc: GobblinError) -> None:
@@ -56,6 +57,7 @@ def run(
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
     metrics_prom: Annotated[Optional[Path], typer.Option("--metrics-prom", help="write the run's metrics in Prometheus' text format (node_exporter textfile collector)")] = None,
     continuous: Annotated[bool, typer.Option("--continuous", help="checkpoint every job.checkpoint_interval until SIGTERM or Ctrl-C (as job.mode: continuous)")] = False,
+    strict: Strict = False,
 ) -> None:
     """Run a job once: lock, recover pending commits, extract, publish exactly once. With --continuous (or
     job.mode: continuous) the run goes on, one checkpoint every job.checkpoint_interval, until stopped.
@@ -73,7 +75,7 @@ def run(
 
     interrupt.install()
     try:
-        job = load_job(job_file, master=master)
+        job = load_job(job_file, master=master, strict=strict)
         for metrics_path, flag in ((metrics_json, "--metrics-json"), (metrics_prom, "--metrics-prom")):
             if metrics_path is not None:
                 check_metrics_path(metrics_path, flag)
@@ -137,7 +139,7 @@ def _stop_quietly(executor: object, verbose: bool) -> None:
 
 
 @app.command()
-def validate(job_file: JobFile) -> None:
+def validate(job_file: JobFile, strict: Strict = False) -> None:
     """Check a job file and every plugin's settings without running anything (exit 0 or 2).
 
     Example: gobblin-py validate jobs/example.yaml
@@ -146,7 +148,7 @@ def validate(job_file: JobFile) -> None:
     from gobblin_py.config import load_job
 
     try:
-        job = load_job(job_file)
+        job = load_job(job_file, strict=strict)
     except GobblinError as exc:
         _fail(exc)
         return
@@ -261,6 +263,39 @@ def schedule(
         sys.stderr.flush()
         os._exit(code)
     raise typer.Exit(code)
+
+
+@app.command()
+def convert(
+    job_file: Annotated[Path, typer.Argument(help="an Apache Gobblin job file: .pull, .job, .properties or .conf", show_default=False)],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the YAML job here (default: print it)")] = None,
+    strict: Strict = False,
+) -> None:
+    """Translate an Apache Gobblin job file into a gobblin-py YAML job, validated; warnings go to stderr.
+
+    Derived Avro schemas (from source.schema) are written beside the output as <name>.<table>-<hash>.avsc.
+    gobblin-py also runs the Gobblin file unchanged (gobblin-py run JOB.pull); convert is for moving on to YAML.
+
+    Example: gobblin-py convert jobs/kafka.pull -o jobs/kafka.yaml
+    """
+    from gobblin_py.cli.output import err, out
+    from gobblin_py.config.gobblin import convert_job
+
+    try:
+        converted = convert_job(job_file, output, strict=strict)
+    except GobblinError as exc:
+        _fail(exc)
+        return
+    for warning in converted.warnings:
+        err.print(f"warning: {warning}", markup=False)
+    if output is None:
+        print(converted.text, end="")
+        return
+    from gobblin_py.durable import atomic_write
+
+    atomic_write(output, converted.text.encode())
+    schemas = "".join(f", {p}" for p in converted.schema_files)
+    out.print(f"{job_file}: wrote {output}{schemas}", markup=False)
 
 
 from gobblin_py.cli.state_commands import history_app, state_app  # noqa: E402

@@ -303,10 +303,22 @@ def _branches(fork_extra: dict[str, Any], top: dict[str, Any], task_policies: li
     return out
 
 
-def load_job(path: str | Path, *, master: str | None = None) -> JobSpec:
-    """Read, merge over the defaults and validate a job file; ConfigError lists every problem."""
+def load_job(path: str | Path, *, master: str | None = None, strict: bool = False) -> JobSpec:
+    """Read, merge over the defaults and validate a job file; ConfigError lists every problem.
+
+    An Apache Gobblin job file (`.pull`, `.job`, `.properties`, `.conf`) is translated first (see
+    `gobblin_py.config.gobblin`); `strict` makes its unused keys errors."""
     path = Path(path)
-    substituted = substitute(_read_yaml(path), os.environ)
+    from gobblin_py.config.gobblin import is_gobblin_job, load_gobblin_job
+
+    if is_gobblin_job(path):
+        return load_gobblin_job(path, master=master, strict=strict)
+    return load_document(path, _read_yaml(path), master=master)
+
+
+def load_document(path: Path, document: dict[str, Any], *, master: str | None = None) -> JobSpec:
+    """Merge a job document (a YAML file's, or a translated Gobblin job's) over the defaults and validate it."""
+    substituted = substitute(document, os.environ)
     raw = substituted.data
     job_dir = str(path.absolute().parent)
     if job_dir not in sys.path:  # user plugins beside the job file import here as on the executors

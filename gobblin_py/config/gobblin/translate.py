@@ -1,0 +1,513 @@
+"""Resolved Gobblin settings → the job document the YAML loader validates (the same sections, the same keys).
+
+Each gobblin-py key remembers the Gobblin key it came from, so a validation problem names what the user wrote.
+The mapping itself is `mapping.py`; this module applies it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from gobblin_py.config.gobblin.mapping import CLASSES, SUFFIXED, Parse, Role, canonical_class, rule_for
+from gobblin_py.config.gobblin.resolve import REQUIRED_KEY, TEMPLATE_KEY, Resolved
+from gobblin_py.config.gobblin.schema import avro_schema
+
+PASSTHROUGH = "gobblin-py."
+_DEFAULT_WRITER = "org.apache.gobblin.writer.AvroDataWriterBuilder"
+_DEFAULT_PUBLISHER = "org.apache.gobblin.publisher.BaseDataPublisher"
+_GRANULARITY_PATTERNS = {"MINUTE": "yyyy/MM/dd/HH/mm", "HOUR": "yyyy/MM/dd/HH", "DAY": "yyyy/MM/dd", "MONTH": "yyyy/MM", "YEAR": "yyyy"}
+_CODECS = {"deflate": "deflate", "snappy": "snappy", "null": "null", "nocompression": "null", "none": "null",
+           "zstandard": "zstandard", "zstd": "zstandard"}
+_PARQUET_CODECS = {"snappy": "snappy", "gzip": "gzip", "zstd": "zstd", "uncompressed": "none", "none": "none"}
+_DESERIALIZERS = {"GSON": "json", "STRING": "string", "BYTE_ARRAY": "bytes"}
+_UTC = {"UTC", "GMT", "ETC/UTC", "Z"}
+
+
+@dataclass
+class Translation:
+    """The job document, where each of its keys came from, and what the user should hear about."""
+
+    document: dict[str, Any]
+    origins: dict[str, str]                 # gobblin-py key path → "gobblin.key (file:line)"
+    warnings: list[str] = field(default_factory=list)
+    unused: list[str] = field(default_factory=list)   # warnings, errors under --strict
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)    # how a mapped class behaves differently, once per class
+    schemas: list[tuple[dict[str, Any], dict[str, Any], str]] = field(default_factory=list)  # (converter, schema, name)
+
+
+class _Props:
+    """The resolved settings, read through one place that records which keys were used."""
+
+    def __init__(self, resolved: Resolved, out: Translation) -> None:
+        self.settings = resolved.settings
+        self.used: set[str] = {TEMPLATE_KEY, REQUIRED_KEY}
+        self.out = out
+
+    def where(self, key: str) -> str:
+        setting = self.settings.get(key)
+        return f"{key} ({setting.origin})" if setting else key
+
+    def get(self, key: str) -> str | None:
+        setting = self.settings.get(key)
+        if setting is None:
+            return None
+        self.used.add(key)
+        if setting.problem:
+            self.problem(key, setting.problem)
+            return None
+        return setting.value.strip()
+
+    def branch_key(self, key: str, branch: int | None) -> str:
+        """`key.N` in a forked job when it is set, else `key` (as Gobblin's ForkOperatorUtils names branch keys)."""
+        if branch is not None and f"{key}.{branch}" in self.settings:
+            return f"{key}.{branch}"
+        return key
+
+    def problem(self, key: str, message: str) -> None:
+        self.out.problems.append(f"{self.where(key)}: {message}")
+
+    def warn(self, key: str, message: str) -> None:
+        self.out.warnings.append(f"{self.where(key)}: {message}")
+
+    def integer(self, key: str) -> int | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            self.problem(key, f"expected a whole number, got {value!r}")
+            return None
+
+    def boolean(self, key: str) -> bool | None:
+        """Java's Boolean.parseBoolean: `true` in any case is true, anything else false."""
+        value = self.get(key)
+        return None if value is None else value.lower() == "true"
+
+    def listed(self, key: str) -> list[str]:
+        value = self.get(key)
+        return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+def translate(resolved: Resolved) -> Translation:
+    """The gobblin-py job document for a resolved Gobblin job; problems, warnings and unused keys alongside."""
+    out = Translation(document={}, origins={}, warnings=list(resolved.warnings), problems=list(resolved.problems))
+    props = _Props(resolved, out)
+    translator = _Translator(props, out)
+    translator.run()
+    _leftovers(props, out, translator.branches)
+    return out
+
+
+class _Translator:
+    def __init__(self, props: _Props, out: Translation) -> None:
+        self.p = props
+        self.out = out
+        self.doc = out.document
+        self.parse: Parse | None = None
+        self.branches = 1
+
+    def set(self, path: str, value: Any, key: str) -> None:
+        """Set `a.b.c` in the document and remember the Gobblin key it came from."""
+        node = self.doc
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+        self.out.origins[path] = self.p.where(key)
+
+    def gobblin_class(self, key: str, role: Role, default: str | None = None) -> tuple[str, Any] | None:
+        """The mapping of the class a key names, or a problem naming the key; None when unset without default."""
+        raw = self.p.get(key) or default
+        if raw is None:
+            return None
+        name = canonical_class(raw)
+        mapped = CLASSES.get(name)
+        if mapped is None:
+            self.p.problem(key, f"unsupported Gobblin {role.value} class {raw!r}: gobblin-py has no equivalent "
+                                "(see `gobblin-py convert --help` for the classes it maps)")
+            return None
+        if mapped.role is not role:
+            self.p.problem(key, f"{raw!r} is a Gobblin {mapped.role.value}, not a {role.value}")
+            return None
+        if mapped.becomes is None and mapped.parses is None:
+            self.p.problem(key, f"unsupported Gobblin {role.value} class {raw!r}: {mapped.note}")
+            return None
+        self.note(mapped)
+        return raw, mapped
+
+    def note(self, mapped: Any) -> None:
+        """Say once how a mapped class behaves differently from Gobblin's."""
+        line = f"{mapped.name.rsplit('.', 1)[-1]} → {mapped.becomes or 'parsed by the source'}: {mapped.note}"
+        if mapped.note and line not in self.out.notes:
+            self.out.notes.append(line)
+
+    def run(self) -> None:
+        self.job()
+        branches = self.p.integer("fork.branches") or 1
+        if branches < 1:
+            self.p.problem("fork.branches", f"expected at least 1, got {branches}")
+            branches = 1
+        self.branches = branches
+        converters = self.converters("converter.classes", pre_fork=True)
+        self.source()
+        if converters:
+            self.set("converters", converters, "converter.classes")
+        quality = self.quality(None, "quality")
+        if quality:
+            self.doc["quality"] = quality
+        if branches == 1:
+            self.writer(None, "writer")
+            self.publisher(None, "publisher")
+        else:
+            self.fork(branches)
+        self.passthrough()
+
+    # --- job ------------------------------------------------------------------------------------
+    def job(self) -> None:
+        p = self.p
+        name = p.get("job.name")
+        if name is None:
+            self.out.problems.append("job.name: required: the job's name (its state, lock and commits are kept under it)")
+        else:
+            self.set("job.name", name, "job.name")
+        for key, path in (("job.description", "job.description"), ("job.schedule", "job.schedule")):
+            value = p.get(key)
+            if value is not None:
+                self.set(path, value, key)
+        lock = p.boolean("job.lock.enabled")
+        if lock is not None:
+            self.set("job.lock", lock, "job.lock.enabled")
+        retries = p.integer("task.maxretries")
+        if retries is not None:
+            self.set("job.max_task_retries", retries, "task.maxretries")
+        policy = p.get("job.commit.policy")
+        if policy is not None:
+            named = {"full": "full", "commit_on_full_success": "full", "successful": "successful",
+                     "commit_successful_tasks": "successful"}.get(policy.lower())
+            if named is None:
+                p.problem("job.commit.policy", f"{policy!r} is not supported: full (COMMIT_ON_FULL_SUCCESS) or "
+                                               "successful (COMMIT_SUCCESSFUL_TASKS); partial would publish failed tasks' data")
+            else:
+                self.set("job.commit_policy", named, "job.commit.policy")
+        root = p.get("mr.job.root.dir")
+        if root is not None:
+            self.set("job.work_dir", root, "mr.job.root.dir")
+        output = p.get("writer.output.dir")
+        if output is not None:
+            self.set("job.task_output_dir", self.on_fs(output, "writer.fs.uri"), "writer.output.dir")
+
+    def on_fs(self, path: str, *uri_keys: str) -> str:
+        """`path` on the filesystem the first set URI key (or fs.uri) names; local paths stay paths."""
+        uri = next((u for u in (self.p.get(k) for k in (*uri_keys, "fs.uri")) if u), None)
+        if not uri or uri.startswith("file:") or "://" in path:
+            return path
+        return f"{uri.rstrip('/')}/{path.lstrip('/')}"
+
+    # --- source ---------------------------------------------------------------------------------
+    def source(self) -> None:
+        found = self.gobblin_class("source.class", Role.SOURCE)
+        if found is None:
+            if "source.class" not in self.p.settings:
+                self.out.problems.append("source.class: required: the Gobblin source class (for example "
+                                         "org.apache.gobblin.source.extractor.extract.kafka.KafkaSimpleSource)")
+            return
+        raw, mapped = found
+        self.set("source.class", mapped.becomes, "source.class")
+        if mapped.becomes == "kafka":
+            self.kafka(raw)
+        else:
+            self.files()
+
+    def kafka(self, raw: str) -> None:
+        p = self.p
+        brokers = p.get("kafka.brokers")
+        if brokers is not None:
+            self.set("source.bootstrap_servers", [b.strip() for b in brokers.split(",") if b.strip()], "kafka.brokers")
+        patterns = p.listed("topic.whitelist")
+        for pattern in patterns + p.listed("topic.blacklist"):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                p.problem("topic.whitelist" if pattern in patterns else "topic.blacklist", f"{pattern!r} is not a valid regular expression: {exc}")
+        self.set("source.topic_pattern", "|".join(f"(?:{x})" for x in patterns) if patterns else ".*", "topic.whitelist")
+        excluded = p.listed("topic.blacklist")
+        if excluded:
+            self.set("source.exclude_topics", excluded, "topic.blacklist")
+        for key, path, allowed in (("bootstrap.with.offset", "source.bootstrap_with_offset", ("earliest", "latest")),
+                                   ("reset.on.offset.out.of.range", "source.reset_on_offset_out_of_range", ("earliest", "latest"))):
+            value = p.get(key)
+            if value is None:
+                continue
+            if value.lower() not in allowed:
+                p.problem(key, f"{value!r} is not supported: {' or '.join(allowed)}")
+            else:
+                self.set(path, value.lower(), key)
+        mappers = p.integer("mr.job.max.mappers")
+        if mappers is not None:
+            self.set("source.max_workunits", mappers, "mr.job.max.mappers")
+        if canonical_class(raw).endswith("KafkaDeserializerSource"):
+            kind = p.get("kafka.deserializer.type")
+            deserializer = _DESERIALIZERS.get((kind or "").upper())
+            if deserializer is None:
+                p.problem("kafka.deserializer.type" if kind else "source.class",
+                          f"KafkaDeserializerSource needs kafka.deserializer.type GSON, STRING or BYTE_ARRAY; got {kind!r} "
+                          "(the Confluent schema-registry deserializers are not supported)")
+                return
+            self.set("source.deserializer", deserializer, "kafka.deserializer.type")
+        else:
+            self.set("source.deserializer", "json" if self.parse is Parse.JSON else "bytes", "converter.classes")
+        if self.parse is Parse.CSV:
+            self.p.problem("converter.classes", "a CSV converter over a Kafka source is not supported")
+
+    def files(self) -> None:
+        from gobblin_py.builtin.files_source import COMPRESSION_SUFFIXES
+
+        p = self.p
+        directory = p.get("source.filebased.data.directory")
+        if directory is None:
+            self.out.problems.append("source.filebased.data.directory: required: the directory of input files")
+        else:
+            self.set("source.path", self.on_fs(directory, "source.filebased.fs.uri"), "source.filebased.data.directory")
+        table = p.get("extract.table.name")
+        if table is not None:
+            self.set("source.root_dataset", table, "extract.table.name")
+        if self.parse is None or self.parse is Parse.NOTHING:
+            p.problem("source.class", "TextFileBasedSource reads lines of text: name CsvToJsonConverterV2 or "
+                                      "JsonStringToJsonIntermediateConverter first in converter.classes")
+            return
+        extensions = (".csv",) if self.parse is Parse.CSV else (".json", ".jsonl", ".ndjson")
+        self.set("source.include", [f"*{e}{c}" for e in extensions for c in COMPRESSION_SUFFIXES], "converter.classes")
+        if self.parse is Parse.CSV:
+            delimiter = p.get("converter.csv.to.json.delimiter")
+            if delimiter is not None:
+                self.set("source.csv_delimiter", delimiter, "converter.csv.to.json.delimiter")
+            if not p.boolean("source.skip.first.record"):
+                p.problem("source.skip.first.record" if "source.skip.first.record" in p.settings else "converter.classes",
+                          "CSV files must start with a header row naming the columns: gobblin-py reads it (set "
+                          "source.skip.first.record=true); headerless CSV is not supported")
+
+    # --- converters and quality -----------------------------------------------------------------
+    def converters(self, key: str, pre_fork: bool) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for position, raw in enumerate(self.p.listed(key)):
+            mapped = CLASSES.get(canonical_class(raw))
+            if mapped is None or mapped.role is not Role.CONVERTER or (mapped.becomes is None and mapped.parses is None):
+                why = mapped.note if mapped is not None and mapped.role is Role.CONVERTER else "gobblin-py has no equivalent"
+                self.p.problem(key, f"unsupported Gobblin converter class {raw!r}: {why}")
+                continue
+            self.note(mapped)
+            if mapped.parses is not None:
+                if mapped.parses is Parse.NOTHING:
+                    continue
+                if not pre_fork or out:
+                    self.p.problem(key, f"{raw!r} parses the source's text, so it must come first in converter.classes")
+                self.parse = mapped.parses
+                continue
+            if mapped.becomes == "json_to_avro":
+                out.append(self.json_to_avro(key))
+            elif mapped.becomes == "select_fields":
+                fields = self.p.listed("converter.avro.fields")
+                if not fields or any("." in f for f in fields):
+                    self.p.problem("converter.avro.fields" if fields else key,
+                                   "AvroFieldsPickConverter needs converter.avro.fields: top-level field names")
+                out.append({"class": "select_fields", "fields": fields})
+        return out
+
+    def json_to_avro(self, key: str) -> dict[str, Any]:
+        converter: dict[str, Any] = {"class": "json_to_avro", "schema": None}
+        for fmt in ("converter.avro.date.format", "converter.avro.timestamp.format", "converter.avro.time.format"):
+            if self.p.get(fmt) is not None:
+                self.p.problem(fmt, "date and time patterns are not supported: gobblin-py reads ISO-8601 text or epoch millis")
+        text = self.p.get("source.schema")
+        if text is None:
+            self.p.problem(key, "JsonIntermediateToAvroConverter needs source.schema (JSON-intermediate or an Avro record schema)")
+            return converter
+        table = self.p.settings.get("extract.table.name")
+        name = table.value if table else (self.p.settings["job.name"].value if "job.name" in self.p.settings else "record")
+        namespace = self.p.settings.get("extract.namespace")
+        schema, problems = avro_schema(text, name, namespace.value if namespace else None)
+        for problem in problems:
+            self.p.problem("source.schema", problem)
+        if not problems:
+            self.out.schemas.append((converter, schema, name))
+        return converter
+
+    def quality(self, branch: int | None, path: str) -> dict[str, Any]:
+        """The `quality:` section of the job (branch None) or of fork branch N, from qualitychecker.* keys."""
+        section: dict[str, Any] = {}
+        for level, role in (("row", Role.ROW_POLICY), ("task", Role.TASK_POLICY)):
+            key = self.p.branch_key(f"qualitychecker.{level}.policies", branch)
+            types_key = self.p.branch_key(f"qualitychecker.{level}.policy.types", branch)
+            classes, types = self.p.listed(key), self.p.listed(types_key)
+            if not classes:
+                continue
+            if len(types) != len(classes):
+                self.p.problem(types_key, f"names {len(types)} type(s) for the {len(classes)} policies of {key}")
+                continue
+            policies = []
+            for raw, kind in zip(classes, types):
+                mapped = CLASSES.get(canonical_class(raw))
+                if mapped is None or mapped.role is not role or mapped.becomes is None:
+                    why = mapped.note if mapped is not None and mapped.role is role else f"gobblin-py has no such {role.value}"
+                    self.p.problem(key, f"unsupported Gobblin {role.value} class {raw!r}: {why}")
+                    continue
+                self.note(mapped)
+                policy: dict[str, Any] = {"class": mapped.becomes, "type": kind.upper()}
+                if mapped.becomes == "row_count_range":
+                    spread = self.p.get("qualitychecker.row.count.range")
+                    if spread is not None:
+                        policy["range"] = spread
+                policies.append(policy)
+            if policies:
+                section[level] = policies
+                self.out.origins[f"{path}.{level}"] = self.p.where(key)
+        return section
+
+    # --- fork, writer, publisher ----------------------------------------------------------------
+    def fork(self, count: int) -> None:
+        found = self.gobblin_class("fork.operator.class", Role.FORK, "org.apache.gobblin.fork.IdentityForkOperator")
+        branches: list[dict[str, Any]] = []
+        self.set("fork", {"class": found[1].becomes if found else "identity", "branches": branches}, "fork.branches")
+        for i in range(count):
+            name_key = f"fork.branch.name.{i}"
+            branch: dict[str, Any] = {"name": self.p.get(name_key) or f"fork_{i}"}
+            branches.append(branch)
+            base = f"fork.branches[{i}]"
+            self.out.origins[f"{base}.name"] = self.p.where(name_key)
+            convs = self.converters(f"converter.classes.{i}", pre_fork=False)
+            if convs:
+                branch["converters"] = convs
+                self.out.origins[f"{base}.converters"] = self.p.where(f"converter.classes.{i}")
+            quality = self.quality(i, f"{base}.quality")
+            if quality:
+                branch["quality"] = quality
+            branch["writer"] = self.writer_section(i, f"{base}.writer")
+            branch["publisher"] = self.publisher_section(i, f"{base}.publisher")
+
+    def writer(self, branch: int | None, path: str) -> None:
+        self.doc["writer"] = self.writer_section(branch, path)
+
+    def publisher(self, branch: int | None, path: str) -> None:
+        self.doc["publisher"] = self.publisher_section(branch, path)
+
+    def writer_section(self, branch: int | None, path: str) -> dict[str, Any]:
+        p = self.p
+        key = p.branch_key("writer.builder.class", branch)
+        found = self.gobblin_class(key, Role.WRITER, _DEFAULT_WRITER)
+        if found is None:
+            return {}
+        alias = found[1].becomes
+        writer: dict[str, Any] = {"class": alias}
+        self.out.origins[f"{path}.class"] = p.where(key)
+        fmt_key = p.branch_key("writer.output.format", branch)
+        fmt = p.get(fmt_key)
+        if fmt is not None and fmt.lower() != alias:
+            p.problem(fmt_key, f"{fmt!r} is not what {found[0].rsplit('.', 1)[-1]} writes ({alias.upper()})")
+        codec_key = p.branch_key("writer.codec.type", branch)
+        codec = p.get(codec_key)
+        if codec is not None:
+            codecs = _CODECS if alias == "avro" else _PARQUET_CODECS
+            if codec.lower() not in codecs:
+                p.problem(codec_key, f"codec {codec!r} is not supported (one of {', '.join(sorted(codecs))})")
+            else:
+                writer["codec" if alias == "avro" else "compression"] = codecs[codec.lower()]
+        level = p.integer(p.branch_key("writer.deflate.level", branch))
+        if level is not None and alias == "avro":
+            writer["codec_level"] = level
+        partition = self.partition(branch)
+        if partition is not None:
+            writer["partition"] = partition
+            self.out.origins[f"{path}.partition"] = p.where(p.branch_key("writer.partitioner.class", branch))
+        return writer
+
+    def partition(self, branch: int | None) -> dict[str, Any] | None:
+        p = self.p
+        key = p.branch_key("writer.partitioner.class", branch)
+        if self.gobblin_class(key, Role.PARTITIONER) is None:
+            return None
+        cols_key = p.branch_key("writer.partition.columns", branch)
+        columns = p.listed(cols_key)
+        if len(columns) != 1:
+            p.problem(cols_key, f"TimeBasedAvroWriterPartitioner in gobblin-py takes exactly one column; got {columns or 'none'}")
+            return None
+        gran_key = p.branch_key("writer.partition.granularity", branch)
+        granularity = (p.get(gran_key) or "HOUR").upper()
+        if granularity not in _GRANULARITY_PATTERNS:
+            p.problem(gran_key, f"{granularity!r}: expected one of {', '.join(_GRANULARITY_PATTERNS)}")
+            return None
+        tz_key = p.branch_key("writer.partition.timezone", branch)
+        zone = p.get(tz_key)
+        if zone is None:
+            p.warn(key, "partitions are cut in UTC; Gobblin's default zone is America/Los_Angeles: set "
+                        "writer.partition.timezone=UTC to state it")
+        elif zone.upper() not in _UTC:
+            p.problem(tz_key, f"{zone!r}: gobblin-py partitions in UTC only")
+        pattern = p.get(p.branch_key("writer.partition.pattern", branch)) or _GRANULARITY_PATTERNS[granularity]
+        return {"column": columns[0], "granularity": granularity, "pattern": pattern}
+
+    def publisher_section(self, branch: int | None, path: str) -> dict[str, Any]:
+        p = self.p
+        found = self.gobblin_class("data.publisher.type", Role.PUBLISHER, _DEFAULT_PUBLISHER)
+        publisher: dict[str, Any] = {"class": found[1].becomes} if found else {}
+        self.out.origins[f"{path}.class"] = p.where("data.publisher.type")
+        replace_key = p.branch_key("data.publisher.replace.final.dir", branch)
+        if p.boolean(replace_key):
+            p.problem(replace_key, "replacing the final directory is not supported: gobblin-py never deletes what it did not write")
+        key = p.branch_key("data.publisher.final.dir", branch)
+        final = p.get(key)
+        if final is None:
+            p.problem(key, "required: where the published files go")
+            return publisher
+        final = self.on_fs(final, p.branch_key("data.publisher.fs.uri", branch), p.branch_key("writer.fs.uri", branch))
+        type_key = p.branch_key("writer.file.path.type", branch)
+        path_type = (p.get(type_key) or "default").lower()
+        namespace = p.get("extract.namespace")
+        if path_type in ("namespace_table", "default") and namespace:
+            final = f"{final.rstrip('/')}/{namespace.replace('.', '/')}"
+        if path_type == "default":
+            p.warn(type_key, "files go to <final dir>/<namespace>/<table>/…; Gobblin's default writer.file.path.type "
+                             "adds a directory per extract under it (set writer.file.path.type=namespace_table or tablename)")
+        elif path_type not in ("tablename", "namespace_table"):
+            p.problem(type_key, f"{path_type!r} is not supported: tablename, namespace_table or default")
+        publisher["final_dir"] = final
+        self.out.origins[f"{path}.final_dir"] = p.where(key)
+        return publisher
+
+    # --- gobblin-py's own settings in a Gobblin file --------------------------------------------
+    def passthrough(self) -> None:
+        for key in sorted(k for k in self.p.settings if k.startswith(PASSTHROUGH)):
+            value = self.p.get(key)
+            rest = key[len(PASSTHROUGH):]
+            section, _, sub = rest.partition(".")
+            if not sub or value is None:
+                self.p.problem(key, f"expected {PASSTHROUGH}<section>.<key>, e.g. gobblin-py.spark.master")
+                continue
+            if section == "spark" and sub.startswith("conf."):
+                self.doc.setdefault("spark", {}).setdefault("conf", {})[sub[5:]] = value
+                self.out.origins[f"spark.conf.{sub[5:]}"] = self.p.where(key)
+            else:
+                self.set(rest, value, key)
+
+
+def _leftovers(props: _Props, out: Translation, branches: int) -> None:
+    """Keys nobody read: refused ones are errors, known ones without effect are warnings, the rest unused."""
+    for key in props.settings:
+        if key in props.used:
+            continue
+        if branches > 1 and key.startswith(SUFFIXED) and f"{key}.0" in props.settings:
+            out.unused.append(f"{key} ({props.settings[key].origin}): not used: with fork.branches={branches} each "
+                              f"branch N reads {key}.N (as in Gobblin)")
+            continue
+        rule = rule_for(key)
+        origin = props.settings[key].origin
+        if rule is not None and rule.refused:
+            out.problems.append(f"{key} ({origin}): not supported: {rule.refused}")
+        elif rule is not None and rule.ignored:
+            out.warnings.append(f"{key} ({origin}): not applied: {rule.ignored}")
+        else:
+            out.unused.append(f"{key} ({origin}): not used by gobblin-py"
+                              + (f" ({rule.note})" if rule is not None and rule.note else ""))
