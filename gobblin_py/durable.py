@@ -78,6 +78,30 @@ def rename_noreplace(src: Path, dst: Path) -> None:
     os.unlink(src)
 
 
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def exchange_dirs(a: Path, b: Path) -> None:
+    """Swap two directories of one filesystem in one atomic step (Linux `renameat2(RENAME_EXCHANGE)`), then fsync
+    their parents: a reader opening either path sees its old or its new content, never a mix and never nothing.
+
+    OSError where the kernel or the filesystem cannot (ENOSYS, EINVAL: not Linux, or a filesystem without it;
+    EXDEV: two filesystems).
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available (an atomic directory exchange needs Linux 3.15+)")
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"cannot exchange {a} and {b}: {os.strerror(code)}")
+    for parent in dict.fromkeys((Path(a).parent, Path(b).parent)):
+        fsync_dir(parent)
+
+
 def atomic_write(path: Path, data: bytes, *, midway: Callable[[], None] | None = None) -> None:
     """Replace `path` with `data` so a reader sees the old or the new content, never a mix.
 

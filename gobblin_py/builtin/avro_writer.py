@@ -102,8 +102,9 @@ class AvroWriter(DataWriter):
 
     def append_block(self, block: Any) -> None:
         """Copy one block of another container file of the same schema, its records neither decoded nor encoded
-        (compaction); an unpartitioned writer only. `block` is what `fastavro.block_reader` yields."""
-        h = self.files.handle("")
+        (compaction); an unpartitioned writer only. `block` is what `fastavro.block_reader` yields: a file rolls
+        before a block that would take it to `roll.max_bytes`, so a file passes it only by a block larger than it."""
+        h = self.files.handle("", coming=block.size)
         h.writer.write_block(block)  # records written before it become a block of their own first
         self.files.counts[""] += block.num_records
 

@@ -71,9 +71,10 @@ class PartitionedFiles(Generic[H]):
         """The partition path of `record` (a RecordError when it has none)."""
         return self.partitioner.partition(record) if self.partitioner else ""
 
-    def handle(self, key: str) -> H:
+    def handle(self, key: str, coming: int = 0) -> H:
         """The open file of partition `key` for the next record (opened on first use, rolled when full); the
-        caller adds 1 to `counts[key]` per record once the record is written."""
+        caller adds 1 to `counts[key]` per record once the record is written. `coming`: the bytes about to be
+        written, where known (an encoded block): the file rolls first if they would take it to `max_bytes`."""
         handle = self.handles.get(key)
         if handle is None:
             return self._open_next(key)
@@ -81,7 +82,7 @@ class PartitionedFiles(Generic[H]):
             return handle
         count = self.counts[key]
         if count and ((self._max_records is not None and count >= self._max_records)
-                      or (self._max_bytes is not None and self._size_of(handle) >= self._max_bytes)):  # type: ignore[misc]
+                      or (self._max_bytes is not None and self._size_of(handle) + coming >= self._max_bytes)):  # type: ignore[misc]
             self._close(handle)
             self._done.append((self._path(key), count))
             self._rolls[key] = self._rolls.get(key, 0) + 1

@@ -1,4 +1,5 @@
-"""The job's own commit steps: set a dataset's watermarks, persist its state (the file steps are in `fs.publish_steps`)."""
+"""The job's own commit steps: set a dataset's watermarks, persist its state, record a partition's compaction (the
+file steps are in `fs.publish_steps` and `fs.exchange_steps`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any, ClassVar
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.api.types import WatermarkValue
 from gobblin_py.errors import CommitError, StateStoreError
+from gobblin_py.fs.exchange_steps import FsExchangeDirsCommitStep, FsRemoveReplacedCommitStep, FsStageCommitStep
 from gobblin_py.fs.publish_steps import FsCopyCommitStep, FsRenameCommitStep, publish_step
-from gobblin_py.state.store import DatasetStateFile, WatermarkFile
+from gobblin_py.state.store import CompactionFile, DatasetStateFile, WatermarkFile
 
 
 @dataclass
@@ -89,6 +91,41 @@ class DatasetStateCommitStep(CommitStep):
         return f"persist state of {self.dataset} for run {self.run_id}"
 
 
-__all__ = ["BUILTIN_STEPS", "DatasetStateCommitStep", "FsCopyCommitStep", "FsRenameCommitStep", "HighWatermarkCommitStep", "publish_step"]
+@dataclass
+class CompactionStateCommitStep(CommitStep):
+    """Record one partition's compaction (which run, files and records in and out, duplicates removed) in the
+    dataset's compaction state; the last step of a compaction's sequence. The step holds the whole record, so an
+    unreadable file is simply not done yet and is rewritten."""
 
-BUILTIN_STEPS: tuple[type[CommitStep], ...] = (FsRenameCommitStep, FsCopyCommitStep, HighWatermarkCommitStep, DatasetStateCommitStep)
+    type_name: ClassVar[str] = "compaction_state"
+    state_dir: str
+    dataset: str
+    partition: str
+    run_id: str
+    entry: dict[str, Any]
+
+    def paths(self) -> list[str]:
+        return [self.state_dir]
+
+    def _file(self) -> CompactionFile:
+        return CompactionFile(Path(self.state_dir), self.dataset, self.partition)
+
+    def verify(self) -> bool:
+        try:
+            current = self._file().read()
+        except StateStoreError:
+            return False
+        return current is not None and current.get("run_id") == self.run_id
+
+    def execute(self) -> None:
+        self._file().write({**self.entry, "run_id": self.run_id})
+
+    def describe(self) -> str:
+        return f"record the compaction of {self.dataset} partition {self.partition} by run {self.run_id}"
+
+
+__all__ = ["BUILTIN_STEPS", "CompactionStateCommitStep", "DatasetStateCommitStep", "FsCopyCommitStep", "FsRenameCommitStep", "HighWatermarkCommitStep", "publish_step"]
+
+BUILTIN_STEPS: tuple[type[CommitStep], ...] = (FsRenameCommitStep, FsCopyCommitStep, HighWatermarkCommitStep, DatasetStateCommitStep,
+                                               FsStageCommitStep, FsExchangeDirsCommitStep, FsRemoveReplacedCommitStep,
+                                               CompactionStateCommitStep)

@@ -21,6 +21,7 @@ from gobblin_py.api.writer import Delivery
 from gobblin_py.config.model import (
     BadRecordPolicy,
     BranchConfig,
+    CompactionSection,
     JobSection,
     JobSpec,
     LoggingSection,
@@ -36,7 +37,7 @@ from gobblin_py.fs.paths import JOB_DIR
 from gobblin_py.plugins import BUILTINS, Kind, resolve
 from gobblin_py.suggest import did_you_mean
 
-SECTIONS = ("job", "source", "converters", "quality", "fork", "writer", "publisher", "spark", "logging")
+SECTIONS = ("job", "source", "converters", "quality", "fork", "writer", "publisher", "spark", "logging", "compaction")
 _DEFAULTS_ENV = "GOBBLIN_PY_DEFAULTS"
 PACKAGE_CONF = Path(__file__).resolve().parents[1] / "conf"
 """Settings that ship inside the package: the job defaults and Spark's logging configuration."""
@@ -338,6 +339,7 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
     job = errors.model(JobSection, merged.get("job"), "job")
     spark = errors.model(SparkSection, merged.get("spark"), "spark")
     logging_ = errors.model(LoggingSection, merged.get("logging"), "logging")
+    compaction = errors.model(CompactionSection, merged.get("compaction"), "compaction")
     if "source" not in raw:
         errors.add("source", "required section is missing (for example: source: {class: files, path: jobs/data})")
         source = None
@@ -351,7 +353,7 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
     if job is not None and not errors.problems:
         branches = [_complete_publisher(b, job, spark, errors) for b in branches]
         _check_delivery(job.delivery, branches, errors)
-    if errors.problems or None in (job, spark, logging_, source, fork):
+    if errors.problems or None in (job, spark, logging_, source, fork, compaction):
         listed = "\n".join(f"  {substituted.redact(p)}" for p in errors.problems)
         raise ConfigError(f"{path}: invalid job file ({len(errors.problems)} problem{'s' if len(errors.problems) != 1 else ''}):\n{listed}")
     configure_filesystems(job.filesystems)
@@ -366,6 +368,7 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
         branches=tuple(branches),
         spark=spark,
         logging=logging_,
+        compaction=compaction,
         raw=merged,
     )
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
+from gobblin_py.builtin.byte_sizes import ByteSize
 from gobblin_py.fs.paths import AbsPath, FsLocation
 from gobblin_py.config.durations import Seconds
 from gobblin_py.cron import Cron
@@ -94,6 +95,33 @@ class JobSection(_Strict):
         return value
 
 
+class DedupSettings(_Strict):
+    """`compaction.dedup`: one record per value of `key` in each partition."""
+
+    key: str
+    keep: Literal["latest", "first"] = "latest"
+    order_by: str | None = Field(default=None, description="the field that orders a key's records (unset: the order files were written in)")
+
+
+class CompactionSection(_Strict):
+    """`compaction:`: what `gobblin-py compact` does when the command line does not say (and `schedule`, with a cron)."""
+
+    target_size: ByteSize = Field(default=256_000_000, description="size of the merged files (256MB)")
+    min_files: int = Field(default=2, ge=1, description="partitions with fewer files are left alone")
+    older_than: Seconds | None = Field(default=None, description="only partitions not written to for this long (closed time partitions)")
+    partition: str | None = Field(default=None, description="only partitions under this path prefix")
+    datasets: list[str] = Field(default_factory=list, description="only these datasets (empty: all)")
+    dedup: DedupSettings | None = None
+    schedule: str | None = Field(default=None, description="cron expression: `gobblin-py schedule` runs the compaction on it")
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            Cron.parse(value)
+        return value
+
+
 class SparkSection(_Strict):
     master: str = "local[*]"
     app_name: str | None = None
@@ -166,6 +194,7 @@ class JobSpec:
     branches: tuple[BranchConfig, ...]
     spark: SparkSection
     logging: LoggingSection
+    compaction: CompactionSection = field(default_factory=CompactionSection)
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

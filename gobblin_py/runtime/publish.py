@@ -149,7 +149,7 @@ class PublishPath:
             by_dataset[r.workunit.dataset].append(r)
         judged = {d: judge(self.job.job.commit_policy, d, rs, previous.get(d, {})) for d, rs in by_dataset.items()}
         sequences, refused = self._sequences(run_id, {d: ok for d, (_, ok) in judged.items() if ok})
-        errors = {**self._commit(sequences), **refused}
+        errors = {**self.commit(sequences), **refused}
         summaries: dict[str, DatasetSummary] = {}
         for dataset, (summary, ok) in judged.items():
             if ok and errors.get(dataset) is not None:
@@ -180,10 +180,11 @@ class PublishPath:
                 refused[dataset] = str(exc)
         return sequences, refused
 
-    def _commit(self, sequences: list[CommitSequence]) -> dict[str, str | None]:
-        """Every sequence committed (`at_least_once`: published without the log, on driver threads); the error of each."""
+    def commit(self, sequences: list[CommitSequence], logged: bool | None = None) -> dict[str, str | None]:
+        """Every sequence committed (`at_least_once`: published without the log, on driver threads, unless `logged`
+        says otherwise, as a compaction does); the error of each."""
         settings = self.job.job
-        logged = settings.delivery is Delivery.EXACTLY_ONCE
+        logged = settings.delivery is Delivery.EXACTLY_ONCE if logged is None else logged
         tasks = self._tasks(len(sequences), start=False) if logged else ThreadTasks(settings.commit_parallelism)
         if tasks.master != "threads":
             log.info("committing %d datasets on the executors", len(sequences))

@@ -101,7 +101,7 @@ class JobRunner:
         blocked = dict(result.recovery.blocked)
         for rec in blocked.values():
             log.error("dataset %s is %s and is skipped this run: %s", rec.dataset, rec.outcome.value, rec.message)
-        self._clean_orphans(current=result.run_id)
+        self.clean_orphans(current=result.run_id)
         phases.end("recovery")
 
         planned = self._plan(blocked)
@@ -117,7 +117,7 @@ class JobRunner:
             for problem in summary.input_problems:
                 log.error("dataset %s: %s", summary.dataset, problem)
         phases.end("commit")
-        self._clean_run(result.run_id)
+        self.clean_run(result.run_id)
         conclude(result)
 
     def _plan(self, blocked: dict[str, DatasetRecovery]) -> Plan:
@@ -152,7 +152,7 @@ class JobRunner:
                 return {"*"}  # an unreadable record may refer to any run: keep everything
         return runs
 
-    def _clean_run(self, run_id: str) -> None:
+    def clean_run(self, run_id: str) -> None:
         """Delete this run's staging and task output unless a pending sequence refers to them."""
         if run_id in self._pending_runs():
             return
@@ -160,7 +160,7 @@ class JobRunner:
         root = self.job.job.job_task_output
         filesystem_for(root).rmtree(root / run_id)
 
-    def _clean_orphans(self, current: str) -> None:
+    def clean_orphans(self, current: str) -> None:
         """Delete staging and task output of this job's earlier runs that no pending sequence refers to.
 
         Only this job's own directories are listed: other jobs sharing the work directory are never touched."""

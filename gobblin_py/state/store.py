@@ -63,6 +63,36 @@ class DatasetStateFile:
         checked_json.write(self.path, state)
 
 
+class CompactionFile:
+    """The last compaction of one partition of a dataset (which run, files and records in and out), one file per
+    partition so that partitions committed side by side never rewrite each other's, and beside the dataset's
+    state so that an ingestion's state never overwrites it."""
+
+    def __init__(self, state_dir: Path, dataset: str, partition: str) -> None:
+        self.path = state_dir / "compactions" / dataset_file_name(dataset).removesuffix(".json") / dataset_file_name(partition)
+        self.dataset, self.partition = dataset, partition
+
+    def read(self) -> dict[str, Any] | None:
+        if not self.path.exists():
+            return None
+        return checked_json.read(self.path, StateStoreError, "compaction state file", "the next compaction of the partition rewrites it")
+
+    def write(self, entry: dict[str, Any]) -> None:
+        checked_json.write(self.path, {**entry, "dataset": self.dataset, "partition": self.partition})
+
+    @staticmethod
+    def all(state_dir: Path, dataset: str) -> dict[str, dict[str, Any]]:
+        """Every readable partition record of `dataset`, by partition."""
+        folder = state_dir / "compactions" / dataset_file_name(dataset).removesuffix(".json")
+        out = {}
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                out[dataset_from_file_name(path.name)] = checked_json.read(path, StateStoreError, "compaction state file")
+            except StateStoreError:
+                continue
+        return out
+
+
 T = TypeVar("T")
 
 

@@ -1,0 +1,74 @@
+"""`gobblin-py compact`: merge each selected partition's small files into files near the target size, exactly once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import orjson
+import typer
+
+from gobblin_py.errors import GobblinError
+
+
+def compact_command(
+    job_file: Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)],
+    dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
+    partition: Annotated[Optional[str], typer.Option("--partition", help="only partitions under this path prefix, e.g. 2026/01")] = None,
+    older_than: Annotated[Optional[str], typer.Option("--older-than", help="only partitions not written to for this long (1h, 2d): closed ones")] = None,
+    target_size: Annotated[Optional[str], typer.Option("--target-size", help="size of the merged files (256MB) [default: compaction.target_size, else 256MB]")] = None,
+    min_files: Annotated[Optional[int], typer.Option("--min-files", min=1, help="leave partitions with fewer files alone [default: compaction.min_files, else 2]")] = None,
+    dedup_key: Annotated[Optional[str], typer.Option("--dedup-key", help="keep one record per value of this field in each partition")] = None,
+    keep: Annotated[Optional[str], typer.Option("--keep", help="with --dedup-key: latest or first by --order-by [default: latest]")] = None,
+    order_by: Annotated[Optional[str], typer.Option("--order-by", help="with --dedup-key: the field that orders a key's records (else the order files were written in)")] = None,
+    master: Annotated[Optional[str], typer.Option(help="Spark master URL; overrides spark.master")] = None,
+    in_process: Annotated[bool, typer.Option("--in-process", help="merge in this process instead of Spark tasks (debugging)")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show Spark's own logs and debug lines")] = False,
+) -> None:
+    """Merge each partition's small Avro files into files near the target size, one Spark task per partition, and
+    publish them exactly once: readers see a partition's old files or its merged files, never both nor neither.
+    Takes the job lock, so it never runs beside an ingestion run of the job. Settings not given come from the job
+    file's `compaction:` section. Exit 0 when every selected partition is compacted (or none needed it), 1 when one
+    failed or the job is running, 2 on a bad job file or option.
+
+    Example: gobblin-py compact jobs/example.yaml --dataset clicks --older-than 1d --target-size 256MB
+    """
+    from gobblin_py.cli.output import fail, out, setup_logging
+    from gobblin_py.config import load_job
+    from gobblin_py.runtime.compaction_plan import compaction_options
+    from gobblin_py.runtime.compactor import Compactor
+    from gobblin_py.runtime.executors import InProcessExecutor
+    from gobblin_py.runtime.spark_executor import SparkExecutor
+
+    try:
+        job = load_job(job_file, master=master)
+        options = compaction_options(job, datasets=dataset, partition=partition, older_than=older_than,
+                                     target_size=target_size, min_files=min_files, dedup_key=dedup_key, keep=keep,
+                                     order_by=order_by)
+        setup_logging(job.logging.level, verbose)
+        executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
+        try:
+            report = Compactor(job, executor).run(options)
+        finally:
+            executor.stop()
+    except GobblinError as exc:
+        fail(exc)
+    if as_json:
+        print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        result = report.result
+        assert result is not None
+        out.print(f"job {job.name} compaction {result.run_id}", markup=False)
+        for p in report.partitions:
+            dedup = f", {p.duplicates_removed} duplicates removed" if options.dedup is not None else ""
+            line = (f"  {p.partition}  {p.status}  {p.files_in} files ({p.bytes_in} bytes) → {p.files_out} files "
+                    f"({p.bytes_out} bytes), {p.records_out} records{dedup}")
+            out.print(line + (f": {p.message}" if p.message else ""), markup=False)
+        for rel, why in sorted(report.skipped.items()):
+            out.print(f"  {rel}  left alone: {why}", markup=False)
+        verdict = "SUCCEEDED" if report.succeeded else "FAILED"
+        out.print(f"{verdict} compaction of job {job.name}: {sum(p.status == 'compacted' for p in report.partitions)} "
+                  f"partitions compacted in {result.duration_s:.1f}s" + (f": {result.error}" if result.error and not report.succeeded else ""),
+                  markup=False)
+    raise typer.Exit(0 if report.succeeded else 1)

@@ -1,0 +1,148 @@
+"""A compaction run of a job, under the job's lock like any run: recover pending commits → pick the partitions →
+merge each as a task → one commit sequence per partition (stage the merged files, exchange the partition
+directory, remove the replaced files, record the compaction) through the same commit path as ingestion."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gobblin_py.api import CommitStep
+from gobblin_py.commit.sequence import CommitSequence
+from gobblin_py.commit.steps import CompactionStateCommitStep
+from gobblin_py.commit.tasks import ThreadTasks
+from gobblin_py.config.model import JobSpec
+from gobblin_py.fs.exchange_steps import FsExchangeDirsCommitStep, FsRemoveReplacedCommitStep, FsStageCommitStep
+from gobblin_py.runtime.compaction_plan import CompactionOptions, plan_compaction
+from gobblin_py.runtime.compaction_task import PartitionResult, compact_partition
+from gobblin_py.runtime.executors import TaskExecutor
+from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
+from gobblin_py.runtime.runner import JobRunner
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PartitionOutcome:
+    """One partition's line in the report."""
+
+    partition: str
+    status: str
+    files_in: int = 0
+    files_out: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    duplicates_removed: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    message: str = ""
+
+
+@dataclass
+class CompactionReport:
+    """What a compaction did: each partition merged or failed, each one left alone and why, and the run."""
+
+    result: JobResult | None = None
+    partitions: list[PartitionOutcome] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.result is not None and self.result.succeeded
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.result.run_id if self.result else None, "succeeded": self.succeeded,
+                "error": self.result.error if self.result else None,
+                "partitions": [vars(p) for p in self.partitions], "skipped": self.skipped}
+
+
+def compaction_sequence(job: JobSpec, done: PartitionResult) -> CommitSequence:
+    """The steps that replace one partition's files with the merged ones, in the order readers stay consistent:
+    stage each merged file beside the partition, exchange the directories, remove the replaced files, record it."""
+    work = done.work
+    staged = work.staged
+    names = [Path(f.path).name for f in done.files]
+    steps: list[CommitStep] = [FsStageCommitStep(src=f.path, dst=str(staged / name), size=f.size, checksum=f.checksum,
+                                                 final=str(work.directory / name)) for f, name in zip(done.files, names)]
+    steps.append(FsExchangeDirsCommitStep(partition=str(work.directory), staged=str(staged), published=names,
+                                          replaced=[f.name for f in work.inputs]))
+    steps.append(FsRemoveReplacedCommitStep(staged=str(staged), published=names))
+    entry = {"files_in": len(work.inputs), "files_out": len(names), "records_in": done.records_in,
+             "records_out": done.records_out, "duplicates_removed": done.duplicates_removed,
+             "bytes_in": work.input_bytes, "bytes_out": sum(f.size for f in done.files),
+             "dedup_key": work.dedup.key if work.dedup else None, "files": names}
+    steps.append(CompactionStateCommitStep(state_dir=str(job.job.work_dir / "state" / job.name), dataset=work.dataset,
+                                           partition=work.partition, run_id=work.run_id, entry=entry))
+    return CommitSequence(job=job.name, dataset=work.rel, run_id=work.run_id, steps=steps,
+                          meta={"kind": "compaction", "dataset": work.dataset, "partition": work.partition})
+
+
+class Compactor:
+    """Runs compactions of one job: a run of the job (its lock, history and events) whose body merges partitions."""
+
+    def __init__(self, job: JobSpec, executor: TaskExecutor, observers: list[Any] | None = None) -> None:
+        self.job = job
+        self.executor = executor
+        self.runner = JobRunner(job, executor, observers)
+
+    def run(self, options: CompactionOptions) -> CompactionReport:
+        """One compaction under the job lock (JobLockedError while an ingestion or another compaction holds it)."""
+        report = CompactionReport()
+        report.result = self.runner.held(lambda result: self._compact(result, options, report))
+        return report
+
+    def _compact(self, result: JobResult, options: CompactionOptions, report: CompactionReport) -> None:
+        runner, run_id = self.runner, result.run_id
+        t0 = time.monotonic()
+        result.recovery = runner.publishing.recover()
+        blocked = dict(result.recovery.blocked)
+        runner.clean_orphans(current=run_id)
+        result.phases["recovery"] = time.monotonic() - t0
+
+        plan = plan_compaction(self.job, options, run_id, set(blocked))
+        report.skipped = plan.skipped
+        log.info("compacting %d partitions (%d left alone)", len(plan.works), len(plan.skipped))
+        t1 = time.monotonic()
+        done = self._merge(plan.works)
+        result.phases["tasks"] = time.monotonic() - t1
+
+        t2 = time.monotonic()
+        merged = [d for d in done if d.error is None]
+        errors = runner.publishing.commit([compaction_sequence(self.job, d) for d in merged], logged=True) if merged else {}
+        result.phases["commit"] = time.monotonic() - t2
+        for d in done:
+            work = d.work
+            error = d.error or errors.get(work.rel)
+            outcome = PartitionOutcome(
+                work.rel, "compacted" if error is None else "merge failed" if d.error else "commit failed",
+                files_in=len(work.inputs), files_out=len(d.files), records_in=d.records_in, records_out=d.records_out,
+                duplicates_removed=d.duplicates_removed, bytes_in=work.input_bytes, bytes_out=sum(f.size for f in d.files),
+                message=error or "")
+            report.partitions.append(outcome)
+            status = DatasetStatus.COMMITTED if error is None else \
+                DatasetStatus.NOT_COMMITTED if d.error else DatasetStatus.COMMIT_FAILED
+            result.datasets.append(DatasetSummary(work.rel, status, workunits=1, records_extracted=d.records_in,
+                                                  records_written=d.records_out if error is None else 0,
+                                                  files_published=len(d.files) if error is None else 0,
+                                                  message=error or f"{len(work.inputs)} files → {len(d.files)}; "
+                                                                   f"{d.duplicates_removed} duplicates removed"))
+        for rel, rec in blocked.items():
+            result.datasets.append(DatasetSummary(rel, DatasetStatus.BLOCKED, message=rec.message))
+        runner.clean_run(run_id)
+        conclude(result)
+
+    def _merge(self, works: list[Any]) -> list[PartitionResult]:
+        """One task per partition on the executors (threads of this process with `--in-process`); a lost Spark job
+        fails every partition of it, and nothing of them is published."""
+        if not works:
+            return []
+        tasks = self.executor.commit_tasks(start=True) or ThreadTasks(self.job.job.commit_parallelism)
+        try:
+            return list(tasks.flat_map(compact_partition, works))
+        except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.error("the compaction's Spark job failed: %s", message)
+            return [PartitionResult(w, error=f"Spark job failed: {message}") for w in works]
