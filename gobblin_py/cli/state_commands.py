@@ -14,7 +14,7 @@ from gobblin_py.errors import ConfigError, GobblinError, StateStoreError
 state_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Committed watermarks and dataset states.\n\nExample: gobblin-py state show jobs/example.yaml")
 history_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The last runs of a job.\n\nExample: gobblin-py history list jobs/example.yaml --limit 5")
 
-JobFile = Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)]
+JobFile = Annotated[Path, typer.Argument(help="the job file (YAML, or an Apache Gobblin .pull/.job/.properties/.conf)", show_default=False)]
 
 
 def _fail(exc: GobblinError) -> None:
@@ -161,16 +161,18 @@ def _parse_value(text: str) -> Any:
 @state_app.command("reset")
 def state_reset(
     job_file: JobFile,
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="the dataset URN", show_default=False)],
+    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="the dataset URN (with --import-offsets: only this topic)", show_default=False)] = None,
     to: Annotated[Optional[list[str]], typer.Option("--to", help="KEY=VALUE to set (repeatable); without it every watermark of the dataset is dropped")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
     new: Annotated[bool, typer.Option("--new", help="the dataset has no committed state yet: create its watermarks (e.g. a start offset)")] = False,
+    import_offsets: Annotated[Optional[Path], typer.Option("--import-offsets", help="a Kafka job: set the offsets of a file of topic,partition,offset lines (the next offset to read, e.g. a Gobblin job's watermarks)", show_default=False)] = None,
 ) -> None:
     """Move a dataset's watermarks on purpose (refused while a commit is pending for it); takes the job lock.
 
     Without --to the dataset's watermarks are dropped and the next run starts it over. A dataset with no
     committed state is refused (a typo would create state nobody reads) unless --new. An unreadable
-    watermark file is replaced by what --to gives.
+    watermark file is replaced by what --to gives. --import-offsets sets every topic the file names (a Kafka
+    job moving from Gobblin: pass --new for topics gobblin-py has not committed yet).
 
     Example: gobblin-py state reset jobs/kafka-to-avro.yaml --dataset events --to 0=1500 --to 1=1200
     """
@@ -183,37 +185,35 @@ def state_reset(
 
     try:
         job, store = _store(job_file)
-        changes: dict[str, Any] = {}
-        for item in to or []:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise ConfigError(f"--to {item!r}: expected KEY=VALUE, for example 0=1500")
-            changes[key] = _parse_value(value)
+        plan = _reset_plan(job, dataset, to or [], import_offsets)
         with JobLock(job.job.work_dir, job.name, job.job.lock):
-            if CommitStepStore(job.job.work_dir).exists(job.name, dataset):
-                err.print(f"error: a commit sequence is pending for dataset {dataset!r}; finish it first with "
-                          f"`gobblin-py recover {job_file} --dataset {dataset}` (see inspect-commits)", markup=False)
-                raise typer.Exit(1)
-            wm = WatermarkFile(store.dir, dataset)
-            known = wm.path.exists() or DatasetStateFile(store.dir, dataset).path.exists()
-            if not known and not new:
-                names = store.dataset_names()
-                raise ConfigError(f"{_no_state(dataset, names)}; "
-                                  "pass --new to create watermarks for a dataset that has never been committed")
-            if new and not changes:
-                raise ConfigError("--new needs at least one --to KEY=VALUE")
-            try:
-                before = wm.read()
-            except StateStoreError as exc:
-                err.print(f"warning: {exc}; it is replaced by the --to values", markup=False)
-                if not changes:
-                    out.print("(no --to: the unreadable file is removed and the dataset starts over)", markup=False)
-                before = {}
-            after = {**before, **changes} if changes else {}
-            out.print(f"dataset {dataset}: watermarks {len(before)} keys → {len(after)} keys", markup=False)
-            for key in sorted(set(before) | set(after)):
-                if before.get(key) != after.get(key):
-                    out.print(f"    {key}: {before.get(key, '-')} → {after.get(key, '-')}", markup=False)
+            steps = []
+            for name, changes in plan.items():
+                if CommitStepStore(job.job.work_dir).exists(job.name, name):
+                    err.print(f"error: a commit sequence is pending for dataset {name!r}; finish it first with "
+                              f"`gobblin-py recover {job_file} --dataset {name}` (see inspect-commits)", markup=False)
+                    raise typer.Exit(1)
+                wm = WatermarkFile(store.dir, name)
+                known = wm.path.exists() or DatasetStateFile(store.dir, name).path.exists()
+                if not known and not new:
+                    names = store.dataset_names()
+                    raise ConfigError(f"{_no_state(name, names)}; "
+                                      "pass --new to create watermarks for a dataset that has never been committed")
+                if new and not changes:
+                    raise ConfigError("--new needs at least one --to KEY=VALUE")
+                try:
+                    before = wm.read()
+                except StateStoreError as exc:
+                    err.print(f"warning: {exc}; it is replaced by the --to values", markup=False)
+                    if not changes:
+                        out.print("(no --to: the unreadable file is removed and the dataset starts over)", markup=False)
+                    before = {}
+                after = {**before, **changes} if changes else {}
+                out.print(f"dataset {name}: watermarks {len(before)} keys → {len(after)} keys", markup=False)
+                for key in sorted(set(before) | set(after)):
+                    if before.get(key) != after.get(key):
+                        out.print(f"    {key}: {before.get(key, '-')} → {after.get(key, '-')}", markup=False)
+                steps.append((name, wm, before, after))
             if not yes:
                 if not sys.stdin.isatty():
                     err.print("nothing changed: no terminal to confirm on; pass --yes", markup=False)
@@ -221,14 +221,42 @@ def state_reset(
                 if not typer.confirm("Apply?", default=False):
                     err.print("nothing changed", markup=False)
                     raise typer.Exit(1)
-            if after:
-                wm.write(after)
-            else:
-                remove_durably(wm.path)
-            EventLog(job.job.work_dir, job.name).emit("WatermarkReset", dataset=dataset, before=before, after=after)
-            out.print(f"dataset {dataset}: watermarks reset", markup=False)
+            for name, wm, before, after in steps:
+                if after:
+                    wm.write(after)
+                else:
+                    remove_durably(wm.path)
+                EventLog(job.job.work_dir, job.name).emit("WatermarkReset", dataset=name, before=before, after=after)
+                out.print(f"dataset {name}: watermarks reset", markup=False)
     except GobblinError as exc:
         _fail(exc)
+
+
+def _reset_plan(job: Any, dataset: str | None, to: list[str], import_offsets: Path | None) -> dict[str, dict[str, Any]]:
+    """dataset → the watermark keys to set: from --to for --dataset, or from an offsets file for a Kafka job."""
+    if import_offsets is None:
+        if dataset is None:
+            raise ConfigError("name the dataset with --dataset URN (or give a Kafka job --import-offsets FILE)")
+        changes: dict[str, Any] = {}
+        for item in to:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise ConfigError(f"--to {item!r}: expected KEY=VALUE, for example 0=1500")
+            changes[key] = _parse_value(value)
+        return {dataset: changes}
+    from gobblin_py.builtin.kafka_source import KafkaSource
+    from gobblin_py.config.gobblin.offsets import read_offsets
+
+    if to:
+        raise ConfigError("give either --to or --import-offsets, not both")
+    if not issubclass(job.source.cls(), KafkaSource):
+        raise ConfigError(f"--import-offsets sets Kafka offsets, and job {job.name!r} reads from {job.source.name!r}, not kafka")
+    offsets: dict[str, dict[str, Any]] = dict(read_offsets(import_offsets))
+    if dataset is not None:
+        if dataset not in offsets:
+            raise ConfigError(f"{import_offsets} has no offsets of topic {dataset!r} (it has: {', '.join(sorted(offsets))})")
+        return {dataset: offsets[dataset]}
+    return offsets
 
 
 def _run_line(run: dict[str, Any]) -> str:

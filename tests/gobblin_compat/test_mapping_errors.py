@@ -1,0 +1,158 @@
+"""What a user of a Gobblin job file hears: unsupported classes and values as errors naming the key, keys with no
+effect and unused keys as warnings (errors with --strict), validation problems traced back to the Gobblin key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gobblin_py.config import load_job
+from gobblin_py.config.gobblin.load import translate_file
+from gobblin_py.config.gobblin.mapping import CLASSES, KEYS, markdown_tables
+from gobblin_py.errors import ConfigError
+
+from support.jobs import EVENT_SCHEMA, run_cli
+
+KAFKA = "org.apache.gobblin.source.extractor.extract.kafka.KafkaSimpleSource"
+
+
+def _job(tmp: Path, text: str, name: str = "job.pull") -> Path:
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+def test_every_unsupported_class_is_listed_with_its_key_and_the_cli_exits_2(tmp_path: Path) -> None:
+    job = _job(tmp_path, f"""job.name=quickstart
+source.class={KAFKA}
+kafka.brokers=127.0.0.1:9092
+converter.classes=gobblin.converter.json.BytesToJsonConverter,com.acme.MyConverter
+writer.builder.class=org.apache.gobblin.writer.SimpleDataWriterBuilder
+writer.output.format=txt
+data.publisher.type=org.apache.gobblin.publisher.BaseDataPublisherWithHiveRegistration
+data.publisher.final.dir={tmp_path}/out
+qualitychecker.task.policies=org.apache.gobblin.policies.count.RowCountPolicy
+qualitychecker.task.policy.types=FAIL,OPTIONAL
+""")
+    result = run_cli("validate", str(job), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"error: {job}: invalid Gobblin job file (4 problems):"
+    # each problem names the key and where it was written (relative to the directory the command runs in)
+    assert f"  converter.classes (job.pull:4): unsupported Gobblin converter class 'com.acme.MyConverter': gobblin-py has no equivalent" in lines
+    assert any(line.startswith(f"  writer.builder.class (job.pull:5): unsupported Gobblin writer class "
+                               "'org.apache.gobblin.writer.SimpleDataWriterBuilder': it writes each record's raw bytes") for line in lines)
+    assert any(line.startswith(f"  data.publisher.type (job.pull:7): unsupported Gobblin publisher class") and "Hive registration" in line for line in lines)
+    assert f"  qualitychecker.task.policy.types (job.pull:10): names 2 type(s) for the 1 policies of qualitychecker.task.policies" in lines
+
+
+def test_unused_keys_warn_and_fail_only_with_strict(tmp_path: Path) -> None:
+    schema = EVENT_SCHEMA.read_text().replace("\n", " ")
+    job = _job(tmp_path, f"""job.name=strictness
+job.group=g
+source.class={KAFKA}
+kafka.brokers=127.0.0.1:9092
+topic.whitelist=events
+converter.classes=org.apache.gobblin.converter.json.BytesToJsonConverter,org.apache.gobblin.converter.avro.JsonIntermediateToAvroConverter
+source.schema={schema}
+writer.file.path.type=tablename
+data.publisher.final.dir={tmp_path}/out
+mr.job.root.dir={tmp_path}/work
+kafka.shcema.registry.url=http://typo
+""")
+    lenient = run_cli("validate", str(job), cwd=tmp_path)
+    assert lenient.returncode == 0, lenient.stderr
+    assert lenient.stdout.strip() == f"{job}: valid job 'strictness' (source kafka, 1 converter, 1 branch)"
+    assert f"warning: kafka.shcema.registry.url (job.pull:11): not used by gobblin-py" in lenient.stderr.splitlines()
+    assert f"warning: job.group (job.pull:2): not applied: gobblin-py names a job by job.name alone" in lenient.stderr.splitlines()
+    strict = run_cli("validate", str(job), "--strict", cwd=tmp_path)
+    assert strict.returncode == 2
+    assert strict.stderr.splitlines()[-2:] == [f"error: {job}: invalid Gobblin job file (1 problem):",
+                                               f"  kafka.shcema.registry.url (job.pull:11): not used by gobblin-py"]
+
+
+def test_a_validation_problem_names_the_gobblin_key_behind_it(tmp_path: Path) -> None:
+    job = _job(tmp_path, f"""job.name=bad values
+source.class={KAFKA}
+kafka.brokers=127.0.0.1:9092
+mr.job.max.mappers=0
+data.publisher.final.dir={tmp_path}/out
+writer.file.path.type=tablename
+""")
+    with pytest.raises(ConfigError) as caught:
+        load_job(job)
+    lines = caught.value.message.splitlines()
+    assert any(line.startswith("  job.name: String should match pattern") and line.endswith(f"[from job.name ({job}:1)]") for line in lines)
+    assert any(line.startswith("  source.max_workunits: Input should be greater than or equal to 1")
+               and line.endswith(f"[from mr.job.max.mappers ({job}:4)]") for line in lines)
+
+
+def test_values_gobblin_py_cannot_honour_are_refused(tmp_path: Path) -> None:
+    job = _job(tmp_path, f"""job.name=j
+job.commit.policy=partial
+source.class={KAFKA}
+kafka.brokers=h:9092
+reset.on.offset.out.of.range=nearest
+data.publisher.final.dir=/out
+data.publisher.replace.final.dir=true
+writer.partitioner.class=org.apache.gobblin.writer.partitioner.TimeBasedAvroWriterPartitioner
+writer.partition.columns=ts
+writer.partition.timezone=America/Los_Angeles
+writer.partition.prefix=hourly
+""")
+    with pytest.raises(ConfigError) as caught:
+        translate_file(job)
+    message = caught.value.message
+    for key, why in (("job.commit.policy", "'partial' is not supported"), ("reset.on.offset.out.of.range", "'nearest' is not supported"),
+                     ("data.publisher.replace.final.dir", "never deletes what it did not write"),
+                     ("writer.partition.timezone", "'America/Los_Angeles': gobblin-py partitions in UTC only"),
+                     ("writer.partition.prefix", "not supported: partition prefixes are not supported")):
+        assert f"  {key} ({job}:" in message and why in message, (key, message)
+
+
+def test_an_unset_partition_zone_is_a_warning_about_gobblins_default(tmp_path: Path) -> None:
+    job = _job(tmp_path, f"""job.name=j
+source.class={KAFKA}
+kafka.brokers=h:9092
+data.publisher.final.dir=/out
+writer.file.path.type=tablename
+writer.partitioner.class=gobblin.writer.partitioner.TimeBasedAvroWriterPartitioner
+writer.partition.columns=ts
+""")
+    translation = translate_file(job)
+    assert translation.document["writer"]["partition"] == {"column": "ts", "granularity": "HOUR", "pattern": "yyyy/MM/dd/HH"}
+    assert any("partitions are cut in UTC; Gobblin's default zone is America/Los_Angeles" in w for w in translation.warnings)
+
+
+def test_convert_writes_a_yaml_job_that_validates_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "in" / "orders"
+    data.mkdir(parents=True)
+    (data / "a.csv").write_text("id,ts,user,kind,amount,country\n1,2026-01-01T10:00:00Z,u1,order,1.5,DE\n")
+    jobs = Path(__file__).parent / "jobs"
+    env = {"INPUT": str(tmp_path / "in"), "GOBBLIN_WORK_DIR": str(tmp_path / "gw")}
+    result = run_cli("convert", str(jobs / "csv-to-avro.pull"), "-o", "converted/csv.yaml", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    written = tmp_path / "converted" / "csv.yaml"
+    schemas = list((tmp_path / "converted").glob("csv.orders-*.avsc"))
+    assert len(schemas) == 1
+    assert result.stdout.strip() == f"{jobs / 'csv-to-avro.pull'}: wrote converted/csv.yaml, converted/{schemas[0].name}"
+    assert "warning: extract.table.type (" in result.stderr  # what is not applied is said, on stderr and in the file
+    document = yaml.safe_load(written.read_text())
+    assert document["converters"] == [{"class": "json_to_avro", "schema": f"converted/{schemas[0].name}"}]
+    assert document["writer"] == {"class": "avro", "partition": {"column": "ts", "granularity": "DAY", "pattern": "yyyy/MM/dd"}}
+    assert document["publisher"] == {"class": "fs", "final_dir": f"{tmp_path}/gw/job-output"}
+    assert "# warning: extract.table.type" in written.read_text()
+    monkeypatch.chdir(tmp_path)
+    spec = load_job(written)
+    assert spec.name == "CsvToAvro" and spec.source.settings.root_dataset == "orders"
+
+
+def test_the_mapping_table_covers_what_the_readme_lists() -> None:
+    table = markdown_tables()
+    assert all(f"`{c.name.removeprefix('org.apache.gobblin.')}`" in table for c in CLASSES.values())
+    assert all(f"`{k.key}`" in table for k in KEYS)
+    refused = [c for c in CLASSES.values() if c.becomes is None and c.parses is None]
+    assert all(c.note for c in refused), "a refused class says why"
