@@ -78,7 +78,8 @@ CLASSES: dict[str, GobblinClass] = {c.name: c for c in (
     GobblinClass(_G + "converter.IdentityConverter", Role.CONVERTER, None, "", parses=Parse.NOTHING),
     GobblinClass(_G + "converter.avro.JsonIntermediateToAvroConverter", Role.CONVERTER, "json_to_avro",
                  "the schema is source.schema (JSON-intermediate or Avro), written to an .avsc; date and timestamp "
-                 "columns take ISO-8601 text or epoch millis (converter.avro.*.format patterns are refused); "
+                 "columns are longs with logicalType timestamp-millis and take ISO-8601 text or epoch millis "
+                 "(converter.avro.*.format patterns are refused); "
                  "input fields the schema lacks are dropped and counted"),
     GobblinClass(_G + "converter.filter.AvroFieldsPickConverter", Role.CONVERTER, "select_fields",
                  "converter.avro.fields, top-level fields only"),
