@@ -55,6 +55,10 @@ class FsStageCommitStep(FsRenameCommitStep):
     def verify(self) -> bool:
         return super().verify() or (not self._src_exists() and self._carried_on())
 
+    def deferred_sync_dir(self) -> str | None:
+        """The sibling's fsync, as `fs_rename`'s; none once the replaced files were removed with it (a replay)."""
+        return super().deferred_sync_dir() if os.path.isdir(self.dst.parent) else None
+
     def execute(self) -> None:
         if not self._src_exists() and self._carried_on():
             return
