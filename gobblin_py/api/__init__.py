@@ -1,5 +1,6 @@
 """The contracts a plugin author implements; imports nothing from runtime, Spark or Kafka."""
 
+from gobblin_py.api.batches import BatchConverter, BatchExtractor, BatchWriter, RawBatch
 from gobblin_py.api.commit_step import CommitStep, StepStatus
 from gobblin_py.api.committer import Committer, DataPublisher, DatasetCommit, GlobalCommitter, PublishContext
 from gobblin_py.api.context import TaskContext
@@ -14,9 +15,9 @@ from gobblin_py.api.writer import DataWriter, Delivery, OutputFile, WriterTarget
 from gobblin_py.errors import RecordError, TaskError
 
 __all__ = [
-    "BranchStats", "CommitStep", "Committer", "Converter", "DataPublisher", "DatasetCommit", "DataWriter", "Delivery",
+    "BatchConverter", "BatchExtractor", "BatchWriter", "BranchStats", "CommitStep", "Committer", "Converter", "DataPublisher", "DatasetCommit", "DataWriter", "Delivery",
     "Extractor", "ForkOperator", "GlobalCommitter", "MultiWorkUnit", "NoSettings", "OneToOneConverter", "OutputFile", "Plugin", "PublishContext",
-    "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "Settings", "Source", "SourceState",
+    "RawBatch", "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "Settings", "Source", "SourceState",
     "StepStatus", "TaskContext", "TaskCounter", "TaskError", "TaskPolicy", "TaskPolicyType", "WatermarkValue",
     "WorkUnit", "WriterTarget", "flatten",
 ]

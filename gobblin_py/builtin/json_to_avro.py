@@ -16,9 +16,10 @@ import fastavro
 import orjson
 from pydantic import AfterValidator, Field
 
-from gobblin_py.api import OneToOneConverter, Settings, TaskCounter
+from gobblin_py.api import BatchConverter, OneToOneConverter, RawBatch, Settings, TaskCounter
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.avro_values import AvroTypeChecker
+from gobblin_py.builtin.json_arrow import JsonArrowReader
 from gobblin_py.fs.paths import ExistingFile
 from gobblin_py.errors import ConfigError, RecordError
 
@@ -172,9 +173,10 @@ def _coercer(avro_type: Any, checker: AvroTypeChecker) -> tuple[Callable[[Any], 
     return checked, avro_type == "null" or (isinstance(avro_type, list) and "null" in avro_type)
 
 
-class JsonToAvroConverter(OneToOneConverter):
+class JsonToAvroConverter(OneToOneConverter, BatchConverter):
     """Shapes each record to the Avro schema in `schema:`; input fields the schema lacks are dropped and
-    counted (`unknown_fields_dropped`), or make the record a bad record under `on_unknown_fields: fail`."""
+    counted (`unknown_fields_dropped`), or make the record a bad record under `on_unknown_fields: fail`.
+    A batch of raw JSON values becomes one Arrow batch where that gives the same records (see `json_arrow`)."""
 
     Settings = JsonToAvroSettings
 
@@ -190,12 +192,20 @@ class JsonToAvroConverter(OneToOneConverter):
         self._known = frozenset(f.name for f in fields)
         self._dropped = TaskCounter()
         self.map_record = _compile(fields, self._unknown)  # type: ignore[method-assign]  # the compiled function, no extra frame
+        self._arrow: JsonArrowReader | None = None  # made on the first batch: a row-only task never imports pyarrow
 
     def convert_schema(self, schema: Schema) -> Schema:
         return self.avro_schema
 
     def map_record(self, record: Record) -> Record:  # replaced per instance by the compiled function
         raise NotImplementedError
+
+    def convert_batch(self, batch: RawBatch) -> Any | None:
+        if batch.format != "json":
+            return None
+        if self._arrow is None:
+            self._arrow = JsonArrowReader(self.avro_schema)
+        return self._arrow.read(batch.values)
 
     def counters(self) -> Mapping[str, TaskCounter]:
         return {"unknown_fields_dropped": self._dropped} if self._dropped.count else {}

@@ -37,7 +37,7 @@ class ConfluentKafkaExtractor(KafkaExtractor):
 
     _down = False  # librdkafka reported every broker down since the last record
 
-    def _messages(self) -> Iterator[tuple[int, bytes | None]]:
+    def _chunks(self) -> Iterator[tuple[list[int], list[bytes | None]]]:
         from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
         s = self.settings
@@ -53,7 +53,9 @@ class ConfluentKafkaExtractor(KafkaExtractor):
         last_progress = time.monotonic()
         while self.next_offset < high:
             messages = consumer.consume(num_messages=min(s.max_poll_records, 100_000), timeout=1.0)
-            progressed = False
+            offsets: list[int] = []
+            values: list[bytes | None] = []
+            stop: Any = None  # "end" of the range, "reset" after an out-of-range offset, or an error to raise
             for msg in messages:
                 err = msg.error()
                 if err is not None:
@@ -61,21 +63,32 @@ class ConfluentKafkaExtractor(KafkaExtractor):
                     if code == KafkaError._PARTITION_EOF:
                         continue
                     if code == KafkaError.OFFSET_OUT_OF_RANGE:
-                        begin, _ = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=s.request_timeout_ms / 1000)
-                        self._reset_out_of_range(begin, lambda target: consumer.seek(TopicPartition(self.topic, self.partition, target)))
+                        stop = "reset"
                         break
                     if not err.retriable() and code != KafkaError._TRANSPORT:
-                        raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {err.str()}")
+                        stop = err
+                        break
                     continue
                 offset = msg.offset()
                 if offset >= high:
-                    self.next_offset = high
-                    return
-                progressed = True
-                yield offset, msg.value()
-            if progressed:
+                    stop = "end"
+                    break
+                offsets.append(offset)
+                values.append(msg.value())
+            if offsets:  # what came before a stop is read first, so the watermark never passes it
+                yield offsets, values
                 last_progress = time.monotonic()
                 self._down = False
+            if stop == "end":
+                self.next_offset = high
+                return
+            if stop == "reset":
+                begin, _ = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=s.request_timeout_ms / 1000)
+                self._reset_out_of_range(begin, lambda target: consumer.seek(TopicPartition(self.topic, self.partition, target)))
+                continue
+            if stop is not None:
+                raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {stop.str()}")
+            if offsets:
                 continue
             _, highwater = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), cached=True)
             self._stalled(last_progress, highwater if highwater is not None and highwater >= 0 else None)

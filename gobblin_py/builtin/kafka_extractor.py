@@ -1,21 +1,23 @@
 """Reads exactly one partition's offset range: assign + seek, large fetches, no offset commits.
 
-`KafkaExtractor` uses kafka-python; the client-specific part is `_messages()`, which yields
-`(offset, value)` pairs of the range, and everything else (decoding, rejects, watermark) is shared
+`KafkaExtractor` uses kafka-python; the client-specific part is `_chunks()`, which yields the range's
+offsets and values a poll at a time, and everything else (decoding, rejects, watermark) is shared
 with the confluent-kafka extractor.
 """
 
 from __future__ import annotations
 
+import bisect
 import io
 import logging
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from gobblin_py.api import Extractor, TaskContext, WorkUnit
+from gobblin_py.api import BatchExtractor, Extractor, RawBatch, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.kafka_source import KafkaSettings, open_consumer, unreachable
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
@@ -39,8 +41,16 @@ def _decoder(settings: KafkaSettings) -> Callable[[bytes], Any]:
     return lambda raw: fastavro.schemaless_reader(io.BytesIO(raw), schema)
 
 
-class KafkaExtractor(Extractor):
-    """Yields the decoded values of offsets `[low, high)` of one partition; undecodable ones are rejected."""
+@dataclass(frozen=True)
+class _OffsetBatch(RawBatch):
+    """A poll's values with their offsets (for `location()` on the row path)."""
+
+    offsets: list[int] = field(default_factory=list)
+
+
+class KafkaExtractor(Extractor, BatchExtractor):
+    """Yields the decoded values of offsets `[low, high)` of one partition; undecodable ones are rejected.
+    Its raw batches (one per poll) let a `json_to_avro` → `parquet` task take the columnar path."""
 
     def __init__(self, settings: KafkaSettings, workunit: WorkUnit, context: TaskContext) -> None:
         self.settings = settings
@@ -53,6 +63,7 @@ class KafkaExtractor(Extractor):
         self.next_offset = self.low
         self.consumer: Any = None
         self.where = f"{self.topic}/{self.partition} on {settings.brokers}"
+        self._decode = _decoder(settings)
 
     def location(self) -> str:
         return f"{self.topic}/{self.partition}@{self.offset}"
@@ -64,12 +75,25 @@ class KafkaExtractor(Extractor):
         return self.next_offset
 
     def read_records(self) -> Iterator[Record]:
+        for batch in self.read_batches():
+            yield from self.records_of(batch)
+
+    def read_batches(self) -> Iterator[RawBatch]:
         if self.low >= self.high:
             return
-        decode = _decoder(self.settings)
-        reject = self.context.reject
         kind = self.settings.deserializer
-        for offset, value in self._messages():
+        for offsets, values in self._chunks():
+            self.offset = offsets[0]
+            yield _OffsetBatch(kind, values, offsets)
+            self.offset = offsets[-1]
+            self.next_offset = offsets[-1] + 1
+
+    def records_of(self, batch: RawBatch) -> Iterator[Record]:
+        assert isinstance(batch, _OffsetBatch)
+        decode = self._decode
+        reject = self.context.reject
+        kind = batch.format
+        for offset, value in zip(batch.offsets, batch.values):
             self.offset = offset
             self.next_offset = offset + 1
             if value is None:
@@ -105,7 +129,8 @@ class KafkaExtractor(Extractor):
         except AttributeError:  # another kafka-python: say only that no data came
             return False
 
-    def _messages(self) -> Iterator[tuple[int, bytes | None]]:
+    def _chunks(self) -> Iterator[tuple[list[int], list[bytes | None]]]:
+        """The range's offsets and values, a poll at a time (the client-specific part)."""
         from kafka import TopicPartition
         from kafka.errors import KafkaError, OffsetOutOfRangeError
 
@@ -133,11 +158,15 @@ class KafkaExtractor(Extractor):
                 self._stalled(last_progress, consumer.highwater(tp))
                 continue
             last_progress = time.monotonic()
-            for rec in records:
-                if rec.offset >= high:
-                    self.next_offset = high
-                    return
-                yield rec.offset, rec.value
+            offsets = [rec.offset for rec in records]
+            values = [rec.value for rec in records]
+            if offsets[-1] >= high:  # the poll went past the planned end: keep the range, and stop
+                keep = bisect.bisect_left(offsets, high)
+                if keep:
+                    yield offsets[:keep], values[:keep]
+                self.next_offset = high
+                return
+            yield offsets, values
 
     def _reset_out_of_range(self, begin: int, seek: Callable[[int], None]) -> None:
         """The broker no longer has `next_offset` (retention ran mid-read): reset per the policy, loudly."""

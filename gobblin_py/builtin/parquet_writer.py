@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 from pydantic import Field, model_validator
 
-from gobblin_py.api import DataWriter, Settings, WriterTarget
+from gobblin_py.api import BatchWriter, DataWriter, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.arrow_schema import ArrowMapping
 from gobblin_py.builtin.partitioned_files import PartitionedFiles
@@ -63,9 +63,10 @@ class _File:
         self.pending_rows = 0
 
 
-class ParquetWriter(DataWriter):
+class ParquetWriter(DataWriter, BatchWriter):
     """Writes Parquet files of the Avro record schema mapped to Arrow (see `arrow_schema`); a record that does not
-    fit that schema is a RecordError naming the field path, and the rest are written."""
+    fit that schema is a RecordError naming the field path, and the rest are written. Arrow batches of the
+    schema (the columnar path) are written as they are."""
 
     Settings = ParquetWriterSettings
 
@@ -104,11 +105,41 @@ class ParquetWriter(DataWriter):
 
     # --- batches → row groups ----------------------------------------------------------------------------
 
+    def write_batch(self, batch: Any) -> bool:
+        """An Arrow batch of this writer's schema, placed in its partitions' files as `write` would place each row;
+        False (nothing written) for a batch of another schema or with a row `write` would refuse on its partition."""
+        if not batch.schema.equals(self.arrow_schema, check_metadata=False):
+            return False
+        files = self.files
+        parts: list[tuple[str, Any]] | None = [("", None)]
+        if files.partitioner is not None:
+            index = batch.schema.get_field_index(files.partitioner.column)
+            parts = files.partitioner.split(batch.column(index)) if index >= 0 else None
+            if parts is None:
+                return False
+        batch = self._pa.RecordBatch.from_arrays(batch.columns, schema=self.arrow_schema)  # with the file metadata
+        for key, mask in parts:
+            rows = batch if mask is None else batch.filter(mask)
+            h = files.handles.get(key) or files.handle(key)
+            if h.rows:  # records the row path buffered before this batch stay before it in the file
+                self._buffered -= len(h.rows)
+                self._convert(h)
+            h.pending.append(rows)
+            h.pending_rows += rows.num_rows
+            self._pending += rows.num_rows
+            files.counts[key] += rows.num_rows
+        self._write_full_groups()
+        return True
+
     def _convert_all(self) -> None:
         for h in self.files.handles.values():
             if h.rows:
                 self._convert(h)
         self._buffered = 0
+        self._write_full_groups()
+
+    def _write_full_groups(self) -> None:
+        """Every whole row group the converted rows hold; past `row_group_records` in all, the fullest file's rest."""
         for h in self.files.handles.values():
             if h.pending_rows >= self._group:
                 self._write_groups(h, whole_only=True)

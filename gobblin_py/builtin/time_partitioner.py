@@ -62,6 +62,36 @@ class TimePartitioner:
             path = self._cache[bucket] = self._path(bucket, value)
         return path
 
+    def split(self, column: Any) -> list[tuple[str, Any]] | None:
+        """The rows of a batch by partition path, from the Arrow array of the partition column: `(path, boolean
+        mask)` pairs (a None mask: every row), or None when a row needs `partition` (a null, a negative or
+        non-integer time, a date beyond years 1..9999), which then refuses or places it record by record."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        kind = column.type
+        if column.null_count or not (pa.types.is_integer(kind) or (pa.types.is_timestamp(kind) and kind.unit == "ms")):
+            return None
+        try:
+            millis = pc.multiply_checked(column.cast(pa.int64()), self.scale)
+        except pa.ArrowInvalid:  # beyond 64 bits in millis: `partition` says which record
+            return None
+        if len(millis) and pc.min(millis).as_py() < 0:  # Arrow's integer division truncates; Python's floors
+            return None
+        buckets = pc.divide(millis, self.bucket_ms)
+        paths: dict[str, list[int]] = {}
+        for bucket in pc.unique(buckets).to_pylist():
+            path = self._cache.get(bucket)
+            if path is None:
+                try:
+                    path = self._cache[bucket] = self._path(bucket, bucket * self.bucket_ms // self.scale)
+                except RecordError:
+                    return None
+            paths.setdefault(path, []).append(bucket)
+        if len(paths) == 1:
+            return [(next(iter(paths)), None)]
+        return [(path, pc.is_in(buckets, value_set=pa.array(members, pa.int64()))) for path, members in paths.items()]
+
     def _path(self, bucket: int, value: Any) -> str:
         try:
             when = dt.datetime.fromtimestamp(bucket * self.bucket_ms / 1000, tz=dt.timezone.utc)

@@ -70,6 +70,7 @@ class JobSection(_Strict):
     checkpoint_max_records: int | None = Field(
         default=None, ge=1, description="at most this many records per checkpoint (and per bounded run), where the source counts them before reading (Kafka)")
     continuous: ContinuousSettings = Field(default_factory=ContinuousSettings)
+    columnar: bool = Field(default=True, description="let a task whose plugins all can (e.g. kafka → json_to_avro → parquet) convert and write Arrow batches; false: record by record")
     alert: AlertSettings | None = None
 
     @property

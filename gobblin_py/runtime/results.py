@@ -33,6 +33,7 @@ class WorkUnitResult:
     files: list[OutputFile] = field(default_factory=list)
     actual_high_watermark: WatermarkValue = None
     records_extracted: int = 0
+    records_columnar: int = 0  # of those, how many took the columnar path (api.batches) rather than one by one
     rejected: dict[str, int] = field(default_factory=dict)
     branches: dict[str, BranchMetrics] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -56,7 +57,8 @@ class WorkUnitResult:
             "expected_high_watermark": self.workunit.expected_high_watermark,
             "actual_high_watermark": self.actual_high_watermark,
             "status": self.status.value, "attempts": self.attempts, "error": self.error,
-            "records_extracted": self.records_extracted, "records_written": self.records_written,
+            "records_extracted": self.records_extracted, "records_columnar": self.records_columnar,
+            "records_written": self.records_written,
             "rejected": self.rejected, "warnings": self.warnings, "duration_s": round(self.duration_s, 3),
             "branches": {k: vars(v) for k, v in self.branches.items()},
             "files": [f.rel_path for f in self.files],

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from gobblin_py.api import (
+    BatchConverter,
+    BatchExtractor,
+    BatchWriter,
     BranchStats,
     Converter,
     DataWriter,
@@ -143,6 +146,13 @@ def _stage(plugin: PluginConfig, branch: str | None = None, shared: bool = False
     return f"{key} ({plugin.name or plugin.path})"
 
 
+def _takes_columnar(job: JobSpec, extractor: Any, steps: list[_Step], branch: _Branch | None) -> bool:
+    """Whether a straight task can take the columnar path: batches in, one converter that makes Arrow of them,
+    a writer that takes Arrow (and `job.columnar` not turned off)."""
+    return (job.job.columnar and branch is not None and isinstance(extractor, BatchExtractor) and len(steps) == 1
+            and isinstance(steps[0].converter, BatchConverter) and isinstance(branch.writer, BatchWriter))
+
+
 class _Step:
     """One converter of a chain, with its stage name; 1:1 converters are called without an iterable."""
 
@@ -240,6 +250,7 @@ class _Pipeline:
                                    staging_dir=staging, reject=self._reject_from_extractor)
         self.extractor: Any = None
         self.branches: list[_Branch] = []
+        self.columnar = 0  # records that took the columnar path
         self._shared = len(spec.job.branches) > 1  # top-level writer and publisher named per branch
 
     def abort(self) -> None:
@@ -294,7 +305,26 @@ class _Pipeline:
             records = out
         return records
 
-    def _straight(self, extractor: Any, steps: list[_Step], branch: _Branch) -> int:
+    def _columnar(self, extractor: BatchExtractor, step: _Step, branch: _Branch) -> int:
+        """The columnar path (see `api.batches`): each raw batch converted and written whole, or, where the
+        converter or the writer hands it back, through `_straight` record by record."""
+        convert = step.converter.convert_batch  # type: ignore[attr-defined]  # a BatchConverter: checked by the caller
+        write_batch = branch.writer.write_batch  # type: ignore[attr-defined]
+        stats = branch.stats
+        extracted = 0
+        for batch in extractor.read_batches():
+            arrow = convert(batch)
+            if arrow is not None and write_batch(arrow):
+                n = len(batch.values)
+                extracted += n
+                self.columnar += n
+                stats.records_in += n
+                stats.records_written += n
+                continue
+            extracted += self._straight(extractor.records_of(batch), [step], branch)
+        return extracted
+
+    def _straight(self, records: Iterable[Record], steps: list[_Step], branch: _Branch) -> int:
         """The hot loop of the common job (1:1 converters, no row checks, one branch): no per-record
         lists or routing; one `try` per record, with the index of the step reached for a fault."""
         write = branch.writer.write
@@ -303,7 +333,7 @@ class _Pipeline:
         last = len(mappers)
         fault = self.fault
         extracted = written = writer_refused = 0
-        for record in extractor.read_records():
+        for record in records:
             extracted += 1
             out = record
             reached = 0
@@ -363,8 +393,11 @@ class _Pipeline:
             self.branches = branches
             single = branches[0] if len(branches) == 1 and fork.broadcast else None
             one_to_one = all(s.map is not None for s in steps)
-            if single is not None and one_to_one and not checks.policies and single.plain:
-                extracted = self._straight(extractor, steps, single)
+            straight = single is not None and one_to_one and not checks.policies and single.plain
+            if straight and _takes_columnar(job, extractor, steps, single):
+                extracted = self._columnar(extractor, steps[0], single)
+            elif straight:
+                extracted = self._straight(extractor.read_records(), steps, single)
             else:
                 extracted = self._general(extractor, steps, checks, fork.route, self.stage(job.fork), branches, single)
             high = extractor.actual_high_watermark()
@@ -392,6 +425,6 @@ class _Pipeline:
                                                  branch.stats.bytes_written, len(committed))
         files.extend(self.errors.commit(self.output))
         return WorkUnitResult(workunit=self.wu, status=TaskStatus.SUCCEEDED, attempts=1, files=files,
-                              actual_high_watermark=high, records_extracted=extracted, rejected=dict(self.rejected),
+                              actual_high_watermark=high, records_extracted=extracted, records_columnar=self.columnar, rejected=dict(self.rejected),
                               branches=metrics, warnings=warnings, attempt_dir=str(self.output),
                               counters=TaskCounter.sum(s.converter.counters() for s in [*steps, *(t for b in branches for t in b.steps)]))

@@ -1,0 +1,59 @@
+"""The columnar path: an extractor's raw values in batches, turned into Arrow record batches by one converter and
+handed whole to the writer, instead of one Python record at a time.
+
+A task takes it when its extractor is a `BatchExtractor`, its converter chain is one `BatchConverter`, it has
+no row checks and one branch whose writer is a `BatchWriter`. Any batch a stage cannot take exactly as the row
+path would (a value the converter would coerce or refuse, a record the writer would route elsewhere) is handed
+back — `None` or `False` — and that batch goes through the row path record by record, via
+`BatchExtractor.records_of`. So both paths write the same records and send the same bad records to the error
+file; the columnar one only skips the per-record Python work for the batches where nothing needs it.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gobblin_py.api.types import Record
+
+
+@dataclass(frozen=True)
+class RawBatch:
+    """Consecutive raw values of one WorkUnit, not yet decoded: `format` says what each value is (`json`: one
+    JSON document; a Kafka extractor uses its deserializer's name), and None is a value-less record (a tombstone)."""
+
+    format: str
+    values: Sequence[bytes | None]
+
+
+class BatchExtractor(abc.ABC):
+    """An Extractor (mixin) that can hand out its values undecoded; `read_records` must be `records_of` over
+    `read_batches`, so both paths read, decode and reject the same way."""
+
+    @abc.abstractmethod
+    def read_batches(self) -> Iterator[RawBatch]:
+        """The WorkUnit's values in order; the watermark reached moves past a batch once the next is asked for."""
+
+    @abc.abstractmethod
+    def records_of(self, batch: RawBatch) -> Iterator[Record]:
+        """The row path of one batch: its decoded records, with `location()` at each and bad values rejected."""
+
+
+class BatchConverter(abc.ABC):
+    """A Converter (mixin) that can turn a whole RawBatch into one Arrow record batch of its output schema."""
+
+    @abc.abstractmethod
+    def convert_batch(self, batch: RawBatch) -> Any | None:
+        """A `pyarrow.RecordBatch` holding exactly the records `convert_record` would make of the batch's values
+        (same count, same values), or None when that cannot be proven for this batch: it then takes the row path."""
+
+
+class BatchWriter(abc.ABC):
+    """A DataWriter (mixin) that can write an Arrow record batch of its schema at once."""
+
+    @abc.abstractmethod
+    def write_batch(self, batch: Any) -> bool:
+        """Write every row of `batch` (a `pyarrow.RecordBatch`) as `write` would, and return True; or write nothing
+        and return False when a row would be refused or routed differently (the batch then takes the row path)."""
