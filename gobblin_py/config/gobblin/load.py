@@ -9,20 +9,20 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
 import yaml
 
 from gobblin_py.config.gobblin.mapping import KEYS
 from gobblin_py.config.gobblin.resolve import HOCON_SUFFIXES, PROPERTIES_SUFFIXES, resolve_job
 from gobblin_py.config.gobblin.translate import Translation, translate
+from gobblin_py.config.loader import SECTIONS, defaults_files, load_document
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import ConfigError
 
 GOBBLIN_SUFFIXES = PROPERTIES_SUFFIXES + HOCON_SUFFIXES
-_SECTION_ORDER = ("job", "source", "converters", "quality", "fork", "writer", "publisher", "spark", "logging")
 _FROM_TARGET = {r.target: r.key for r in KEYS if r.target}
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,6 @@ def warnings_of(translation: Translation, strict: bool) -> list[str]:
 
 def load_gobblin_job(path: Path, *, master: str | None = None, strict: bool = False) -> JobSpec:
     """A Gobblin job file as a validated JobSpec; the derived Avro schemas are written under the job's work dir."""
-    from gobblin_py.config.loader import defaults_files, load_document
-
     translation = translate_file(path, strict=strict)
     labelled = logging.getLogger().hasHandlers()  # the CLI's log format names the level; a bare stderr does not
     for warning in warnings_of(translation, strict):
@@ -128,8 +126,6 @@ class Converted:
 def convert_job(path: Path, output: Path | None, *, strict: bool = False) -> Converted:
     """The YAML job a Gobblin job file translates to, validated as `gobblin-py validate` would; derived schemas go
     beside `output` (or beside the Gobblin file when printing), named `<output stem>.<table>-<hash>.avsc`."""
-    from gobblin_py.config.loader import load_document
-
     translation = translate_file(path, strict=strict)
     target = output if output is not None else path
     files = place_schemas(translation, target.parent, prefix=f"{target.stem}.")
@@ -137,7 +133,7 @@ def convert_job(path: Path, output: Path | None, *, strict: bool = False) -> Con
         load_document(path, translation.document)
     except ConfigError as exc:
         raise ConfigError(_with_origins(exc.message, translation.origins)) from None
-    document = {k: translation.document[k] for k in _SECTION_ORDER if k in translation.document}
+    document = {k: translation.document[k] for k in SECTIONS if k in translation.document}
     warnings = warnings_of(translation, strict)
     header = [f"# Converted by gobblin-py convert from {path}", "# Relative paths are relative to the directory gobblin-py runs in."]
     header += [f"# warning: {w}" for w in warnings] + [f"# note: {n}" for n in translation.notes]

@@ -7,10 +7,11 @@ The mapping itself is `mapping.py`; this module applies it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gobblin_py.config.gobblin.mapping import CLASSES, SUFFIXED, Parse, Role, canonical_class, rule_for
+from gobblin_py.config.gobblin.mapping import CLASSES, RULES, SUFFIXED, Parse, Role, canonical_class, rule_for
 from gobblin_py.config.gobblin.resolve import REQUIRED_KEY, TEMPLATE_KEY, Resolved
 from gobblin_py.config.gobblin.schema import avro_schema
 
@@ -119,6 +120,14 @@ class _Translator:
         node[last] = value
         self.out.origins[path] = self.p.where(key)
 
+    def copy(self, key: str, *, required: str = "", convert: Callable[[str], Any] = str) -> None:
+        """Set the gobblin-py key the mapping table names for `key` from its value; a missing required key is a problem."""
+        value = self.p.get(key)
+        if value is not None:
+            self.set(RULES[key].target, convert(value), key)
+        elif required and key not in self.p.settings:
+            self.out.problems.append(f"{key}: required: {required}")
+
     def gobblin_class(self, key: str, role: Role, default: str | None = None) -> tuple[str, Any] | None:
         """The mapping of the class a key names, or a problem naming the key; None when unset without default."""
         raw = self.p.get(key) or default
@@ -169,15 +178,10 @@ class _Translator:
     # --- job ------------------------------------------------------------------------------------
     def job(self) -> None:
         p = self.p
-        name = p.get("job.name")
-        if name is None:
-            self.out.problems.append("job.name: required: the job's name (its state, lock and commits are kept under it)")
-        else:
-            self.set("job.name", name, "job.name")
-        for key, path in (("job.description", "job.description"), ("job.schedule", "job.schedule")):
-            value = p.get(key)
-            if value is not None:
-                self.set(path, value, key)
+        self.copy("job.name", required="the job's name (its state, lock and commits are kept under it)")
+        for key in ("job.description", "job.schedule", "mr.job.root.dir"):
+            self.copy(key)
+        self.copy("writer.output.dir", convert=lambda path: self.on_fs(path, "writer.fs.uri"))
         lock = p.boolean("job.lock.enabled")
         if lock is not None:
             self.set("job.lock", lock, "job.lock.enabled")
@@ -193,12 +197,6 @@ class _Translator:
                                                "successful (COMMIT_SUCCESSFUL_TASKS); partial would publish failed tasks' data")
             else:
                 self.set("job.commit_policy", named, "job.commit.policy")
-        root = p.get("mr.job.root.dir")
-        if root is not None:
-            self.set("job.work_dir", root, "mr.job.root.dir")
-        output = p.get("writer.output.dir")
-        if output is not None:
-            self.set("job.task_output_dir", self.on_fs(output, "writer.fs.uri"), "writer.output.dir")
 
     def on_fs(self, path: str, *uri_keys: str) -> str:
         """`path` on the filesystem the first set URI key (or fs.uri) names; local paths stay paths."""
@@ -224,9 +222,7 @@ class _Translator:
 
     def kafka(self, raw: str) -> None:
         p = self.p
-        brokers = p.get("kafka.brokers")
-        if brokers is not None:
-            self.set("source.bootstrap_servers", [b.strip() for b in brokers.split(",") if b.strip()], "kafka.brokers")
+        self.copy("kafka.brokers", convert=lambda brokers: [b.strip() for b in brokers.split(",") if b.strip()])
         patterns = p.listed("topic.whitelist")
         for pattern in patterns + p.listed("topic.blacklist"):
             try:
@@ -267,14 +263,9 @@ class _Translator:
         from gobblin_py.builtin.files_source import COMPRESSION_SUFFIXES
 
         p = self.p
-        directory = p.get("source.filebased.data.directory")
-        if directory is None:
-            self.out.problems.append("source.filebased.data.directory: required: the directory of input files")
-        else:
-            self.set("source.path", self.on_fs(directory, "source.filebased.fs.uri"), "source.filebased.data.directory")
-        table = p.get("extract.table.name")
-        if table is not None:
-            self.set("source.root_dataset", table, "extract.table.name")
+        self.copy("source.filebased.data.directory", required="the directory of input files",
+                  convert=lambda path: self.on_fs(path, "source.filebased.fs.uri"))
+        self.copy("extract.table.name")
         if self.parse is None or self.parse is Parse.NOTHING:
             p.problem("source.class", "TextFileBasedSource reads lines of text: name CsvToJsonConverterV2 or "
                                       "JsonStringToJsonIntermediateConverter first in converter.classes")
@@ -282,9 +273,7 @@ class _Translator:
         extensions = (".csv",) if self.parse is Parse.CSV else (".json", ".jsonl", ".ndjson")
         self.set("source.include", [f"*{e}{c}" for e in extensions for c in COMPRESSION_SUFFIXES], "converter.classes")
         if self.parse is Parse.CSV:
-            delimiter = p.get("converter.csv.to.json.delimiter")
-            if delimiter is not None:
-                self.set("source.csv_delimiter", delimiter, "converter.csv.to.json.delimiter")
+            self.copy("converter.csv.to.json.delimiter")
             if not p.boolean("source.skip.first.record"):
                 p.problem("source.skip.first.record" if "source.skip.first.record" in p.settings else "converter.classes",
                           "CSV files must start with a header row naming the columns: gobblin-py reads it (set "
