@@ -24,6 +24,8 @@ def compact_command(
     master: Annotated[Optional[str], typer.Option(help="Spark master URL; overrides spark.master")] = None,
     in_process: Annotated[bool, typer.Option("--in-process", help="merge in this process instead of Spark tasks (debugging)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="only warnings, errors and the report")] = False,
+    metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics (as `run` does) to this JSON file")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show Spark's own logs and debug lines")] = False,
 ) -> None:
     """Merge each partition's small Avro files into files near the target size, one Spark task per partition, and
@@ -34,7 +36,7 @@ def compact_command(
 
     Example: gobblin-py compact jobs/example.yaml --dataset clicks --older-than 1d --target-size 256MB
     """
-    from gobblin_py.cli.output import fail, out, setup_logging
+    from gobblin_py.cli.output import check_metrics_path, fail, out, setup_logging, write_metrics
     from gobblin_py.config import load_job
     from gobblin_py.runtime.compaction_plan import compaction_options
     from gobblin_py.runtime.compactor import Compactor
@@ -46,7 +48,9 @@ def compact_command(
         options = compaction_options(job, datasets=dataset, partition=partition, older_than=older_than,
                                      target_size=target_size, min_files=min_files, dedup_key=dedup_key, keep=keep,
                                      order_by=order_by)
-        setup_logging(job.logging.level, verbose)
+        if metrics_json is not None:
+            check_metrics_path(metrics_json)
+        setup_logging("WARNING" if quiet and not verbose else job.logging.level, verbose)
         executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
         try:
             report = Compactor(job, executor).run(options)
@@ -54,6 +58,8 @@ def compact_command(
             executor.stop()
     except GobblinError as exc:
         fail(exc)
+    if metrics_json is not None and report.result is not None:
+        write_metrics(report.result, metrics_json)
     if as_json:
         print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
     else:

@@ -1,4 +1,5 @@
-"""The long-running scheduler: runs each job file that has `job.schedule` on time, one run per job at a time.
+"""The long-running scheduler: runs each job file that has `job.schedule` on time, one run per job at a time, and
+its compaction on `compaction.schedule` (as `<job>:compact`; the job lock keeps it apart from the job's runs).
 
 Warm (the default): the runs share one SparkSession in the scheduler's process, started by the first run that
 has tasks, so a job fired every few minutes stops paying Spark's start each time. Each firing re-reads the job
@@ -36,6 +37,8 @@ from gobblin_py.config.model import JobSpec
 from gobblin_py.cron import Cron, CronError
 from gobblin_py.errors import ConfigError, GobblinError, JobError
 from gobblin_py.runtime import interrupt
+from gobblin_py.runtime.compaction_plan import compaction_options
+from gobblin_py.runtime.compactor import Compactor
 from gobblin_py.runtime.executors import InProcessExecutor
 from gobblin_py.runtime.job_result import JobResult
 from gobblin_py.runtime.runner import JobRunner
@@ -72,6 +75,7 @@ class ScheduledJob:
     skipped: int = 0
     exit_codes: list[int] = field(default_factory=list)
     as_child: bool | None = None  # warm mode: whether its last run went to a child (its spark: section differs)
+    command: str = "run"  # or `compact`: the job's compaction on `compaction.schedule` (named `<job>:compact`)
 
     @property
     def busy(self) -> bool:
@@ -253,16 +257,20 @@ class Scheduler:
         specs: list[JobSpec] = []
         for path in job_files(paths):
             job = load_job(path)
-            if not job.job.schedule:
+            if not job.job.schedule and not job.compaction.schedule:
                 log.info("%s has no job.schedule: not scheduled (run it with `gobblin-py run`)", path)
                 continue
-            cron = Cron.parse(job.job.schedule)
-            try:
-                first = cron.next_after(now)
-            except CronError as exc:
-                raise ConfigError(f"{path}: job.schedule: {exc}") from None
-            self.jobs.append(ScheduledJob(path, job.name, job.job.work_dir, cron, first))
-            specs.append(job)
+            for command, key, text in (("run", "job.schedule", job.job.schedule), ("compact", "compaction.schedule", job.compaction.schedule)):
+                if not text:
+                    continue
+                cron = Cron.parse(text)
+                try:
+                    first = cron.next_after(now)
+                except CronError as exc:
+                    raise ConfigError(f"{path}: {key}: {exc}") from None
+                name = job.name if command == "run" else f"{job.name}:compact"
+                self.jobs.append(ScheduledJob(path, name, job.job.work_dir, cron, first, command=command))
+                specs.append(job)
         names = [j.name for j in self.jobs]
         dupes = {n for n in names if names.count(n) > 1}
         if dupes:
@@ -365,7 +373,7 @@ class Scheduler:
 
     def _start_child(self, j: ScheduledJob) -> None:
         self._result_file(j).unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "gobblin_py.cli.main", "run", str(j.path), "--quiet",
+        cmd = [sys.executable, "-m", "gobblin_py.cli.main", j.command, str(j.path), "--quiet",
                "--metrics-json", str(self._result_file(j)), *(["--in-process"] if self.in_process else [])]
         j.running = subprocess.Popen(cmd)
         log.info("started %s run %d (pid %d); next at %s", j.name, j.runs, j.running.pid, j.next_fire.isoformat(timespec="seconds"))
@@ -376,8 +384,12 @@ class Scheduler:
         assert run is not None
         try:
             executor = InProcessExecutor() if self.in_process else _WarmExecutor(job, self.session)
-            result = JobRunner(job, executor, [run]).run()
-            run.exit_code = 0 if result.succeeded else 1
+            if j.command == "compact":
+                report = Compactor(job, executor, [run]).run(compaction_options(job))
+                succeeded = report.succeeded
+            else:
+                succeeded = JobRunner(job, executor, [run]).run().succeeded
+            run.exit_code = 0 if succeeded else 1
         except GobblinError as exc:  # the lock is held by another run, or the session could not start
             log.error("%s run %d: %s", j.name, j.runs, exc)
             run.exit_code = exc.exit_code

@@ -1,0 +1,34 @@
+"""`compaction.schedule`: `gobblin-py schedule` runs the job's compaction on its own cron, as `<job>:compact`."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from compaction.compaction_jobs import avro_files, ingest, make_job, partition, read_partition
+
+
+@pytest.mark.parametrize("mode", [["--isolated"], []], ids=["child", "in-thread"])
+def test_the_scheduler_runs_a_jobs_compaction_on_compaction_schedule(tmp_path: Path, mode: list[str]) -> None:
+    make_job(tmp_path, schedule="* * * * * ?")  # no job.schedule: only the compaction is scheduled
+    ingest(tmp_path)
+    day1 = partition(tmp_path)
+    assert len(avro_files(day1)) == 4
+    proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "schedule", str(tmp_path / "job.yaml"), *mode,
+                             "--in-process"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(avro_files(day1)) != 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "scheduled c:compact (* * * * * ?)" in err
+    assert avro_files(day1)[0].startswith("compacted-") and set(read_partition(day1).values()) == {1}
+    assert "c:compact run 1 finished with exit code 0" in err
