@@ -156,3 +156,53 @@ def test_the_mapping_table_covers_what_the_readme_lists() -> None:
     assert all(f"`{k.key}`" in table for k in KEYS)
     refused = [c for c in CLASSES.values() if c.becomes is None and c.parses is None]
     assert all(c.note for c in refused), "a refused class says why"
+
+
+def test_gobblin_py_settings_can_ride_along_in_a_gobblin_file(tmp_path: Path) -> None:
+    job = _job(tmp_path, f"""job.name=j
+source.class={KAFKA}
+kafka.brokers=h:9092
+data.publisher.final.dir=/out
+writer.file.path.type=tablename
+gobblin-py.spark.master=local[2]
+gobblin-py.spark.conf.spark.driver.memory=2g
+gobblin-py.job.commit_parallelism=2
+""")
+    document = translate_file(job).document
+    assert document["spark"] == {"master": "local[2]", "conf": {"spark.driver.memory": "2g"}}
+    assert document["job"]["commit_parallelism"] == "2"
+
+
+def test_an_offsets_file_is_read_strictly(tmp_path: Path) -> None:
+    from gobblin_py.config.gobblin.offsets import read_offsets
+
+    good = tmp_path / "good.csv"
+    good.write_text("# exported from Gobblin\ntopic,partition,offset\nevents,0,1500\nevents, 1 ,1200\nclicks,0,7\nevents,0,1500\n")
+    assert read_offsets(good) == {"events": {"0": 1500, "1": 1200}, "clicks": {"0": 7}}
+    bad = tmp_path / "bad.csv"
+    bad.write_text("events,0,1500\nevents,0,1600\nclicks,x,1\nclicks;0;1\n")
+    with pytest.raises(ConfigError) as caught:
+        read_offsets(bad)
+    assert caught.value.message.splitlines() == [
+        f"{bad}: bad offsets file (3 problems):",
+        f"  {bad}:2: events partition 0 is given again with another offset (first at line 1)",
+        f"  {bad}:3: partition and offset must be whole numbers ≥ 0; got 'x', '1'",
+        f"  {bad}:4: expected topic,partition,offset; got 'clicks;0;1'",
+    ]
+
+
+def test_importing_offsets_into_a_job_that_is_not_kafka_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    job = _job(tmp_path, f"""job.name=files
+source.class=org.apache.gobblin.source.extractor.filebased.TextFileBasedSource
+source.filebased.data.directory={tmp_path}/in
+converter.classes=org.apache.gobblin.converter.json.JsonStringToJsonIntermediateConverter
+data.publisher.final.dir={tmp_path}/out
+writer.file.path.type=tablename
+mr.job.root.dir={tmp_path}/work
+""")
+    (tmp_path / "offsets.csv").write_text("events,0,5\n")
+    result = run_cli("state", "reset", str(job), "--import-offsets", "offsets.csv", "--new", "--yes", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == "error: --import-offsets sets Kafka offsets, and job 'files' reads from 'files', not kafka"
+    assert not (tmp_path / "work" / "state").exists()

@@ -85,7 +85,7 @@ CLASSES: dict[str, GobblinClass] = {c.name: c for c in (
                  "converter.avro.fields, top-level fields only"),
     # writers
     GobblinClass(_G + "writer.AvroDataWriterBuilder", Role.WRITER, "avro",
-                 "files are named <readable prefix>-<128-bit hash of their input>.avro, not part.task_….avro"),
+                 "files are named `<readable prefix>-<128-bit hash of their input>.avro`, not `part.task_….avro`"),
     GobblinClass(_G + "writer.SimpleDataWriterBuilder", Role.WRITER, None,
                  "it writes each record's raw bytes (writer.output.format=txt) and gobblin-py has no raw-bytes writer: "
                  "convert to Avro (BytesToJsonConverter, JsonIntermediateToAvroConverter with source.schema) "
@@ -147,8 +147,8 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("writer.output.dir", "job.task_output_dir", "finished task output until the commit (per branch: not applied)"),
     KeyRule("data.publisher.final.dir", "publisher.final_dir", "per branch with .N; with writer.file.path.type "
             "namespace_table or the default, extract.namespace (dots as /) is appended"),
-    KeyRule("writer.file.path.type", "", "tablename: <final dir>/<table>/…; namespace_table and the default: "
-            "<final dir>/<namespace>/<table>/… (Gobblin's default adds a directory per extract: not kept)"),
+    KeyRule("writer.file.path.type", "", "tablename: `<final dir>/<table>/…`; namespace_table and the default: "
+            "`<final dir>/<namespace as dirs>/<table>/…` (Gobblin's default adds a directory per extract: not kept, a warning says so)"),
     KeyRule("fs.uri", "", "prefixes the paths of source, writer and publisher when not file:///"),
     KeyRule("writer.fs.uri", "", "prefixes writer.output.dir"),
     KeyRule("data.publisher.fs.uri", "", "prefixes data.publisher.final.dir"),
@@ -202,7 +202,7 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("writer.staging.dir", ignored="staging is under job.work_dir (from mr.job.root.dir)"),
     KeyRule("writer.destination.type", ignored="the destination is what the final directory's URL names"),
     KeyRule("extract.table.type", ignored="every run appends the new records"),
-    KeyRule("qualitychecker.row.err.file", ignored="bad records go to <final dir>/<dataset>/_errors/"),
+    KeyRule("qualitychecker.row.err.file", ignored="bad records go to `<final dir>/<dataset>/_errors/`"),
     KeyRule("kafka.workunit.packer.type", ignored="partitions are always packed worst-fit by last run's size"),
     KeyRule("metrics.", ignored="metrics are written with --metrics-json / --metrics-prom"),
     KeyRule("source.filebased.files.to.pull", refused="the files source reads directories (source.filebased.data.directory)"),
@@ -228,7 +228,8 @@ def markdown_tables() -> str:
     """The README's tables of classes and keys, made from this module."""
     lines = ["| Gobblin class | gobblin-py | how it differs |", "|---|---|---|"]
     for c in CLASSES.values():
-        becomes = f"`{c.becomes}`" if c.becomes else ("parsed by the source" if c.parses else "**refused**")
+        becomes = (f"`{c.becomes}`" if c.becomes else "parsed by the source" if c.parses not in (None, Parse.NOTHING)
+                   else "nothing (dropped)" if c.parses else "**refused**")
         lines.append(f"| `{c.name.removeprefix(_G)}` ({c.role.value}) | {becomes} | {c.note} |")
     lines += ["", "| Gobblin key | gobblin-py | notes |", "|---|---|---|"]
     for r in KEYS:
