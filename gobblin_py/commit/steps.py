@@ -92,33 +92,15 @@ class DatasetStateCommitStep(CommitStep):
 
 
 @dataclass
-class CompactionStateCommitStep(CommitStep):
-    """Record one partition's compaction (which run, files and records in and out, duplicates removed) in the
-    dataset's compaction state; the last step of a compaction's sequence. The step holds the whole record, so an
-    unreadable file is simply not done yet and is rewritten."""
+class CompactionStateCommitStep(DatasetStateCommitStep):
+    """Record one partition's compaction (which run, files and records in and out, duplicates removed) beside the
+    dataset's state, one file per partition; the last step of a compaction's sequence, as the state step is of a run's."""
 
     type_name: ClassVar[str] = "compaction_state"
-    state_dir: str
-    dataset: str
-    partition: str
-    run_id: str
-    entry: dict[str, Any]
+    partition: str = ""
 
-    def paths(self) -> list[str]:
-        return [self.state_dir]
-
-    def _file(self) -> CompactionFile:
+    def _file(self) -> CompactionFile:  # type: ignore[override]
         return CompactionFile(Path(self.state_dir), self.dataset, self.partition)
-
-    def verify(self) -> bool:
-        try:
-            current = self._file().read()
-        except StateStoreError:
-            return False
-        return current is not None and current.get("run_id") == self.run_id
-
-    def execute(self) -> None:
-        self._file().write({**self.entry, "run_id": self.run_id})
 
     def describe(self) -> str:
         return f"record the compaction of {self.dataset} partition {self.partition} by run {self.run_id}"

@@ -75,7 +75,7 @@ def compaction_sequence(job: JobSpec, done: PartitionResult) -> CommitSequence:
              "bytes_in": work.input_bytes, "bytes_out": sum(f.size for f in done.files),
              "dedup_key": work.dedup.key if work.dedup else None, "files": names}
     steps.append(CompactionStateCommitStep(state_dir=str(job.job.work_dir / "state" / job.name), dataset=work.dataset,
-                                           partition=work.partition, run_id=work.run_id, entry=entry))
+                                           run_id=work.run_id, state=entry, partition=work.partition))
     return CommitSequence(job=job.name, dataset=work.rel, run_id=work.run_id, steps=steps,
                           meta={"kind": "compaction", "dataset": work.dataset, "partition": work.partition})
 

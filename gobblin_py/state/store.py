@@ -78,19 +78,7 @@ class CompactionFile:
         return checked_json.read(self.path, StateStoreError, "compaction state file", "the next compaction of the partition rewrites it")
 
     def write(self, entry: dict[str, Any]) -> None:
-        checked_json.write(self.path, {**entry, "dataset": self.dataset, "partition": self.partition})
-
-    @staticmethod
-    def all(state_dir: Path, dataset: str) -> dict[str, dict[str, Any]]:
-        """Every readable partition record of `dataset`, by partition."""
-        folder = state_dir / "compactions" / dataset_file_name(dataset).removesuffix(".json")
-        out = {}
-        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            try:
-                out[dataset_from_file_name(path.name)] = checked_json.read(path, StateStoreError, "compaction state file")
-            except StateStoreError:
-                continue
-        return out
+        checked_json.write(self.path, {**entry, "partition": self.partition})
 
 
 T = TypeVar("T")
@@ -166,6 +154,24 @@ class StateStore:
         for old in runs[:-retention]:
             remove_durably(old)
         return path
+
+    def end_unfinished_run(self, found_by: str) -> str | None:
+        """The newest run record, when it still says `running` (a continuous run whose process died: SIGKILL, a lost
+        machine), rewritten as `killed`; its id, or None. Call it only holding the job lock: no run of the job is
+        live then, and every earlier record was already checked by the run after it."""
+        runs = sorted((self.dir / "runs").glob("*.json")) if (self.dir / "runs").is_dir() else []
+        if not runs:
+            return None
+        try:
+            run = checked_json.read(runs[-1], StateStoreError, "run state file")
+        except StateStoreError:
+            return None  # `history` names the unreadable record
+        if run.get("status") != "running":
+            return None
+        run["status"] = "killed"
+        run["error"] = f"the run's process ended without finishing it (killed, or its machine lost); found by run {found_by}"
+        checked_json.write(runs[-1], run)
+        return str(run.get("run_id"))
 
     def runs(self) -> list[dict[str, Any]]:
         """Every kept run, oldest first (run ids sort by start time)."""
