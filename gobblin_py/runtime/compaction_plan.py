@@ -14,7 +14,7 @@ from gobblin_py.builtin.avro_writer import AvroWriter
 from gobblin_py.builtin.byte_sizes import parse_bytes
 from gobblin_py.config.durations import parse_duration
 from gobblin_py.builtin.output_names import identity_hash, workunit_id
-from gobblin_py.config.model import JobSpec
+from gobblin_py.config.model import BranchConfig, JobSpec
 from gobblin_py.errors import ConfigError
 from gobblin_py.fs import Location
 from gobblin_py.state.store import StateStore
@@ -65,6 +65,7 @@ def compaction_options(job: JobSpec, *, datasets: list[str] | None = None, parti
         spec = DedupSpec(dedup.key, dedup.keep, dedup.order_by) if dedup is not None else None
     if spec is not None and spec.keep not in ("latest", "first"):
         raise ConfigError(f"--keep: expected latest or first; got {spec.keep!r}")
+    compactable_branches(job)
     known = StateStore(job.job.work_dir, job.name).dataset_names()
     for d in datasets or section.datasets:
         if d not in known:
@@ -167,21 +168,30 @@ def _under(partition: str, prefix: str | None) -> bool:
     return partition == prefix or partition.startswith(prefix + "/")
 
 
-def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, blocked: set[str]) -> CompactionPlan:
-    """The partitions of the job's committed datasets to merge now; ConfigError for a branch whose writer is not
-    Avro or whose output is not on the local filesystem."""
-    datasets = list(options.datasets) or StateStore(job.job.work_dir, job.name).dataset_names()
-    plan = CompactionPlan()
-    now = time.time()
+def compactable_branches(job: JobSpec) -> list[tuple[BranchConfig, str]]:
+    """Each branch with its local final directory; ConfigError for a branch whose writer is not Avro or whose output is
+    not on a local (or mounted) filesystem, and for a job without its lock (the lock keeps compaction and ingestion apart)."""
+    if not job.job.lock:
+        raise ConfigError("job.lock: compaction needs the job lock (job.lock: true): it keeps a compaction and the job's "
+                          "runs from publishing into one partition at once")
+    out = []
     for branch in job.branches:
-        writer_cls = branch.writer.cls()
-        if not issubclass(writer_cls, AvroWriter):
+        if not issubclass(branch.writer.cls(), AvroWriter):
             raise ConfigError(f"{branch.writer.key}: compaction merges Avro files; this branch's writer is {branch.writer.name or branch.writer.path}")
         final = getattr(branch.publisher.settings, "final_dir", None)
         if final is None or not Location(str(final)).is_local:
             raise ConfigError(f"{branch.publisher.key}: compaction needs a publisher with a final_dir on a local or mounted "
                               f"filesystem (it exchanges partition directories atomically); got {final}")
-        final_dir = str(Location(str(final)).path)
+        out.append((branch, str(Location(str(final)).path)))
+    return out
+
+
+def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, blocked: set[str]) -> CompactionPlan:
+    """The partitions of the job's committed datasets to merge now, and those left alone with why."""
+    datasets = list(options.datasets) or StateStore(job.job.work_dir, job.name).dataset_names()
+    plan = CompactionPlan()
+    now = time.time()
+    for branch, final_dir in compactable_branches(job):
         ws = branch.writer.settings
         for dataset in datasets:
             base = job.branch_dir(dataset, branch.name)

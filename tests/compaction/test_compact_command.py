@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
@@ -168,3 +169,18 @@ def test_compaction_and_ingestion_exclude_each_other_through_the_job_lock(tmp_pa
     assert running.returncode == 0, out + err
     ingest(tmp_path)  # the ingestion that was refused runs next: its late file is not lost
     assert set(read_partition(partition(tmp_path, 1))) == set(range(800)) | set(range(9000, 9010))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"job": {"lock": False}}, "job.lock: compaction needs the job lock"),
+    ({"writer": {"class": "jsonl", "codec": None}}, "writer: compaction merges Avro files; this branch's writer is jsonl"),
+])
+def test_a_job_compaction_cannot_keep_exactly_once_is_refused_before_anything_runs(tmp_path: Path, change: dict, message: str) -> None:
+    job = yaml.safe_load(make_job(tmp_path, files=1).read_text())
+    for section, values in change.items():
+        job[section].update(values)
+        job[section] = {k: v for k, v in job[section].items() if v is not None}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    done = compact(tmp_path)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not (tmp_path / "work" / "locks").exists()
