@@ -234,7 +234,8 @@ def main() -> int:
             gob_broker = cpu_seconds(broker.pid) - broker_cpu
             figures["gobblin"].append({"wall_s": took, "records_per_s": total / took, "tasks_s": phases["tasks"],
                                        "phases": phases, "peak_rss": rss, "broker_cpu_s": gob_broker,
-                                       "task_cpu_s": sum(t["duration_s"] for t in run_state["tasks"])})
+                                       "task_cpu_s": sum(t["duration_s"] for t in run_state["tasks"]),
+                                       "records_columnar": sum(t.get("records_columnar", 0) for t in run_state["tasks"])})
             print(f"round {r + 1}: gobblin   {took:6.2f}s  {total / took:9.0f} rec/s  tasks {phases['tasks']:.2f}s  "
                   f"spark start {phases.get('executor_start', 0):.2f}s  commit {phases['commit']:.3f}s  "
                   f"rss driver {rss['driver'] / 2**20:.0f} MiB, jvm {rss['jvm'] / 2**20:.0f} MiB, "
@@ -261,6 +262,7 @@ def main() -> int:
         "broker_cpu_s": {"baseline": med(f["broker_cpu_s"] for f in figures["baseline"]),
                          "gobblin": med(f["broker_cpu_s"] for f in figures["gobblin"])},
         "sum_of_task_times_s": med(f["task_cpu_s"] for f in figures["gobblin"]),
+        "columnar_share": med(f["records_columnar"] / total for f in figures["gobblin"]),
     }
     print(json.dumps(summary, indent=2))
     save(f"bench_kafka-{total}-{args.client}-{args.sink}", {"summary": summary, "rounds": figures})

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from gobblin_py.builtin.kafka_extractor import KafkaExtractor
+from gobblin_py.builtin.kafka_extractor import KafkaExtractor, OffsetBatch
 from gobblin_py.errors import RetriableTaskError, SourceError
+
+
+def _offset(message: Any) -> int:
+    return message.offset()
 
 
 def confluent_settings(s: Any, group: str) -> dict[str, Any]:
@@ -37,8 +42,8 @@ class ConfluentKafkaExtractor(KafkaExtractor):
 
     _down = False  # librdkafka reported every broker down since the last record
 
-    def _chunks(self) -> Iterator[tuple[list[int], list[bytes | None]]]:
-        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    def _chunks(self) -> Iterator[OffsetBatch]:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
 
         s = self.settings
         conf = confluent_settings(s, f"gobblin-py-{self.context.job_name}")
@@ -53,30 +58,14 @@ class ConfluentKafkaExtractor(KafkaExtractor):
         last_progress = time.monotonic()
         while self.next_offset < high:
             messages = consumer.consume(num_messages=min(s.max_poll_records, 100_000), timeout=1.0)
-            offsets: list[int] = []
-            values: list[bytes | None] = []
+            good = [m for m in messages if m.error() is None]
             stop: Any = None  # "end" of the range, "reset" after an out-of-range offset, or an error to raise
-            for msg in messages:
-                err = msg.error()
-                if err is not None:
-                    code = err.code()
-                    if code == KafkaError._PARTITION_EOF:
-                        continue
-                    if code == KafkaError.OFFSET_OUT_OF_RANGE:
-                        stop = "reset"
-                        break
-                    if not err.retriable() and code != KafkaError._TRANSPORT:
-                        stop = err
-                        break
-                    continue
-                offset = msg.offset()
-                if offset >= high:
-                    stop = "end"
-                    break
-                offsets.append(offset)
-                values.append(msg.value())
-            if offsets:  # what came before a stop is read first, so the watermark never passes it
-                yield offsets, values
+            if len(good) != len(messages):  # an end-of-partition event, or an error: the poll message by message
+                good, stop = self._before_error(messages)
+            if good and good[-1].offset() >= high:
+                good, stop = good[:bisect.bisect_left([m.offset() for m in good], high)], "end"
+            if good:  # what came before a stop is read first, so the watermark never passes it
+                yield self._batch(good, [m.value() for m in good], _offset)
                 last_progress = time.monotonic()
                 self._down = False
             if stop == "end":
@@ -88,10 +77,31 @@ class ConfluentKafkaExtractor(KafkaExtractor):
                 continue
             if stop is not None:
                 raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {stop.str()}")
-            if offsets:
+            if good:
                 continue
             _, highwater = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), cached=True)
             self._stalled(last_progress, highwater if highwater is not None and highwater >= 0 else None)
+
+    @staticmethod
+    def _before_error(messages: list[Any]) -> tuple[list[Any], Any]:
+        """The data messages of a poll up to the first error that stops the read, and that stop: "reset" for an
+        offset out of range, the error for one that will not pass; end-of-partition and retriable errors are skipped."""
+        from confluent_kafka import KafkaError
+
+        good = []
+        for msg in messages:
+            err = msg.error()
+            if err is None:
+                good.append(msg)
+                continue
+            code = err.code()
+            if code == KafkaError._PARTITION_EOF:
+                continue
+            if code == KafkaError.OFFSET_OUT_OF_RANGE:
+                return good, "reset"
+            if not err.retriable() and code != KafkaError._TRANSPORT:
+                return good, err
+        return good, None
 
     def _on_error(self, err: Any) -> None:
         """librdkafka reports a lost cluster here, not through `consume()`."""

@@ -11,8 +11,8 @@ import bisect
 import io
 import logging
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -42,10 +42,13 @@ def _decoder(settings: KafkaSettings) -> Callable[[bytes], Any]:
 
 
 @dataclass(frozen=True)
-class _OffsetBatch(RawBatch):
-    """A poll's values with their offsets (for `location()` on the row path)."""
+class OffsetBatch(RawBatch):
+    """A poll's values, the offsets of its first and last, and a function giving every value's offset (for
+    `location()` on the row path; worked out only then, as a columnar batch never needs them)."""
 
-    offsets: list[int] = field(default_factory=list)
+    first: int = 0
+    last: int = 0
+    offsets: Callable[[], Sequence[int]] = list
 
 
 class KafkaExtractor(Extractor, BatchExtractor):
@@ -81,19 +84,18 @@ class KafkaExtractor(Extractor, BatchExtractor):
     def read_batches(self) -> Iterator[RawBatch]:
         if self.low >= self.high:
             return
-        kind = self.settings.deserializer
-        for offsets, values in self._chunks():
-            self.offset = offsets[0]
-            yield _OffsetBatch(kind, values, offsets)
-            self.offset = offsets[-1]
-            self.next_offset = offsets[-1] + 1
+        for batch in self._chunks():
+            self.offset = batch.first
+            yield batch
+            self.offset = batch.last
+            self.next_offset = batch.last + 1
 
     def records_of(self, batch: RawBatch) -> Iterator[Record]:
-        assert isinstance(batch, _OffsetBatch)
+        assert isinstance(batch, OffsetBatch)
         decode = self._decode
         reject = self.context.reject
         kind = batch.format
-        for offset, value in zip(batch.offsets, batch.values):
+        for offset, value in zip(batch.offsets(), batch.values):
             self.offset = offset
             self.next_offset = offset + 1
             if value is None:
@@ -129,8 +131,8 @@ class KafkaExtractor(Extractor, BatchExtractor):
         except AttributeError:  # another kafka-python: say only that no data came
             return False
 
-    def _chunks(self) -> Iterator[tuple[list[int], list[bytes | None]]]:
-        """The range's offsets and values, a poll at a time (the client-specific part)."""
+    def _chunks(self) -> Iterator[OffsetBatch]:
+        """The range's values, a poll at a time (the client-specific part)."""
         from kafka import TopicPartition
         from kafka.errors import KafkaError, OffsetOutOfRangeError
 
@@ -158,15 +160,18 @@ class KafkaExtractor(Extractor, BatchExtractor):
                 self._stalled(last_progress, consumer.highwater(tp))
                 continue
             last_progress = time.monotonic()
-            offsets = [rec.offset for rec in records]
-            values = [rec.value for rec in records]
-            if offsets[-1] >= high:  # the poll went past the planned end: keep the range, and stop
-                keep = bisect.bisect_left(offsets, high)
-                if keep:
-                    yield offsets[:keep], values[:keep]
+            if records[-1].offset >= high:  # the poll went past the planned end: keep the range, and stop
+                records = records[:bisect.bisect_left([r.offset for r in records], high)]
+                if records:
+                    yield self._batch(records, [r.value for r in records], lambda r: r.offset)
                 self.next_offset = high
                 return
-            yield offsets, values
+            yield self._batch(records, [r.value for r in records], lambda r: r.offset)
+
+    def _batch(self, messages: list[Any], values: list[bytes | None], offset_of: Callable[[Any], int]) -> OffsetBatch:
+        """A poll's messages (non-empty, in offset order) and their values as a batch; `offset_of(message)`."""
+        return OffsetBatch(self.settings.deserializer, values, offset_of(messages[0]), offset_of(messages[-1]),
+                           lambda: [offset_of(m) for m in messages])
 
     def _reset_out_of_range(self, begin: int, seek: Callable[[int], None]) -> None:
         """The broker no longer has `next_offset` (retention ran mid-read): reset per the policy, loudly."""

@@ -72,6 +72,11 @@ class JobRunner:
             except JobLockedError as exc:
                 self.events.emit("LockInUse", error=str(exc))
                 raise
+            if job.job.lock:  # no other run of the job is live: one whose record says running was killed
+                killed = self.state.end_unfinished_run(result.run_id)
+                if killed is not None:
+                    log.warning("run %s of job %s ended without finishing its record (killed?): recorded as killed; "
+                                "its commits are recovered now", killed, job.name)
             log.info("job %s run %s started", job.name, result.run_id)
             self.observe.job_started(job.name, result.run_id)
             try:

@@ -173,6 +173,10 @@ def test_killed_at_a_commit_point_a_restarted_continuous_run_goes_on_exactly_onc
         proc.kill()
     assert proc.returncode == 0, out + err
     _assert_exactly_once(tmp_path, reference)
+    history = cli(["history", "list", "job.yaml"], tmp_path)
+    newest, oldest = [line for line in history.stdout.splitlines() if not line.startswith(" ")]
+    assert " succeeded " in newest and " killed " in oldest, history.stdout  # not `running` for ever
+    assert "ended without finishing it (killed, or its machine lost); found by run " + newest.split()[0] in history.stdout
 
 
 def test_failing_checkpoints_back_off_and_end_the_run_after_the_limit(tmp_path: Path) -> None:
