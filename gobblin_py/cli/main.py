@@ -292,9 +292,6 @@ def convert(
     if output is None:
         print(converted.text, end="")
         return
-    from gobblin_py.durable import atomic_write
-
-    atomic_write(output, converted.text.encode())
     schemas = "".join(f", {p}" for p in converted.schema_files)
     out.print(f"{job_file}: wrote {output}{schemas}", markup=False)
 

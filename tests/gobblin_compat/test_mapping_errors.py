@@ -206,3 +206,30 @@ mr.job.root.dir={tmp_path}/work
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == "error: --import-offsets sets Kafka offsets, and job 'files' reads from 'files', not kafka"
     assert not (tmp_path / "work" / "state").exists()
+
+
+def test_a_forked_job_reads_branch_keys_only_with_their_suffix(tmp_path: Path) -> None:
+    job = _job(tmp_path, f"""job.name=j
+source.class={KAFKA}
+kafka.brokers=h:9092
+fork.branches=2
+qualitychecker.task.policies=org.apache.gobblin.policies.count.RowCountPolicy
+qualitychecker.task.policy.types=FAIL
+qualitychecker.task.policies.1=org.apache.gobblin.policies.count.RowCountRangePolicy
+qualitychecker.task.policy.types.1=OPTIONAL
+qualitychecker.row.count.range=0.1
+writer.codec.type=snappy
+data.publisher.final.dir.0=/out/a
+data.publisher.final.dir.1=/out/b
+writer.file.path.type.0=tablename
+writer.file.path.type.1=tablename
+""")
+    translation = translate_file(job)
+    first, second = translation.document["fork"]["branches"]
+    assert "quality" not in translation.document and "quality" not in first
+    assert second["quality"] == {"task": [{"class": "row_count_range", "type": "OPTIONAL", "range": "0.1"}]}
+    assert first["writer"] == second["writer"] == {"class": "avro"}  # an unsuffixed writer key is not a branch's
+    assert (first["name"], first["publisher"]["final_dir"], second["publisher"]["final_dir"]) == ("fork_0", "/out/a", "/out/b")
+    assert sorted(u.split(" ")[0] for u in translation.unused) == [
+        "qualitychecker.task.policies", "qualitychecker.task.policy.types", "writer.codec.type"]
+    assert all("with fork.branches=2 each branch N reads" in u for u in translation.unused)

@@ -84,8 +84,11 @@ def place_schemas(translation: Translation, directory: Path, prefix: str = "") -
         digest = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
         target = directory / f"{prefix}{name}-{digest}.avsc"
         if not target.exists():
-            makedirs_durably(directory)
-            atomic_write(target, text.encode())
+            try:
+                makedirs_durably(directory)
+                atomic_write(target, text.encode())
+            except OSError as exc:
+                raise ConfigError(f"source.schema: cannot write the Avro schema it describes to {target}: {exc}") from None
         converter["schema"] = str(target)
         written.append(target)
     return written
@@ -124,8 +127,8 @@ class Converted:
 
 
 def convert_job(path: Path, output: Path | None, *, strict: bool = False) -> Converted:
-    """The YAML job a Gobblin job file translates to, validated as `gobblin-py validate` would; derived schemas go
-    beside `output` (or beside the Gobblin file when printing), named `<output stem>.<table>-<hash>.avsc`."""
+    """The YAML job a Gobblin job file translates to, validated as `gobblin-py validate` would, written to `output`
+    when given; derived schemas go beside `output` (or beside the Gobblin file), named `<stem>.<table>-<hash>.avsc`."""
     translation = translate_file(path, strict=strict)
     target = output if output is not None else path
     files = place_schemas(translation, target.parent, prefix=f"{target.stem}.")
@@ -138,6 +141,14 @@ def convert_job(path: Path, output: Path | None, *, strict: bool = False) -> Con
     header = [f"# Converted by gobblin-py convert from {path}", "# Relative paths are relative to the directory gobblin-py runs in."]
     header += [f"# warning: {w}" for w in warnings] + [f"# note: {n}" for n in translation.notes]
     text = "\n".join(header) + "\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    if output is not None:
+        from gobblin_py.durable import atomic_write, makedirs_durably
+
+        try:
+            makedirs_durably(output.parent)
+            atomic_write(output, text.encode())
+        except OSError as exc:
+            raise ConfigError(f"--output {output}: cannot write: {exc}") from None
     return Converted(text, warnings, files)
 
 

@@ -61,11 +61,10 @@ class _Props:
             return None
         return setting.value.strip()
 
-    def branch_key(self, key: str, branch: int | None) -> str:
-        """`key.N` in a forked job when it is set, else `key` (as Gobblin's ForkOperatorUtils names branch keys)."""
-        if branch is not None and f"{key}.{branch}" in self.settings:
-            return f"{key}.{branch}"
-        return key
+    @staticmethod
+    def branch_key(key: str, branch: int | None) -> str:
+        """`key.N` for branch N of a forked job, `key` otherwise: Gobblin's ForkOperatorUtils reads no other."""
+        return key if branch is None else f"{key}.{branch}"
 
     def problem(self, key: str, message: str) -> None:
         self.out.problems.append(f"{self.where(key)}: {message}")
@@ -165,7 +164,7 @@ class _Translator:
         self.source()
         if converters:
             self.set("converters", converters, "converter.classes")
-        quality = self.quality(None, "quality")
+        quality = self.quality(None, "quality") if branches == 1 else {}  # forked: each branch has its own
         if quality:
             self.doc["quality"] = quality
         if branches == 1:
@@ -487,7 +486,7 @@ def _leftovers(props: _Props, out: Translation, branches: int) -> None:
     for key in props.settings:
         if key in props.used:
             continue
-        if branches > 1 and key.startswith(SUFFIXED) and f"{key}.0" in props.settings:
+        if branches > 1 and key.startswith(SUFFIXED) and not key.rpartition(".")[2].isdigit():
             out.unused.append(f"{key} ({props.settings[key].origin}): not used: with fork.branches={branches} each "
                               f"branch N reads {key}.N (as in Gobblin)")
             continue
