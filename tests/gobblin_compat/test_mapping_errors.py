@@ -233,3 +233,4 @@ writer.file.path.type.1=tablename
     assert sorted(u.split(" ")[0] for u in translation.unused) == [
         "qualitychecker.task.policies", "qualitychecker.task.policy.types", "writer.codec.type"]
     assert all("with fork.branches=2 each branch N reads" in u for u in translation.unused)
+    assert any(n.startswith("fork.branches=2: each branch's files go to <its final dir>/<table>/<branch name>/") for n in translation.notes)

@@ -359,6 +359,8 @@ class _Translator:
     def fork(self, count: int) -> None:
         found = self.gobblin_class("fork.operator.class", Role.FORK, "org.apache.gobblin.fork.IdentityForkOperator")
         branches: list[dict[str, Any]] = []
+        self.out.notes.append(f"fork.branches={count}: each branch's files go to <its final dir>/<table>/<branch name>/…; "
+                              "Gobblin leaves out the branch name when each branch has its own final dir")
         self.set("fork", {"class": found[1].becomes if found else "identity", "branches": branches}, "fork.branches")
         for i in range(count):
             name_key = f"fork.branch.name.{i}"
