@@ -43,11 +43,12 @@ def _schema(path: Path) -> dict[str, Any]:
         return json.loads(fastavro.reader(f).metadata["avro.schema"])
 
 
-def _records(paths: list[Path], schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _records(paths: list[Path], schemas: list[dict[str, Any]], schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every record of `paths`, read into `schema` (resolved only for a file written with another one)."""
     parsed = fastavro.parse_schema(schema)
-    for path in paths:
+    for path, written in zip(paths, schemas):
         with open(path, "rb") as f:
-            yield from fastavro.reader(f, reader_schema=parsed)
+            yield from fastavro.reader(f, reader_schema=None if written == schema else parsed)
 
 
 def _dedup(records: list[dict[str, Any]], spec: DedupSpec) -> list[dict[str, Any]]:
@@ -99,12 +100,12 @@ def compact_partition(work: PartitionWork) -> list[PartitionResult]:
                         writer.append_block(block)
                         result.records_in += block.num_records
         elif work.dedup is not None:
-            records = list(_records(paths, schema))
+            records = list(_records(paths, schemas, schema))
             result.records_in = len(records)
             for rec in _dedup(records, work.dedup):
                 writer.write(rec)
         else:
-            for rec in _records(paths, schema):
+            for rec in _records(paths, schemas, schema):
                 writer.write(rec)
                 result.records_in += 1
         result.files = commit_writer(writer, target)

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import fastavro
 import pytest
 import yaml
 
@@ -184,3 +185,22 @@ def test_a_job_compaction_cannot_keep_exactly_once_is_refused_before_anything_ru
     done = compact(tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not (tmp_path / "work" / "locks").exists()
+
+
+def test_files_written_with_an_older_schema_are_read_into_the_newest_one(tmp_path: Path) -> None:
+    make_job(tmp_path, files=3)
+    ingest(tmp_path)
+    day1 = partition(tmp_path, 1)
+    newest = records(day1)
+    old_schema = {"type": "record", "name": "Event", "namespace": "gobblin_py.example", "fields": [
+        {"name": "id", "type": "long"}, {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "user", "type": "string"}, {"name": "kind", "type": "string"}]}
+    old = day1 / "part-old-00000000000000000000000000000000.avro"
+    with open(old, "wb") as out:
+        fastavro.writer(out, old_schema, [{"id": 7000 + i, "ts": 0, "user": "old", "kind": "view"} for i in range(5)])
+    os.utime(old, (1, 1))  # written long before the others: theirs is the newest schema
+    done = compact(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    merged = records(day1)
+    assert len(avro_files(day1)) == 1 and len(merged) == len(newest) + 5
+    assert [(r["user"], r["amount"], r["country"]) for r in merged if r["id"] >= 7000] == [("old", None, None)] * 5
