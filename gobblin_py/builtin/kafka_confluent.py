@@ -57,7 +57,9 @@ class ConfluentKafkaExtractor(KafkaExtractor):
         high = self.high
         last_progress = time.monotonic()
         while self.next_offset < high:
-            messages = consumer.consume(num_messages=min(s.max_poll_records, 100_000), timeout=1.0)
+            # consume() waits for all `num_messages` (or the timeout): never ask for more than the range still holds
+            wanted = min(s.max_poll_records, 100_000, max(1, high - self.next_offset))
+            messages = consumer.consume(num_messages=wanted, timeout=1.0)
             good = [m for m in messages if m.error() is None]
             stop: Any = None  # "end" of the range, "reset" after an out-of-range offset, or an error to raise
             if len(good) != len(messages):  # an end-of-partition event, or an error: the poll message by message

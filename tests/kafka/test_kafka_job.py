@@ -84,11 +84,16 @@ def test_partitions_are_packed_into_at_most_max_workunits_tasks(tmp_path: Path, 
     assert len(result.tasks) == 8 and set(output_ids(tmp_path / "output", topic)) == _ids(data)
     from gobblin_py.builtin.kafka_source import KafkaSource
     from gobblin_py.api import SourceState, MultiWorkUnit
-    spec = load_job(write_job(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic], max_workunits=3)))
+    spec = load_job(write_job(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic], max_workunits=3, min_records_per_workunit=1)))
     produce_events(broker.bootstrap, topic, {p: events(5 if p else 200) for p in range(8)})
-    plan = KafkaSource(spec.source.settings).get_workunits(
-        SourceState(StateStore(tmp_path / "work", "k").watermarks(), {topic: {str(p): {"records": 20, "bytes": 2000} for p in range(8)}}))
+    state = SourceState(StateStore(tmp_path / "work", "k").watermarks(), {topic: {str(p): {"records": 20, "bytes": 2000} for p in range(8)}})
+    plan = KafkaSource(spec.source.settings).get_workunits(state)
     assert len(plan) == 3
+    # a small run is one Spark task (the default: 50,000 records a task), or as many as its records fill
+    small = KafkaSource(KafkaSource.Settings.model_validate({**spec.source.settings.model_dump(), "min_records_per_workunit": 50_000}))
+    assert [len(u.workunits) for u in small.get_workunits(state)] == [8]
+    two = KafkaSource(KafkaSource.Settings.model_validate({**spec.source.settings.model_dump(), "min_records_per_workunit": 200}))
+    assert len(two.get_workunits(state)) == 2  # 235 records: two tasks of at least 200 where they can
     sizes = sorted(sum(int(w.expected_high_watermark) - int(w.low_watermark) for w in (u.workunits if isinstance(u, MultiWorkUnit) else (u,))) for u in plan)
     assert sizes[-1] == 200  # the big partition alone in one task
     assert sum(sizes) == 200 + 7 * 5
