@@ -57,6 +57,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
     },
     Kind.WRITER: {
         "avro": "gobblin_py.builtin.avro_writer:AvroWriter",
+        "bytes": "gobblin_py.builtin.bytes_writer:BytesWriter",
         "jsonl": "gobblin_py.builtin.jsonl_writer:JsonLinesWriter",
         "parquet": "gobblin_py.builtin.parquet_writer:ParquetWriter",
     },
