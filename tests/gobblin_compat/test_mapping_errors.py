@@ -43,8 +43,8 @@ qualitychecker.task.policy.types=FAIL,OPTIONAL
     assert lines[0] == f"error: {job}: invalid Gobblin job file (4 problems):"
     # each problem names the key and where it was written (relative to the directory the command runs in)
     assert f"  converter.classes (job.pull:4): unsupported Gobblin converter class 'com.acme.MyConverter': gobblin-py has no equivalent" in lines
-    assert any(line.startswith(f"  writer.builder.class (job.pull:5): unsupported Gobblin writer class "
-                               "'org.apache.gobblin.writer.SimpleDataWriterBuilder': it writes each record's raw bytes") for line in lines)
+    assert any(line.startswith(f"  writer.builder.class (job.pull:5): SimpleDataWriterBuilder writes each record's bytes "
+                               "as they are: it needs the messages of a Kafka source with no converters") for line in lines)
     assert any(line.startswith(f"  data.publisher.type (job.pull:7): unsupported Gobblin publisher class") and "Hive registration" in line for line in lines)
     assert f"  qualitychecker.task.policy.types (job.pull:10): names 2 type(s) for the 1 policies of qualitychecker.task.policies" in lines
 

@@ -51,7 +51,8 @@ CLASSES: dict[str, GobblinClass] = {c.name: c for c in (
     # sources
     GobblinClass(_KAFKA + "KafkaSimpleSource", Role.SOURCE, "kafka",
                  "each topic is a dataset, each partition's next offset its watermark; records are the message bytes "
-                 "until a converter parses them (BytesToJsonConverter: deserializer json)"),
+                 "until a converter parses them (BytesToJsonConverter: deserializer json); a message with no value "
+                 "(a tombstone) is a bad record, in the error file"),
     GobblinClass(_KAFKA + "KafkaDeserializerSource", Role.SOURCE, "kafka",
                  "kafka.deserializer.type GSON → deserializer json, STRING → string, BYTE_ARRAY → bytes; "
                  "the Confluent schema-registry deserializers are refused"),
@@ -86,10 +87,14 @@ CLASSES: dict[str, GobblinClass] = {c.name: c for c in (
     # writers
     GobblinClass(_G + "writer.AvroDataWriterBuilder", Role.WRITER, "avro",
                  "files are named `<readable prefix>-<128-bit hash of their input>.avro`, not `part.task_….avro`"),
-    GobblinClass(_G + "writer.SimpleDataWriterBuilder", Role.WRITER, None,
-                 "it writes each record's raw bytes (writer.output.format=txt) and gobblin-py has no raw-bytes writer: "
-                 "convert to Avro (BytesToJsonConverter, JsonIntermediateToAvroConverter with source.schema) "
-                 "and use AvroDataWriterBuilder"),
+    GobblinClass(_G + "writer.SimpleDataWriterBuilder", Role.WRITER, "bytes",
+                 "writes each record's bytes as they are, as Gobblin's does; records must be what the Kafka source "
+                 "reads with no converter (KafkaSimpleSource, or KafkaDeserializerSource BYTE_ARRAY, or STRING: "
+                 "written as UTF-8 where Gobblin's takes only bytes), so a job with converters is refused; "
+                 "simple.writer.delimiter must start with an ASCII character (Gobblin writes the first byte of any "
+                 "value); the extension follows writer.output.format as in Gobblin; files are named `<readable "
+                 "prefix>-<128-bit hash of their input>.<extension>`, not `part.task_…`; writer.codec.type "
+                 "(compression) is refused"),
     GobblinClass(_G + "writer.ParquetDataWriterBuilder", Role.WRITER, "parquet",
                  "needs the tables extra; the Avro schema is mapped to Arrow types"),
     # publishers
@@ -171,8 +176,15 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("kafka.deserializer.type", "source.deserializer"),
     KeyRule("mr.job.max.mappers", "source.max_workunits", "Kafka: partitions are packed into at most this many tasks"),
     KeyRule("writer.builder.class", "writer.class", "per branch with .N"),
-    KeyRule("writer.output.format", "", "AVRO (or PARQUET) as the writer writes"),
-    KeyRule("writer.codec.type", "writer.codec", "deflate, snappy, zstandard, null/nocompression"),
+    KeyRule("writer.output.format", "", "AVRO (or PARQUET) as the writer writes; with SimpleDataWriterBuilder the "
+            "files' extension (writer.extension), as in Gobblin: TXT, CSV, JSON … lower-cased, another value as "
+            "written, unset: none"),
+    KeyRule("writer.codec.type", "writer.codec", "deflate, snappy, zstandard, null/nocompression (refused with "
+            "SimpleDataWriterBuilder)"),
+    KeyRule("simple.writer.delimiter", "writer.delimiter", "SimpleDataWriterBuilder: one ASCII character after each "
+            "record (escapes such as \\n as Java reads them); unset or empty: none"),
+    KeyRule("simple.writer.prepend.size", "writer.prepend_size", "SimpleDataWriterBuilder: an 8-byte big-endian size "
+            "of the record and its delimiter before each record; default false"),
     KeyRule("writer.deflate.level", "writer.codec_level"),
     KeyRule("writer.partitioner.class", "writer.partition"),
     KeyRule("writer.partition.columns", "writer.partition.column", "one column"),
@@ -200,6 +212,7 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("state.store.dir", ignored="state is kept under job.work_dir (from mr.job.root.dir)"),
     KeyRule("state.store.fs.uri", ignored="state is kept under job.work_dir (from mr.job.root.dir)"),
     KeyRule("writer.staging.dir", ignored="staging is under job.work_dir (from mr.job.root.dir)"),
+    KeyRule("task.data.root.dir", ignored="staging and task output are under job.work_dir (from mr.job.root.dir)"),
     KeyRule("writer.destination.type", ignored="the destination is what the final directory's URL names"),
     KeyRule("extract.table.type", ignored="every run appends the new records"),
     KeyRule("qualitychecker.row.err.file", ignored="bad records go to `<final dir>/<dataset>/_errors/`"),

@@ -23,6 +23,7 @@ _CODECS = {"deflate": "deflate", "snappy": "snappy", "null": "null", "nocompress
            "zstandard": "zstandard", "zstd": "zstandard"}
 _PARQUET_CODECS = {"snappy": "snappy", "gzip": "gzip", "zstd": "zstd", "uncompressed": "none", "none": "none"}
 _DESERIALIZERS = {"GSON": "json", "STRING": "string", "BYTE_ARRAY": "bytes"}
+_OUTPUT_FORMATS = {"AVRO", "PARQUET", "PROTOBUF", "JSON", "ORC", "CSV", "TXT"}  # Gobblin's WriterOutputFormat
 _UTC = {"UTC", "GMT", "ETC/UTC", "Z"}
 
 
@@ -51,7 +52,7 @@ class _Props:
         setting = self.settings.get(key)
         return f"{key} ({setting.origin})" if setting else key
 
-    def get(self, key: str) -> str | None:
+    def get(self, key: str, strip: bool = True) -> str | None:
         setting = self.settings.get(key)
         if setting is None:
             return None
@@ -59,7 +60,7 @@ class _Props:
         if setting.problem:
             self.problem(key, setting.problem)
             return None
-        return setting.value.strip()
+        return setting.value.strip() if strip else setting.value
 
     @staticmethod
     def branch_key(key: str, branch: int | None) -> str:
@@ -199,7 +200,8 @@ class _Translator:
 
     def on_fs(self, path: str, *uri_keys: str) -> str:
         """`path` on the filesystem the first set URI key (or fs.uri) names; local paths stay paths."""
-        uri = next((u for u in (self.p.get(k) for k in (*uri_keys, "fs.uri")) if u), None)
+        uris = [self.p.get(k) for k in (*uri_keys, "fs.uri")]  # each read, so none is reported unused
+        uri = next((u for u in uris if u), None)
         if not uri or uri.startswith("file:") or "://" in path:
             return path
         return f"{uri.rstrip('/')}/{path.lstrip('/')}"
@@ -375,16 +377,17 @@ class _Translator:
             quality = self.quality(i, f"{base}.quality")
             if quality:
                 branch["quality"] = quality
-            branch["writer"] = self.writer_section(i, f"{base}.writer")
+            branch["writer"] = self.writer_section(i, f"{base}.writer", converted=bool(convs))
             branch["publisher"] = self.publisher_section(i, f"{base}.publisher")
 
     def writer(self, branch: int | None, path: str) -> None:
-        self.doc["writer"] = self.writer_section(branch, path)
+        self.doc["writer"] = self.writer_section(branch, path, converted=False)
 
     def publisher(self, branch: int | None, path: str) -> None:
         self.doc["publisher"] = self.publisher_section(branch, path)
 
-    def writer_section(self, branch: int | None, path: str) -> dict[str, Any]:
+    def writer_section(self, branch: int | None, path: str, converted: bool) -> dict[str, Any]:
+        """The writer of the job (branch None) or of fork branch N; `converted`: the branch has converters of its own."""
         p = self.p
         key = p.branch_key("writer.builder.class", branch)
         found = self.gobblin_class(key, Role.WRITER, _DEFAULT_WRITER)
@@ -394,12 +397,17 @@ class _Translator:
         writer: dict[str, Any] = {"class": alias}
         self.out.origins[f"{path}.class"] = p.where(key)
         fmt_key = p.branch_key("writer.output.format", branch)
-        fmt = p.get(fmt_key)
-        if fmt is not None and fmt.lower() != alias:
-            p.problem(fmt_key, f"{fmt!r} is not what {found[0].rsplit('.', 1)[-1]} writes ({alias.upper()})")
+        if alias == "bytes":
+            self.bytes_writer(writer, path, key, fmt_key, converted or bool(self.doc.get("converters")))
+        else:
+            fmt = p.get(fmt_key)
+            if fmt is not None and fmt.lower() != alias:
+                p.problem(fmt_key, f"{fmt!r} is not what {found[0].rsplit('.', 1)[-1]} writes ({alias.upper()})")
         codec_key = p.branch_key("writer.codec.type", branch)
         codec = p.get(codec_key)
-        if codec is not None:
+        if codec is not None and alias == "bytes":
+            p.problem(codec_key, "SimpleDataWriterBuilder's files cannot be compressed in gobblin-py")
+        elif codec is not None:
             codecs = _CODECS if alias == "avro" else _PARQUET_CODECS
             if codec.lower() not in codecs:
                 p.problem(codec_key, f"codec {codec!r} is not supported (one of {', '.join(sorted(codecs))})")
@@ -413,6 +421,36 @@ class _Translator:
             writer["partition"] = partition
             self.out.origins[f"{path}.partition"] = p.where(p.branch_key("writer.partitioner.class", branch))
         return writer
+
+    def bytes_writer(self, writer: dict[str, Any], path: str, key: str, fmt_key: str, converted: bool) -> None:
+        """SimpleDataWriterBuilder (named by `key`): the extension and framing of its files; its records must be the
+        message bytes. `fmt_key`: the branch's writer.output.format; `converted`: converters change the records."""
+        p = self.p
+        source = self.doc.get("source", {})
+        if source.get("class") and (source.get("class") != "kafka" or source.get("deserializer") not in ("bytes", "string")
+                                    or converted):
+            p.problem(key, "SimpleDataWriterBuilder writes each record's bytes as they are: it needs the messages of a Kafka "
+                           "source with no converters (KafkaSimpleSource, or KafkaDeserializerSource with BYTE_ARRAY or "
+                           "STRING)")
+        # Gobblin's file extension: a WriterOutputFormat name lower-cased, any other value as written, unset none
+        fmt = p.get(fmt_key)
+        writer["extension"] = (fmt.lower() if fmt.upper() in _OUTPUT_FORMATS else fmt) if fmt else ""
+        self.out.origins[f"{path}.extension"] = p.where(fmt_key)
+        delimiter = p.get("simple.writer.delimiter", strip=False)  # "\t", " ": whitespace is a delimiter here
+        if delimiter:
+            if not delimiter[0].isascii():
+                p.problem("simple.writer.delimiter", f"{delimiter!r}: give one ASCII character (Gobblin would write only "
+                                                     "the first byte of its UTF-8 encoding)")
+            else:
+                if len(delimiter) > 1:
+                    p.warn("simple.writer.delimiter", f"only the first character of {delimiter!r} is written after "
+                                                      "each record, as in Gobblin")
+                writer["delimiter"] = delimiter[0]
+                self.out.origins[f"{path}.delimiter"] = p.where("simple.writer.delimiter")
+        prepend = p.boolean("simple.writer.prepend.size")
+        if prepend is not None:
+            writer["prepend_size"] = prepend
+            self.out.origins[f"{path}.prepend_size"] = p.where("simple.writer.prepend.size")
 
     def partition(self, branch: int | None) -> dict[str, Any] | None:
         p = self.p
