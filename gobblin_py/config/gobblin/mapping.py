@@ -181,8 +181,9 @@ KEYS: tuple[KeyRule, ...] = (
             "written, unset: none"),
     KeyRule("writer.codec.type", "writer.codec", "deflate, snappy, zstandard, null/nocompression (refused with "
             "SimpleDataWriterBuilder)"),
-    KeyRule("simple.writer.delimiter", "writer.delimiter", "SimpleDataWriterBuilder: one ASCII character after each "
-            "record (escapes such as \\n as Java reads them); unset or empty: none"),
+    KeyRule("simple.writer.delimiter", "writer.delimiter", "SimpleDataWriterBuilder: its first character, which must be "
+            "ASCII, after each record, as Gobblin writes its first byte (escapes such as \\n as Java reads them); "
+            "unset or empty: none"),
     KeyRule("simple.writer.prepend.size", "writer.prepend_size", "SimpleDataWriterBuilder: an 8-byte big-endian size "
             "of the record and its delimiter before each record; default false"),
     KeyRule("writer.deflate.level", "writer.codec_level"),
