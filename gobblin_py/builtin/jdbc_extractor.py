@@ -10,7 +10,6 @@ from typing import Any
 from gobblin_py.api import Extractor, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.jdbc_ranges import Range, decode
-from gobblin_py.builtin.jdbc_schema import TEXT_LOADED
 from gobblin_py.builtin.jdbc_source import REMEDY, JdbcSettings, Queries, connect, first_line, timeout_error
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 
@@ -28,7 +27,8 @@ class JdbcExtractor(Extractor):
         self.table = p["table"]
         [self.table_settings] = [t for t in settings.tables if t.table == self.table]
         self.range = Range(decode(p["kind"], p["lo"], self.table), decode(p["kind"], p["hi"], self.table))
-        self.queries = Queries(self.table_settings, p["schema_name"], p["table_name"], p["columns"], p["kind"], self.table)
+        self.queries = Queries(self.table_settings, p["schema_name"], p["table_name"], p["columns"], p["kind"], self.table,
+                               p.get("casts"))
         self.conn: Any = None
         self.last: Record | None = None
         self.rows = 0
@@ -48,18 +48,15 @@ class JdbcExtractor(Extractor):
 
     def read_records(self) -> Iterator[Record]:
         import psycopg
-        from psycopg.types.string import TextLoader
 
         s = self.settings
         self.conn = conn = connect(s, in_task=True)
         conn.autocommit = False  # a server-side cursor lives in a transaction
-        for name in TEXT_LOADED:
-            conn.adapters.register_loader(name, TextLoader)
         query, params = self.queries.select(self.range)
         names = self.workunit.props["columns"]
-        as_text = [names.index(c) for c in self.workunit.props.get("text_columns", [])]
         try:
-            with conn.cursor(name=f"gobblin_{self.workunit.id[-32:]}") as cur:
+            # binary rows: psycopg's C loaders take ints, timestamps and numerics without parsing text (as COPY BINARY)
+            with conn.cursor(name=f"gobblin_{self.workunit.id[-32:]}", binary=True) as cur:
                 cur.itersize = s.fetch_rows
                 cur.execute(query, params)
                 while True:
@@ -67,10 +64,6 @@ class JdbcExtractor(Extractor):
                     if not batch:
                         break
                     for row in batch:
-                        if as_text:
-                            row = list(row)
-                            for i in as_text:
-                                row[i] = None if row[i] is None else str(row[i])
                         record = dict(zip(names, row))
                         self.last = record
                         self.rows += 1

@@ -42,7 +42,7 @@ SIMPLE: dict[str, Any] = {
 """Types whose Avro type needs nothing from the column's modifier."""
 
 TEXT_LOADED = ("json", "jsonb", "uuid")
-"""Types the extractor loads as their text (JSON text, the UUID's canonical form) rather than as Python objects."""
+"""Types read as their text (JSON text, the UUID's canonical form) rather than as Python objects: selected `::text`."""
 
 WATERMARK_KINDS = {"int2": WatermarkKind.INTEGER, "int4": WatermarkKind.INTEGER, "int8": WatermarkKind.INTEGER,
                    "timestamptz": WatermarkKind.TIMESTAMPTZ, "timestamp": WatermarkKind.TIMESTAMP, "date": WatermarkKind.DATE}
@@ -57,7 +57,7 @@ class Column:
     type_name: str  # the base type's pg_type.typname (a domain resolved to its base)
     declared: str  # format_type: what `\d table` shows
     avro: Any  # the Avro type, without the null branch; None: no mapping
-    as_text: bool  # unconstrained numeric: written as its exact text
+    cast: str | None  # selected as `col::text` (`::text[]` for an array): unconstrained numeric, json, jsonb, uuid, enums
 
 
 def _numeric(typmod: int) -> tuple[int, int] | None:
@@ -69,14 +69,14 @@ def _numeric(typmod: int) -> tuple[int, int] | None:
 
 
 def _avro_type(typname: str, typtype: str, typmod: int) -> tuple[Any, bool] | None:
-    """(Avro type, written as text) of a scalar type, or None when it has no mapping."""
+    """(Avro type, read as its text) of a scalar type, or None when it has no mapping."""
     if typname in SIMPLE:
-        return SIMPLE[typname], False
+        return SIMPLE[typname], typname in TEXT_LOADED
     if typname == "numeric":
         ps = _numeric(typmod)
         return ({"type": "bytes", "logicalType": "decimal", "precision": ps[0], "scale": ps[1]}, False) if ps else ("string", True)
     if typtype == "e":
-        return "string", False
+        return "string", True
     return None
 
 
@@ -86,11 +86,11 @@ def read_columns(conn: Any, table_oid: int) -> list[Column]:
     for name, not_null, typname, typtype, category, elem, elem_type, typmod, declared in conn.execute(COLUMNS_SQL, (table_oid,)):
         if category == "A" and elem is not None:
             mapped = _avro_type(elem, elem_type, typmod)
-            avro = {"type": "array", "items": ["null", mapped[0]]} if mapped is not None and not mapped[1] else None
-            out.append(Column(name, not_null, typname, declared, avro, False))
+            avro = {"type": "array", "items": ["null", mapped[0]]} if mapped is not None else None
+            out.append(Column(name, not_null, typname, declared, avro, "text[]" if mapped is not None and mapped[1] else None))
         else:
-            mapped = _avro_type(typname, typtype, typmod)
-            out.append(Column(name, not_null, typname, declared, *(mapped or (None, False))))
+            avro, as_text = _avro_type(typname, typtype, typmod) or (None, False)
+            out.append(Column(name, not_null, typname, declared, avro, "text" if as_text else None))
     return out
 
 

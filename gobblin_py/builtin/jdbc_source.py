@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -278,7 +279,7 @@ class JdbcSource(Source):
         value = hi if key == HIGH else r.done_value(done.high)
         return WorkUnit(id=wu_id, dataset=plan.dataset, watermark_key=key, low_watermark=lo, expected_high_watermark=value,
                         props={"schema_name": plan.schema_name, "table_name": plan.table_name, "table": t.table,
-                               "columns": columns, "text_columns": [c.name for c in plan.columns if c.as_text],
+                               "columns": columns, "casts": {c.name: c.cast for c in plan.columns if c.cast},
                                "watermark_column": t.watermark_column, "kind": plan.kind, "primary_key": t.key_columns,
                                "where": t.where, "lo": lo, "hi": hi, "avro_schema": schema, "estimated_rows": rows})
 
@@ -295,11 +296,13 @@ class JdbcSource(Source):
 class Queries:
     """The SQL of one table, identifiers quoted; every value is a bound parameter."""
 
-    def __init__(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str) -> None:
+    def __init__(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
+                 casts: Mapping[str, str] | None = None) -> None:
         from psycopg import sql
 
         self.sql = sql
         self.settings, self.columns, self.kind, self.label = t, columns, kind, label
+        self.casts = dict(casts or {})  # column → `text` or `text[]`: selected as their exact text, in any row format
         self.table = sql.Identifier(schema_name, table_name)
         self.wm = sql.Identifier(t.watermark_column)
         where = t.where.replace("%", "%%") if t.where else None  # a literal % (LIKE 'a%') is no placeholder
@@ -356,7 +359,8 @@ class Queries:
         """The extraction query of one sub-range, ordered by watermark and primary key."""
         sql, t = self.sql, self.settings
         cond, params = self.range_condition(r)
-        columns = sql.SQL(", ").join(sql.Identifier(c) for c in self.columns)
+        columns = sql.SQL(", ").join(sql.SQL("{c}::{t}").format(c=sql.Identifier(c), t=sql.SQL(self.casts[c]))
+                                     if c in self.casts else sql.Identifier(c) for c in self.columns)
         order = sql.SQL(", ").join(sql.Identifier(c) for c in [t.watermark_column, *t.key_columns])
         return sql.SQL("SELECT {cols} FROM {t} WHERE {cond}{where} ORDER BY {order}").format(
             cols=columns, t=self.table, cond=cond, where=self.where, order=order), params
