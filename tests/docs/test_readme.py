@@ -60,3 +60,13 @@ def test_every_shipped_job_file_validates(job_file: str, monkeypatch) -> None:
     monkeypatch.chdir(REPO)  # job files name paths relative to the repository root, as README runs them
     monkeypatch.delenv("GOBBLIN_PY_DEFAULTS", raising=False)
     load_job(REPO / "jobs" / job_file)
+
+
+def test_readme_gives_the_gobblin_mapping_tables_as_the_translation_applies_them() -> None:
+    """The tables in "Coming from Apache Gobblin" are the mapping module's own, so the documentation cannot drift."""
+    from gobblin_py.config.gobblin.mapping import markdown_tables
+
+    tables = markdown_tables()
+    text = (REPO / "README.md").read_text()
+    for table in ([tables] if isinstance(tables, str) else tables):
+        assert table.strip() in text
