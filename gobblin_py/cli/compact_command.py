@@ -11,6 +11,14 @@ import typer
 from gobblin_py.errors import GobblinError
 
 
+SHOWN_SKIPPED = 20
+"""Partitions left alone listed one a line; the rest are counted (all in --json)."""
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def compact_command(
     job_file: Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)],
     dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
@@ -68,11 +76,14 @@ def compact_command(
         out.print(f"job {job.name} compaction {result.run_id}", markup=False)
         for p in report.partitions:
             dedup = f", {p.duplicates_removed} duplicates removed" if options.dedup is not None else ""
-            line = (f"  {p.partition}  {p.status}  {p.files_in} files ({p.bytes_in} bytes) → {p.files_out} files "
-                    f"({p.bytes_out} bytes), {p.records_out} records{dedup}")
+            line = (f"  {p.partition}  {p.status}  {_n(p.files_in, 'file')} ({p.bytes_in} bytes) → {_n(p.files_out, 'file')} "
+                    f"({p.bytes_out} bytes), {_n(p.records_out, 'record')}{dedup}")
             out.print(line + (f": {p.message}" if p.message else ""), markup=False)
-        for rel, why in sorted(report.skipped.items()):
+        skipped = sorted(report.skipped.items())
+        for rel, why in skipped[:SHOWN_SKIPPED]:
             out.print(f"  {rel}  left alone: {why}", markup=False)
+        if len(skipped) > SHOWN_SKIPPED:
+            out.print(f"  … and {len(skipped) - SHOWN_SKIPPED} more partitions left alone (--json lists them all)", markup=False)
         verdict = "SUCCEEDED" if report.succeeded else "FAILED"
         out.print(f"{verdict} compaction of job {job.name}: {sum(p.status == 'compacted' for p in report.partitions)} "
                   f"partitions compacted in {result.duration_s:.1f}s" + (f": {result.error}" if result.error and not report.succeeded else ""),
