@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator, Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from gobblin_py.api.context import TaskContext
 from gobblin_py.api.plugin import Plugin
@@ -18,10 +18,12 @@ class SourceState:
 
     def __init__(self, watermarks: Mapping[str, Mapping[str, WatermarkValue]],
                  key_stats: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
-                 max_records: int | None = None) -> None:
+                 max_records: int | None = None, kept: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self._watermarks = {ds: dict(marks) for ds, marks in watermarks.items()}
         self._stats = {ds: dict(s) for ds, s in (key_stats or {}).items()}
+        self._kept = {ds: dict(k) for ds, k in (kept or {}).items()}
         self.input_problems: dict[str, list[str]] = {}
+        self.notices: dict[str, list[str]] = {}
         self.max_records = max_records
         """At most this many records in this run (or checkpoint), over all datasets, where the source can count them
         before reading (`job.checkpoint_max_records`); None: everything there is. The rest waits for the next."""
@@ -30,6 +32,16 @@ class SourceState:
         """An input the plan leaves out on purpose but the operator must act on (a file changed after it
         was ingested, say): named in the dataset's summary line, and the run exits 1 — never only a log line."""
         self.input_problems.setdefault(dataset, []).append(message)
+
+    def report_notice(self, dataset: str, message: str) -> None:
+        """Something the operator should know that needs no action (a column added upstream): named in the dataset's
+        summary line and the run's record; the run's outcome is unchanged."""
+        self.notices.setdefault(dataset, []).append(message)
+
+    def kept(self, dataset: str) -> dict[str, Any]:
+        """What the work units of `dataset`'s last committed run kept: each of their `props` named `state.<name>`, as
+        `<name>` (committed with the watermarks, in the same commit). Empty before the first commit."""
+        return dict(self._kept.get(dataset, {}))
 
     def key_stats(self, dataset: str) -> dict[str, dict[str, float]]:
         """Per watermark key: `records`, `bytes` and `seconds` of its last committed extraction."""

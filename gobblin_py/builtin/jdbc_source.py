@@ -243,6 +243,7 @@ class JdbcSource(Source):
                     state.report_input_problem(plan.dataset, message)
                 else:
                     log.warning("%s", message)
+        self._report_column_changes(plan, state)
         holes = done.holes()  # extracted even when empty: that closes them
         top = done.top
         fresh = Range(top, high) if high is not None and (top is None or high > top) else None
@@ -267,6 +268,22 @@ class JdbcSource(Source):
                  ", ".join(f"({encode(r.lo)}, {encode(r.hi)}]" for r in ranges), len(units))
         return units
 
+    @staticmethod
+    def _report_column_changes(plan: TablePlan, state: SourceState) -> None:
+        """Columns added to or dropped from the selection since the last committed run (the table changed upstream):
+        a notice. An added column is read from now on, null in the files written before (its type is nullable)."""
+        before = state.kept(plan.dataset).get("columns")
+        if not isinstance(before, list):
+            return
+        now = [c.name for c in plan.columns]
+        added, dropped = [c for c in now if c not in before], [c for c in before if c not in now]
+        if added:
+            state.report_notice(plan.dataset, f"column(s) {', '.join(added)} added to {plan.settings.table} since the last "
+                                              "run: read from now on (null in the files written before)")
+        if dropped:
+            state.report_notice(plan.dataset, f"column(s) {', '.join(dropped)} no longer in {plan.settings.table} (or "
+                                              "its columns setting): not in the files from now on")
+
     def _workunit(self, plan: TablePlan, r: Range, key: str, done: Committed, schema: dict, rows: float) -> WorkUnit:
         """The WorkUnit of `r`, named by database, table, selection and range; its key's value is what it publishes."""
         s: JdbcSettings = self.settings
@@ -281,7 +298,8 @@ class JdbcSource(Source):
                         props={"schema_name": plan.schema_name, "table_name": plan.table_name, "table": t.table,
                                "columns": columns, "casts": {c.name: c.cast for c in plan.columns if c.cast},
                                "watermark_column": t.watermark_column, "kind": plan.kind, "primary_key": t.key_columns,
-                               "where": t.where, "lo": lo, "hi": hi, "avro_schema": schema, "estimated_rows": rows})
+                               "where": t.where, "lo": lo, "hi": hi, "avro_schema": schema, "estimated_rows": rows,
+                               "state.columns": columns})  # kept at the commit: the next plan reports a change
 
     def endpoints(self, workunit: WorkUnit) -> list[str]:
         """The database every task reads from: once a task gives up on it, the run's others do not try."""

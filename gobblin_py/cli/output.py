@@ -57,6 +57,8 @@ def print_summary(result: JobResult) -> None:
             out.print(f"  {d.dataset}: {d.message}", markup=False)
         for problem in d.input_problems:
             out.print(f"  {d.dataset}: {problem}", markup=False)
+        for note in d.notices:
+            out.print(f"  {d.dataset}: {note}", markup=False)
         for name, c in d.counters.items():
             examples = f" ({', '.join(c['examples'])})" if c["examples"] else ""
             out.print(f"  {d.dataset}: {name} {c['count']}{examples}", markup=False)

@@ -34,6 +34,7 @@ class DatasetSummary:
     watermark: str = ""
     message: str = ""
     input_problems: list[str] = field(default_factory=list)  # reported by the source; the run exits 1
+    notices: list[str] = field(default_factory=list)  # reported by the source for the operator's information
     counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # what plugins counted (e.g. unknown fields dropped)
 
 

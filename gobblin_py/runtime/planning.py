@@ -19,6 +19,7 @@ class Plan:
     previous: dict[str, dict[str, Any]]  # the committed watermarks the plan starts from
     key_stats: dict[str, dict[str, Any]]
     input_problems: dict[str, list[str]] = field(default_factory=dict)
+    notices: dict[str, list[str]] = field(default_factory=dict)
     unreadable: dict[str, StateStoreError] = field(default_factory=dict)  # datasets whose watermark file is corrupt
 
     @property
@@ -31,8 +32,10 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     those with an unreadable watermark file are left out. Reads state only: no lock, nothing written."""
     marks = state.read_watermarks()
     keeps_stats = job.source.cls().keeps_key_stats
-    stats = {ds: st.get("key_stats") or {} for ds, st in state.read_dataset_states().values.items()} if keeps_stats else {}
-    source_state = SourceState(marks.values, stats, max_records=job.job.checkpoint_max_records)
+    states = state.read_dataset_states().values
+    stats = {ds: st.get("key_stats") or {} for ds, st in states.items()} if keeps_stats else {}
+    kept = {ds: st["source"] for ds, st in states.items() if isinstance(st.get("source"), dict)}
+    source_state = SourceState(marks.values, stats, max_records=job.job.checkpoint_max_records, kept=kept)
     try:
         units = job.source.create().get_workunits(source_state)
     except GobblinError:
@@ -41,7 +44,7 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
         raise SourceError(f"source {job.source.path} could not plan work units: {describe(exc)}") from exc
     check_names(units, job.source.label)
     return Plan(without(units, set(skip) | set(marks.errors)), marks.values, stats,
-                source_state.input_problems, marks.errors)
+                source_state.input_problems, source_state.notices, marks.errors)
 
 
 def _one_component(name: str) -> bool:

@@ -68,6 +68,10 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
     return CommitSequence(job=job.name, dataset=dataset, run_id=run_id, steps=steps)
 
 
+KEPT = "state."
+"""A work unit prop named `state.<name>` is kept in its dataset's state at the commit (see `SourceState.kept`)."""
+
+
 def _dataset_state(job: JobSpec, dataset: str, results: list[WorkUnitResult], state_dir: Path) -> dict:
     """What the state step records for the dataset: counts, and for sources that plan by them, per-key stats."""
     state = {
@@ -79,6 +83,9 @@ def _dataset_state(job: JobSpec, dataset: str, results: list[WorkUnitResult], st
         "files_published": sum(1 for r in results for f in r.files if f.kind == "data"),
         "error_files_published": sum(1 for r in results for f in r.files if f.kind == "errors"),
     }
+    kept = {k[len(KEPT):]: v for r in results for k, v in r.workunit.props.items() if k.startswith(KEPT)}
+    if kept:
+        state["source"] = kept  # what SourceState.kept gives the next plan
     if job.source.cls().keeps_key_stats:
         try:
             previous = DatasetStateFile(state_dir, dataset).read() or {}
@@ -158,7 +165,7 @@ class PublishPath:
             elif ok:
                 summary.watermark = watermark_summary(previous.get(dataset, {}), WatermarkFile(self.state.dir, dataset).read())
             summaries[dataset] = summary
-        for dataset in sorted(set(previous) | set(planned.input_problems) | set(blocked)):
+        for dataset in sorted(set(previous) | set(planned.input_problems) | set(planned.notices) | set(blocked)):
             if dataset not in summaries:
                 before = previous.get(dataset)
                 summaries[dataset] = DatasetSummary(
@@ -167,6 +174,7 @@ class PublishPath:
                     watermark=watermark_summary(before, before) if before is not None else "")
         for summary in summaries.values():
             summary.input_problems = planned.input_problems.get(summary.dataset, [])
+            summary.notices = planned.notices.get(summary.dataset, [])
         return [summaries[d] for d in sorted(summaries)]
 
     def _sequences(self, run_id: str, ok: dict[str, list[WorkUnitResult]]) -> tuple[list[CommitSequence], dict[str, str]]:

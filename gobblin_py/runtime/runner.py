@@ -121,6 +121,8 @@ class JobRunner:
                 self.observe.dataset_committed(summary)
             for problem in summary.input_problems:
                 log.error("dataset %s: %s", summary.dataset, problem)
+            for note in summary.notices:
+                log.warning("dataset %s: %s", summary.dataset, note)
         phases.end("commit")
         self.clean_run(result.run_id)
         conclude(result)

@@ -154,3 +154,28 @@ def test_on_spark_each_sub_range_is_a_task(tmp_path: Path, pg, db) -> None:
     rows = read_output(tmp_path / "output", "public.orders")
     assert sorted(r["id"] for r in rows) == list(range(1, 5001))
     assert len(list((tmp_path / "output" / "public.orders").rglob("*.avro"))) == 4
+
+
+def test_a_column_added_upstream_is_read_from_then_on_and_reported(tmp_path: Path, pg, db) -> None:
+    with pg.connect(db) as conn:
+        _create_orders(conn)
+        conn.execute("INSERT INTO orders SELECT i, i, 'v1', now() - interval '1 day' FROM generate_series(1, 50) i")
+    write_job(tmp_path, jdbc_job(tmp_path, pg, db, [ORDERS]))
+
+    def run() -> str:
+        done = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr  # a notice, not a failure
+        return done.stdout
+
+    assert "since the last run" not in run()
+    with pg.connect(db) as conn:
+        conn.execute("ALTER TABLE orders ADD COLUMN channel text")
+        conn.execute("INSERT INTO orders SELECT i, i, 'v1', now(), 'web' FROM generate_series(51, 60) i")
+    out = run()
+    assert "public.orders: column(s) channel added to public.orders since the last run: read from now on" in out
+    rows = read_output(tmp_path / "output", "public.orders")
+    assert {r["id"]: r.get("channel") for r in rows if r["id"] > 50} == {i: "web" for i in range(51, 61)}
+    assert "since the last run" not in run()  # reported once: the commit kept the new column list
+    with pg.connect(db) as conn:
+        conn.execute("ALTER TABLE orders DROP COLUMN note")
+    assert "public.orders: column(s) note no longer in public.orders" in run()
