@@ -37,6 +37,7 @@ from gobblin_py.config import load_job  # noqa: E402
 from gobblin_py.runtime.compaction_plan import CompactionOptions, DedupSpec  # noqa: E402
 from gobblin_py.runtime.compactor import Compactor  # noqa: E402
 from gobblin_py.runtime.executors import InProcessExecutor  # noqa: E402
+from gobblin_py.runtime.runner import JobRunner  # noqa: E402
 from gobblin_py.runtime.spark_executor import SparkExecutor  # noqa: E402
 from gobblin_py.state.store import WatermarkFile  # noqa: E402
 from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
@@ -145,7 +146,7 @@ def main() -> None:
                     shutil.rmtree(part)
                 shutil.copytree(pristine, part)
                 t0 = time.perf_counter()
-                report = Compactor(job, executor).run(CompactionOptions(target_bytes=target, dedup=dedup))
+                report = Compactor(JobRunner(job, executor)).run(CompactionOptions(target_bytes=target, dedup=dedup))
                 took = time.perf_counter() - t0
                 assert report.succeeded, report.to_json()
                 after = sorted(p for p in part.iterdir() if p.name.endswith(".avro"))

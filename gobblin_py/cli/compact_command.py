@@ -49,6 +49,7 @@ def compact_command(
     from gobblin_py.runtime.compaction_plan import compaction_options
     from gobblin_py.runtime.compactor import Compactor
     from gobblin_py.runtime.executors import InProcessExecutor
+    from gobblin_py.runtime.runner import JobRunner
     from gobblin_py.runtime.spark_executor import SparkExecutor
 
     try:
@@ -61,7 +62,7 @@ def compact_command(
         setup_logging("WARNING" if quiet and not verbose else job.logging.level, verbose)
         executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
         try:
-            report = Compactor(job, executor).run(options)
+            report = Compactor(JobRunner(job, executor)).run(options)
         finally:
             executor.stop()
     except GobblinError as exc:

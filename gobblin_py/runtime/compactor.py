@@ -81,20 +81,22 @@ def compaction_sequence(job: JobSpec, done: PartitionResult) -> CommitSequence:
 
 
 class Compactor:
-    """Runs compactions of one job: a run of the job (its lock, history and events) whose body merges partitions."""
+    """Runs compactions of one job through its runner: as a run of the job (its lock, history and events), or between
+    a continuous run's checkpoints, under the lock that run holds."""
 
-    def __init__(self, job: JobSpec, executor: TaskExecutor, observers: list[Any] | None = None) -> None:
-        self.job = job
-        self.executor = executor
-        self.runner = JobRunner(job, executor, observers)
+    def __init__(self, runner: JobRunner) -> None:
+        self.runner = runner
+        self.job: JobSpec = runner.job
+        self.executor: TaskExecutor = runner.executor
 
     def run(self, options: CompactionOptions) -> CompactionReport:
         """One compaction under the job lock (JobLockedError while an ingestion or another compaction holds it)."""
         report = CompactionReport()
-        report.result = self.runner.held(lambda result: self._compact(result, options, report))
+        report.result = self.runner.held(lambda result: self.compact(result, options, report))
         return report
 
-    def _compact(self, result: JobResult, options: CompactionOptions, report: CompactionReport) -> None:
+    def compact(self, result: JobResult, options: CompactionOptions, report: CompactionReport) -> None:
+        """The compaction's body, filling `result` and `report`; the caller holds the job lock."""
         runner, run_id = self.runner, result.run_id
         t0 = time.monotonic()
         result.recovery = runner.publishing.recover()

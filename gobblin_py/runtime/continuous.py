@@ -3,7 +3,9 @@ run, and a checkpoint every `job.checkpoint_interval` until stopped. A checkpoin
 (`JobRunner.checkpoint`: recover, plan from the committed watermarks up to the source's current end, run the
 tasks, publish every dataset through the same commit protocol), so each is exactly once for the same reasons and a
 continuous run killed anywhere is recovered by the next run, continuous or not: FLIP-143's unbounded case, with the
-checkpoint as the commit boundary. A checkpoint with no new data runs no Spark job."""
+checkpoint as the commit boundary. A checkpoint with no new data runs no Spark job. With `compaction.schedule`, the
+job's compaction runs between checkpoints when its cron comes due, under the lock the run holds (with
+`compaction.older_than`, on closed time partitions only)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gobblin_py.cron import Cron, CronError
 from gobblin_py.errors import GobblinError
+from gobblin_py.runtime.compaction_plan import compaction_options
+from gobblin_py.runtime.compactor import CompactionReport, Compactor
 from gobblin_py.runtime.job_result import DatasetStatus, JobResult
-from gobblin_py.runtime.runner import JobRunner
+from gobblin_py.runtime.runner import JobRunner, new_run_id
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +37,9 @@ class CheckpointLoop:
         self.runner, self.stop, self.after = runner, stop, after_checkpoint
         settings = runner.job.job
         self.interval, self.limits = settings.checkpoint_interval, settings.continuous
+        schedule = runner.job.compaction.schedule
+        self.compaction = Cron.parse(schedule) if schedule else None
+        self.next_compaction = self.compaction.next_after(dt.datetime.now()) if self.compaction else None
 
     def __call__(self, result: JobResult) -> None:
         self.started = time.monotonic()
@@ -53,6 +61,7 @@ class CheckpointLoop:
                 result.error = f"{failures} checkpoints failed in a row (job.continuous.max_consecutive_failures); the last: {checkpoint.error}"
                 log.error("%s", result.error)
                 return
+            self._compact_when_due()
             wait = self.interval if not failures else min(self.limits.max_backoff, self.interval * 2 ** failures)
             if failures:
                 log.warning("checkpoint %d failed (%d in a row); the next in %.1fs: %s", result.checkpoints_total, failures,
@@ -60,6 +69,31 @@ class CheckpointLoop:
             self.stop.wait(max(0.0, wait - (time.monotonic() - started)))
         result.succeeded = last is None or last.succeeded  # stopped: as good as its last checkpoint
         log.info("continuous run %s stopped after %d checkpoints", result.run_id, result.checkpoints_total)
+
+    def _compact_when_due(self) -> None:
+        """The job's compaction, when `compaction.schedule` has come due since the last one; its failure is logged
+        and the run goes on (what it left pending is recovered by the next checkpoint)."""
+        if self.compaction is None or self.next_compaction is None or dt.datetime.now() < self.next_compaction:
+            return
+        try:
+            self.next_compaction = self.compaction.next_after(dt.datetime.now())
+        except CronError:
+            self.next_compaction = None
+        runner = self.runner
+        result = JobResult(job=runner.job.name, run_id=new_run_id(), succeeded=False,
+                           started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), duration_s=0.0)
+        report = CompactionReport(result)
+        t0 = time.monotonic()
+        try:
+            Compactor(runner).compact(result, compaction_options(runner.job), report)
+        except GobblinError as exc:
+            result.error = str(exc)
+        result.duration_s = time.monotonic() - t0
+        merged = sum(p.status == "compacted" for p in report.partitions)
+        (log.info if result.succeeded else log.error)("compaction %s: %d partitions compacted%s", result.run_id, merged,
+                                                      f": {result.error}" if result.error else "")
+        runner.events.emit("CompactionFinished", run_id=result.run_id, partitions=merged, error=result.error)
+        runner.persist(result)
 
     def _checkpoint(self, result: JobResult, n: int) -> JobResult:
         """Checkpoint `n`: a bounded run's body under its own id; its outcome folded into the run's result and saved."""

@@ -385,7 +385,7 @@ class Scheduler:
         try:
             executor = InProcessExecutor() if self.in_process else _WarmExecutor(job, self.session)
             if j.command == "compact":
-                report = Compactor(job, executor, [run]).run(compaction_options(job))
+                report = Compactor(JobRunner(job, executor, [run])).run(compaction_options(job))
                 succeeded = report.succeeded
             else:
                 succeeded = JobRunner(job, executor, [run]).run().succeeded

@@ -18,6 +18,7 @@ from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
 from gobblin_py.runtime.compaction_plan import CompactionOptions, compaction_options
 from gobblin_py.runtime.compactor import Compactor
+from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.runtime.spark_executor import SharedSparkExecutor
 from gobblin_py.state.lock import JobLock
 from gobblin_py.state.store import CompactionFile
@@ -39,7 +40,7 @@ def test_compaction_on_spark_merges_each_partition_into_files_near_the_target_si
     target = total // 3
 
     job = load_job(tmp_path / "job.yaml")
-    report = Compactor(job, SharedSparkExecutor(job, spark)).run(CompactionOptions(target_bytes=target))
+    report = Compactor(JobRunner(job, SharedSparkExecutor(job, spark))).run(CompactionOptions(target_bytes=target))
 
     assert report.succeeded, report.to_json()
     assert {p.partition: p.status for p in report.partitions} == {"clicks/2026/01/01": "compacted", "clicks/2026/01/02": "compacted"}
@@ -56,7 +57,7 @@ def test_compaction_on_spark_merges_each_partition_into_files_near_the_target_si
     assert state is not None and state["files_in"] == 6 and state["records_in"] == state["records_out"] == 1800
     assert state["files"] == avro_files(day1)
 
-    again = Compactor(job, SharedSparkExecutor(job, spark)).run(CompactionOptions(target_bytes=target))
+    again = Compactor(JobRunner(job, SharedSparkExecutor(job, spark))).run(CompactionOptions(target_bytes=target))
     assert again.succeeded and again.partitions == []  # nothing left to merge
     assert "clicks/2026/01/01" in again.skipped
 

@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from compaction.compaction_jobs import avro_files, ingest, make_job, partition, read_partition
+from compaction.compaction_jobs import add_input, avro_files, ingest, make_job, partition, read_partition
 
 
 @pytest.mark.parametrize("mode", [["--isolated"], []], ids=["child", "in-thread"])
@@ -32,3 +33,32 @@ def test_the_scheduler_runs_a_jobs_compaction_on_compaction_schedule(tmp_path: P
     assert "scheduled c:compact (* * * * * ?)" in err
     assert avro_files(day1)[0].startswith("compacted-") and set(read_partition(day1).values()) == {1}
     assert "c:compact run 1 finished with exit code 0" in err
+
+
+def test_a_continuous_run_compacts_between_checkpoints_on_compaction_schedule(tmp_path: Path) -> None:
+    make_job(tmp_path, schedule="* * * * * ?")
+    job = yaml.safe_load((tmp_path / "job.yaml").read_text())
+    job["job"].update({"mode": "continuous", "checkpoint_interval": "300ms"})
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    day1 = partition(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--in-process"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def compacted(with_late: bool) -> bool:
+            names = avro_files(day1) if day1.is_dir() else []
+            return len(names) == 1 and names[0].startswith("compacted-") and (not with_late or 9000 in read_partition(day1))
+
+        deadline = time.monotonic() + 60
+        while not compacted(with_late=False) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        add_input(tmp_path, "late", range(9000, 9010))  # the next checkpoint ingests it, the next compaction merges it
+        while not compacted(with_late=True) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "partitions compacted" in err
+    seen = read_partition(day1)
+    assert set(seen) == set(range(800)) | set(range(9000, 9010)) and set(seen.values()) == {1}
+    assert avro_files(day1)[0].startswith("compacted-")
