@@ -108,7 +108,7 @@ def run(
         from gobblin_py.state.store import StateStore
 
         write_metrics(result, metrics_prom, prometheus=StateStore(job.job.work_dir, job.name))
-    raise typer.Exit(0 if result.succeeded else 1)
+    raise typer.Exit(0 if result.succeeded else 2 if result.bad_config else 1)
 
 
 def _run_continuously(runner: object, metrics_json: Optional[Path]) -> object:

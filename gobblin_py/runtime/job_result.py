@@ -54,6 +54,7 @@ class JobResult:
     checkpoints: list[dict[str, Any]] = field(default_factory=list)  # a continuous run's checkpoints, the latest last
     checkpoints_total: int = 0
     running: bool = False  # a continuous run between checkpoints: its record is rewritten after each
+    bad_config: bool = False  # failed on a ConfigError found while running (planning against the source): exit 2
 
     @property
     def status(self) -> str:

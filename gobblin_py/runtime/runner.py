@@ -17,7 +17,7 @@ from gobblin_py.commit.confinement import job_confinement
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config.model import JobSpec
-from gobblin_py.errors import GobblinError, JobLockedError
+from gobblin_py.errors import ConfigError, GobblinError, JobLockedError
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.runtime.executors import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
@@ -83,6 +83,7 @@ class JobRunner:
                 body(result)
             except GobblinError as exc:
                 result.error = str(exc)
+                result.bad_config = isinstance(exc, ConfigError)  # found only now (a table's columns): exit 2, as validate
                 log.error("%s", exc)
             except KeyboardInterrupt:  # Ctrl-C or SIGINT: recorded as cancelled, not as a failure for alerts
                 result.cancelled = True

@@ -42,14 +42,14 @@ def test_unreachable_database_fails_fast_naming_it(tmp_path: Path, pg, table) ->
 
 def test_bad_password_names_the_user_and_the_variable_never_the_password(tmp_path: Path, pg, table) -> None:
     code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [TABLE]), env={PASSWORD_ENV: "wrong-" + PASSWORD})
-    assert code == 1, text
+    assert code == 2, text  # a configuration to fix (user or password), as an unknown table
     assert f"authentication failed for user 'gobblin'; check the user in source.url and the password in ${PASSWORD_ENV}" in text
     assert "wrong-" not in text
 
 
 def test_unknown_table(tmp_path: Path, pg, table) -> None:
     code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [{**TABLE, "table": "public.nope"}]))
-    assert code == 1, text
+    assert code == 2, text  # the job names what is not there: a bad job file, as validate would say
     assert f"table public.nope (source.tables[0]): no such table or view in database {table}" in text
 
 
@@ -57,14 +57,14 @@ def test_unknown_table(tmp_path: Path, pg, table) -> None:
                                         ("columns", ["id", "missing"])])
 def test_unknown_column_named_with_the_columns_there_are(tmp_path: Path, pg, table, key, value) -> None:
     code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [{**TABLE, key: value}]))
-    assert code == 1, text
+    assert code == 2, text  # the job names what is not there: a bad job file, as validate would say
     name = value if isinstance(value, str) else value[1]
     assert f"table public.t (source.tables[0]): " in text and f"{name!r} is not a column of the table (columns: id, updated)" in text
 
 
 def test_unknown_column_in_where(tmp_path: Path, pg, table) -> None:
     code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [{**TABLE, "where": "nope > 1"}]))
-    assert code == 1, text
+    assert code == 2, text  # the job names what is not there: a bad job file, as validate would say
     assert 'table public.t (source.tables[0]): column "nope" does not exist; check watermark_column, primary_key, columns and where' in text
 
 
