@@ -27,12 +27,13 @@ def add_input(root: Path, name: str, ids: range, day: int = 0, users: int = 7) -
                                   "amount": float(i)}) + "\n")
 
 
-def make_job(root: Path, files: int = 6, per_file: int = 200, **compaction: Any) -> Path:
-    """`files` inputs of `per_file` records, the last third on January 2nd; the job file (with `compaction:` if given)."""
+def make_job(root: Path, files: int = 6, per_file: int = 200, commit_parallelism: int = 1, **compaction: Any) -> Path:
+    """`files` inputs of `per_file` records, the last third on January 2nd; the job file (with `compaction:` if given;
+    partitions committed one at a time unless `commit_parallelism`)."""
     for f in range(files):
         add_input(root, f"part-{f:03d}", range(f * per_file, (f + 1) * per_file), day=1 if f >= files * 2 // 3 else 0)
     job: dict[str, Any] = {
-        "job": {"name": "c", "work_dir": str(root / "work"), "commit_parallelism": 1},
+        "job": {"name": "c", "work_dir": str(root / "work"), "commit_parallelism": commit_parallelism},
         "source": {"class": "files", "path": str(root / "data")},
         "converters": [{"class": "json_to_avro", "schema": str(EVENT_SCHEMA)}],
         "writer": {"class": "avro", "codec": "deflate", "partition": {"column": "ts", "granularity": "DAY"}},

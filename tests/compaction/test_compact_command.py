@@ -31,7 +31,7 @@ from compaction.compaction_jobs import (
 
 @pytest.mark.spark
 def test_compaction_on_spark_merges_each_partition_into_files_near_the_target_size(tmp_path: Path, spark) -> None:
-    make_job(tmp_path, files=9, per_file=300)
+    make_job(tmp_path, files=9, per_file=300, commit_parallelism=4)  # both partitions commit side by side
     ingest(tmp_path)
     day1, day2 = partition(tmp_path, 1), partition(tmp_path, 2)
     assert len(avro_files(day1)) == 6 and len(avro_files(day2)) == 3
@@ -56,6 +56,8 @@ def test_compaction_on_spark_merges_each_partition_into_files_near_the_target_si
     state = CompactionFile(tmp_path / "work" / "state" / "c", "clicks", "2026/01/01").read()
     assert state is not None and state["files_in"] == 6 and state["records_in"] == state["records_out"] == 1800
     assert state["files"] == avro_files(day1)
+    other = CompactionFile(tmp_path / "work" / "state" / "c", "clicks", "2026/01/02").read()  # not overwritten by the first
+    assert other is not None and other["run_id"] == state["run_id"] == report.result.run_id and other["files"] == avro_files(day2)
 
     again = Compactor(JobRunner(job, SharedSparkExecutor(job, spark))).run(CompactionOptions(target_bytes=target))
     assert again.succeeded and again.partitions == []  # nothing left to merge
