@@ -28,7 +28,7 @@ from pydantic import Field, model_validator
 from gobblin_py.api import BatchWriter, DataWriter, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.arrow_schema import ArrowMapping
-from gobblin_py.builtin.partitioned_files import PartitionedFiles
+from gobblin_py.builtin.partitioned_files import PartitionedFiles, RollSettings
 from gobblin_py.builtin.time_partitioner import PartitionSettings
 from gobblin_py.errors import TaskError
 from gobblin_py.builtin.extras import require
@@ -43,6 +43,7 @@ class ParquetWriterSettings(Settings):
     row_group_records: int = Field(default=131_072, ge=1, description="rows per row group (a file's last may hold fewer)")
     batch_records: int = Field(default=65_536, ge=1, description="records buffered before they are converted to Arrow")
     partition: PartitionSettings | None = None
+    roll: RollSettings | None = None
 
     @model_validator(mode="after")
     def _installed(self) -> ParquetWriterSettings:
@@ -82,7 +83,9 @@ class ParquetWriter(DataWriter, BatchWriter):
         s = self.settings
         self._batch = s.batch_records
         self._group = s.row_group_records
-        self.files: PartitionedFiles[_File] = PartitionedFiles(target, ".parquet", s.partition, self._open_file, self._close_file)
+        self.files: PartitionedFiles[_File] = PartitionedFiles(target, ".parquet", s.partition, self._open_file, self._close_file,
+                                                               s.roll, _size)
+        self._rolls = s.roll is not None
         self._buffered = 0  # records in every file's `rows`
         self._pending = 0  # converted rows in every file's `pending`
 
@@ -96,7 +99,7 @@ class ParquetWriter(DataWriter, BatchWriter):
         self.check(record)  # RecordError naming the field: the framework routes this record
         files = self.files
         key = files.key_for(record)
-        h = files.handles.get(key) or files.handle(key)
+        h = files.handle(key) if self._rolls else files.handles.get(key) or files.handle(key)
         h.rows.append(record)
         files.counts[key] += 1
         self._buffered += 1
@@ -120,14 +123,19 @@ class ParquetWriter(DataWriter, BatchWriter):
         batch = self._pa.RecordBatch.from_arrays(batch.columns, schema=self.arrow_schema)  # with the file metadata
         for key, mask in parts:
             rows = batch if mask is None else batch.filter(mask)
-            h = files.handles.get(key) or files.handle(key)
-            if h.rows:  # records the row path buffered before this batch stay before it in the file
-                self._buffered -= len(h.rows)
-                self._convert(h)
-            h.pending.append(rows)
-            h.pending_rows += rows.num_rows
-            self._pending += rows.num_rows
-            files.counts[key] += rows.num_rows
+            start = 0
+            while start < rows.num_rows:  # one slice per file the partition's rows fill (one without roll:)
+                h = files.handle(key)
+                room = files.room(key)
+                take = rows.num_rows - start if room is None else min(room, rows.num_rows - start)
+                if h.rows:  # records the row path buffered before this batch stay before it in the file
+                    self._buffered -= len(h.rows)
+                    self._convert(h)
+                h.pending.append(rows.slice(start, take))
+                h.pending_rows += take
+                self._pending += take
+                files.counts[key] += take
+                start += take
         self._write_full_groups()
         return True
 
@@ -190,6 +198,12 @@ class ParquetWriter(DataWriter, BatchWriter):
                 h.writer.close()
             except Exception:  # noqa: BLE001 - the attempt already failed; its staging is deleted next
                 pass
+
+
+def _size(h: _File) -> int:
+    """The bytes of a file's row groups written so far: the rows still buffered are not counted, so a file rolled
+    by `max_bytes` may pass it by up to a row group."""
+    return h.path.stat().st_size if h.path.exists() else 0
 
 
 def _culprit(pa: Any, rows: list[Record], schema: pa.Schema, exc: Exception) -> str:

@@ -89,6 +89,11 @@ class PartitionedFiles(Generic[H]):
             return self._open_next(key)
         return handle
 
+    def room(self, key: str) -> int | None:
+        """How many more records partition `key`'s open file takes before it rolls (None: no record limit); a
+        writer handed many records at once (an Arrow batch) splits them there."""
+        return None if self._max_records is None else max(0, self._max_records - self.counts.get(key, 0))
+
     def _open_next(self, key: str) -> H:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -151,3 +151,41 @@ def test_the_parquet_writer_keeps_rows_in_arrival_order_across_both_paths(tmp_pa
     (path, count), = writer.close()
     assert count == 7
     assert pq.read_table(path).column("id").to_pylist() == list(range(7))
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_parquet_files_roll_by_records_on_both_paths_with_names_by_roll_index(tmp_path: Path, columnar: bool) -> None:
+    conv = _converter(tmp_path)
+    writer = ParquetWriter(ParquetWriter.Settings.model_validate({"roll": {"max_records": 400}, "row_group_records": 128}))
+    target = WriterTarget(staging_dir=tmp_path / "staging", task_output_dir=tmp_path / "out", rel_dir="ds",
+                          file_stem="wu", dataset="ds", branch="main")
+    writer.open(conv.convert_schema({}), target)
+    values = [GOOD.replace(b'"id":1', f'"id":{i}'.encode()) for i in range(1000)]
+    for start in range(0, 1000, 300):  # batches that straddle the roll boundaries
+        chunk = values[start:start + 300]
+        if columnar:
+            assert writer.write_batch(conv.convert_batch(RawBatch("json", chunk)))
+        else:
+            for v in chunk:
+                writer.write(conv.map_record(orjson.loads(v)))
+    files = writer.close()
+    assert [(p.name, n) for p, n in files] == [("wu.parquet", 400), ("wu.r1.parquet", 400), ("wu.r2.parquet", 200)]
+    ids = [i for p, _ in files for i in pq.read_table(p).column("id").to_pylist()]
+    assert ids == list(range(1000))
+
+
+def test_parquet_files_roll_by_bytes_once_their_row_groups_pass_the_size(tmp_path: Path) -> None:
+    conv = _converter(tmp_path)
+    writer = ParquetWriter(ParquetWriter.Settings.model_validate({"roll": {"max_bytes": "20KB"}, "row_group_records": 500,
+                                                                  "compression": "none", "batch_records": 500}))
+    target = WriterTarget(staging_dir=tmp_path / "staging", task_output_dir=tmp_path / "out", rel_dir="ds",
+                          file_stem="wu", dataset="ds", branch="main")
+    writer.open(conv.convert_schema({}), target)
+    for i in range(5000):
+        writer.write(conv.map_record(orjson.loads(GOOD.replace(b'"id":1', f'"id":{i}'.encode()))))
+    files = writer.close()
+    assert len(files) > 1 and sum(n for _, n in files) == 5000
+    ids = [i for p, _ in files for i in pq.read_table(p).column("id").to_pylist()]
+    assert ids == list(range(5000))
+    for p, _ in files[:-1]:  # each full file passed the size by less than one row group
+        assert 20_000 <= p.stat().st_size < 20_000 + 500 * 60
