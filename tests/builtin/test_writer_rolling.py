@@ -19,6 +19,9 @@ from gobblin_py.builtin.avro_writer import AvroWriter
 from gobblin_py.builtin.jsonl_writer import JsonLinesWriter
 from gobblin_py.errors import RecordError
 from gobblin_py.runtime.committables import commit_writer
+from gobblin_py.testing.crash import cli
+from gobblin_py.testing.outputs import read_avro_dir
+from support.jobs import example_job, write_job
 
 SCHEMA: dict[str, Any] = {
     "type": "record", "name": "Event", "namespace": "test",
@@ -128,3 +131,19 @@ def test_roll_sizes_take_units() -> None:
     settings = AvroWriter.Settings.model_validate({"roll": {"max_bytes": "256MB"}})
     assert settings.roll is not None and settings.roll.max_bytes == 256_000_000
     assert JsonLinesWriter.Settings.model_validate({"roll": {"max_bytes": "1MiB"}}).roll.max_bytes == 1 << 20
+
+
+def test_a_job_file_sets_rolling_and_a_run_publishes_every_rolled_file(tmp_path: Path) -> None:
+    job = example_job(tmp_path)
+    job["writer"]["roll"] = {"max_records": 150}
+    write_job(tmp_path, job)
+    done = cli(["run", "job.yaml", "--in-process", "-q"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = sorted(p.name for p in (tmp_path / "output").rglob("*.avro"))
+    assert any(".r1.avro" in n for n in names) and any(".r2.avro" in n for n in names)
+    rows = read_avro_dir(tmp_path / "output")
+    assert len(rows) == len({(r["_file"].split("/")[0], r["id"]) for r in rows}) == 2998  # every record once
+    by_file: dict[str, int] = {}
+    for r in rows:
+        by_file[r["_file"]] = by_file.get(r["_file"], 0) + 1
+    assert max(by_file.values()) == 150
