@@ -10,7 +10,7 @@ compaction as the command runs it (job lock, recovery, one Spark task for the pa
 sequence: stage, exchange, remove, record), on a Spark session already started (its start is printed apart);
 (3) the same with --dedup-key (records decoded, deduplicated and encoded). Checks that every record is there once
 and that the files after equal ceil(total bytes / target); prints the times and the ratios and writes
-scripts/results/bench_compact.json.
+scripts/results/bench_compact.json (bench_compact-<target bytes>.json for another target size).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def main() -> None:
         for name, r in results.items():
             r["ratio"] = round(r["seconds"] / mean, 3)
             print(f"  {name}: {r['ratio']:.2f}× the baseline")
-        save("bench_compact", {"files": args.files, "records_per_file": args.records, "input_bytes": total,
+        save("bench_compact" if target == 256_000_000 else f"bench_compact-{target}", {"files": args.files, "records_per_file": args.records, "input_bytes": total,
                                "target_bytes": target, "baseline_s": [round(base_s, 3), round(after_s, 3)], "spark_start_s": round(start_s, 3),
                                "executor": "in-process" if args.in_process else "spark local[2]", **results})
     finally:
