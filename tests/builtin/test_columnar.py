@@ -18,6 +18,7 @@ from gobblin_py.api import RawBatch, WriterTarget
 from gobblin_py.builtin.json_to_avro import JsonToAvroConverter
 from gobblin_py.builtin.parquet_writer import ParquetWriter
 from gobblin_py.builtin.time_partitioner import PartitionSettings, TimePartitioner
+from gobblin_py.errors import ConfigError
 
 SCHEMA: dict[str, Any] = {"type": "record", "name": "E", "fields": [
     {"name": "id", "type": "long"},
@@ -189,3 +190,28 @@ def test_parquet_files_roll_by_bytes_once_their_row_groups_pass_the_size(tmp_pat
     assert ids == list(range(5000))
     for p, _ in files[:-1]:  # each full file passed the size by less than one row group
         assert 20_000 <= p.stat().st_size < 20_000 + 500 * 60
+
+
+def test_parquet_dictionary_encodes_text_columns_by_default_and_what_it_is_told(tmp_path: Path) -> None:
+    conv = _converter(tmp_path)
+
+    def written(settings: dict[str, Any]) -> dict[str, bool]:
+        writer = ParquetWriter(ParquetWriter.Settings.model_validate(settings))
+        target = WriterTarget(staging_dir=tmp_path / str(len(list(tmp_path.iterdir()))), task_output_dir=tmp_path / "out",
+                              rel_dir="ds", file_stem="wu", dataset="ds", branch="main")
+        writer.open(conv.convert_schema({}), target)
+        writer.write_batch(conv.convert_batch(RawBatch("json", [GOOD.replace(b'"id":1', f'"id":{i}'.encode()) for i in range(100)])))
+        (path, _), = writer.close()
+        group = pq.ParquetFile(path).metadata.row_group(0)
+        return {group.column(i).path_in_schema: "PLAIN_DICTIONARY" in group.column(i).encodings or "RLE_DICTIONARY" in group.column(i).encodings
+                for i in range(group.num_columns)}
+
+    auto = written({})
+    assert {c for c, d in auto.items() if d} == {"user", "country", "tier"}  # the text columns, not ids or times
+    every = written({"dictionary": "all"})
+    assert all(d for c, d in every.items() if c != "ok") and not any(written({"dictionary": "none"}).values())  # no boolean dictionaries in Parquet
+    assert {c for c, d in written({"dictionary": ["id"]}).items() if d} == {"id"}
+    writer = ParquetWriter(ParquetWriter.Settings.model_validate({"dictionary": ["nope"]}))
+    with pytest.raises(ConfigError, match="writer.dictionary: 'nope' not a top-level column of the schema"):
+        writer.open(conv.convert_schema({}), WriterTarget(staging_dir=tmp_path / "x", task_output_dir=tmp_path / "out",
+                                                          rel_dir="ds", file_stem="wu", dataset="ds", branch="main"))
