@@ -106,3 +106,21 @@ def test_integer_watermark_with_lag_and_null_watermarks(tmp_path: Path, maria, m
     job["source"]["null_watermark"] = "report"
     reported = _run(tmp_path, job)
     assert not reported.succeeded and "2 row(s) of t have NULL in version" in str(reported)
+
+
+def test_time_lag_by_the_database_clock_and_whole_days_for_dates(tmp_path: Path, maria, mdb) -> None:
+    """datetime: up to NOW() − lag (the server zone's wall clock); date: up to the last complete day."""
+    maria.execute(mdb, "CREATE TABLE orders (id int PRIMARY KEY, updated_at datetime NOT NULL, day date NOT NULL)",
+                  "INSERT INTO orders VALUES (1, NOW() - INTERVAL 2 HOUR, CURDATE() - INTERVAL 2 DAY), "
+                  "(2, NOW() - INTERVAL 30 MINUTE, CURDATE())")
+    job = mysql_job(tmp_path, maria, mdb, [{**ORDERS, "watermark_lag": "1 hour"},
+                                           {"table": f"{mdb}.orders", "watermark_column": "day", "primary_key": "id"}])
+    assert _run(tmp_path, job).succeeded
+    assert [r["id"] for r in read_output(tmp_path / "output", "orders")] == [1]
+    assert [r["id"] for r in read_output(tmp_path / "output", f"{mdb}.orders")] == [1]  # today is not complete
+    job["source"]["tables"][0]["watermark_lag"] = 0
+    assert _run(tmp_path, job).succeeded
+    assert sorted(r["id"] for r in read_output(tmp_path / "output", "orders")) == [1, 2]
+    job["source"]["tables"][0]["watermark_lag"] = "soon"
+    failed = _run(tmp_path, job)
+    assert not failed.succeeded and "watermark_lag 'soon' is not a duration" in str(failed)
