@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from gobblin_py.builtin.jdbc_ranges import Range
 from gobblin_py.builtin.jdbc_schema import Column
-from gobblin_py.errors import ConfigError, SourceError
+from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 
 if TYPE_CHECKING:
     from gobblin_py.builtin.jdbc_source import JdbcSettings, TableSettings
@@ -171,3 +171,10 @@ def inner_bounds(r: Range, candidates: list[Any] | None) -> list[Any]:
         if b is not None and (r.lo is None or b > r.lo) and b < r.hi and (not bounds or b > bounds[-1]):
             bounds.append(b)
     return bounds
+
+
+def unreachable(s: JdbcSettings, text: str, in_task: bool) -> Exception:
+    """Cannot connect: SourceError while planning (the run fails, exit 1); in a task an UnreachableError, so the
+    run's other tasks give up on the database at once."""
+    message = f"cannot connect to {s.endpoint}, database {s.database}: {text}"
+    return UnreachableError(message, s.endpoint, REMEDY) if in_task else SourceError(f"{message}. {REMEDY}")

@@ -11,12 +11,12 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from gobblin_py.builtin.jdbc_dialect import (REMEDY, Dialect, Failure, TableQueries, auth_error, first_line,
-                                             inner_bounds, read_password, scrub)
+from gobblin_py.builtin.jdbc_dialect import (Dialect, Failure, TableQueries, auth_error, first_line, inner_bounds,
+                                             read_password, scrub, unreachable)
 from gobblin_py.builtin.jdbc_mysql_schema import read_columns, watermark_kind
 from gobblin_py.builtin.jdbc_ranges import Range, WatermarkKind
 from gobblin_py.builtin.jdbc_schema import Column
-from gobblin_py.errors import ConfigError, SourceError, UnreachableError
+from gobblin_py.errors import ConfigError
 
 if TYPE_CHECKING:
     from gobblin_py.builtin.jdbc_source import JdbcSettings, TableSettings
@@ -83,10 +83,7 @@ class MySqlDialect(Dialect):
                 raise auth_error(s, where) from None
             if code == UNKNOWN_DATABASE:
                 raise ConfigError(f"{where}: database {s.database!r} does not exist; check source.url") from None
-            message = f"cannot connect to {where}: {scrub(self.message(exc), password)}"
-            if in_task:
-                raise UnreachableError(message, s.endpoint, REMEDY) from None
-            raise SourceError(f"{message}. {REMEDY}") from None
+            raise unreachable(s, scrub(self.message(exc), password), in_task) from None
         with conn.cursor() as cur:
             if "mariadb" in conn.get_server_info().lower():
                 cur.execute("SET SESSION max_statement_time = %s", (timeout,))
@@ -158,7 +155,13 @@ class MySqlDialect(Dialect):
         return first_line(str(exc)) or type(exc).__name__
 
     def close(self, conn: Any) -> None:
-        conn.close()
+        import pymysql.err
+
+        try:
+            if conn.open:
+                conn.close()
+        except (pymysql.err.Error, OSError):
+            pass  # the connection is lost: nothing left to end
 
 
 class MariaDbDialect(MySqlDialect):

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gobblin_py.builtin.jdbc_dialect import (REMEDY, Dialect, Failure, TableQueries, auth_error, first_line,
-                                             inner_bounds, read_password, scrub)
+from gobblin_py.builtin.jdbc_dialect import (Dialect, Failure, TableQueries, auth_error, first_line, inner_bounds,
+                                             read_password, scrub, unreachable)
 from gobblin_py.builtin.jdbc_ranges import Range, WatermarkKind
 from gobblin_py.builtin.jdbc_schema import WATERMARK_KINDS, Column, read_columns
-from gobblin_py.errors import ConfigError, SourceError, UnreachableError
+from gobblin_py.errors import ConfigError
 
 if TYPE_CHECKING:
     from gobblin_py.builtin.jdbc_source import JdbcSettings, TableSettings
@@ -42,10 +42,7 @@ class PostgresDialect(Dialect):
             if "statement_timeout" in text:
                 raise ConfigError(f"source.statement_timeout {s.statement_timeout!r} is not a valid PostgreSQL duration "
                                   "(e.g. 30s, 15min, 0 for none)") from None
-            message = f"cannot connect to {where}: {first_line(text)}"
-            if in_task:
-                raise UnreachableError(message, s.endpoint, REMEDY) from None
-            raise SourceError(f"{message}. {REMEDY}") from None
+            raise unreachable(s, first_line(text), in_task) from None
 
     def resolve_table(self, conn: Any, table: str) -> tuple[str, str, list[Column]] | None:
         row = conn.execute("SELECT c.oid, n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -91,7 +88,13 @@ class PostgresDialect(Dialect):
         return None
 
     def close(self, conn: Any) -> None:
-        conn.rollback()
+        import psycopg
+
+        try:
+            if not conn.closed and not conn.autocommit:
+                conn.rollback()  # the read's transaction: ends the server-side cursor
+        except psycopg.Error:
+            pass  # the connection is lost: closing it is all there is left to do
         conn.close()
 
 

@@ -42,6 +42,7 @@ from gobblin_py.errors import ConfigError, SourceError, describe
 
 log = logging.getLogger(__name__)
 
+
 class TableSettings(Settings):
     table: str = Field(description="PostgreSQL: schema-qualified (public.orders); MySQL: orders or database.orders")
     watermark_column: str = Field(description="timestamp, timestamptz, datetime, date or an integer type")

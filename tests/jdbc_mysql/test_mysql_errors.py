@@ -60,7 +60,7 @@ def test_unknown_column_named_with_the_columns_there_are(tmp_path: Path, maria, 
     code, text = _run(tmp_path, mysql_job(tmp_path, maria, table, [{**TABLE, key: value}]))
     assert code == 2, text
     name = value if isinstance(value, str) else value[1]
-    assert f"table t (source.tables[0]): " in text and f"{name!r} is not a column of the table (columns: id, updated)" in text
+    assert "table t (source.tables[0]): " in text and f"{name!r} is not a column of the table (columns: id, updated)" in text
 
 
 def test_unknown_column_in_where(tmp_path: Path, maria, table) -> None:
