@@ -15,7 +15,7 @@ from gobblin_py.state.store import StateStore
 
 from jdbc.jdbc_jobs import read_output
 from jdbc_mysql.mysql_jobs import mysql_job
-from support.jobs import write_job
+from support.jobs import run_cli, write_job
 
 ORDERS = {"table": "orders", "watermark_column": "updated_at", "primary_key": "id"}
 SEQ = "WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < {n}) "
@@ -124,3 +124,17 @@ def test_time_lag_by_the_database_clock_and_whole_days_for_dates(tmp_path: Path,
     job["source"]["tables"][0]["watermark_lag"] = "soon"
     failed = _run(tmp_path, job)
     assert not failed.succeeded and "watermark_lag 'soon' is not a duration" in str(failed)
+
+
+@pytest.mark.spark
+def test_on_spark_each_sub_range_is_a_task(tmp_path: Path, maria, mdb) -> None:
+    """The real CLI on local Spark: the settings and sub-ranges cross to the executors, each read through its own
+    unbuffered cursor."""
+    _create_orders(maria, mdb)
+    maria.execute(mdb, "INSERT INTO orders " + SEQ.format(n=5000) + "SELECT i, i, 'x', NOW(6) - INTERVAL 1 DAY + "
+                       "INTERVAL i SECOND FROM seq")
+    write_job(tmp_path, mysql_job(tmp_path, maria, mdb, [ORDERS], fetch_rows=500))
+    done = run_cli("run", "job.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(r["id"] for r in read_output(tmp_path / "output", "orders")) == list(range(1, 5001))
+    assert len(list((tmp_path / "output" / "orders").rglob("*.avro"))) == 4
