@@ -6,6 +6,8 @@ timestamp/timestamptz → timestamp-micros, uuid → string (uuid), json/jsonb �
 arrays → array of the element's type (elements nullable); a nullable column → ["null", T] with default null, so a
 column added upstream later reads as null in the files written before it. Any other type is a ConfigError naming
 the table and column, raised at planning, before any task.
+
+`Column`, `check_mapped` and `avro_schema` serve every dialect (MySQL's mapping: `jdbc_mysql_schema`).
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ class Column:
     type_name: str  # the base type's pg_type.typname (a domain resolved to its base)
     declared: str  # format_type: what `\d table` shows
     avro: Any  # the Avro type, without the null branch; None: no mapping
-    cast: str | None  # selected as `col::text` (`::text[]` for an array): unconstrained numeric, json, jsonb, uuid, enums
+    cast: str | None  # the dialect's: PostgreSQL selects `col::text` (`::text[]`: arrays) for unconstrained numeric, json,
+    # jsonb, uuid, enums; MySQL names the Python conversion of the driver's value (jdbc_mysql.CONVERT)
 
 
 def _numeric(typmod: int) -> tuple[int, int] | None:
