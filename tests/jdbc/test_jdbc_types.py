@@ -104,7 +104,7 @@ def test_a_type_without_mapping_fails_before_any_task_naming_table_and_column(tm
     job = jdbc_job(tmp_path, pg, db, [{"table": "public.odd", "watermark_column": "updated", "primary_key": "id"}])
     write_job(tmp_path, job)
     done = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
-    assert done.returncode == 1, done.stdout + done.stderr  # a failed run (planning errors are not validation's exit 2)
+    assert done.returncode == 2, done.stdout + done.stderr  # a setting to fix found against the database: a bad job file
     assert "table public.odd: column 'span' has type interval, which has no Avro mapping" in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "output").exists() and not (tmp_path / "work" / "task-output").exists()  # no task ran
