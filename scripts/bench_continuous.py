@@ -18,7 +18,7 @@ Starts a local broker (Tansu, 127.0.0.1) and measures, each phase on a topic and
    minus its `ts`: p50 and p99. Peak RSS of the driver, the JVM and the Python workers in the first minute
    against the last minute.
 
-Writes scripts/results/bench_continuous.json. The broker and producer code is scripts/bench_kafka.py's.
+Writes scripts/results/bench_continuous.json (bench_continuous-<N>s.json for a steady phase over 5 minutes). The broker and producer code is scripts/bench_kafka.py's.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class Continuous:
         self.proc.send_signal(signal.SIGTERM)
         if self.proc.wait(120) != 0:
             raise SystemExit(f"the continuous run ended with {self.proc.returncode}: see {self.tmp / 'continuous.log'}")
-        [run] = StateStore(self.tmp / "work", JOB).runs()
+        [run] = [r for r in StateStore(self.tmp / "work", JOB).runs() if r.get("mode") == "continuous"]  # not its compactions
         return run
 
     def events(self) -> list[dict[str, Any]]:
@@ -330,7 +330,7 @@ def main() -> int:
     results["settings"] = {k: v for k, v in vars(args).items() if k != "produce"} | {"spark_master": "local[2]", "cores": os.cpu_count()}
     results["bench_s"] = time.perf_counter() - t0
     print(json.dumps(results, indent=2))
-    save("bench_continuous", results)
+    save("bench_continuous" if args.steady_seconds <= 300 else f"bench_continuous-{int(args.steady_seconds)}s", results)
     return 0
 
 
