@@ -43,7 +43,7 @@ class CheckpointLoop:
 
     def __call__(self, result: JobResult) -> None:
         self.started = time.monotonic()
-        result.running = True  # its record says `running` until the loop ends, however it ends
+        result.running = result.continuous = True  # its record says `running` until the loop ends, however it ends
         self.runner.persist(result)  # from the start: a run killed before its first checkpoint ended leaves a trace
         try:
             self._loop(result)

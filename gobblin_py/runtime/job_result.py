@@ -54,6 +54,7 @@ class JobResult:
     checkpoints: list[dict[str, Any]] = field(default_factory=list)  # a continuous run's checkpoints, the latest last
     checkpoints_total: int = 0
     running: bool = False  # a continuous run between checkpoints: its record is rewritten after each
+    continuous: bool = False  # a continuous run's record (its checkpoints, once it has any)
     bad_config: bool = False  # failed on a ConfigError found while running (planning against the source): exit 2
 
     @property
@@ -92,7 +93,7 @@ class JobResult:
             "recovered": [vars(r) | {"outcome": r.outcome.value} for r in self.recovery.datasets],
             "tasks": [t.to_json() for t in self.tasks],
             **({"mode": "continuous", "checkpoints_total": self.checkpoints_total, "checkpoints": self.checkpoints}
-               if self.checkpoints_total else {}),
+               if self.continuous or self.checkpoints_total else {}),
         }
 
 

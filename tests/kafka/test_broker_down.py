@@ -68,7 +68,8 @@ def own_broker():
 
 def _job(tmp: Path, broker: LocalBroker, topic: str, signal: str | None, at: str = "open") -> dict:
     job = kafka_job(tmp, broker.bootstrap, [topic], request_timeout_ms=1000, idle_timeout_s=2,
-                    max_partition_fetch_bytes=1024, fetch_max_bytes=1024)
+                    max_partition_fetch_bytes=1024, fetch_max_bytes=1024,
+                    min_records_per_workunit=1)  # a task per partition, however few records: the test is about tasks
     job["job"]["max_task_retries"] = RETRIES
     if signal is not None:
         (tmp / "broker_fault.py").write_text(FAULT)
