@@ -75,7 +75,7 @@ def _written(run: dict[str, Any]) -> int:
 
 
 def _two_batches(tmp_path: Path, broker: Any, topic: str, schedule: str,
-                 between: Callable[[Schedule], None] = lambda sched: None) -> tuple[Schedule, StateStore]:
+                 between: Callable[[Schedule], None] = lambda sched: None, in_flight_may_fail: bool = False) -> tuple[Schedule, StateStore]:
     """A scheduled Kafka job: waits for a run that reads a first batch, calls `between`, produces a second batch and
     waits for a run that reads it; stops the scheduler (exit 0) and checks that every event is published once."""
     data = new_topic(broker.bootstrap, topic, 4, 40)
@@ -90,7 +90,10 @@ def _two_batches(tmp_path: Path, broker: Any, topic: str, schedule: str,
         total = sum(len(v) for v in [*data.values(), *more.values()])
         sched.wait_for("the second batch committed", lambda: sum(_written(r) for r in store.runs()) >= total)
     assert sched.code == 0, sched.log
-    assert all(r["status"] == "succeeded" for r in store.runs()), store.runs()
+    runs = [(r["run_id"], r["status"], r["error"]) for r in store.runs()]
+    failed = [r for r in runs if r[1] != "succeeded"]
+    # `between` may kill what a run in flight is using (a firing every second): that one run fails, and no other
+    assert len(failed) <= (1 if in_flight_may_fail else 0) and runs[-1][1] == "succeeded", runs
     ids = output_ids(tmp_path / "output", topic)
     assert set(ids) == {e["id"] for evs in [*data.values(), *more.values()] for e in evs} and set(ids.values()) == {1}
     return sched, store
@@ -270,6 +273,6 @@ def test_a_session_whose_jvm_died_is_started_afresh_for_the_next_run(tmp_path: P
         for jvm in killed:
             os.kill(jvm, signal.SIGKILL)
 
-    sched, _ = _two_batches(tmp_path, broker, topic, "* * * * * ?", kill_the_jvm)
+    sched, _ = _two_batches(tmp_path, broker, topic, "* * * * * ?", kill_the_jvm, in_flight_may_fail=True)
     assert "the shared Spark session is gone (its JVM stopped): starting a fresh one for k" in sched.log
     assert sched.log.count("started the shared Spark session") == 2
