@@ -28,3 +28,29 @@ def read_output(output: Path, dataset: str) -> list[dict[str, Any]]:
         with open(path, "rb") as f:
             out.extend(fastavro.reader(f))
     return out
+
+
+def read_with_apache_avro(output: Path) -> tuple[list[dict[str, Any]], Any]:
+    """Every record under `output` and the last file's schema, read with the Apache `avro` package (not fastavro)."""
+    from avro.datafile import DataFileReader
+    from avro.io import DatumReader
+
+    rows: list[dict[str, Any]] = []
+    schema = None
+    for path in sorted(output.rglob("*.avro")):
+        with DataFileReader(open(path, "rb"), DatumReader()) as reader:
+            schema = reader.schema
+            rows.extend(reader)
+    return rows, schema
+
+
+def run_job(tmp: Path, job: dict[str, Any], secret: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`gobblin-py run job.yaml --in-process` in a child process: its exit code and output, which never hold a
+    traceback or `secret` (the database password)."""
+    from support.jobs import run_cli, write_job
+
+    write_job(tmp, job)
+    done = run_cli("run", "job.yaml", "--in-process", cwd=tmp, env=env)
+    text = done.stdout + done.stderr
+    assert "Traceback" not in text and secret not in text
+    return done.returncode, text

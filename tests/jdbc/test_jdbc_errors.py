@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jdbc.jdbc_jobs import PASSWORD_ENV, jdbc_job
+from jdbc.jdbc_jobs import PASSWORD_ENV, jdbc_job, run_job
 from jdbc.pg_server import PASSWORD, free_port
-from support.jobs import run_cli, write_job
 
 TABLE = {"table": "public.t", "watermark_column": "updated", "primary_key": "id"}
 
@@ -23,11 +22,7 @@ def table(pg, db) -> str:
 
 
 def _run(tmp: Path, job: dict, env: dict | None = None) -> tuple[int, str]:
-    write_job(tmp, job)
-    done = run_cli("run", "job.yaml", "--in-process", cwd=tmp, env=env)
-    text = done.stdout + done.stderr
-    assert "Traceback" not in text and PASSWORD not in text
-    return done.returncode, text
+    return run_job(tmp, job, PASSWORD, env)
 
 
 def test_unreachable_database_fails_fast_naming_it(tmp_path: Path, pg, table) -> None:

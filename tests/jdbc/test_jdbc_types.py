@@ -14,25 +14,13 @@ from gobblin_py.config import load_job
 from gobblin_py.runtime.executors import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 
-from jdbc.jdbc_jobs import jdbc_job
+from jdbc.jdbc_jobs import read_with_apache_avro, jdbc_job
 from support.jobs import run_cli, write_job
 
 TYPES = """CREATE TABLE public.typed (
   id integer PRIMARY KEY, s smallint NOT NULL, b bigint, n numeric(12,4), n_free numeric, r real, d double precision,
   t text, v varchar(20), c char(3), flag boolean, raw bytea, day date, at_time time, ts timestamp, tstz timestamptz,
   u uuid, j json, jb jsonb, ints integer[], texts text[], mood mood, updated bigint NOT NULL)"""
-
-
-def _read_with_apache_avro(output: Path) -> tuple[list[dict], dict]:
-    from avro.datafile import DataFileReader
-    from avro.io import DatumReader
-
-    rows, schema = [], None
-    for path in sorted(output.rglob("*.avro")):
-        with DataFileReader(open(path, "rb"), DatumReader()) as reader:
-            schema = reader.schema
-            rows.extend(reader)
-    return rows, schema
 
 
 def test_every_listed_type_round_trips(tmp_path: Path, pg, db) -> None:
@@ -48,7 +36,7 @@ def test_every_listed_type_round_trips(tmp_path: Path, pg, db) -> None:
     job = jdbc_job(tmp_path, pg, db, [{"table": "public.typed", "watermark_column": "updated", "primary_key": "id"}],
                    partitions=1)
     assert JobRunner(load_job(write_job(tmp_path, job)), InProcessExecutor()).run().succeeded
-    rows, schema = _read_with_apache_avro(tmp_path / "output" / "public.typed")
+    rows, schema = read_with_apache_avro(tmp_path / "output" / "public.typed")
     by_id = {r["id"]: r for r in rows}
     one = by_id[1]
     assert one["s"] == -3 and one["b"] == 9007199254740993

@@ -11,6 +11,7 @@ from gobblin_py.config import load_job
 from gobblin_py.runtime.executors import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 
+from jdbc.jdbc_jobs import read_with_apache_avro
 from jdbc_mysql.mysql_jobs import mysql_job
 from support.jobs import run_cli, write_job
 
@@ -19,18 +20,6 @@ TYPES = """CREATE TABLE typed (
   bu bigint unsigned, n decimal(12,4), f float, d double, c char(3), v varchar(20), t text, bin binary(2),
   vb varbinary(10), bl blob, day date, at_time time(6), dtm datetime(6), ts timestamp(6) NULL, yr year, j json,
   e enum('sad', 'happy'), st set('a', 'b', 'c'), flag bit(1), bits bit(10), updated bigint NOT NULL)"""
-
-
-def _read_with_apache_avro(output: Path) -> tuple[list[dict], dict]:
-    from avro.datafile import DataFileReader
-    from avro.io import DatumReader
-
-    rows, schema = [], None
-    for path in sorted(output.rglob("*.avro")):
-        with DataFileReader(open(path, "rb"), DatumReader()) as reader:
-            schema = reader.schema
-            rows.extend(reader)
-    return rows, schema
 
 
 def test_every_listed_type_round_trips(tmp_path: Path, maria, mdb) -> None:
@@ -44,7 +33,7 @@ def test_every_listed_type_round_trips(tmp_path: Path, maria, mdb) -> None:
     job = mysql_job(tmp_path, maria, mdb, [{"table": "typed", "watermark_column": "updated", "primary_key": "id"}],
                     partitions=1)
     assert JobRunner(load_job(write_job(tmp_path, job)), InProcessExecutor()).run().succeeded
-    rows, schema = _read_with_apache_avro(tmp_path / "output" / "typed")
+    rows, schema = read_with_apache_avro(tmp_path / "output" / "typed")
     by_id = {r["id"]: r for r in rows}
     one = by_id[1]
     assert (one["ti"], one["b1"], one["si"], one["mi"], one["iu"]) == (-3, 1, -300, 8000000, 4000000000)
