@@ -17,7 +17,7 @@ from gobblin_py.commit.confinement import job_confinement
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config.model import JobSpec
-from gobblin_py.errors import ConfigError, GobblinError, JobLockedError
+from gobblin_py.errors import ConfigError, GobblinError, JobLockedError, describe
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.runtime.executors import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
@@ -90,6 +90,9 @@ class JobRunner:
                 committed = [d.dataset for d in result.datasets if d.status in (DatasetStatus.COMMITTED, DatasetStatus.PARTIAL)]
                 result.error = f"interrupted after committing {', '.join(committed)}" if committed else \
                     "interrupted before any dataset was committed"
+                raise
+            except Exception as exc:  # a bug or a lost Spark JVM: the record says what, the caller reports it
+                result.error = f"internal error: {describe(exc)}"
                 raise
             finally:
                 result.duration_s = time.monotonic() - t0

@@ -94,6 +94,7 @@ def _two_batches(tmp_path: Path, broker: Any, topic: str, schedule: str,
     failed = [r for r in runs if r[1] != "succeeded"]
     # `between` may kill what a run in flight is using (a firing every second): that one run fails, and no other
     assert len(failed) <= (1 if in_flight_may_fail else 0) and runs[-1][1] == "succeeded", runs
+    assert all(error for _, _, error in failed), runs  # a failed run's record says why
     ids = output_ids(tmp_path / "output", topic)
     assert set(ids) == {e["id"] for evs in [*data.values(), *more.values()] for e in evs} and set(ids.values()) == {1}
     return sched, store
