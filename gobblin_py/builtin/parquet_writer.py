@@ -56,7 +56,7 @@ class ParquetWriterSettings(Settings):
 class _File:
     """One open Parquet file: its pyarrow writer, the records not yet converted, the Arrow rows not yet written."""
 
-    __slots__ = ("path", "writer", "rows", "pending", "pending_rows")
+    __slots__ = ("path", "writer", "rows", "pending", "pending_rows", "size")
 
     def __init__(self, path: Path, writer: pq.ParquetWriter) -> None:
         self.path = path
@@ -64,6 +64,7 @@ class _File:
         self.rows: list[Record] = []
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
+        self.size = 0  # bytes on disk after the last row groups written (what rolling by max_bytes compares)
 
 
 class ParquetWriter(DataWriter, BatchWriter):
@@ -178,6 +179,7 @@ class ParquetWriter(DataWriter, BatchWriter):
         cut = n - n % self._group if whole_only else n
         if cut:
             h.writer.write_table(table.slice(0, cut), row_group_size=self._group)
+            h.size = h.path.stat().st_size  # once per row group, not per record
         rest = table.slice(cut)
         h.pending = rest.to_batches() if rest.num_rows else []
         self._pending -= cut
@@ -225,7 +227,7 @@ def _dictionary_columns(setting: str | list[str], schema: pa.Schema) -> bool | l
 def _size(h: _File) -> int:
     """The bytes of a file's row groups written so far: the rows still buffered are not counted, so a file rolled
     by `max_bytes` may pass it by up to a row group."""
-    return h.path.stat().st_size if h.path.exists() else 0
+    return h.size
 
 
 def _culprit(pa: Any, rows: list[Record], schema: pa.Schema, exc: Exception) -> str:
