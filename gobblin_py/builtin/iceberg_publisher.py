@@ -41,6 +41,7 @@ from gobblin_py.fs import Location
 from gobblin_py.fs.paths import FsLocation
 from gobblin_py.fs.publish_steps import publish_step
 from gobblin_py.builtin.extras import require
+from gobblin_py.builtin.iceberg_compaction import IcebergReplaceCommitStep
 
 DEFAULT_WAREHOUSE = "./warehouse"
 _SECRET = re.compile(r"password|secret|token|credential|private", re.I)
@@ -101,6 +102,8 @@ class IcebergPublisher(Committer, GlobalCommitter):
     commit store (the snapshot carries the commit id, so a replay finds it and appends nothing)."""
 
     Settings = IcebergPublisherSettings
+    step_types = (IcebergReplaceCommitStep,)
+    """`gobblin-py compact` of a table partition commits through it."""
 
     @classmethod
     def complete_settings(cls, settings: IcebergPublisherSettings, context: PublishContext) -> tuple[IcebergPublisherSettings, list[tuple[str, str]]]:
@@ -147,6 +150,11 @@ class IcebergPublisher(Committer, GlobalCommitter):
     def data_location(self, dataset: str, f: OutputFile) -> Location:
         return self.table_dir(dataset) / "data" / f.rel_path
 
+    def compacted_dir(self, dataset: str, partition: str) -> Location:
+        """Where a compaction publishes the merged files of a table partition (`ts_day=2026-01-01`): beside the
+        table's other data files, under `data/<partition>/`."""
+        return self.table_dir(dataset) / "data" / (partition or "_unpartitioned")
+
     def errors_root(self) -> Location:
         return Location(self.settings.errors_dir) if self.settings.errors_dir else Location(self.settings.warehouse) / "_errors"
 
@@ -171,12 +179,12 @@ class IcebergPublisher(Committer, GlobalCommitter):
         uri = props.get("uri", "")
         if uri.startswith("sqlite:///"):
             Location(uri.removeprefix("sqlite:///")).parent.path.mkdir(parents=True, exist_ok=True)
-        props.setdefault("warehouse", _uri(self.settings.warehouse))
+        props.setdefault("warehouse", table_uri(self.settings.warehouse))
         props.setdefault("py-io-impl", IO_IMPL)
         return load_catalog(props)
 
     def _data_uris(self, commit: DatasetCommit) -> list[str]:
-        return [_uri(self.data_location(commit.dataset, f)) for f in commit.files if f.kind == "data"]
+        return [table_uri(self.data_location(commit.dataset, f)) for f in commit.files if f.kind == "data"]
 
     def is_committed(self, commit: DatasetCommit) -> bool:
         """The table's current state has the snapshot tagged with this commit id (trivially: no data files)."""
@@ -194,7 +202,7 @@ class IcebergPublisher(Committer, GlobalCommitter):
 
         from gobblin_py.builtin import iceberg_tables as t
 
-        paths = [_uri(f.path) for f in commit.files if f.kind == "data"]
+        paths = [table_uri(f.path) for f in commit.files if f.kind == "data"]
         if not paths:
             return
         name = self.table_name(commit.dataset)
@@ -235,7 +243,7 @@ class IcebergPublisher(Committer, GlobalCommitter):
                 if self.settings.partition is not None:
                     p = self.settings.partition
                     kwargs["partition_spec"] = t.partition_spec(schema, p.column, p.granularity, name)
-                tx = catalog.create_table_transaction(name, schema=schema, location=_uri(self.table_dir(commit.dataset)), **kwargs)
+                tx = catalog.create_table_transaction(name, schema=schema, location=table_uri(self.table_dir(commit.dataset)), **kwargs)
             else:
                 problem = t.breaking_change(table.schema(), output, name)
                 if problem is not None:
@@ -284,7 +292,7 @@ def _add(tx: Any, paths: list[str], properties: dict[str, str], table: str) -> N
     tx.commit_transaction()
 
 
-def _uri(location: str) -> str:
+def table_uri(location: str) -> str:
     """How the table refers to a location: `file://` for local paths (a reader resolves a bare path against its own
     default filesystem, e.g. HDFS under Spark), the URL otherwise."""
     loc = Location(location)

@@ -1,6 +1,7 @@
-"""The Iceberg table operations the `iceberg` publisher needs, through pyiceberg: load the catalog, find a gobblin-py
-commit among a table's snapshots, check and evolve the table's schema, and append files in one transaction with
-bounded retries on commit conflicts. pyiceberg is imported here only, inside the functions (a heavy import)."""
+"""The Iceberg table operations gobblin-py needs, through pyiceberg: load the catalog, find a gobblin-py commit among
+a table's snapshots, check and evolve the table's schema, append files in one transaction with bounded retries on
+commit conflicts, and (for `gobblin-py compact`) list a table's live data files by partition and replace some of them
+with merged ones in one snapshot. pyiceberg is imported here only, inside the functions (a heavy import)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ JOB = "gobblin-py.job"
 RUN_ID = "gobblin-py.run-id"
 DATASET = "gobblin-py.dataset"
 WATERMARKS = "gobblin-py.watermarks"
+COMPACTION = "gobblin-py.compaction"
+"""Set (to the compaction's counts, as JSON) on a compaction's snapshot: it moves no watermark."""
 
 TRANSFORMS = {"HOUR": "hour", "DAY": "day", "MONTH": "month", "YEAR": "year"}
 """The writer's time-partitioning granularity → the Iceberg partition transform that yields the same partitions."""
@@ -114,7 +117,7 @@ def latest_marks(table: Any, table_name: str, job: str) -> dict[str, TableMark]:
     for s in gobblin_snapshots(table):
         summary = s.summary
         dataset = summary.get(DATASET)
-        if summary.get(JOB) != job or dataset is None or dataset in out:
+        if summary.get(JOB) != job or dataset is None or dataset in out or summary.get(COMPACTION) is not None:
             continue
         out[dataset] = TableMark(table_name, summary.get(RUN_ID, ""), summary.get(COMMIT_ID, ""), s.snapshot_id,
                                  s.timestamp_ms, json.loads(summary.get(WATERMARKS) or "{}"))
@@ -245,3 +248,98 @@ def with_retries(what: str, attempts: int, action: Callable[[], None], sleep: Ca
             delay = min(5.0, 0.1 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
             log.info("%s: %s, retrying in %.2fs (attempt %d of %d)", what, type(exc).__name__, delay, attempt, attempts)
             sleep(delay)
+
+
+@dataclass(frozen=True)
+class LiveFile:
+    """One file of the table's current snapshot, as a compaction plans with it."""
+
+    path: str
+    size: int
+    records: int
+    partition: str
+    """The partition as Iceberg writes it in paths (`ts_day=2026-01-01`; "" for an unpartitioned table)."""
+    added_ms: int
+    """When the snapshot that added it was committed."""
+    data: bool
+    """A data file (not a delete file another engine wrote)."""
+    current_spec: bool
+    """Written under the table's current partition spec."""
+    compacted: bool
+    """Added by a gobblin-py compaction's snapshot."""
+
+
+def _live_entries(table: Any) -> Iterator[Any]:
+    """The manifest entries of every file the table's current snapshot lists (none deleted), read from its manifests."""
+    current = table.current_snapshot()
+    if current is None:
+        return
+    for manifest in current.manifests(table.io):
+        yield from manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+
+
+def live_files(table: Any) -> list[LiveFile]:
+    """Every data and delete file the table's current snapshot lists (no data file is opened)."""
+    from pyiceberg.manifest import DataFileContent
+
+    metadata, schema = table.metadata, table.schema()
+    specs, default = table.specs(), metadata.default_spec_id
+    out = []
+    for entry in _live_entries(table):
+        f = entry.data_file
+        added = metadata.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
+        summary = added.summary if added is not None and added.summary is not None else {}
+        out.append(LiveFile(path=f.file_path, size=f.file_size_in_bytes, records=f.record_count,
+                            partition=specs[f.spec_id].partition_to_path(f.partition, schema),
+                            added_ms=added.timestamp_ms if added is not None else table.current_snapshot().timestamp_ms,
+                            data=f.content == DataFileContent.DATA, current_spec=f.spec_id == default,
+                            compacted=summary.get(COMPACTION) is not None))
+    return out
+
+
+def replace_files(table: Any, name: str, replaced: list[str], added: list[str], properties: dict[str, str],
+                  keeps_data: bool, record: str) -> None:
+    """One snapshot of `table` that removes the data files `replaced` and adds the Parquet files `added`: readers see
+    all of the first or all of the second. Its operation is `replace` when `keeps_data` (the same records, as
+    Iceberg's own rewrite makes it; incremental readers skip it), else `overwrite` (a dedup removed records).
+    CommitError, with nothing changed, when a file to remove is no longer in the table or one to add already is
+    (`record` names the commit record to abandon then)."""
+    from pyiceberg.exceptions import ValidationError, ValidationException
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+    from pyiceberg.manifest import DataFileContent
+    from pyiceberg.table.snapshots import Operation, Summary
+    from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+    live = {e.data_file.file_path: e.data_file for e in _live_entries(table) if e.data_file.content == DataFileContent.DATA}
+    gone = [p for p in replaced if p not in live]
+    if gone:
+        raise CommitError(f"table {name}: {len(gone)} of the {len(replaced)} files this compaction merged are no longer "
+                          f"in the table ({gone[0]} …): another writer removed or rewrote them. Nothing was replaced, and "
+                          "the merged files are not in the table: abandon this commit (`gobblin-py recover JOB.yaml "
+                          f"--dataset {record} --abandon`) and compact again")
+    there = [p for p in added if p in live]
+    if there:
+        raise CommitError(f"table {name}: the merged file {there[0]} is already in the table, without this compaction's "
+                          "snapshot (a rolled-back table?); nothing was replaced")
+
+    class _ReplaceFiles(_OverwriteFiles):
+        """pyiceberg's file overwrite, its snapshot recorded as a `replace` (pyiceberg 0.12 computes the summary's
+        totals only for append/overwrite/delete, so they are computed as an overwrite's, the same numbers)."""
+
+        def _summary(self, snapshot_properties: Any = None) -> Any:
+            summary = super()._summary(snapshot_properties or {})
+            return Summary(Operation.REPLACE, **summary.additional_properties)
+
+    tx = table.transaction()
+    producer_cls = _ReplaceFiles if keeps_data else _OverwriteFiles
+    producer = producer_cls(operation=Operation.OVERWRITE, transaction=tx, io=table.io, snapshot_properties=properties)
+    try:
+        for path in replaced:
+            producer.delete_data_file(live[path])
+        for path in added:
+            producer.append_data_file(parquet_file_to_data_file(table.io, table.metadata, path))
+        producer.commit()
+    except (ValueError, TypeError, ValidationError, ValidationException) as exc:
+        raise CommitError(f"table {name}: cannot replace {len(replaced)} file(s) with {len(added)} merged file(s) "
+                          f"({added[0] if added else 'none'} …): {exc}") from exc
+    tx.commit_transaction()

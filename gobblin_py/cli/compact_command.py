@@ -22,7 +22,7 @@ def _n(count: int, noun: str) -> str:
 def compact_command(
     job_file: Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)],
     dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
-    partition: Annotated[Optional[str], typer.Option("--partition", help="only partitions under this path prefix, e.g. 2026/01")] = None,
+    partition: Annotated[Optional[str], typer.Option("--partition", help="only partitions under this path prefix, e.g. 2026/01 (a table's by its partition value: 2026/01 or 2026-01)")] = None,
     older_than: Annotated[Optional[str], typer.Option("--older-than", help="only partitions not written to for this long (1h, 2d): closed ones")] = None,
     target_size: Annotated[Optional[str], typer.Option("--target-size", help="size of the merged files (256MB) [default: compaction.target_size, else 256MB]")] = None,
     min_files: Annotated[Optional[int], typer.Option("--min-files", min=1, help="leave partitions with fewer files alone [default: compaction.min_files, else 2]")] = None,
@@ -36,8 +36,9 @@ def compact_command(
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics (as `run` does) to this JSON file")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show Spark's own logs and debug lines")] = False,
 ) -> None:
-    """Merge each partition's small Avro files into files near the target size, one Spark task per partition, and
-    publish them exactly once: readers see a partition's old files or its merged files, never both nor neither.
+    """Merge each partition's small Avro files (or, for a job publishing to Iceberg, each table partition's Parquet
+    files) into files near the target size, one Spark task per partition, and publish them exactly once: readers see a
+    partition's old files or its merged files, never both nor neither (a table: in one replace snapshot).
     Takes the job lock, so it never runs beside an ingestion run of the job. Settings not given come from the job
     file's `compaction:` section. Exit 0 when every selected partition is compacted (or none needed it), 1 when one
     failed or the job is running, 2 on a bad job file or option.

@@ -1,5 +1,6 @@
-"""Which partitions a compaction merges: every leaf directory of Avro files under a committed dataset of the job,
-filtered by dataset, partition prefix, age and file count, each one Spark task's work (`PartitionWork`)."""
+"""Which partitions a compaction merges: every leaf directory of Avro files under a committed dataset of the job
+(`PartitionWork`), or every partition of the Iceberg table a dataset is published to (`TablePartitionWork`),
+filtered by dataset, partition prefix, age and file count, each one Spark task's work."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from gobblin_py.builtin.avro_writer import AvroWriter
 from gobblin_py.builtin.byte_sizes import parse_bytes
+from gobblin_py.builtin.iceberg_publisher import IcebergPublisher
 from gobblin_py.config.durations import parse_duration
 from gobblin_py.builtin.output_names import identity_hash, workunit_id
 from gobblin_py.config.model import BranchConfig, JobSpec
@@ -84,34 +86,52 @@ class InputFile:
 
 
 @dataclass(frozen=True)
-class PartitionWork:
-    """One partition to merge (one Spark task): its files, where the merged files go, how they are written."""
+class CompactionWork:
+    """One partition to merge (one Spark task): its files, what the merged files are named, how they are written."""
 
     job: str
     run_id: str
     dataset: str
-    final_dir: str
     rel: str
-    """The partition's directory under `final_dir` (`clicks/2026/01/01`): also the name of its commit record."""
+    """Where the partition is, also the name of its commit record: `clicks/2026/01/01` (a directory under
+    `final_dir`), `events.clicks/ts_day=2026-01-01` (a table partition)."""
     partition: str
-    """The partition under the dataset's directory (`2026/01/01`), as the compaction state records it."""
+    """As the compaction state records it: `2026/01/01` (under the dataset's directory), `ts_day=2026-01-01`."""
     inputs: tuple[InputFile, ...]
-    codec: str
-    codec_level: int | None
     target_bytes: int
     dedup: DedupSpec | None
     staging_dir: str
     task_output_dir: str
 
+    def _identity(self) -> tuple[str, ...]:
+        """Where the partition is, in full (hook): what the merged files' names are derived from, with the inputs."""
+        return (self.rel,)
+
     @property
     def compaction_id(self) -> str:
         """128 bits over the partition and every input's name and size: a new set of files is a new compaction."""
-        return identity_hash(self.final_dir, self.rel, *(f"{f.name}:{f.size}" for f in self.inputs))
+        return identity_hash(*self._identity(), *(f"{f.name}:{f.size}" for f in self.inputs))
 
     @property
     def stem(self) -> str:
         """The merged files' name: never an ingestion's (another identity) nor an earlier compaction's (other inputs)."""
-        return workunit_id("compacted", self.final_dir, self.rel, self.compaction_id)
+        return workunit_id("compacted", *self._identity(), self.compaction_id)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(f.size for f in self.inputs)
+
+
+@dataclass(frozen=True)
+class PartitionWork(CompactionWork):
+    """A directory of Avro files under `final_dir`, merged into Avro files of the branch's codec."""
+
+    final_dir: str
+    codec: str
+    codec_level: int | None
+
+    def _identity(self) -> tuple[str, ...]:
+        return (self.final_dir, self.rel)
 
     @property
     def directory(self) -> Path:
@@ -122,16 +142,29 @@ class PartitionWork:
         """The hidden sibling the merged files are published into before the exchange (readers skip `.` names)."""
         return self.directory.parent / f".{self.directory.name}.compacted-{self.compaction_id[:16]}"
 
-    @property
-    def input_bytes(self) -> int:
-        return sum(f.size for f in self.inputs)
+
+@dataclass(frozen=True)
+class TablePartitionWork(CompactionWork):
+    """A partition of an Iceberg table (`dataset` is the table's name, under which the compaction state is recorded):
+    its data files (`InputFile.name` is the file's URI, `mtime` when the snapshot that added it was committed),
+    merged into Parquet files by the branch's parquet writer."""
+
+    records: int
+    """The inputs' records, as the table's manifests count them."""
+    writer: dict[str, Any]
+    """The branch's parquet writer settings (compression, row groups), without partitioning or rolling."""
+    publisher: str
+    """`module:Class` of the branch's iceberg publisher, and its settings: where the files go, which catalog."""
+    publisher_settings: dict[str, Any]
+    data_dir: str
+    """Where the merged files are published: `<table>/data/<partition>/`."""
 
 
 @dataclass
 class CompactionPlan:
     """The partitions to merge, and those left alone with why."""
 
-    works: list[PartitionWork] = field(default_factory=list)
+    works: list[CompactionWork] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
 
 
@@ -168,16 +201,27 @@ def _under(partition: str, prefix: str | None) -> bool:
     return partition == prefix or partition.startswith(prefix + "/")
 
 
-def compactable_branches(job: JobSpec) -> list[tuple[BranchConfig, str]]:
-    """Each branch with its local final directory; ConfigError for a branch whose writer is not Avro or whose output is
-    not on a local (or mounted) filesystem, and for a job without its lock (the lock keeps compaction and ingestion apart)."""
+def compactable_branches(job: JobSpec) -> list[tuple[BranchConfig, str | None]]:
+    """Each branch with its local final directory (None for a branch publishing to Iceberg tables); ConfigError naming
+    the key for a branch compaction cannot merge (a file writer other than Avro, output not on a local or mounted
+    filesystem, a table warehouse on an object store), and for a job without its lock (the lock keeps compaction and
+    ingestion apart)."""
     if not job.job.lock:
         raise ConfigError("job.lock: compaction needs the job lock (job.lock: true): it keeps a compaction and the job's "
                           "runs from publishing into one partition at once")
-    out = []
+    out: list[tuple[BranchConfig, str | None]] = []
     for branch in job.branches:
+        if issubclass(branch.publisher.cls(), IcebergPublisher):
+            warehouse = Location(str(branch.publisher.settings.warehouse))
+            if not warehouse.is_local:
+                raise ConfigError(f"{branch.publisher.key}.warehouse: compaction of Iceberg tables is not yet supported "
+                                  f"with the warehouse on an object store ({warehouse}); only a local or mounted one")
+            out.append((branch, None))
+            continue
         if not issubclass(branch.writer.cls(), AvroWriter):
-            raise ConfigError(f"{branch.writer.key}: compaction merges Avro files; this branch's writer is {branch.writer.name or branch.writer.path}")
+            raise ConfigError(f"{branch.writer.key}: compaction merges Avro files; this branch's writer is "
+                              f"{branch.writer.name or branch.writer.path} (Parquet files are compacted in Iceberg tables: "
+                              f"{branch.publisher.key}: {{class: iceberg}})")
         final = getattr(branch.publisher.settings, "final_dir", None)
         if final is None or not Location(str(final)).is_local:
             raise ConfigError(f"{branch.publisher.key}: compaction needs a publisher with a final_dir on a local or mounted "
@@ -186,12 +230,29 @@ def compactable_branches(job: JobSpec) -> list[tuple[BranchConfig, str]]:
     return out
 
 
+def _left_alone(inputs: tuple[InputFile, ...], options: CompactionOptions, now: float) -> str | None:
+    """Why a partition of `inputs` is not merged now (too few files, written to too recently, already at the target
+    size), or None."""
+    if len(inputs) < options.min_files:
+        return f"{len(inputs)} file(s), fewer than min_files {options.min_files}"
+    if options.older_than_s is not None and max(f.mtime for f in inputs) > now - options.older_than_s:
+        return "written to more recently than --older-than"
+    total = sum(f.size for f in inputs)
+    if options.dedup is None and len(inputs) <= max(1, math.ceil(total / options.target_bytes)):
+        return f"already {len(inputs)} file(s) for {total} bytes at the target size"
+    return None
+
+
 def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, blocked: set[str]) -> CompactionPlan:
-    """The partitions of the job's committed datasets to merge now, and those left alone with why."""
+    """The partitions of the job's committed datasets (or of the tables they are published to) to merge now, and those
+    left alone with why."""
     datasets = list(options.datasets) or StateStore(job.job.work_dir, job.name).dataset_names()
     plan = CompactionPlan()
     now = time.time()
     for branch, final_dir in compactable_branches(job):
+        if final_dir is None:
+            _plan_tables(job, branch, datasets, options, run_id, blocked, now, plan)
+            continue
         ws = branch.writer.settings
         for dataset in datasets:
             base = job.branch_dir(dataset, branch.name)
@@ -207,15 +268,9 @@ def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, block
                     continue
                 inputs = tuple(sorted((InputFile(e.name, e.stat().st_size, e.stat().st_mtime) for e in files),
                                       key=lambda f: (f.mtime, f.name)))
-                if len(inputs) < options.min_files:
-                    plan.skipped[rel] = f"{len(inputs)} file(s), fewer than min_files {options.min_files}"
-                    continue
-                if options.older_than_s is not None and max(f.mtime for f in inputs) > now - options.older_than_s:
-                    plan.skipped[rel] = "written to more recently than --older-than"
-                    continue
-                total = sum(f.size for f in inputs)
-                if options.dedup is None and len(inputs) <= max(1, math.ceil(total / options.target_bytes)):
-                    plan.skipped[rel] = f"already {len(inputs)} file(s) for {total} bytes at the target size"
+                why = _left_alone(inputs, options, now)
+                if why is not None:
+                    plan.skipped[rel] = why
                     continue
                 work = PartitionWork(
                     job=job.name, run_id=run_id, dataset=dataset, final_dir=final_dir, rel=rel, partition=partition,
@@ -224,3 +279,64 @@ def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, block
                     task_output_dir=str(job.job.job_task_output / run_id))
                 plan.works.append(work)
     return plan
+
+
+def table_partition_prefix(partition: str) -> str:
+    """A table partition's values as a path (`ts_day=2026-01-01` → `2026/01/01`), what `--partition 2026/01` (or
+    `2026-01`) is matched against, as a file dataset's `yyyy/MM/dd` directories are."""
+    values = "/".join(part.partition("=")[2] for part in partition.split("/") if part)
+    return values.replace("-", "/")
+
+
+def _plan_tables(job: JobSpec, branch: BranchConfig, datasets: list[str], options: CompactionOptions, run_id: str,
+                 blocked: set[str], now: float, plan: CompactionPlan) -> None:
+    """The partitions of each table the datasets are published to (a table several datasets share is planned once):
+    its live data files grouped by the table's partition; a partition that holds delete files (another engine's
+    row-level deletes) or files of an older partition spec is left alone."""
+    from gobblin_py.builtin.iceberg_tables import live_files, load_table
+
+    publisher = branch.publisher.create()
+    assert isinstance(publisher, IcebergPublisher)
+    tables: dict[str, list[str]] = {}
+    for dataset in datasets:
+        tables.setdefault(publisher.table_name(dataset), []).append(dataset)
+    catalog = publisher.catalog() if tables else None
+    ws = branch.writer.settings.model_dump(mode="json", exclude={"partition", "roll"})
+    for name, named in sorted(tables.items()):
+        table = load_table(catalog, name)
+        if table is None:
+            plan.skipped[name] = "the table does not exist (yet)"
+            continue
+        by_partition: dict[str, list[Any]] = {}
+        for f in live_files(table):
+            by_partition.setdefault(f.partition, []).append(f)
+        for partition, files in sorted(by_partition.items()):
+            rel = f"{name}/{partition}" if partition else name
+            if options.partition and not (_under(table_partition_prefix(partition), options.partition.replace("-", "/"))
+                                          or _under(partition, options.partition)):
+                continue
+            if rel in blocked or any(d in blocked for d in named):
+                plan.skipped[rel] = "a pending commit of it could not be recovered (see `gobblin-py inspect-commits`)"
+                continue
+            if not all(f.data for f in files):
+                plan.skipped[rel] = "it has delete files (row-level deletes by another engine); only data files are merged"
+                continue
+            if not all(f.current_spec for f in files):
+                plan.skipped[rel] = "it holds files written under an older partition spec of the table"
+                continue
+            if options.dedup is None and all(f.compacted for f in files):
+                plan.skipped[rel] = f"{len(files)} file(s) of its last compaction, no file added since"
+                continue
+            inputs = tuple(sorted((InputFile(f.path, f.size, f.added_ms / 1000) for f in files), key=lambda f: (f.mtime, f.name)))
+            why = _left_alone(inputs, options, now)
+            if why is not None:
+                plan.skipped[rel] = why
+                continue
+            kind = type(publisher)
+            plan.works.append(TablePartitionWork(
+                job=job.name, run_id=run_id, dataset=name, rel=rel, partition=partition, inputs=inputs,
+                records=sum(f.records for f in files), writer=ws, publisher=f"{kind.__module__}:{kind.__qualname__}",
+                publisher_settings=publisher.settings.model_dump(mode="json"),
+                data_dir=str(publisher.compacted_dir(named[0], partition)),
+                target_bytes=options.target_bytes, dedup=options.dedup, staging_dir=str(job.job.job_staging / run_id),
+                task_output_dir=str(job.job.job_task_output / run_id)))

@@ -1,9 +1,11 @@
 """A compaction run of a job, under the job's lock like any run: recover pending commits → pick the partitions →
-merge each as a task → one commit sequence per partition (stage the merged files, exchange the partition
-directory, remove the replaced files, record the compaction) through the same commit path as ingestion."""
+merge each as a task → one commit sequence per partition through the same commit path as ingestion (a directory:
+stage the merged files, exchange the partition directory, remove the replaced files; a table partition: publish the
+merged files, one replace snapshot; then record the compaction)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -11,15 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from gobblin_py.api import CommitStep
+from gobblin_py.builtin import iceberg_tables as t
+from gobblin_py.builtin.iceberg_compaction import IcebergReplaceCommitStep
+from gobblin_py.builtin.iceberg_publisher import table_uri
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import CompactionStateCommitStep
 from gobblin_py.commit.tasks import ThreadTasks
 from gobblin_py.config.model import JobSpec
+from gobblin_py.fs import Location
 from gobblin_py.fs.exchange_steps import FsExchangeDirsCommitStep, FsRemoveReplacedCommitStep, FsStageCommitStep
-from gobblin_py.runtime.compaction_plan import CompactionOptions, plan_compaction
+from gobblin_py.fs.publish_steps import publish_step
+from gobblin_py.runtime.compaction_plan import CompactionOptions, CompactionWork, PartitionWork, TablePartitionWork, plan_compaction
 from gobblin_py.runtime.compaction_task import PartitionResult, compact_partition
 from gobblin_py.runtime.executors import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
+from gobblin_py.runtime.publish import commit_id
 from gobblin_py.runtime.runner import JobRunner
 
 log = logging.getLogger(__name__)
@@ -60,16 +68,13 @@ class CompactionReport:
 
 
 def compaction_sequence(job: JobSpec, done: PartitionResult) -> CommitSequence:
-    """The steps that replace one partition's files with the merged ones, in the order readers stay consistent:
-    stage each merged file beside the partition, exchange the directories, remove the replaced files, record it."""
+    """The steps that replace one partition's files with the merged ones, in the order readers stay consistent, then
+    record it: for a directory, stage each merged file beside the partition, exchange the directories, remove the
+    replaced files; for a table partition, publish each merged file beside the table's data, then one snapshot that
+    replaces the inputs with them."""
     work = done.work
-    staged = work.staged
     names = [Path(f.path).name for f in done.files]
-    steps: list[CommitStep] = [FsStageCommitStep(src=f.path, dst=str(staged / name), size=f.size, checksum=f.checksum,
-                                                 final=str(work.directory / name)) for f, name in zip(done.files, names)]
-    steps.append(FsExchangeDirsCommitStep(partition=str(work.directory), staged=str(staged), published=names,
-                                          replaced=[f.name for f in work.inputs]))
-    steps.append(FsRemoveReplacedCommitStep(staged=str(staged), published=names))
+    steps = _table_steps(job, done, names) if isinstance(work, TablePartitionWork) else _directory_steps(done, names)
     entry = {"files_in": len(work.inputs), "files_out": len(names), "records_in": done.records_in,
              "records_out": done.records_out, "duplicates_removed": done.duplicates_removed,
              "bytes_in": work.input_bytes, "bytes_out": sum(f.size for f in done.files),
@@ -78,6 +83,35 @@ def compaction_sequence(job: JobSpec, done: PartitionResult) -> CommitSequence:
                                            run_id=work.run_id, state=entry, partition=work.partition))
     return CommitSequence(job=job.name, dataset=work.rel, run_id=work.run_id, steps=steps,
                           meta={"kind": "compaction", "dataset": work.dataset, "partition": work.partition})
+
+
+def _directory_steps(done: PartitionResult, names: list[str]) -> list[CommitStep]:
+    work = done.work
+    assert isinstance(work, PartitionWork)
+    staged = work.staged
+    steps: list[CommitStep] = [FsStageCommitStep(src=f.path, dst=str(staged / name), size=f.size, checksum=f.checksum,
+                                                 final=str(work.directory / name)) for f, name in zip(done.files, names)]
+    steps.append(FsExchangeDirsCommitStep(partition=str(work.directory), staged=str(staged), published=names,
+                                          replaced=[f.name for f in work.inputs]))
+    steps.append(FsRemoveReplacedCommitStep(staged=str(staged), published=names))
+    return steps
+
+
+def _table_steps(job: JobSpec, done: PartitionResult, names: list[str]) -> list[CommitStep]:
+    """Publish each merged file under the table's data directory (as the iceberg publisher publishes a run's files),
+    then the replace snapshot, tagged with a commit id of this run and partition."""
+    work = done.work
+    assert isinstance(work, TablePartitionWork)
+    published = [Location(work.data_dir) / name for name in names]
+    steps: list[CommitStep] = [publish_step(f.path, dst, f.size, f.checksum) for f, dst in zip(done.files, published)]
+    counts = {"partition": work.partition, "files_in": len(work.inputs), "files_out": len(names),
+              "records_in": done.records_in, "records_out": done.records_out, "compaction_id": work.compaction_id}
+    steps.append(IcebergReplaceCommitStep(
+        publisher=work.publisher, settings=work.publisher_settings, table=work.dataset,
+        commit_id=commit_id(job.name, work.run_id, work.rel), replaced=[f.name for f in work.inputs],
+        added=[table_uri(p) for p in published], keeps_data=work.dedup is None, record=work.rel,
+        properties={t.JOB: job.name, t.RUN_ID: work.run_id, t.COMPACTION: json.dumps(counts, sort_keys=True)}))
+    return steps
 
 
 class Compactor:
@@ -136,7 +170,7 @@ class Compactor:
         runner.clean_run(run_id)
         conclude(result)
 
-    def _merge(self, works: list[Any]) -> list[PartitionResult]:
+    def _merge(self, works: list[CompactionWork]) -> list[PartitionResult]:
         """One task per partition on the executors (threads of this process with `--in-process`); a lost Spark job
         fails every partition of it, and nothing of them is published."""
         if not works:
