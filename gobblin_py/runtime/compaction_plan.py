@@ -204,18 +204,13 @@ def _under(partition: str, prefix: str | None) -> bool:
 def compactable_branches(job: JobSpec) -> list[tuple[BranchConfig, str | None]]:
     """Each branch with its local final directory (None for a branch publishing to Iceberg tables); ConfigError naming
     the key for a branch compaction cannot merge (a file writer other than Avro, output not on a local or mounted
-    filesystem, a table warehouse on an object store), and for a job without its lock (the lock keeps compaction and
-    ingestion apart)."""
+    filesystem), and for a job without its lock (the lock keeps compaction and ingestion apart)."""
     if not job.job.lock:
         raise ConfigError("job.lock: compaction needs the job lock (job.lock: true): it keeps a compaction and the job's "
                           "runs from publishing into one partition at once")
     out: list[tuple[BranchConfig, str | None]] = []
     for branch in job.branches:
         if issubclass(branch.publisher.cls(), IcebergPublisher):
-            warehouse = Location(str(branch.publisher.settings.warehouse))
-            if not warehouse.is_local:
-                raise ConfigError(f"{branch.publisher.key}.warehouse: compaction of Iceberg tables is not yet supported "
-                                  f"with the warehouse on an object store ({warehouse}); only a local or mounted one")
             out.append((branch, None))
             continue
         if not issubclass(branch.writer.cls(), AvroWriter):
