@@ -1,8 +1,9 @@
 """The columnar path: an extractor's raw values in batches, turned into Arrow record batches by one converter and
 handed whole to the writer, instead of one Python record at a time.
 
-A task takes it when its extractor is a `BatchExtractor`, its converter chain is one `BatchConverter`, it has
-no row checks and one branch whose writer is a `BatchWriter`. Any batch a stage cannot take exactly as the row
+A task takes it when its extractor is a `BatchExtractor`, its converter chain is one `BatchConverter` (or empty,
+for an extractor that `makes_arrow` itself, as the jdbc source does), it has no row checks and one branch whose
+writer is a `BatchWriter`. Any batch a stage cannot take exactly as the row
 path would (a value the converter would coerce or refuse, a record the writer would route elsewhere) is handed
 back — `None` or `False` — and that batch goes through the row path record by record, via
 `BatchExtractor.records_of`. So both paths write the same records and send the same bad records to the error
@@ -22,10 +23,11 @@ from gobblin_py.api.types import Record
 @dataclass(frozen=True)
 class RawBatch:
     """Consecutive raw values of one WorkUnit, not yet decoded: `format` says what each value is (`json`: one
-    JSON document; a Kafka extractor uses its deserializer's name), and None is a value-less record (a tombstone)."""
+    JSON document; a Kafka extractor uses its deserializer's name; `rows`: a database row's tuple of values),
+    and None is a value-less record (a tombstone)."""
 
     format: str
-    values: Sequence[bytes | None]
+    values: Sequence[Any]
 
 
 class BatchExtractor(abc.ABC):
@@ -40,6 +42,14 @@ class BatchExtractor(abc.ABC):
     def records_of(self, batch: RawBatch) -> Iterator[Record]:
         """The row path of one batch: its decoded records, with `location()` at each and bad values rejected."""
 
+    makes_arrow: bool = False
+    """True for an extractor whose `to_arrow` turns its own batches into Arrow (a task without converters)."""
+
+    def to_arrow(self, batch: RawBatch) -> Any | None:
+        """The records `records_of` would give of the batch, as one `pyarrow.RecordBatch` of the Arrow mapping of
+        the extractor's schema, or None when that cannot be proven for this batch (it then takes the row path)."""
+        return None
+
 
 class BatchConverter(abc.ABC):
     """A Converter (mixin) that can turn a whole RawBatch into one Arrow record batch of its output schema."""
@@ -52,6 +62,11 @@ class BatchConverter(abc.ABC):
 
 class BatchWriter(abc.ABC):
     """A DataWriter (mixin) that can write an Arrow record batch of its schema at once."""
+
+    def takes_batches(self) -> bool:
+        """Whether this writer, as opened, can take batches at all (the Avro writer cannot for a schema its Arrow
+        encoder lacks a type of); a task whose writer cannot keeps to the row path."""
+        return True
 
     @abc.abstractmethod
     def write_batch(self, batch: Any) -> bool:

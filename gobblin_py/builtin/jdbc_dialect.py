@@ -104,8 +104,9 @@ class Dialect(ABC):
 
     @abstractmethod
     def stream(self, conn: Any, query: Any, params: list[Any], fetch_rows: int, name: str,
-               columns: list[str], casts: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
-        """The rows of `query`, `fetch_rows` per round trip of a streaming cursor: never the whole result in memory."""
+               columns: list[str], casts: Mapping[str, str]) -> Iterator[list[tuple[Any, ...]]]:
+        """The rows of `query`, a round trip of a streaming cursor (`fetch_rows` rows) at a time: never the whole
+        result in memory."""
 
     @abstractmethod
     def failure(self, exc: BaseException) -> Failure | None:

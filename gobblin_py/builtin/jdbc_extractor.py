@@ -1,5 +1,6 @@
 """Reads one sub-range `(lo, hi]` of a table through the dialect's streaming cursor (PostgreSQL server-side, MySQL
-unbuffered), `fetch_rows` rows per round trip, ordered by watermark and primary key: never the whole range in memory."""
+unbuffered), `fetch_rows` rows per round trip, ordered by watermark and primary key: never the whole range in memory.
+Each round trip is a batch: on the columnar path its rows become one Arrow record batch (`to_arrow`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gobblin_py.api import Extractor, TaskContext, WorkUnit
+from gobblin_py.api.batches import BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.jdbc_ranges import Range, decode
 from gobblin_py.builtin.jdbc_dialect import REMEDY, Failure, timeout_error
@@ -17,8 +19,10 @@ from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 log = logging.getLogger(__name__)
 
 
-class JdbcExtractor(Extractor):
+class JdbcExtractor(Extractor, BatchExtractor):
     """Yields the rows of one planned sub-range as dicts of Python values the Avro writer encodes."""
+
+    makes_arrow = True
 
     def __init__(self, settings: JdbcSettings, workunit: WorkUnit, context: TaskContext) -> None:
         self.settings = settings
@@ -34,6 +38,7 @@ class JdbcExtractor(Extractor):
         self.conn: Any = None
         self.last: Record | None = None
         self.rows = 0
+        self._arrow_schema: Any = None
 
     def get_schema(self) -> Schema:
         return self.workunit.props["avro_schema"]
@@ -49,23 +54,53 @@ class JdbcExtractor(Extractor):
         return f"{self.table} row {self.rows} ({t.watermark_column}={self.last.get(t.watermark_column)!s}, {keys})"
 
     def read_records(self) -> Iterator[Record]:
+        for batch in self.read_batches():
+            yield from self.records_of(batch)
+
+    def read_batches(self) -> Iterator[RawBatch]:
         s = self.settings
         self.conn = conn = self.dialect.connect(s, in_task=True)
         query, params = self.queries.select(self.range)
         names = self.workunit.props["columns"]
-        rows = self.dialect.stream(conn, query, params, s.fetch_rows, f"gobblin_{self.workunit.id[-32:]}", names,
-                                   self.workunit.props.get("casts") or {})
+        batches = self.dialect.stream(conn, query, params, s.fetch_rows, f"gobblin_{self.workunit.id[-32:]}", names,
+                                      self.workunit.props.get("casts") or {})
         try:
-            for row in rows:
-                record = dict(zip(names, row))
-                self.last = record
-                self.rows += 1
-                yield record
+            for rows in batches:
+                before = self.rows
+                yield RawBatch("rows", rows)
+                self.rows = before + len(rows)  # whichever path took the batch
+                self.last = dict(zip(names, rows[-1]))
         except Exception as exc:
             failure = self.dialect.failure(exc)
             if failure is None:
                 raise
             raise self._read_error(failure, exc) from None
+
+    def records_of(self, batch: RawBatch) -> Iterator[Record]:
+        names = self.workunit.props["columns"]
+        for row in batch.values:
+            record = dict(zip(names, row))
+            self.last = record
+            self.rows += 1
+            yield record
+
+    def to_arrow(self, batch: RawBatch) -> Any | None:
+        """The batch's rows as one Arrow record batch of the schema's Arrow mapping, each value converted by
+        pyarrow as the Avro writer would encode it; None when pyarrow refuses one (an int out of range, a decimal
+        with more digits than its scale): the row path then refuses or writes that row itself."""
+        import pyarrow as pa
+
+        schema = self._arrow_schema
+        if schema is None:
+            from gobblin_py.builtin.arrow_schema import ArrowMapping
+
+            schema = self._arrow_schema = ArrowMapping(self.get_schema()).schema
+        columns = list(zip(*batch.values))
+        try:
+            arrays = [pa.array(values, type=field.type, from_pandas=False) for values, field in zip(columns, schema)]
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            return None
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     def _read_error(self, failure: Failure, exc: BaseException) -> Exception:
         """A driver failure while reading, named with the row it stopped after."""

@@ -110,7 +110,7 @@ class MySqlDialect(Dialect):
         return MySqlQueries(t, schema_name, table_name, columns, kind, label)
 
     def stream(self, conn: Any, query: Any, params: list[Any], fetch_rows: int, name: str,
-               columns: list[str], casts: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
+               columns: list[str], casts: Mapping[str, str]) -> Iterator[list[tuple[Any, ...]]]:
         import pymysql.cursors
 
         convert = [CONVERT.get(casts.get(c, "")) for c in columns]
@@ -122,14 +122,9 @@ class MySqlDialect(Dialect):
             batch = cur.fetchmany(fetch_rows)
             if not batch:
                 break
-            for row in batch:
-                if converted:
-                    values = list(row)
-                    for i in converted:
-                        if values[i] is not None:
-                            values[i] = convert[i](values[i])  # type: ignore[misc]
-                    row = tuple(values)
-                yield row
+            if converted:
+                batch = [_converted(row, converted, convert) for row in batch]
+            yield batch
         cur.close()  # only once the result is read: closing an unread unbuffered result would read it to the end
 
     def failure(self, exc: BaseException) -> Failure | None:
@@ -265,3 +260,12 @@ def _text(value: Any) -> Any:
 CONVERT: dict[str, Callable[[Any], Any]] = {"time": _time, "bool": _bool, "bits": _bits, "decimal": _decimal,
                                             "text": _text}
 """`Column.cast` → the conversion of the driver's value to what the Avro writer takes."""
+
+
+def _converted(row: tuple[Any, ...], columns: list[int], convert: list[Callable[[Any], Any] | None]) -> tuple[Any, ...]:
+    """`row` with the values of `columns` (not None) through their conversion."""
+    values = list(row)
+    for i in columns:
+        if values[i] is not None:
+            values[i] = convert[i](values[i])  # type: ignore[misc]
+    return tuple(values)

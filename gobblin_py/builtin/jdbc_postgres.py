@@ -60,7 +60,7 @@ class PostgresDialect(Dialect):
         return PostgresQueries(t, schema_name, table_name, columns, kind, label, casts)
 
     def stream(self, conn: Any, query: Any, params: list[Any], fetch_rows: int, name: str,
-               columns: list[str], casts: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
+               columns: list[str], casts: Mapping[str, str]) -> Iterator[list[tuple[Any, ...]]]:
         conn.autocommit = False  # a server-side cursor lives in a transaction
         # binary rows: psycopg's C loaders take ints, timestamps and numerics without parsing text (as COPY BINARY)
         with conn.cursor(name=name, binary=True) as cur:
@@ -70,7 +70,7 @@ class PostgresDialect(Dialect):
                 batch = cur.fetchmany(fetch_rows)
                 if not batch:
                     return
-                yield from batch
+                yield batch
 
     def failure(self, exc: BaseException) -> Failure | None:
         import psycopg

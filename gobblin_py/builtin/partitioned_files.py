@@ -71,6 +71,17 @@ class PartitionedFiles(Generic[H]):
         """The partition path of `record` (a RecordError when it has none)."""
         return self.partitioner.partition(record) if self.partitioner else ""
 
+    def split(self, batch: Any) -> list[tuple[str, Any]] | None:
+        """An Arrow batch's rows by partition, each where `key_for` puts it: `[(key, rows)]`; None when a row has
+        no partition the row path would give it the same way (the batch then takes the row path)."""
+        if self.partitioner is None:
+            return [("", batch)]
+        index = batch.schema.get_field_index(self.partitioner.column)
+        parts = self.partitioner.split(batch.column(index)) if index >= 0 else None
+        if parts is None:
+            return None
+        return [(key, batch if mask is None else batch.filter(mask)) for key, mask in parts]
+
     def handle(self, key: str, coming: int = 0) -> H:
         """The open file of partition `key` for the next record (opened on first use, rolled when full); the
         caller adds 1 to `counts[key]` per record once the record is written. `coming`: the bytes about to be

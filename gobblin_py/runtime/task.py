@@ -147,10 +147,14 @@ def _stage(plugin: PluginConfig, branch: str | None = None, shared: bool = False
 
 
 def _takes_columnar(job: JobSpec, extractor: Any, steps: list[_Step], branch: _Branch | None) -> bool:
-    """Whether a straight task can take the columnar path: batches in, one converter that makes Arrow of them,
-    a writer that takes Arrow (and `job.columnar` not turned off)."""
-    return (job.job.columnar and branch is not None and isinstance(extractor, BatchExtractor) and len(steps) == 1
-            and isinstance(steps[0].converter, BatchConverter) and isinstance(branch.writer, BatchWriter))
+    """Whether a straight task can take the columnar path: batches in, one converter that makes Arrow of them (or
+    none, for an extractor that makes Arrow itself), a writer that takes Arrow (and `job.columnar` not turned off)."""
+    if not (job.job.columnar and branch is not None and isinstance(extractor, BatchExtractor)
+            and isinstance(branch.writer, BatchWriter) and branch.writer.takes_batches()):
+        return False
+    if not steps:
+        return extractor.makes_arrow
+    return len(steps) == 1 and isinstance(steps[0].converter, BatchConverter)
 
 
 class _Step:
@@ -305,10 +309,11 @@ class _Pipeline:
             records = out
         return records
 
-    def _columnar(self, extractor: BatchExtractor, step: _Step, branch: _Branch) -> int:
-        """The columnar path (see `api.batches`): each raw batch converted and written whole, or, where the
-        converter or the writer hands it back, through `_straight` record by record."""
-        convert = step.converter.convert_batch  # type: ignore[attr-defined]  # a BatchConverter: checked by the caller
+    def _columnar(self, extractor: BatchExtractor, steps: list[_Step], branch: _Branch) -> int:
+        """The columnar path (see `api.batches`): each raw batch made Arrow (by the one converter, or by the
+        extractor itself) and written whole, or, where that or the writer hands it back, through `_straight`
+        record by record."""
+        convert = steps[0].converter.convert_batch if steps else extractor.to_arrow  # type: ignore[attr-defined]
         write_batch = branch.writer.write_batch  # type: ignore[attr-defined]
         stats = branch.stats
         extracted = 0
@@ -321,7 +326,7 @@ class _Pipeline:
                 stats.records_in += n
                 stats.records_written += n
                 continue
-            extracted += self._straight(extractor.records_of(batch), [step], branch)
+            extracted += self._straight(extractor.records_of(batch), steps, branch)
         return extracted
 
     def _straight(self, records: Iterable[Record], steps: list[_Step], branch: _Branch) -> int:
@@ -395,7 +400,7 @@ class _Pipeline:
             one_to_one = all(s.map is not None for s in steps)
             straight = single is not None and one_to_one and not checks.policies and single.plain
             if straight and _takes_columnar(job, extractor, steps, single):
-                extracted = self._columnar(extractor, steps[0], single)
+                extracted = self._columnar(extractor, steps, single)
             elif straight:
                 extracted = self._straight(extractor.read_records(), steps, single)
             else:
