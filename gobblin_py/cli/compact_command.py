@@ -36,8 +36,8 @@ def compact_command(
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics (as `run` does) to this JSON file")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show Spark's own logs and debug lines")] = False,
 ) -> None:
-    """Merge each partition's small Avro files (or, for a job publishing to Iceberg, each table partition's Parquet
-    files) into files near the target size, one Spark task per partition, and publish them exactly once: readers see a
+    """Merge each partition's small Avro or Parquet files (for a job publishing to Iceberg, each table partition's)
+    into files near the target size, one Spark task per partition, and publish them exactly once: readers see a
     partition's old files or its merged files, never both nor neither (a table: in one replace snapshot).
     Takes the job lock, so it never runs beside an ingestion run of the job. Settings not given come from the job
     file's `compaction:` section. Exit 0 when every selected partition is compacted (or none needed it), 1 when one

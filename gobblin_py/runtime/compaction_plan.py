@@ -14,6 +14,7 @@ from typing import Any, Literal
 from gobblin_py.builtin.avro_writer import AvroWriter
 from gobblin_py.builtin.byte_sizes import parse_bytes
 from gobblin_py.builtin.iceberg_publisher import IcebergPublisher
+from gobblin_py.builtin.parquet_writer import ParquetWriter, ParquetWriterSettings
 from gobblin_py.config.durations import parse_duration
 from gobblin_py.builtin.output_names import identity_hash, workunit_id
 from gobblin_py.config.model import BranchConfig, JobSpec
@@ -85,7 +86,7 @@ class InputFile:
     mtime: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CompactionWork:
     """One partition to merge (one Spark task): its files, what the merged files are named, how they are written."""
 
@@ -102,10 +103,17 @@ class CompactionWork:
     dedup: DedupSpec | None
     staging_dir: str
     task_output_dir: str
+    parquet: dict[str, Any] | None = None
+    """The branch's parquet writer settings (compression, row groups; no partitioning or rolling) when the files are
+    Parquet; None for Avro files."""
 
     def _identity(self) -> tuple[str, ...]:
         """Where the partition is, in full (hook): what the merged files' names are derived from, with the inputs."""
         return (self.rel,)
+
+    def location(self, f: InputFile) -> str:
+        """Where an input file is (hook): its path or URL."""
+        return f.name
 
     @property
     def compaction_id(self) -> str:
@@ -122,16 +130,20 @@ class CompactionWork:
         return sum(f.size for f in self.inputs)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PartitionWork(CompactionWork):
-    """A directory of Avro files under `final_dir`, merged into Avro files of the branch's codec."""
+    """A directory of Avro files under `final_dir`, merged into Avro files of the branch's codec (or of Parquet files,
+    merged by the branch's parquet writer)."""
 
     final_dir: str
-    codec: str
-    codec_level: int | None
+    codec: str = "deflate"
+    codec_level: int | None = None
 
     def _identity(self) -> tuple[str, ...]:
         return (self.final_dir, self.rel)
+
+    def location(self, f: InputFile) -> str:
+        return str(self.directory / f.name)
 
     @property
     def directory(self) -> Path:
@@ -143,7 +155,7 @@ class PartitionWork(CompactionWork):
         return self.directory.parent / f".{self.directory.name}.compacted-{self.compaction_id[:16]}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TablePartitionWork(CompactionWork):
     """A partition of an Iceberg table (`dataset` is the table's name, under which the compaction state is recorded):
     its data files (`InputFile.name` is the file's URI, `mtime` when the snapshot that added it was committed),
@@ -151,8 +163,6 @@ class TablePartitionWork(CompactionWork):
 
     records: int
     """The inputs' records, as the table's manifests count them."""
-    writer: dict[str, Any]
-    """The branch's parquet writer settings (compression, row groups), without partitioning or rolling."""
     publisher: str
     """`module:Class` of the branch's iceberg publisher, and its settings: where the files go, which catalog."""
     publisher_settings: dict[str, Any]
@@ -172,9 +182,9 @@ def _hidden(name: str) -> bool:
     return name.startswith((".", "_"))
 
 
-def _leaf_partitions(root: Path) -> list[tuple[str, list[os.DirEntry[str]], list[str]]]:
-    """(partition under `root`, its files, the other entries in the way) of every directory holding files,
-    skipping hidden and `_` entries (`_errors`, a compaction's staging)."""
+def _leaf_partitions(root: Path, suffix: str) -> list[tuple[str, list[os.DirEntry[str]], list[str]]]:
+    """(partition under `root`, its files named `*<suffix>`, the other entries in the way) of every directory holding
+    such files, skipping hidden and `_` entries (`_errors`, a compaction's staging)."""
     found = []
     stack = [root]
     while stack:
@@ -184,7 +194,7 @@ def _leaf_partitions(root: Path) -> list[tuple[str, list[os.DirEntry[str]], list
         except (FileNotFoundError, NotADirectoryError):
             continue
         entries = [e for e in everything if not _hidden(e.name)]
-        files = [e for e in entries if e.is_file(follow_symlinks=False) and e.name.endswith(".avro")]
+        files = [e for e in entries if e.is_file(follow_symlinks=False) and e.name.endswith(suffix)]
         others = [e.name for e in everything if e not in files and (e in entries or e.is_dir(follow_symlinks=False))]
         dirs = [e for e in entries if e.is_dir(follow_symlinks=False)]
         if files:
@@ -203,8 +213,8 @@ def _under(partition: str, prefix: str | None) -> bool:
 
 def compactable_branches(job: JobSpec) -> list[tuple[BranchConfig, str | None]]:
     """Each branch with its local final directory (None for a branch publishing to Iceberg tables); ConfigError naming
-    the key for a branch compaction cannot merge (a file writer other than Avro, output not on a local or mounted
-    filesystem), and for a job without its lock (the lock keeps compaction and ingestion apart)."""
+    the key for a branch compaction cannot merge (a file writer other than Avro or Parquet, output not on a local or
+    mounted filesystem), and for a job without its lock (the lock keeps compaction and ingestion apart)."""
     if not job.job.lock:
         raise ConfigError("job.lock: compaction needs the job lock (job.lock: true): it keeps a compaction and the job's "
                           "runs from publishing into one partition at once")
@@ -213,16 +223,22 @@ def compactable_branches(job: JobSpec) -> list[tuple[BranchConfig, str | None]]:
         if issubclass(branch.publisher.cls(), IcebergPublisher):
             out.append((branch, None))
             continue
-        if not issubclass(branch.writer.cls(), AvroWriter):
+        if not issubclass(branch.writer.cls(), (AvroWriter, ParquetWriter)):
             raise ConfigError(f"{branch.writer.key}: compaction merges Avro files; this branch's writer is "
-                              f"{branch.writer.name or branch.writer.path} (Parquet files are compacted in Iceberg tables: "
-                              f"{branch.publisher.key}: {{class: iceberg}})")
+                              f"{branch.writer.name or branch.writer.path} (Parquet files too: writer class avro or parquet)")
         final = getattr(branch.publisher.settings, "final_dir", None)
         if final is None or not Location(str(final)).is_local:
             raise ConfigError(f"{branch.publisher.key}: compaction needs a publisher with a final_dir on a local or mounted "
                               f"filesystem (it exchanges partition directories atomically); got {final}")
         out.append((branch, str(Location(str(final)).path)))
     return out
+
+
+def _last_compaction(names: list[str]) -> bool:
+    """Whether `names` are exactly the files of one compaction (`compacted-<hash>.parquet`, `compacted-<hash>.r1.parquet`
+    …): nothing landed in the partition since it was compacted."""
+    stems = {n.split(".", 1)[0] for n in names}
+    return len(stems) == 1 and next(iter(stems)).startswith("compacted-")
 
 
 def _left_alone(inputs: tuple[InputFile, ...], options: CompactionOptions, now: float) -> str | None:
@@ -249,9 +265,11 @@ def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, block
             _plan_tables(job, branch, datasets, options, run_id, blocked, now, plan)
             continue
         ws = branch.writer.settings
+        parquet = isinstance(ws, ParquetWriterSettings)
+        kind, suffix = ("Parquet", ".parquet") if parquet else ("Avro", ".avro")
         for dataset in datasets:
             base = job.branch_dir(dataset, branch.name)
-            for partition, files, others in _leaf_partitions(Path(final_dir) / base):
+            for partition, files, others in _leaf_partitions(Path(final_dir) / base, suffix):
                 rel = f"{base}/{partition}" if partition else base
                 if not _under(partition, options.partition):
                     continue
@@ -259,7 +277,10 @@ def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, block
                     plan.skipped[rel] = "a pending commit of it could not be recovered (see `gobblin-py inspect-commits`)"
                     continue
                 if others:
-                    plan.skipped[rel] = f"it holds {', '.join(sorted(others)[:3])} beside its Avro files"
+                    plan.skipped[rel] = f"it holds {', '.join(sorted(others)[:3])} beside its {kind} files"
+                    continue
+                if parquet and options.dedup is None and _last_compaction([e.name for e in files]):
+                    plan.skipped[rel] = f"{len(files)} file(s) of its last compaction, no file added since"
                     continue
                 inputs = tuple(sorted((InputFile(e.name, e.stat().st_size, e.stat().st_mtime) for e in files),
                                       key=lambda f: (f.mtime, f.name)))
@@ -267,11 +288,13 @@ def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, block
                 if why is not None:
                     plan.skipped[rel] = why
                     continue
+                written = {"parquet": ws.model_dump(mode="json", exclude={"partition", "roll"})} if parquet else \
+                    {"codec": ws.codec, "codec_level": ws.codec_level}
                 work = PartitionWork(
                     job=job.name, run_id=run_id, dataset=dataset, final_dir=final_dir, rel=rel, partition=partition,
-                    inputs=inputs, codec=ws.codec, codec_level=ws.codec_level, target_bytes=options.target_bytes,
-                    dedup=options.dedup, staging_dir=str(job.job.job_staging / run_id),
-                    task_output_dir=str(job.job.job_task_output / run_id))
+                    inputs=inputs, target_bytes=options.target_bytes, dedup=options.dedup,
+                    staging_dir=str(job.job.job_staging / run_id), task_output_dir=str(job.job.job_task_output / run_id),
+                    **written)
                 plan.works.append(work)
     return plan
 
@@ -297,6 +320,8 @@ def _plan_tables(job: JobSpec, branch: BranchConfig, datasets: list[str], option
         tables.setdefault(publisher.table_name(dataset), []).append(dataset)
     catalog = publisher.catalog() if tables else None
     ws = branch.writer.settings.model_dump(mode="json", exclude={"partition", "roll"})
+    kind = f"{type(publisher).__module__}:{type(publisher).__qualname__}"
+    settings = publisher.settings.model_dump(mode="json")
     for name, named in sorted(tables.items()):
         table = load_table(catalog, name)
         if table is None:
@@ -327,11 +352,9 @@ def _plan_tables(job: JobSpec, branch: BranchConfig, datasets: list[str], option
             if why is not None:
                 plan.skipped[rel] = why
                 continue
-            kind = type(publisher)
             plan.works.append(TablePartitionWork(
                 job=job.name, run_id=run_id, dataset=name, rel=rel, partition=partition, inputs=inputs,
-                records=sum(f.records for f in files), writer=ws, publisher=f"{kind.__module__}:{kind.__qualname__}",
-                publisher_settings=publisher.settings.model_dump(mode="json"),
+                records=sum(f.records for f in files), parquet=ws, publisher=kind, publisher_settings=settings,
                 data_dir=str(publisher.compacted_dir(named[0], partition)),
                 target_bytes=options.target_bytes, dedup=options.dedup, staging_dir=str(job.job.job_staging / run_id),
                 task_output_dir=str(job.job.job_task_output / run_id)))

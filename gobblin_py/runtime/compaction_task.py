@@ -1,8 +1,8 @@
 """One compaction task (a Spark task, pure and picklable): merge a partition's files into files near the target size
 in task output, as the branch's writer writes them. Avro files (rolled by bytes): blocks are copied without decoding
-when every input has the same schema and no dedup is asked, else records are decoded (and deduplicated). A table
-partition's Parquet files: read as Arrow batches and written by the parquet writer, split into ceil(bytes / target)
-files of as many rows each."""
+when every input has the same schema and no dedup is asked, else records are decoded (and deduplicated). Parquet
+files (a directory's or a table partition's): read as Arrow batches and written by the parquet writer, split into
+ceil(bytes / target) files of as many rows each."""
 
 from __future__ import annotations
 
@@ -93,9 +93,10 @@ def compact_partition(work: CompactionWork) -> list[PartitionResult]:
                           file_stem=work.stem, dataset=work.dataset)
     writer: AvroWriter | ParquetWriter | None = None
     try:
-        if isinstance(work, TablePartitionWork):
+        if work.parquet is not None:
             writer = _merge_parquet(work, target, result)
         else:
+            assert isinstance(work, PartitionWork)
             writer = _merge_avro(work, target, result)
         result.files = commit_writer(writer, target)
         result.records_out = sum(f.records for f in result.files)
@@ -169,7 +170,7 @@ def _conform(batch: Any, schema: Any) -> Any:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _kept_rows(work: TablePartitionWork, result: PartitionResult) -> Any:
+def _kept_rows(work: CompactionWork, result: PartitionResult) -> Any:
     """The partition's rows, one per key (`work.dedup`), chosen as for Avro records with only the key and order-by
     columns made Python values; `result.records_in` counts the rows read."""
     import pyarrow as pa
@@ -178,7 +179,7 @@ def _kept_rows(work: TablePartitionWork, result: PartitionResult) -> Any:
     assert work.dedup is not None
     read = []
     for f in work.inputs:
-        with filesystem_for(f.name).open_read(Location(f.name)) as stream:
+        with filesystem_for(work.location(f)).open_read(Location(work.location(f))) as stream:
             read.append(pq.read_table(stream))
     whole = pa.concat_tables(read, promote_options="permissive")
     result.records_in = whole.num_rows
@@ -189,17 +190,31 @@ def _kept_rows(work: TablePartitionWork, result: PartitionResult) -> Any:
     return whole.take(pa.array([row[_ROW] for row in _dedup(light, work.dedup)], type=pa.int64()))
 
 
-def _merge_parquet(work: TablePartitionWork, target: WriterTarget, result: PartitionResult) -> ParquetWriter:
-    """A table partition's Parquet files (or the rows dedup keeps), rewritten by the parquet writer (the branch's
-    compression and row groups, the newest file's schema) into ceil(bytes / target) files of as many rows each."""
+def _input_records(work: CompactionWork) -> int:
+    """The inputs' rows: as a table's manifests count them, else from the files' footers."""
     import pyarrow.parquet as pq
 
-    schema = _parquet_avro_schema(work.inputs[-1].name)
+    if isinstance(work, TablePartitionWork):
+        return work.records
+    total = 0
+    for f in work.inputs:
+        with filesystem_for(work.location(f)).open_read(Location(work.location(f))) as stream:
+            total += pq.read_metadata(stream).num_rows
+    return total
+
+
+def _merge_parquet(work: CompactionWork, target: WriterTarget, result: PartitionResult) -> ParquetWriter:
+    """A partition's Parquet files (or the rows dedup keeps), rewritten by the parquet writer (the branch's compression
+    and row groups, the newest file's schema) into ceil(bytes / target) files of as many rows each."""
+    import pyarrow.parquet as pq
+
+    assert work.parquet is not None
+    schema = _parquet_avro_schema(work.location(work.inputs[-1]))
     kept = _kept_rows(work, result) if work.dedup is not None else None
-    records = work.records if kept is None else kept.num_rows
+    records = _input_records(work) if kept is None else kept.num_rows
     kept_bytes = work.input_bytes if kept is None else work.input_bytes * records / max(1, result.records_in)
     per_file = max(1, math.ceil(records / max(1, math.ceil(kept_bytes / work.target_bytes))))
-    writer = ParquetWriter(ParquetWriterSettings.model_validate({**work.writer, "roll": {"max_records": per_file}}))
+    writer = ParquetWriter(ParquetWriterSettings.model_validate({**work.parquet, "roll": {"max_records": per_file}}))
     writer.open(schema, target)
 
     def put(batch: Any) -> None:
@@ -211,7 +226,7 @@ def _merge_parquet(work: TablePartitionWork, target: WriterTarget, result: Parti
             put(batch)
         return writer
     for f in work.inputs:
-        with filesystem_for(f.name).open_read(Location(f.name)) as stream:
+        with filesystem_for(work.location(f)).open_read(Location(work.location(f))) as stream:
             for batch in pq.ParquetFile(stream).iter_batches():
                 result.records_in += batch.num_rows
                 put(batch)

@@ -209,8 +209,8 @@ def _job_with(root: Path, **changes: Any) -> None:
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"writer": {"class": "parquet"}, "publisher": {"class": "fs", "final_dir": "output"}},
-     "writer: compaction merges Avro files; this branch's writer is parquet (Parquet files are compacted in Iceberg tables"),
+    ({"writer": {"class": "jsonl"}, "publisher": {"class": "fs", "final_dir": "output"}},
+     "writer: compaction merges Avro files; this branch's writer is jsonl (Parquet files too: writer class avro or parquet)"),
     ({"job": {"lock": False}}, "job.lock: compaction needs the job lock"),
 ])
 def test_a_table_job_that_cannot_be_compacted_is_refused_naming_the_key(tmp_path: Path, change: dict, message: str) -> None:
