@@ -92,9 +92,7 @@ class JdbcExtractor(Extractor, BatchExtractor):
 
         schema = self._arrow_schema
         if schema is None:
-            from gobblin_py.builtin.arrow_schema import ArrowMapping
-
-            schema = self._arrow_schema = ArrowMapping(self.get_schema()).schema
+            schema = self._arrow_schema = _arrow_schema(self.get_schema())
         columns = list(zip(*batch.values))
         try:
             arrays = [pa.array(values, type=field.type, from_pandas=False) for values, field in zip(columns, schema)]
@@ -125,3 +123,15 @@ class JdbcExtractor(Extractor, BatchExtractor):
             except Exception:  # noqa: BLE001 - closing after a lost connection must not hide the read's error
                 log.debug("closing the connection to %s failed", self.settings.endpoint, exc_info=True)
             self.conn = None
+
+
+def _arrow_schema(avro_schema: dict[str, Any]) -> Any:
+    """The Arrow mapping of the rows' schema, its timestamp columns marked as holding datetimes (so a batch is split
+    by time partition as the row path places each row's datetime)."""
+    import pyarrow as pa
+
+    from gobblin_py.builtin.arrow_schema import ArrowMapping
+    from gobblin_py.builtin.partitioned_files import ROW_VALUES
+
+    schema = ArrowMapping(avro_schema).schema
+    return pa.schema([f.with_metadata({ROW_VALUES: b"datetime"}) if pa.types.is_timestamp(f.type) else f for f in schema])

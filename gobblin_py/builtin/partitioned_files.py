@@ -14,6 +14,10 @@ from gobblin_py.builtin.time_partitioner import PartitionSettings, TimePartition
 
 H = TypeVar("H")
 
+ROW_VALUES = b"gobblin.row_values"
+"""Arrow field metadata an extractor's batch may carry: `datetime` says the row path's values of that timestamp
+column are datetimes, so a batch is split by partition as those would be placed (see `TimePartitioner.split`)."""
+
 
 class RollSettings(Settings):
     """A writer's `roll:`: start a new file of the partition once the open one holds this many records or bytes."""
@@ -77,7 +81,10 @@ class PartitionedFiles(Generic[H]):
         if self.partitioner is None:
             return [("", batch)]
         index = batch.schema.get_field_index(self.partitioner.column)
-        parts = self.partitioner.split(batch.column(index)) if index >= 0 else None
+        if index < 0:
+            return None
+        metadata = batch.schema.field(index).metadata or {}
+        parts = self.partitioner.split(batch.column(index), metadata.get(ROW_VALUES) == b"datetime")
         if parts is None:
             return None
         return [(key, batch if mask is None else batch.filter(mask)) for key, mask in parts]

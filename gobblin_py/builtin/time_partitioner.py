@@ -62,18 +62,27 @@ class TimePartitioner:
             path = self._cache[bucket] = self._path(bucket, value)
         return path
 
-    def split(self, column: Any) -> list[tuple[str, Any]] | None:
+    def split(self, column: Any, datetimes: bool = False) -> list[tuple[str, Any]] | None:
         """The rows of a batch by partition path, from the Arrow array of the partition column: `(path, boolean
         mask)` pairs (a None mask: every row), or None when a row needs `partition` (a null, a negative or
-        non-integer time, a date beyond years 1..9999), which then refuses or places it record by record."""
+        non-integer time, a date beyond years 1..9999), which then refuses or places it record by record.
+        `datetimes`: the row path's values of this timestamp column are datetimes (an extractor's rows, as the
+        jdbc source's), placed by their time whatever `unit` says; otherwise they are the column's integers."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         kind = column.type
-        if column.null_count or not (pa.types.is_integer(kind) or (pa.types.is_timestamp(kind) and kind.unit == "ms")):
+        if column.null_count:
             return None
         try:
-            millis = pc.multiply_checked(column.cast(pa.int64()), self.scale)
+            if datetimes and pa.types.is_timestamp(kind) and kind.unit in ("ms", "us"):
+                millis = column.cast(pa.int64())
+                if kind.unit == "us":  # a datetime's millis, truncated as `partition` truncates them
+                    millis = pc.divide(millis, 1000)
+            elif pa.types.is_integer(kind) or (pa.types.is_timestamp(kind) and kind.unit == "ms"):
+                millis = pc.multiply_checked(column.cast(pa.int64()), self.scale)
+            else:
+                return None
         except pa.ArrowInvalid:  # beyond 64 bits in millis: `partition` says which record
             return None
         if len(millis) and pc.min(millis).as_py() < 0:  # Arrow's integer division truncates; Python's floors

@@ -201,3 +201,24 @@ def test_a_schema_the_encoder_lacks_a_type_of_keeps_the_writer_to_the_row_path(t
     assert not writer.takes_batches()
     assert not writer.write_batch(pa.RecordBatch.from_pylist([{"id": 1}], schema=pa.schema([("id", pa.int64())])))
     writer.close()
+
+
+@pytest.mark.parametrize("granularity", ["MINUTE", "HOUR", "DAY", "MONTH"])
+def test_a_batch_of_datetimes_is_split_as_each_datetime_is_placed(granularity: str) -> None:
+    from gobblin_py.builtin.time_partitioner import PartitionSettings, TimePartitioner
+
+    partitioner = TimePartitioner(PartitionSettings(column="at", granularity=granularity, pattern="yyyy/MM/dd/HH/mm"))
+    rnd = random.Random(13)
+    boundary = dt.datetime(2026, 3, 1, tzinfo=UTC)
+    times = [boundary + dt.timedelta(microseconds=d) for d in (-1, 0, 1, 999, 1000, 59_999_999, 60_000_000)]
+    times += [dt.datetime(2000, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=rnd.randint(0, 10**15)) for _ in range(3000)]
+    column = pa.array(times, pa.timestamp("us", tz="UTC"))
+    parts = partitioner.split(column, datetimes=True)
+    assert parts is not None
+    placed = {}
+    for path, mask in parts:
+        for k, chosen in enumerate(mask.to_pylist() if mask is not None else [True] * len(times)):
+            if chosen:
+                placed[k] = path
+    assert placed == {k: partitioner.partition({"at": t}) for k, t in enumerate(times)}
+    assert partitioner.split(column) is None  # without the mark, microseconds are not the row path's integers

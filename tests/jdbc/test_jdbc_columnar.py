@@ -4,6 +4,9 @@ writes byte for byte the files of the row path (`job.columnar: false`), NULLs an
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors import InProcessExecutor
@@ -23,7 +26,8 @@ FILL = """INSERT INTO flat SELECT g, g / 7, (g % 65535 - 32767)::smallint, CASE 
   FROM generate_series(1, %s) g"""
 
 
-def test_the_columnar_path_writes_the_row_paths_files(tmp_path: Path, pg, db) -> None:
+@pytest.mark.parametrize("partition", [None, {"column": "tstz", "granularity": "DAY"}], ids=["whole", "by-day"])
+def test_the_columnar_path_writes_the_row_paths_files(tmp_path: Path, pg, db, partition: dict[str, Any] | None) -> None:
     with pg.connect(db) as conn:
         conn.execute(TABLE)
         conn.execute(FILL.replace("%%", "%").replace("%s", "5000"))
@@ -35,15 +39,21 @@ def test_the_columnar_path_writes_the_row_paths_files(tmp_path: Path, pg, db) ->
         job = jdbc_job(tmp, pg, db, [{"table": "public.flat", "watermark_column": "updated", "primary_key": "id"}],
                        partitions=3, fetch_rows=700)
         job["job"]["columnar"] = columnar
+        if partition:
+            job["writer"]["partition"] = partition
         results[columnar] = JobRunner(load_job(write_job(tmp, job)), InProcessExecutor()).run()
         assert results[columnar].succeeded
         out = tmp / "output" / "public.flat"
         outputs[columnar] = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.avro"))}
-    assert len(outputs[True]) == 3
+    assert len(outputs[True]) == (3 if partition is None else 7)  # 3 ranges; by day: 5 days, 2 cut by a range
     assert outputs[True] == outputs[False]  # same names, same bytes
-    assert sum(t.records_columnar for t in results[True].tasks) == 5001
+    columnar = sum(t.records_columnar for t in results[True].tasks)
+    assert columnar == (5001 if partition is None else 5001 - 700)  # a batch holding the row without a time: by row
     assert all(t.records_columnar == 0 for t in results[False].tasks)
     rows, _ = read_with_apache_avro(tmp_path / "columnar" / "output")
     by_id = {r["id"]: r for r in rows}
-    assert len(by_id) == 5001 and all(v is None for k, v in by_id[0].items() if k not in ("id", "updated"))
+    if partition is None:
+        assert len(by_id) == 5001 and all(v is None for k, v in by_id[0].items() if k not in ("id", "updated"))
+    else:  # the row without a partition time is a bad record on both paths
+        assert len(by_id) == 5000 and results[True].datasets[0].records_rejected == 1
     assert by_id[10]["t"] == "tëxt " + "x" * 10 and by_id[10]["raw"] is not None
