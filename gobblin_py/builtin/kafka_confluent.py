@@ -30,6 +30,10 @@ def confluent_settings(s: Any, group: str) -> dict[str, Any]:
         "fetch.wait.max.ms": s.fetch_max_wait_ms,
         "socket.timeout.ms": s.request_timeout_ms,
         "queued.max.messages.kbytes": 32768,  # prefetch cap per consumer: memory stays flat however long the range
+        # once that prefetch is full, fetch again as soon as the task has taken some, not after librdkafka's default
+        # 1 s: with the default a task reading faster than one fetch stood idle ~1 s per 100k records (2.3 s, not 1.3 s,
+        # for 250k records from a local broker)
+        "fetch.queue.backoff.ms": 10,
         "log_level": 0,
     }
     for key, value in s.consumer_config.items():
