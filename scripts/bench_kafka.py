@@ -8,6 +8,10 @@ confluent-kafka, then alternates, `rounds` times each: the baseline (scripts/bas
 `gobblin-py run` on local[2] from a fresh work directory. Prints records/s, the gobblin-py / baseline ratios
 (whole job, Spark start included; and the task phase alone), peak RSS of the driver and of the executors,
 the fixed cost of a run with no new data, and writes everything to scripts/results/bench_kafka-<N>-<client>-<sink>.json.
+
+On a machine shared with other work the wall-time ratios swing with its load (two cores for the job against
+one for the script), so each run also gives the CPU time per record of both, which does not, and the share
+of its time some process waited for a CPU (Linux PSI): a round with a high share is not a fair one.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -76,16 +81,19 @@ def produce(bootstrap: str, n: int) -> dict[int, int]:
     return end_offsets(bootstrap, TOPIC)
 
 
-class RssSampler:
-    """Peak RSS of a process tree, split into the driver (the root), the JVM and the Python workers."""
+class TreeSampler:
+    """Peak RSS and CPU seconds of a process tree, split into the driver (the root), the JVM and the Python workers.
+    CPU is each process's user + system time as last sampled (every 0.1 s), so a process loses at most its last
+    0.1 s: the CPU per record it gives does not depend on how busy the machine is, where the wall time does."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.peak = {"driver": 0, "jvm": 0, "executors": 0}
+        self._cpu: dict[int, tuple[str, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> RssSampler:
+    def __enter__(self) -> TreeSampler:
         self._thread.start()
         return self
 
@@ -93,21 +101,41 @@ class RssSampler:
         self._stop.set()
         self._thread.join()
 
+    @property
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds per part of the tree (driver, jvm, executors)."""
+        out = {"driver": 0.0, "jvm": 0.0, "executors": 0.0}
+        for kind, seconds in self._cpu.values():
+            out[kind] += seconds
+        return out
+
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while True:
             tree = _tree(self.pid)
             sums = {"driver": 0, "jvm": 0, "executors": 0}
             for pid, cmd in tree:
-                rss = _rss(pid)
-                if pid == self.pid:
-                    sums["driver"] += rss
-                elif "java" in cmd:
-                    sums["jvm"] += rss
-                elif "python" in cmd:
-                    sums["executors"] += rss
+                kind = "driver" if pid == self.pid else "jvm" if "java" in cmd else "executors" if "python" in cmd else None
+                if kind is None:
+                    continue
+                sums[kind] += _rss(pid)
+                seconds = _cpu_seconds(pid)
+                if seconds is not None:
+                    self._cpu[pid] = (kind, seconds)
             for k, v in sums.items():
                 self.peak[k] = max(self.peak[k], v)
-            time.sleep(0.1)
+            if self._stop.wait(0.1):
+                return
+
+
+def cpu_pressure_us() -> int | None:
+    """Microseconds some runnable task of the machine waited for a CPU (Linux PSI), or None where not reported."""
+    try:
+        for line in open("/proc/pressure/cpu"):
+            if line.startswith("some"):
+                return int(line.rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return None
 
 
 def _children() -> dict[int, list[int]]:
@@ -152,16 +180,44 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_measured(cmd: list[str], cwd: Path) -> tuple[float, dict[str, int], subprocess.CompletedProcess[str]]:
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        return cpu_seconds(pid)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@dataclass
+class Measured:
+    """One command's run: wall time, peak RSS and CPU seconds per part of its process tree, and the share of the
+    wall time in which some task of the machine waited for a CPU (ours included; None where Linux has no PSI)."""
+
+    wall_s: float
+    peak_rss: dict[str, int]
+    cpu_s: dict[str, float]
+    cpu_pressure: float | None
+    done: subprocess.CompletedProcess[str]
+
+
+def measure(cmd: list[str], cwd: Path) -> Measured:
+    pressure = cpu_pressure_us()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with RssSampler(proc.pid) as sampler:
+    with TreeSampler(proc.pid) as sampler:
         out, err = proc.communicate()
     took = time.perf_counter() - t0
+    waited = cpu_pressure_us()
     done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{out}\n{err}")
-    return took, sampler.peak, done
+    share = (waited - pressure) / (took * 1e6) if pressure is not None and waited is not None else None
+    return Measured(took, sampler.peak, sampler.cpu, share, done)
+
+
+def run_measured(cmd: list[str], cwd: Path) -> tuple[float, dict[str, int], subprocess.CompletedProcess[str]]:
+    """Wall time, peak RSS per part of the tree, and the finished process (see `measure` for CPU as well)."""
+    m = measure(cmd, cwd)
+    return m.wall_s, m.peak_rss, m.done
 
 
 SINKS = {
@@ -169,6 +225,10 @@ SINKS = {
     "parquet": ({"class": "parquet"}, None),
     "iceberg": ({"class": "parquet"}, {"class": "iceberg", "table": "bench.{dataset}"}),
 }
+
+
+def _pressure(share: float | None) -> str:
+    return "" if share is None else f"cpu pressure {share:.0%}"
 
 
 def gobblin_job(tmp: Path, bootstrap: str, codec: str, client: str, sink: str = "avro") -> Path:
@@ -215,18 +275,22 @@ def main() -> int:
         for r in range(args.rounds):
             tmp = Path(scratch) / f"round{r}"
             broker_cpu = cpu_seconds(broker.pid)
-            took, rss, done = run_measured([py, str(REPO / "scripts" / "baseline_kafka_to_avro.py"), broker.bootstrap, TOPIC,
-                                            str(tmp / "baseline"), "--ends", ends_arg, "--codec", args.codec], REPO)
-            base = json.loads(done.stdout.strip().splitlines()[-1])
+            m = measure([py, str(REPO / "scripts" / "baseline_kafka_to_avro.py"), broker.bootstrap, TOPIC,
+                         str(tmp / "baseline"), "--ends", ends_arg, "--codec", args.codec], REPO)
+            base = json.loads(m.done.stdout.strip().splitlines()[-1])
             assert base["records"] == total, base
             base_broker = cpu_seconds(broker.pid) - broker_cpu
-            figures["baseline"].append({"wall_s": took, "records_per_s": total / took, "peak_rss": rss, "broker_cpu_s": base_broker})
+            took, rss = m.wall_s, m.peak_rss
+            figures["baseline"].append({"wall_s": took, "records_per_s": total / took, "peak_rss": rss, "broker_cpu_s": base_broker,
+                                        "cpu_s": m.cpu_s["driver"], "cpu_pressure": m.cpu_pressure})
             print(f"round {r + 1}: baseline  {took:6.2f}s  {total / took:9.0f} rec/s  rss {rss['driver'] / 2**20:.0f} MiB  "
-                  f"broker cpu {base_broker:.1f}s", flush=True)
+                  f"broker cpu {base_broker:.1f}s  cpu {m.cpu_s['driver'] / total * 1e6:.2f} µs/record  "
+                  f"{_pressure(m.cpu_pressure)}", flush=True)
             broker_cpu = cpu_seconds(broker.pid)
 
             job = gobblin_job(tmp, broker.bootstrap, args.codec, args.client, args.sink)
-            took, rss, done = run_measured([py, "-m", "gobblin_py.cli.main", "run", str(job)], tmp)
+            m = measure([py, "-m", "gobblin_py.cli.main", "run", str(job)], tmp)
+            took, rss = m.wall_s, m.peak_rss
             run_state = json.loads(next((tmp / "work" / "state" / "bench" / "runs").glob("*.json")).read_text())["body"]
             written = sum(t["records_written"] for t in run_state["tasks"])
             assert written == total, (written, total)
@@ -235,12 +299,14 @@ def main() -> int:
             figures["gobblin"].append({"wall_s": took, "records_per_s": total / took, "tasks_s": phases["tasks"],
                                        "phases": phases, "peak_rss": rss, "broker_cpu_s": gob_broker,
                                        "task_cpu_s": sum(t["duration_s"] for t in run_state["tasks"]),
-                                       "records_columnar": sum(t.get("records_columnar", 0) for t in run_state["tasks"])})
+                                       "records_columnar": sum(t.get("records_columnar", 0) for t in run_state["tasks"]),
+                                       "cpu_s": m.cpu_s, "cpu_pressure": m.cpu_pressure})
             print(f"round {r + 1}: gobblin   {took:6.2f}s  {total / took:9.0f} rec/s  tasks {phases['tasks']:.2f}s  "
                   f"spark start {phases.get('executor_start', 0):.2f}s  commit {phases['commit']:.3f}s  "
                   f"rss driver {rss['driver'] / 2**20:.0f} MiB, jvm {rss['jvm'] / 2**20:.0f} MiB, "
                   f"executors {rss['executors'] / 2**20:.0f} MiB, broker cpu {gob_broker:.1f}s, "
-                  f"sum of task times {figures['gobblin'][-1]['task_cpu_s']:.1f}s", flush=True)
+                  f"sum of task times {figures['gobblin'][-1]['task_cpu_s']:.1f}s, cpu µs/record: "
+                  f"{', '.join(f'{k} {v / total * 1e6:.2f}' for k, v in m.cpu_s.items())}  {_pressure(m.cpu_pressure)}", flush=True)
             t1 = time.perf_counter()
             subprocess.run([py, "-m", "gobblin_py.cli.main", "run", str(job)], cwd=tmp, capture_output=True, check=True)
             figures["no_new_data_s"].append(time.perf_counter() - t1)
@@ -263,6 +329,13 @@ def main() -> int:
                          "gobblin": med(f["broker_cpu_s"] for f in figures["gobblin"])},
         "sum_of_task_times_s": med(f["task_cpu_s"] for f in figures["gobblin"]),
         "columnar_share": med(f["records_columnar"] / total for f in figures["gobblin"]),
+        "round_ratios": [b["wall_s"] / g["wall_s"] for b, g in zip(figures["baseline"], figures["gobblin"])],
+        "cpu_us_per_record": {"baseline": med(f["cpu_s"] for f in figures["baseline"]) / total * 1e6,
+                              **{f"gobblin_{k}": med(f["cpu_s"][k] for f in figures["gobblin"]) / total * 1e6
+                                 for k in ("driver", "jvm", "executors")},
+                              "gobblin_total": med(sum(f["cpu_s"].values()) for f in figures["gobblin"]) / total * 1e6},
+        "cpu_pressure": {"baseline": [f["cpu_pressure"] for f in figures["baseline"]],
+                         "gobblin": [f["cpu_pressure"] for f in figures["gobblin"]]},
     }
     print(json.dumps(summary, indent=2))
     save(f"bench_kafka-{total}-{args.client}-{args.sink}", {"summary": summary, "rounds": figures})
