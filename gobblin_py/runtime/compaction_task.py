@@ -170,6 +170,19 @@ def _conform(batch: Any, schema: Any) -> Any:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+def _comparable(column: Any) -> Any:
+    """A key or order-by column as values that compare as it does, cheap to make Python values of: times as integers
+    (a datetime object per row costs more than the dedup itself)."""
+    import pyarrow as pa
+
+    kind = column.type
+    if pa.types.is_timestamp(kind) or pa.types.is_date64(kind) or pa.types.is_time(kind) or pa.types.is_duration(kind):
+        return column.cast(pa.int64())
+    if pa.types.is_date32(kind):
+        return column.cast(pa.int32())
+    return column
+
+
 def _kept_rows(work: CompactionWork, result: PartitionResult) -> Any:
     """The partition's rows, one per key (`work.dedup`), chosen as for Avro records with only the key and order-by
     columns made Python values; `result.records_in` counts the rows read."""
@@ -184,7 +197,7 @@ def _kept_rows(work: CompactionWork, result: PartitionResult) -> Any:
     whole = pa.concat_tables(read, promote_options="permissive")
     result.records_in = whole.num_rows
     columns = [c for c in dict.fromkeys([work.dedup.key, work.dedup.order_by]) if c is not None and c in whole.column_names]
-    light = whole.select(columns).to_pylist()
+    light = pa.table([_comparable(whole[c]) for c in columns], names=columns).to_pylist()
     for i, row in enumerate(light):
         row[_ROW] = i
     return whole.take(pa.array([row[_ROW] for row in _dedup(light, work.dedup)], type=pa.int64()))
