@@ -1,10 +1,11 @@
 """Exactly-once compaction of a table partition under SIGKILL: the real CLI killed at every commit point (publish
-each merged file, the replace snapshot, the compaction record) and during the recovery of one. At every kill a
+each merged file, the replace snapshot, the compaction record), during the recovery of one, and at random times. At every kill a
 reader of the table sees each record exactly once (the old files or the merged ones), and after the next run (a
 compaction or an ingestion, which recovers it first) the partition is the merged files, in exactly one snapshot."""
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.state.store import CompactionFile
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, recovery_points
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, kill_at_random, recovery_points, time_to_point
 
 from compaction.compaction_jobs import compact, ingest
 from compaction_iceberg.table_jobs import DAY0, TABLE, compaction_snapshots, ids, make_table_job, partition_files
@@ -72,3 +73,22 @@ def test_killed_while_recovering_a_compaction_then_an_ingestion_run_finishes_it(
     run = cli(["run", "job.yaml", "--in-process"], root)  # an ingestion's recovery replays the compaction first
     assert run.returncode == 0, run.stdout + run.stderr
     _assert_compacted_once(root, point)
+
+
+def test_killed_at_random_times(tmp_path: Path) -> None:
+    rng = random.Random(18)
+    options = _ingested(tmp_path / "probe")
+    args = ["compact", "job.yaml", "--in-process", *options]
+    start = time_to_point(args, tmp_path / "probe", "commit.before_store_write")
+    landed = 0
+    for n in range(5):
+        root = tmp_path / f"kill{n}"
+        options = _ingested(root)
+        args = ["compact", "job.yaml", "--in-process", *options]
+        code = kill_at_random(args, root, after_s=start + rng.uniform(-0.2, 0.6), window_s=0.05)
+        landed += code == SIGKILLED
+        assert ids(root) == EVERY_ID_ONCE, n  # a reader at the kill
+        done = cli(args, root)
+        assert done.returncode == 0, done.stdout + done.stderr
+        _assert_compacted_once(root, f"kill {n}")
+    assert landed >= 3
