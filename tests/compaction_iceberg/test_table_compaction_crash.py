@@ -1,7 +1,7 @@
 """Exactly-once compaction of a table partition under SIGKILL: the real CLI killed at every commit point (publish
-each merged file, the replace snapshot, the compaction record), during the recovery of one, and at random times. At every kill a
-reader of the table sees each record exactly once (the old files or the merged ones), and after the next run (a
-compaction or an ingestion, which recovers it first) the partition is the merged files, in exactly one snapshot."""
+each merged file, the replace snapshot, the compaction record), during the recovery of one, and at random times. At
+every kill a reader of the table sees each record exactly once (the old files or the merged ones), and after the next
+run (a compaction or an ingestion, which recovers it first) the partition is the merged files, in one snapshot."""
 
 from __future__ import annotations
 
