@@ -10,8 +10,9 @@ confluent-kafka, then alternates, `rounds` times each: the baseline (scripts/bas
 the fixed cost of a run with no new data, and writes everything to scripts/results/bench_kafka-<N>-<client>-<sink>.json.
 
 On a machine shared with other work the wall-time ratios swing with its load (two cores for the job against
-one for the script), so each run also gives the CPU time per record of both, which does not, and the share
-of its time some process waited for a CPU (Linux PSI): a round with a high share is not a fair one.
+one for the script), so each run also gives the CPU time per record of both, which does not, the share of its
+time some process waited for a CPU (Linux PSI), and how many cores' worth of CPU other work on the machine used
+meanwhile: a round in which other work took a core is not a fair one for the two-core job.
 """
 
 from __future__ import annotations
@@ -189,29 +190,37 @@ def _cpu_seconds(pid: int) -> float | None:
 
 @dataclass
 class Measured:
-    """One command's run: wall time, peak RSS and CPU seconds per part of its process tree, and the share of the
-    wall time in which some task of the machine waited for a CPU (ours included; None where Linux has no PSI)."""
+    """One command's run: wall time, peak RSS and CPU seconds per part of its process tree, the share of the
+    wall time in which some task of the machine waited for a CPU (ours included; None where Linux has no PSI), and
+    the CPU the whole machine used meanwhile (what other work took of it is that less this tree's and the broker's)."""
 
     wall_s: float
     peak_rss: dict[str, int]
     cpu_s: dict[str, float]
     cpu_pressure: float | None
+    machine_busy_s: float  # CPU seconds every process of the machine used meanwhile, this tree's and the broker's included
     done: subprocess.CompletedProcess[str]
 
 
+def machine_busy_s() -> float:
+    """CPU seconds all cores of the machine have been busy since boot (/proc/stat: all but idle and iowait)."""
+    ticks = [int(x) for x in open("/proc/stat").readline().split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(cmd: list[str], cwd: Path) -> Measured:
-    pressure = cpu_pressure_us()
+    pressure, busy = cpu_pressure_us(), machine_busy_s()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with TreeSampler(proc.pid) as sampler:
         out, err = proc.communicate()
     took = time.perf_counter() - t0
-    waited = cpu_pressure_us()
+    waited, busy = cpu_pressure_us(), machine_busy_s() - busy
     done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{out}\n{err}")
     share = (waited - pressure) / (took * 1e6) if pressure is not None and waited is not None else None
-    return Measured(took, sampler.peak, sampler.cpu, share, done)
+    return Measured(took, sampler.peak, sampler.cpu, share, busy, done)
 
 
 def run_measured(cmd: list[str], cwd: Path) -> tuple[float, dict[str, int], subprocess.CompletedProcess[str]]:
@@ -229,6 +238,11 @@ SINKS = {
 
 def _pressure(share: float | None) -> str:
     return "" if share is None else f"cpu pressure {share:.0%}"
+
+
+def _other_cores(m: Measured, broker_cpu_s: float) -> float:
+    """Cores' worth of CPU the rest of the machine (other work, not this run or the broker) used during `m`."""
+    return max(0.0, m.machine_busy_s - sum(m.cpu_s.values()) - broker_cpu_s) / m.wall_s
 
 
 def gobblin_job(tmp: Path, bootstrap: str, codec: str, client: str, sink: str = "avro") -> Path:
@@ -281,11 +295,12 @@ def main() -> int:
             assert base["records"] == total, base
             base_broker = cpu_seconds(broker.pid) - broker_cpu
             took, rss = m.wall_s, m.peak_rss
+            other = _other_cores(m, base_broker)
             figures["baseline"].append({"wall_s": took, "records_per_s": total / took, "peak_rss": rss, "broker_cpu_s": base_broker,
-                                        "cpu_s": m.cpu_s["driver"], "cpu_pressure": m.cpu_pressure})
+                                        "cpu_s": m.cpu_s["driver"], "cpu_pressure": m.cpu_pressure, "other_work_cores": other})
             print(f"round {r + 1}: baseline  {took:6.2f}s  {total / took:9.0f} rec/s  rss {rss['driver'] / 2**20:.0f} MiB  "
                   f"broker cpu {base_broker:.1f}s  cpu {m.cpu_s['driver'] / total * 1e6:.2f} µs/record  "
-                  f"{_pressure(m.cpu_pressure)}", flush=True)
+                  f"{_pressure(m.cpu_pressure)}, other work {other:.2f} cores", flush=True)
             broker_cpu = cpu_seconds(broker.pid)
 
             job = gobblin_job(tmp, broker.bootstrap, args.codec, args.client, args.sink)
@@ -300,13 +315,15 @@ def main() -> int:
                                        "phases": phases, "peak_rss": rss, "broker_cpu_s": gob_broker,
                                        "task_cpu_s": sum(t["duration_s"] for t in run_state["tasks"]),
                                        "records_columnar": sum(t.get("records_columnar", 0) for t in run_state["tasks"]),
-                                       "cpu_s": m.cpu_s, "cpu_pressure": m.cpu_pressure})
+                                       "cpu_s": m.cpu_s, "cpu_pressure": m.cpu_pressure,
+                                       "other_work_cores": _other_cores(m, gob_broker)})
             print(f"round {r + 1}: gobblin   {took:6.2f}s  {total / took:9.0f} rec/s  tasks {phases['tasks']:.2f}s  "
                   f"spark start {phases.get('executor_start', 0):.2f}s  commit {phases['commit']:.3f}s  "
                   f"rss driver {rss['driver'] / 2**20:.0f} MiB, jvm {rss['jvm'] / 2**20:.0f} MiB, "
                   f"executors {rss['executors'] / 2**20:.0f} MiB, broker cpu {gob_broker:.1f}s, "
                   f"sum of task times {figures['gobblin'][-1]['task_cpu_s']:.1f}s, cpu µs/record: "
-                  f"{', '.join(f'{k} {v / total * 1e6:.2f}' for k, v in m.cpu_s.items())}  {_pressure(m.cpu_pressure)}", flush=True)
+                  f"{', '.join(f'{k} {v / total * 1e6:.2f}' for k, v in m.cpu_s.items())}  {_pressure(m.cpu_pressure)}, "
+                  f"other work {figures['gobblin'][-1]['other_work_cores']:.2f} cores", flush=True)
             t1 = time.perf_counter()
             subprocess.run([py, "-m", "gobblin_py.cli.main", "run", str(job)], cwd=tmp, capture_output=True, check=True)
             figures["no_new_data_s"].append(time.perf_counter() - t1)
@@ -336,6 +353,8 @@ def main() -> int:
                               "gobblin_total": med(sum(f["cpu_s"].values()) for f in figures["gobblin"]) / total * 1e6},
         "cpu_pressure": {"baseline": [f["cpu_pressure"] for f in figures["baseline"]],
                          "gobblin": [f["cpu_pressure"] for f in figures["gobblin"]]},
+        "other_work_cores": {"baseline": [f["other_work_cores"] for f in figures["baseline"]],
+                             "gobblin": [f["other_work_cores"] for f in figures["gobblin"]]},
     }
     print(json.dumps(summary, indent=2))
     save(f"bench_kafka-{total}-{args.client}-{args.sink}", {"summary": summary, "rounds": figures})
