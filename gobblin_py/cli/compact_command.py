@@ -65,7 +65,7 @@ def compact_command(
         try:
             report = Compactor(JobRunner(job, executor)).run(options)
         finally:
-            executor.stop()
+            executor.stop(exiting=True)
     except GobblinError as exc:
         fail(exc)
     if metrics_json is not None and report.result is not None:

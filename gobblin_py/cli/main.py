@@ -132,7 +132,7 @@ def _stop_quietly(executor: object, verbose: bool) -> None:
     import logging
 
     try:
-        executor.stop()  # type: ignore[attr-defined]
+        executor.stop(exiting=True)  # type: ignore[attr-defined]
     except (Exception, KeyboardInterrupt):  # noqa: BLE001 - the run's own outcome is what matters
         if verbose:
             raise

@@ -35,7 +35,10 @@ class TaskExecutor(Protocol):
         False), when this executor has none, or when they cannot start or see the job's paths (logged)."""
         ...
 
-    def stop(self) -> None: ...
+    def stop(self, exiting: bool = False) -> None:
+        """Stop the executors. `exiting`: this process ends next, so an executor may leave its teardown to that
+        (Spark's JVM stops its context by itself when its parent exits) rather than wait for it."""
+        ...
 
 
 class InProcessExecutor:
@@ -65,5 +68,5 @@ class InProcessExecutor:
         self.started = self.started or (start and self.cluster is not None)
         return self.cluster if self.started else None
 
-    def stop(self) -> None:
+    def stop(self, exiting: bool = False) -> None:
         pass

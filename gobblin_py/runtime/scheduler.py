@@ -229,7 +229,7 @@ class _WarmExecutor(SparkExecutor):
             self.master = self._session.sparkContext.master
         return self._session
 
-    def stop(self) -> None:
+    def stop(self, exiting: bool = False) -> None:
         pass
 
 

@@ -179,11 +179,15 @@ class SparkExecutor:
             if watcher is not None:
                 watcher.stop()
 
-    def stop(self) -> None:
+    def stop(self, exiting: bool = False) -> None:
+        """`exiting` (a command about to end, on a local master, not verbose): do not wait ~1 s for
+        SparkContext.stop; the JVM exits when its stdin closes with this process and stops the context in its own
+        shutdown hooks. A cluster's application is always stopped, so its master records it as finished."""
         if self._thread is not None:
             self._thread.join()
         if self._session is not None:
-            self._session.stop()
+            if not (exiting and not self.verbose and str(self.master).startswith("local")):
+                self._session.stop()
             self._session = None
 
 
@@ -276,7 +280,7 @@ class SharedSparkExecutor(SparkExecutor):
     def session(self) -> Any:
         return self._session
 
-    def stop(self) -> None:
+    def stop(self, exiting: bool = False) -> None:
         pass
 
 

@@ -1,0 +1,66 @@
+"""A run on a local master ends without waiting for SparkContext.stop (about 1 s): its JVM, left to stop the
+context in its own shutdown hooks when this process's end closes its stdin, is gone soon after."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support.jobs import example_job, write_job
+
+pytestmark = pytest.mark.spark
+
+
+def _children(pid: int) -> set[int]:
+    """Every live descendant of `pid` (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _java(pid: int) -> bool:
+    try:
+        return b"java" in Path(f"/proc/{pid}/cmdline").read_bytes()[:200]
+    except OSError:  # gone already
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_local_run_exits_and_its_jvm_follows(tmp_path: Path) -> None:
+    write_job(tmp_path, example_job(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    jvms: set[int] = set()
+    while proc.poll() is None:
+        jvms |= {p for p in _children(proc.pid) if _java(p)}
+        time.sleep(0.2)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, out + err
+    assert "SUCCEEDED" in out and "Traceback" not in out + err
+    assert jvms, "no Spark JVM was seen under the run"
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in jvms) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in jvms), "the run's JVM outlived it by 30 s"
