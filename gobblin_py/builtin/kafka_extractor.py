@@ -8,11 +8,8 @@ with the confluent-kafka extractor.
 from __future__ import annotations
 
 import bisect
-import contextlib
-import gc
 import io
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -42,37 +39,6 @@ def _decoder(settings: KafkaSettings) -> Callable[[bytes], Any]:
 
     schema = fastavro.parse_schema(load_avro_schema(settings.avro_schema))
     return lambda raw: fastavro.schemaless_reader(io.BytesIO(raw), schema)
-
-
-GC_YOUNG_THRESHOLD = 50_000
-"""Allocations between young-generation collections while a range is read (Python's default: 700)."""
-
-_readers = 0  # ranges being read in this process: the first raises the threshold, the last puts it back
-_saved_threshold: tuple[int, ...] = ()
-_readers_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Collect garbage less often while a range is read. Both clients make a tracked object or more per record (kafka-python's
-    ConsumerRecord tuples, confluent-kafka's Message objects) and a poll's worth lives until its batch is written, so at
-    Python's default every poll's messages were promoted and swept again by full collections: 13 % of a kafka-python task's
-    CPU and 27 % of a confluent one's (scripts/bench_kafka_cpu.py). Kafka messages hold no reference cycles, so the garbage
-    this leaves uncollected for longer is nothing; the threshold is the process's, put back when the last reader is done."""
-    global _readers, _saved_threshold
-    with _readers_lock:
-        if _readers == 0:
-            _saved_threshold = gc.get_threshold()
-            young, *older = _saved_threshold
-            gc.set_threshold(max(young, GC_YOUNG_THRESHOLD), *older)
-        _readers += 1
-    try:
-        yield
-    finally:
-        with _readers_lock:
-            _readers -= 1
-            if _readers == 0:
-                gc.set_threshold(*_saved_threshold)
 
 
 @dataclass(frozen=True)
@@ -118,12 +84,11 @@ class KafkaExtractor(Extractor, BatchExtractor):
     def read_batches(self) -> Iterator[RawBatch]:
         if self.low >= self.high:
             return
-        with fewer_collections():
-            for batch in self._chunks():
-                self.offset = batch.first
-                yield batch
-                self.offset = batch.last
-                self.next_offset = batch.last + 1
+        for batch in self._chunks():
+            self.offset = batch.first
+            yield batch
+            self.offset = batch.last
+            self.next_offset = batch.last + 1
 
     def records_of(self, batch: RawBatch) -> Iterator[Record]:
         assert isinstance(batch, OffsetBatch)

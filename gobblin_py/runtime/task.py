@@ -42,6 +42,7 @@ from gobblin_py.fs import configure as configure_filesystems
 from gobblin_py.runtime.bad_records import ErrorFile, reason
 from gobblin_py.runtime.committables import commit_writer
 from gobblin_py.runtime.giveups import GiveUps
+from gobblin_py.runtime.gc_threshold import fewer_collections
 from gobblin_py.runtime.results import BranchMetrics, TaskStatus, WorkUnitResult
 
 
@@ -399,12 +400,13 @@ class _Pipeline:
             single = branches[0] if len(branches) == 1 and fork.broadcast else None
             one_to_one = all(s.map is not None for s in steps)
             straight = single is not None and one_to_one and not checks.policies and single.plain
-            if straight and _takes_columnar(job, extractor, steps, single):
-                extracted = self._columnar(extractor, steps, single)
-            elif straight:
-                extracted = self._straight(extractor.read_records(), steps, single)
-            else:
-                extracted = self._general(extractor, steps, checks, fork.route, self.stage(job.fork), branches, single)
+            with fewer_collections():
+                if straight and _takes_columnar(job, extractor, steps, single):
+                    extracted = self._columnar(extractor, steps, single)
+                elif straight:
+                    extracted = self._straight(extractor.read_records(), steps, single)
+                else:
+                    extracted = self._general(extractor, steps, checks, fork.route, self.stage(job.fork), branches, single)
             high = extractor.actual_high_watermark()
         finally:
             extractor.close()

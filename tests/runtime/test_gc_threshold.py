@@ -1,4 +1,4 @@
-"""The Kafka extractors collect garbage less often while they read, and put the process's threshold back after."""
+"""A task collects garbage less often while it runs, and puts the process's threshold back after."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from gobblin_py.builtin.kafka_extractor import GC_YOUNG_THRESHOLD, fewer_collections
+from gobblin_py.runtime.gc_threshold import GC_YOUNG_THRESHOLD, fewer_collections
 
 
 def test_threshold_raised_while_reading_and_restored_after() -> None:
