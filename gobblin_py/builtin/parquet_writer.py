@@ -114,19 +114,15 @@ class ParquetWriter(DataWriter, BatchWriter):
 
     def write_batch(self, batch: Any) -> bool:
         """An Arrow batch of this writer's schema, placed in its partitions' files as `write` would place each row;
-        False (nothing written) for a batch of another schema or with a row `write` would refuse on its partition."""
+        False (nothing written) for a batch of another schema or one `PartitionedFiles.split` cannot place so."""
         if not batch.schema.equals(self.arrow_schema, check_metadata=False):
             return False
         files = self.files
-        parts: list[tuple[str, Any]] | None = [("", None)]
-        if files.partitioner is not None:
-            index = batch.schema.get_field_index(files.partitioner.column)
-            parts = files.partitioner.split(batch.column(index)) if index >= 0 else None
-            if parts is None:
-                return False
-        batch = self._pa.RecordBatch.from_arrays(batch.columns, schema=self.arrow_schema)  # with the file metadata
-        for key, mask in parts:
-            rows = batch if mask is None else batch.filter(mask)
+        parts = files.split(batch)  # by the batch's own field metadata (gobblin.row_values), as the avro writer
+        if parts is None:
+            return False
+        for key, part in parts:
+            rows = self._pa.RecordBatch.from_arrays(part.columns, schema=self.arrow_schema)  # with the file metadata
             start = 0
             while start < rows.num_rows:  # one slice per file the partition's rows fill (one without roll:)
                 h = files.handle(key)
