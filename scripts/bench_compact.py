@@ -15,13 +15,11 @@ scripts/results/bench_compact.json (bench_compact-<target bytes>.json for anothe
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,7 +30,6 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 import fastavro  # noqa: E402
 import yaml  # noqa: E402
 
-from gobblin_py.builtin.byte_sizes import parse_bytes  # noqa: E402
 from gobblin_py.config import load_job  # noqa: E402
 from gobblin_py.runtime.compaction_plan import CompactionOptions, DedupSpec  # noqa: E402
 from gobblin_py.runtime.compactor import Compactor  # noqa: E402
@@ -40,7 +37,7 @@ from gobblin_py.runtime.executors import InProcessExecutor  # noqa: E402
 from gobblin_py.runtime.runner import JobRunner  # noqa: E402
 from gobblin_py.runtime.spark_executor import SparkExecutor  # noqa: E402
 from gobblin_py.state.store import WatermarkFile  # noqa: E402
-from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+from bench_results import compaction_args, save, scratch  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 SCHEMA = {"type": "record", "name": "Event", "namespace": "bench", "fields": [
     {"name": "id", "type": "long"}, {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
@@ -112,15 +109,9 @@ def count_records(directory: Path) -> tuple[int, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--files", type=int, default=1000)
-    ap.add_argument("--records", type=int, default=2000)
-    ap.add_argument("--target-size", default="256MB")
-    ap.add_argument("--in-process", action="store_true", help="merge on a thread instead of a Spark task")
-    args = ap.parse_args()
-    target = parse_bytes(args.target_size)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-compact-"))
-    try:
+    args = compaction_args(__doc__)
+    target = args.target_size
+    with scratch("bench-compact-") as tmp:
         root = tmp / "job"
         part = root / "output" / "clicks" / "2026" / "01" / "01"
         t0 = time.perf_counter()
@@ -173,8 +164,6 @@ def main() -> None:
         save("bench_compact" if target == 256_000_000 else f"bench_compact-{target}", {"files": args.files, "records_per_file": args.records, "input_bytes": total,
                                "target_bytes": target, "baseline_s": [round(base_s, 3), round(after_s, 3)], "spark_start_s": round(start_s, 3),
                                "executor": "in-process" if args.in_process else "spark local[2]", **results})
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,10 @@ scripts/results/bench_compact_iceberg[-dedup][-in-process][-<target>].json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -36,14 +33,13 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
 
-from gobblin_py.builtin.byte_sizes import parse_bytes  # noqa: E402
 from gobblin_py.config import load_job  # noqa: E402
 from gobblin_py.runtime.compaction_plan import CompactionOptions, DedupSpec  # noqa: E402
 from gobblin_py.runtime.compactor import Compactor  # noqa: E402
 from gobblin_py.runtime.executors import InProcessExecutor  # noqa: E402
 from gobblin_py.runtime.runner import JobRunner  # noqa: E402
 from gobblin_py.runtime.spark_executor import SparkExecutor  # noqa: E402
-from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+from bench_results import compaction_args, save, scratch  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 JAN1 = 1_767_225_600_000
 COUNTRIES = ["DE", "FR", "US", "JP", "BR", None]
@@ -86,16 +82,9 @@ def baseline(paths: list[str], out: Path) -> tuple[float, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--files", type=int, default=1000)
-    ap.add_argument("--records", type=int, default=2000)
-    ap.add_argument("--target-size", default="256MB")
-    ap.add_argument("--dedup", action="store_true", help="--dedup-key id --order-by ts")
-    ap.add_argument("--in-process", action="store_true", help="merge on a thread instead of a Spark task")
-    args = ap.parse_args()
-    target = parse_bytes(args.target_size)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-compact-iceberg-"))
-    try:
+    args = compaction_args(__doc__, dedup=True)
+    target = args.target_size
+    with scratch("bench-compact-iceberg-") as tmp:
         root = tmp / "job"
         make_inputs(root / "data" / "clicks", args.files, args.records)
         job = load_job(job_file(root))
@@ -151,8 +140,6 @@ def main() -> None:
                     "executor": "in-process" if args.in_process else "spark local[2]", "seconds": round(took, 3),
                     "ratio": round(took / mean, 3), "files_after": len(after), "bytes_after": out_bytes,
                     "snapshot": operations[-1], "phases": phases})
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
