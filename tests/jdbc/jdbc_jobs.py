@@ -1,9 +1,13 @@
-"""JDBC job files and output readers for the tests and the benchmark."""
+"""JDBC job files, runs and output readers for the tests and the benchmark."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gobblin_py.runtime.job_result import JobResult
 
 PASSWORD_ENV = "GOBBLIN_TEST_PG_PASSWORD"
 
@@ -42,6 +46,29 @@ def read_with_apache_avro(output: Path) -> tuple[list[dict[str, Any]], Any]:
             schema = reader.schema
             rows.extend(reader)
     return rows, schema
+
+
+def run_both_paths(tmp: Path, make_job: Callable[[Path], dict[str, Any]],
+                   dataset: str) -> tuple[dict[bool, JobResult], dict[bool, dict[str, bytes]]]:
+    """Run in-process the job `make_job(folder)` gives, with `job.columnar` on and off, each in a folder of its own
+    under `tmp`: per setting, the succeeded JobResult and the dataset's published Avro files (path → bytes)."""
+    from gobblin_py.config import load_job
+    from gobblin_py.runtime.executors import InProcessExecutor
+    from gobblin_py.runtime.runner import JobRunner
+    from support.jobs import write_job
+
+    results: dict[bool, JobResult] = {}
+    outputs: dict[bool, dict[str, bytes]] = {}
+    for columnar in (True, False):
+        folder = tmp / ("columnar" if columnar else "rows")
+        folder.mkdir()
+        job = make_job(folder)
+        job["job"]["columnar"] = columnar
+        results[columnar] = JobRunner(load_job(write_job(folder, job)), InProcessExecutor()).run()
+        assert results[columnar].succeeded, results[columnar].error
+        out = folder / "output" / dataset
+        outputs[columnar] = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.avro"))}
+    return results, outputs
 
 
 def run_job(tmp: Path, job: dict[str, Any], secret: str, env: dict[str, str] | None = None) -> tuple[int, str]:

@@ -8,12 +8,7 @@ from typing import Any
 
 import pytest
 
-from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
-from gobblin_py.runtime.runner import JobRunner
-
-from jdbc.jdbc_jobs import jdbc_job, read_with_apache_avro
-from support.jobs import write_job
+from jdbc.jdbc_jobs import jdbc_job, read_with_apache_avro, run_both_paths
 
 TABLE = """CREATE TABLE public.flat (id bigint PRIMARY KEY, updated bigint NOT NULL, s smallint, i integer,
   n numeric(12,2), n_free numeric, r real, d double precision, t text, flag boolean, raw bytea, day date,
@@ -32,19 +27,15 @@ def test_the_columnar_path_writes_the_row_paths_files(tmp_path: Path, pg, db, pa
         conn.execute(TABLE)
         conn.execute(FILL.replace("%%", "%").replace("%s", "5000"))
         conn.execute("INSERT INTO flat (id, updated) VALUES (0, 0)")  # every nullable column NULL
-    results, outputs = {}, {}
-    for columnar in (True, False):
-        tmp = tmp_path / ("columnar" if columnar else "rows")
-        tmp.mkdir()
+
+    def make_job(tmp: Path) -> dict[str, Any]:
         job = jdbc_job(tmp, pg, db, [{"table": "public.flat", "watermark_column": "updated", "primary_key": "id"}],
                        partitions=3, fetch_rows=700)
-        job["job"]["columnar"] = columnar
         if partition:
             job["writer"]["partition"] = partition
-        results[columnar] = JobRunner(load_job(write_job(tmp, job)), InProcessExecutor()).run()
-        assert results[columnar].succeeded
-        out = tmp / "output" / "public.flat"
-        outputs[columnar] = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.avro"))}
+        return job
+
+    results, outputs = run_both_paths(tmp_path, make_job, "public.flat")
     assert len(outputs[True]) == (3 if partition is None else 7)  # 3 ranges; by day: 5 days, 2 cut by a range
     assert outputs[True] == outputs[False]  # same names, same bytes
     columnar = sum(t.records_columnar for t in results[True].tasks)

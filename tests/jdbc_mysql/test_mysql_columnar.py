@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
-from gobblin_py.runtime.runner import JobRunner
-
+from jdbc.jdbc_jobs import run_both_paths
 from jdbc_mysql.mysql_jobs import mysql_job
-from support.jobs import write_job
 
 TABLE = """CREATE TABLE flat (id bigint PRIMARY KEY, updated bigint NOT NULL, ti tinyint, b1 tinyint(1), mi mediumint,
   iu int unsigned, n decimal(12,2), f float, d double, v varchar(80), t text, vb varbinary(16), day date,
@@ -25,17 +21,9 @@ FILL = """INSERT INTO flat SELECT seq, seq DIV 7, CAST(seq % 256 AS SIGNED) - 12
 
 def test_the_columnar_path_writes_the_row_paths_files(tmp_path: Path, maria, mdb) -> None:
     maria.execute(mdb, TABLE, FILL, "INSERT INTO flat (id, updated) VALUES (0, 0)")  # every nullable column NULL
-    results, outputs = {}, {}
-    for columnar in (True, False):
-        tmp = tmp_path / ("columnar" if columnar else "rows")
-        tmp.mkdir()
-        job = mysql_job(tmp, maria, mdb, [{"table": "flat", "watermark_column": "updated", "primary_key": "id"}],
-                        partitions=2, fetch_rows=900)
-        job["job"]["columnar"] = columnar
-        results[columnar] = JobRunner(load_job(write_job(tmp, job)), InProcessExecutor()).run()
-        assert results[columnar].succeeded, results[columnar].error
-        out = tmp / "output" / "flat"
-        outputs[columnar] = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.avro"))}
+    table = [{"table": "flat", "watermark_column": "updated", "primary_key": "id"}]
+    results, outputs = run_both_paths(tmp_path, lambda tmp: mysql_job(tmp, maria, mdb, table, partitions=2, fetch_rows=900),
+                                      "flat")
     assert len(outputs[True]) == 2
     assert outputs[True] == outputs[False]  # same names, same bytes
     assert sum(t.records_columnar for t in results[True].tasks) == 4001
