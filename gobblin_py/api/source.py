@@ -47,6 +47,11 @@ class SourceState:
         """Per watermark key: `records`, `bytes` and `seconds` of its last committed extraction."""
         return {k: dict(v) for k, v in self._stats.get(dataset, {}).items()}
 
+    def key_stat(self, dataset: str, key: str) -> dict[str, float] | None:
+        """One key's `records`, `bytes` and `seconds` of its last committed extraction; None if it has none."""
+        found = self._stats.get(dataset, {}).get(key)
+        return dict(found) if found is not None else None
+
     def datasets(self) -> list[str]:
         return sorted(self._watermarks)
 
@@ -93,6 +98,12 @@ class Source(Plugin, abc.ABC):
         spent its retries on a service it cannot reach (`UnreachableError`), the run's other tasks needing it fail
         at once instead of each spending theirs. Default: none known before the first attempt."""
         return []
+
+    def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float | None:
+        """Hook: about how many bytes the task of `workunit` will read, from the plan and the last run's statistics.
+        A run whose work units all have an estimate, together under `spark.in_driver_below`, runs its tasks in the
+        driver without starting Spark. Default: None, not known (the run uses Spark)."""
+        return None
 
     @abc.abstractmethod
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:

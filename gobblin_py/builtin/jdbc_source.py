@@ -149,8 +149,13 @@ class JdbcSource(Source):
                     raise planning_error(s, t.table, label, i, failure, exc) from None
         finally:
             dialect.close(conn)
-        stats = {u.dataset: state.key_stats(u.dataset) for u in units}
-        return worst_fit_decreasing(units, s.max_workunits, lambda u: estimated_bytes(u, stats))
+        return worst_fit_decreasing(units, s.max_workunits, lambda u: self.estimated_bytes(u, state))
+
+    def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
+        """Estimated rows × the table's bytes per row of its last extraction (1 KiB when unknown)."""
+        last = [v for v in state.key_stats(workunit.dataset).values() if v.get("records")]
+        per_row = sum(v["bytes"] for v in last) / sum(v["records"] for v in last) if last else 1024.0
+        return float(workunit.props.get("estimated_rows", 0)) * per_row
 
     def _resolve(self, conn: Any, t: TableSettings, label: str) -> TablePlan:
         """The table's canonical name and columns; an unknown table or column is a ConfigError naming it."""
@@ -276,10 +281,3 @@ def planning_error(s: JdbcSettings, table: str, label: str, i: int, failure: Fai
         return SourceError(f"{label}: lost the connection to {s.endpoint} while planning: {text}")
     detail = describe(exc) if text == first_line(str(exc)) else f"{type(exc).__name__}: {text}"
     return SourceError(f"{label}: planning query failed: {detail} (check source.tables[{i}].where)")
-
-
-def estimated_bytes(wu: WorkUnit, stats: dict[str, dict[str, dict[str, float]]]) -> float:
-    """Estimated rows × the table's bytes per row of its last extraction (1 KiB when unknown)."""
-    last = [v for v in stats.get(wu.dataset, {}).values() if v.get("records")]
-    per_row = sum(v["bytes"] for v in last) / sum(v["records"] for v in last) if last else 1024.0
-    return float(wu.props.get("estimated_rows", 0)) * per_row

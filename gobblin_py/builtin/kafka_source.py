@@ -212,10 +212,16 @@ class KafkaSource(Source):
         finally:
             consumer.close()
         units = [_workunit(tp, start, end, identity) for tp, start, end in ranges if identity is not None]
-        stats = {topic: state.key_stats(topic) for topic in {u.dataset for u in units}}
         records = sum(end - start for _, start, end in ranges)
         tasks = min(s.max_workunits, max(1, -(-records // s.min_records_per_workunit)))
-        return worst_fit_decreasing(units, tasks, lambda u: _estimated_bytes(u, stats))
+        return worst_fit_decreasing(units, tasks, lambda u: self.estimated_bytes(u, state))
+
+    def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
+        """Records in range × the partition's bytes per record last time (1 KiB when unknown)."""
+        records = max(0, int(workunit.expected_high_watermark or 0) - int(workunit.low_watermark or 0))
+        last = state.key_stat(workunit.dataset, workunit.watermark_key)
+        per_record = last["bytes"] / last["records"] if last and last.get("records") else 1024.0
+        return records * per_record
 
     def _select_topics(self, available: set[str]) -> list[str]:
         s: KafkaSettings = self.settings
@@ -288,11 +294,3 @@ def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity) -> WorkUni
                         tp.topic, identity.of(tp, start), tp.partition, start, end)
     return WorkUnit(id=wu_id, dataset=tp.topic, watermark_key=str(tp.partition), low_watermark=start,
                     expected_high_watermark=end, props={"topic": tp.topic, "partition": tp.partition})
-
-
-def _estimated_bytes(wu: WorkUnit, stats: dict[str, dict[str, dict[str, float]]]) -> float:
-    """Records in range × the partition's bytes per record last time (1 KiB when unknown)."""
-    records = max(0, int(wu.expected_high_watermark or 0) - int(wu.low_watermark or 0))
-    last = stats.get(wu.dataset, {}).get(wu.watermark_key)
-    per_record = last["bytes"] / last["records"] if last and last.get("records") else 1024.0
-    return records * per_record

@@ -15,15 +15,18 @@ def plan_command(
     job_file: Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Show the work units a run would create now: dataset, watermark key and range, the last extraction's
-    size where known, and how they pack into tasks. Reads the committed state only: no lock, no Spark.
+    """Show the work units a run would create now: dataset, watermark key and range, the Source's size estimate and
+    the last extraction's size where known, how they pack into tasks, and whether they would run in the driver or on
+    Spark. Reads the committed state only: no lock, no Spark.
 
     Example: gobblin-py plan jobs/example.yaml
     """
     from gobblin_py.api import MultiWorkUnit
+    from gobblin_py.builtin.byte_sizes import shown
     from gobblin_py.cli.output import fail, out
     from gobblin_py.commit.store import CommitStepStore
     from gobblin_py.config import load_job
+    from gobblin_py.runtime.executors import small_plan_bytes
     from gobblin_py.runtime.planning import plan
     from gobblin_py.state.store import StateStore
 
@@ -36,10 +39,14 @@ def plan_command(
     tasks: list[dict[str, Any]] = []
     for unit in planned.units:
         members = unit.workunits if isinstance(unit, MultiWorkUnit) else (unit,)
-        tasks.append({"task": unit.id, "workunits": [
+        tasks.append({"task": unit.id, "estimated_bytes": planned.estimate(unit), "workunits": [
             {"id": w.id, "dataset": w.dataset, "key": w.watermark_key, "low": w.low_watermark, "high": w.expected_high_watermark,
+             "estimated_bytes": planned.estimated_bytes.get(w.id),
              "last_extraction": planned.key_stats.get(w.dataset, {}).get(w.watermark_key)} for w in members]})
-    view = {"job": job.name, "tasks": tasks, "workunits": sum(len(t["workunits"]) for t in tasks),
+    limit = job.spark.in_driver_limit
+    small = small_plan_bytes([t["estimated_bytes"] for t in tasks], limit)
+    view = {"job": job.name, "runs_in": "driver" if small is not None else job.spark.master, "tasks": tasks,
+            "workunits": sum(len(t["workunits"]) for t in tasks),
             "datasets": sorted({w["dataset"] for t in tasks for w in t["workunits"]}),
             "pending_commits": pending, "input_problems": planned.input_problems,
             "unreadable_state": {d: str(e) for d, e in planned.unreadable.items()}}
@@ -48,8 +55,12 @@ def plan_command(
         return
     out.print(f"job {job.name}: {view['workunits']} work units in {len(tasks)} tasks over {len(view['datasets'])} datasets"
               + ("" if tasks else " (nothing to extract)"), markup=False)
+    if tasks:
+        out.print(f"  tasks run in the driver: about {shown(small)}, under spark.in_driver_below ({shown(limit or 0)})"
+                  if small is not None else f"  tasks run on Spark ({job.spark.master})", markup=False)
     for t in tasks:
-        out.print(f"  task {t['task']}", markup=False)
+        out.print(f"  task {t['task']}" + (f"  (about {shown(t['estimated_bytes'])})" if t["estimated_bytes"] is not None else ""),
+                  markup=False)
         for w in t["workunits"]:
             size = w["last_extraction"]
             known = f"  (last time {size.get('records')} records, {size.get('bytes')} bytes)" if size else ""

@@ -6,11 +6,11 @@ import enum
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
@@ -123,10 +123,30 @@ class CompactionSection(_Strict):
         return value
 
 
+def _size_or_off(value: object) -> object:
+    """`0`, `false` or `off` turn a size setting off (0)."""
+    return 0 if value is False or value == 0 or str(value).strip().lower() in ("0", "off", "false") else value
+
+
+IN_DRIVER_BELOW = 16 * 1024 * 1024
+"""spark.in_driver_below when unset, on a local master."""
+
+
 class SparkSection(_Strict):
     master: str = "local[*]"
     app_name: str | None = None
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    in_driver_below: Annotated[Literal[0] | ByteSize | None, BeforeValidator(_size_or_off)] = Field(
+        default=None,
+        description="a run whose Source estimates its work under this size runs its tasks in the driver, one after "
+                    "another, and never starts Spark; 0 or off: always on Spark (unset: 16MiB on a local master, off on a cluster)")
+
+    @property
+    def in_driver_limit(self) -> int | None:
+        """The size under which a run's tasks run in the driver; None: always on Spark."""
+        if self.in_driver_below is None:
+            return IN_DRIVER_BELOW if self.master.startswith("local") else None
+        return self.in_driver_below or None
 
 
 class LoggingSection(_Strict):

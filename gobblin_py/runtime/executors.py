@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from gobblin_py.commit.tasks import CommitTasks
+from gobblin_py.runtime.interrupt import raise_if_interrupted
 from gobblin_py.runtime.results import WorkUnitResult
 from gobblin_py.runtime.task import TaskSpec, run_task
 
@@ -41,9 +42,19 @@ class TaskExecutor(Protocol):
         ...
 
 
+def small_plan_bytes(estimates: Sequence[float | None], limit: int | None) -> float | None:
+    """The tasks' estimated bytes when every task has one and together they stay under `limit` (no limit: None).
+    A run that small takes less time in the driver, one task after another, than Spark takes to start."""
+    if limit is None or not estimates or any(e is None for e in estimates):
+        return None
+    total = sum(e or 0.0 for e in estimates)
+    return total if total < limit else None
+
+
 class InProcessExecutor:
-    """Runs tasks one after another in this process (no Spark). `cluster`: tasks for commits and recoveries,
-    standing for the executors (e.g. `ThreadTasks(2, master="spark://h:7077")`), started when first asked for."""
+    """Runs tasks one after another in this process (no Spark): `--in-process`, and runs under `spark.in_driver_below`.
+    `cluster`: tasks for commits and recoveries, standing for the executors (e.g. `ThreadTasks(2, master="spark://h:7077")`),
+    started when first asked for."""
 
     def __init__(self, cluster: CommitTasks | None = None) -> None:
         self.cluster = cluster
@@ -57,6 +68,7 @@ class InProcessExecutor:
     def run(self, tasks: list[TaskSpec], progress: ProgressCallback | None = None) -> list[WorkUnitResult]:
         out: list[WorkUnitResult] = []
         for i, t in enumerate(tasks):
+            raise_if_interrupted()  # a scheduler cancelling its runs at shutdown: between tasks
             if progress:
                 progress(i, 1, 0, len(tasks))
             out.extend(run_task(t))

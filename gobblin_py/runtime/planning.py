@@ -21,10 +21,16 @@ class Plan:
     input_problems: dict[str, list[str]] = field(default_factory=dict)
     notices: dict[str, list[str]] = field(default_factory=dict)
     unreadable: dict[str, StateStoreError] = field(default_factory=dict)  # datasets whose watermark file is corrupt
+    estimated_bytes: dict[str, float | None] = field(default_factory=dict)  # per WorkUnit id: the Source's estimate
 
     @property
     def workunits(self) -> list[WorkUnit]:
         return flatten(self.units)
+
+    def estimate(self, unit: WorkUnit | MultiWorkUnit) -> float | None:
+        """The Source's estimate of a task's bytes: None when it cannot tell for one of its WorkUnits."""
+        sizes = [self.estimated_bytes.get(wu.id) for wu in flatten([unit])]
+        return None if any(size is None for size in sizes) else sum(size for size in sizes if size is not None)
 
 
 def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = frozenset()) -> Plan:
@@ -37,14 +43,16 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     kept = {ds: st["source"] for ds, st in states.items() if isinstance(st.get("source"), dict)}
     source_state = SourceState(marks.values, stats, max_records=job.job.checkpoint_max_records, kept=kept)
     try:
-        units = job.source.create().get_workunits(source_state)
+        source = job.source.create()
+        units = source.get_workunits(source_state)
+        sizes = {wu.id: source.estimated_bytes(wu, source_state) for wu in flatten(units)}
     except GobblinError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback
         raise SourceError(f"source {job.source.path} could not plan work units: {describe(exc)}") from exc
     check_names(units, job.source.label)
     return Plan(without(units, set(skip) | set(marks.errors)), marks.values, stats,
-                source_state.input_problems, source_state.notices, marks.errors)
+                source_state.input_problems, source_state.notices, marks.errors, sizes)
 
 
 def _one_component(name: str) -> bool:

@@ -54,6 +54,7 @@ class TaskSpec:
     run_id: str
     unit: WorkUnit | MultiWorkUnit
     file_suffix: str = ""  # at_least_once runs add the run id, as Gobblin's writers name files
+    estimated_bytes: float | None = None  # the Source's estimate (None: unknown), to run a small plan in the driver
 
     @property
     def workunits(self) -> tuple[WorkUnit, ...]:

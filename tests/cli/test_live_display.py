@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jobs import REPO
+from support.jobs import REPO, on_spark
 
 SPARK_LINES = [
     re.compile(r"Using incubator modules"),
@@ -86,6 +86,7 @@ def test_the_live_display_shows_progress_and_no_spark_lines(tmp_path: Path) -> N
 @pytest.mark.spark
 def test_verbose_shows_sparks_own_lines(tmp_path: Path) -> None:
     shutil.copytree(REPO / "jobs", tmp_path / "jobs")
+    on_spark(tmp_path / "jobs" / "example.yaml")  # however small the run
     code, screen = run_in_terminal(["run", "jobs/example.yaml", "--verbose"], tmp_path)
     text = plain(screen)
     assert code == 0, text

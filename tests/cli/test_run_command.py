@@ -17,7 +17,7 @@ import pytest
 from gobblin_py.state.lock import JobLock
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
 
-from support.jobs import REPO, run_cli
+from support.jobs import REPO, on_spark, run_cli
 
 
 @pytest.fixture
@@ -29,6 +29,8 @@ def checkout(tmp_path: Path) -> Path:
 
 @pytest.mark.spark
 def test_example_job_runs_then_ingests_nothing_then_only_a_new_file(checkout: Path) -> None:
+    plain = (checkout / "jobs" / "example.yaml").read_text()
+    on_spark(checkout / "jobs" / "example.yaml")  # the first run on Spark, however small
     first = run_cli("run", "jobs/example.yaml", cwd=checkout)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "Traceback" not in first.stderr
@@ -43,6 +45,7 @@ def test_example_job_runs_then_ingests_nothing_then_only_a_new_file(checkout: Pa
         assert banner not in first.stderr + first.stdout
     assert "Setting default log level" in (checkout / "work" / "logs" / "example" / "spark.log").read_text()
 
+    (checkout / "jobs" / "example.yaml").write_text(plain)  # as shipped: a run this small stays in the driver
     second = run_cli("run", "jobs/example.yaml", cwd=checkout)
     assert second.returncode == 0
     assert second.stdout.count("no new data") == 2
@@ -53,6 +56,7 @@ def test_example_job_runs_then_ingests_nothing_then_only_a_new_file(checkout: Pa
     assert third.returncode == 0, third.stdout + third.stderr
     row = next(line.split() for line in third.stdout.splitlines() if line.split()[:1] == ["orders"])
     assert row[1:4] == ["committed", "2", "2"]
+    assert "running 1 task(s) in the driver, not on Spark" in third.stderr
     records = read_avro_dir(checkout / "output" / "orders" / "2026" / "01" / "06")
     assert sorted((r["id"], r["amount"]) for r in records) == [(900001, 9.5), (900002, None)]
 

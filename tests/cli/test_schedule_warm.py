@@ -81,6 +81,7 @@ def _two_batches(tmp_path: Path, broker: Any, topic: str, schedule: str,
     data = new_topic(broker.bootstrap, topic, 4, 40)
     job = kafka_job(tmp_path, broker.bootstrap, [topic])
     job["job"].update(schedule=schedule, retention_runs=1000)
+    job.setdefault("spark", {})["in_driver_below"] = 0  # the warm session is what these tests are about
     store = StateStore(tmp_path / "work", "k")
     with Schedule(str(write_job(tmp_path, job))) as sched:
         sched.wait_for("first run with data", lambda: any(_written(r) for r in store.runs()))
@@ -187,6 +188,7 @@ def test_sigterm_cancels_a_run_in_flight_and_the_next_run_commits_everything_onc
     marker = tmp_path / "converting"
     job = kafka_job(tmp_path, broker.bootstrap, [topic])
     job["job"]["schedule"] = "* * * * * ?"
+    job.setdefault("spark", {})["in_driver_below"] = 0  # a Spark job in flight, cancelled by its group
     job["converters"].insert(0, {"class": "slow_converter:Slow", "delay_s": 0.1, "marker": str(marker)})
     path = write_job(tmp_path, job)
     with Schedule(str(path), "--grace", "1") as sched:

@@ -32,9 +32,10 @@ CONTINUOUS = ["run", "job.yaml", "--continuous"]
 PARTITIONS = 4
 
 
-def _job(tmp: Path, bootstrap: str, topic: str, **settings: Any) -> None:
+def _job(tmp: Path, bootstrap: str, topic: str, spark: dict[str, Any] | None = None, **settings: Any) -> None:
     job = kafka_job(tmp, bootstrap, [topic], request_timeout_ms=2000, idle_timeout_s=3)
     job["job"] |= {"checkpoint_interval": "500ms", **settings}
+    job.setdefault("spark", {}).update(spark or {})
     write_job(tmp, job)
 
 
@@ -273,7 +274,7 @@ def test_checkpoints_fail_and_back_off_while_the_broker_is_paused_and_the_run_go
 
 def test_the_phases_of_a_checkpoint_on_a_warm_session_are_its_own(tmp_path: Path, broker, topic: str) -> None:
     create_topic(broker.bootstrap, topic, PARTITIONS)
-    _job(tmp_path, broker.bootstrap, topic)
+    _job(tmp_path, broker.bootstrap, topic, spark={"in_driver_below": 0})  # on Spark, however small the checkpoints
     proc = _start(tmp_path)
     try:
         for _ in range(2):  # two checkpoints with data: Spark starts in the first

@@ -50,6 +50,15 @@ def write_job(tmp: Path, job: dict[str, Any], name: str = "job.yaml") -> Path:
     return path
 
 
+def on_spark(job_file: Path) -> Path:
+    """Set `spark.in_driver_below: 0` in a job file, so its tasks run on Spark however small its run (for tests about
+    Spark itself: its JVM, its logs, its sessions)."""
+    job = yaml.safe_load(job_file.read_text())
+    job.setdefault("spark", {})["in_driver_below"] = 0
+    job_file.write_text(yaml.safe_dump(job, sort_keys=False))
+    return job_file
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """The real `gobblin-py` command in a child process."""
     full_env = {**os.environ, **(env or {})}

@@ -1,0 +1,120 @@
+"""A small plan runs in the driver and never starts Spark (`spark.in_driver_below`); the Sources' size estimates."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from pathlib import Path
+
+import pytest
+
+from gobblin_py.api import MultiWorkUnit, SourceState, WorkUnit
+from gobblin_py.builtin.files_source import FilesSource
+from gobblin_py.builtin.jdbc_source import JdbcSource
+from gobblin_py.builtin.kafka_source import KafkaSource
+from gobblin_py.config import load_job
+from gobblin_py.errors import ConfigError
+from gobblin_py.runtime.executors import small_plan_bytes
+from gobblin_py.runtime.planning import Plan
+from gobblin_py.runtime.runner import JobRunner
+from gobblin_py.runtime.spark_executor import SparkExecutor
+from gobblin_py.runtime.task import TaskSpec
+from gobblin_py.testing.outputs import read_avro_dir
+
+from support.jobs import example_job, write_job
+
+
+def _wu(wu_id: str, low: int = 0, high: int = 100, **props: object) -> WorkUnit:
+    return WorkUnit(id=wu_id, dataset="ds", watermark_key="0", low_watermark=low, expected_high_watermark=high, props=dict(props))
+
+
+def _plan(sizes: dict[str, float | None], units: list[WorkUnit | MultiWorkUnit]) -> Plan:
+    return Plan(units=units, previous={}, key_stats={}, estimated_bytes=sizes)
+
+
+def _tasks(spec_job: object, plan: Plan) -> list[float | None]:
+    """The estimates of the plan's tasks, as the runner hands them to the executor."""
+    specs = [TaskSpec(job=spec_job, run_id="r", unit=u, estimated_bytes=plan.estimate(u)) for u in plan.units]  # type: ignore[arg-type]
+    return [t.estimated_bytes for t in specs]
+
+
+def test_a_plan_is_small_only_when_every_task_has_an_estimate_and_their_sum_is_under_the_limit(tmp_path: Path) -> None:
+    spec = load_job(write_job(tmp_path, example_job(tmp_path)))
+    a, b, c = _wu("a"), _wu("b"), _wu("c")
+    multi = MultiWorkUnit("m", (b, c))
+    known = _plan({"a": 100.0, "b": 200.0, "c": 300.0}, [a, multi])
+    assert known.estimate(multi) == 500.0
+    assert small_plan_bytes(_tasks(spec, known), 601) == 600.0
+    assert small_plan_bytes(_tasks(spec, known), 600) is None  # under, not at
+    assert small_plan_bytes(_tasks(spec, known), None) is None  # spark.in_driver_below: off
+    unknown = _plan({"a": 100.0, "b": 200.0, "c": None}, [a, multi])
+    assert unknown.estimate(multi) is None
+    assert small_plan_bytes(_tasks(spec, unknown), 10**12) is None  # one task the Source cannot size: Spark
+    assert small_plan_bytes([], 10**12) is None
+
+
+def test_a_small_run_commits_every_record_in_the_driver_without_starting_spark(tmp_path: Path, caplog) -> None:
+    spec = load_job(write_job(tmp_path, example_job(tmp_path)))
+    executor = SparkExecutor(spec)
+    with caplog.at_level(logging.INFO, logger="gobblin_py"):
+        result = JobRunner(spec, executor).run()
+    assert result.succeeded, result.error
+    assert executor._thread is None and executor._session is None  # Spark was never asked to start
+    assert "executor_start" not in result.phases
+    assert any("in the driver, not on Spark" in r.getMessage() for r in caplog.records)
+    ids = [r["id"] for r in read_avro_dir(tmp_path / "output" / "clicks")]
+    assert len(ids) == len(set(ids)) == 2000
+    executor.stop(exiting=True)
+
+
+def test_a_plan_over_the_limit_or_with_the_setting_off_goes_to_spark(tmp_path: Path) -> None:
+    spec = load_job(write_job(tmp_path, example_job(tmp_path, spark__in_driver_below="1KiB")))
+    plan = _plan({"a": 4096.0}, [_wu("a")])
+    assert spec.spark.in_driver_limit == 1024
+    assert small_plan_bytes(_tasks(spec, plan), spec.spark.in_driver_limit) is None
+    for off in (0, "off", False):
+        assert load_job(write_job(tmp_path, example_job(tmp_path, spark__in_driver_below=off))).spark.in_driver_limit is None
+
+
+def test_unset_it_is_16MiB_on_a_local_master_and_off_on_a_cluster_unless_given(tmp_path: Path) -> None:
+    path = write_job(tmp_path, example_job(tmp_path))
+    assert load_job(path).spark.in_driver_limit == 16 * 1024 * 1024
+    assert load_job(path, master="spark://127.0.0.1:7077").spark.in_driver_limit is None
+    given = write_job(tmp_path, example_job(tmp_path, spark__in_driver_below="4MB"), "given.yaml")
+    assert load_job(given, master="spark://127.0.0.1:7077").spark.in_driver_limit == 4_000_000
+
+
+def test_a_bad_size_is_a_config_error_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="in_driver_below"):
+        load_job(write_job(tmp_path, example_job(tmp_path, spark__in_driver_below="lots")))
+
+
+def test_files_estimate_the_range_to_read_and_five_times_a_compressed_file(tmp_path: Path) -> None:
+    data = tmp_path / "in" / "ds"
+    data.mkdir(parents=True)
+    (data / "a.jsonl").write_bytes(b'{"id": 1}\n' * 100)
+    (data / "b.jsonl.gz").write_bytes(gzip.compress(b'{"id": 2}\n' * 1000))
+    source = FilesSource(FilesSource.Settings(path=str(tmp_path / "in")))
+    state = SourceState({})
+    sizes = {Path(wu.props["file"]).name: source.estimated_bytes(wu, state) for wu in source.get_workunits(state)}
+    assert sizes == {"a.jsonl": 1000.0, "b.jsonl.gz": 5.0 * (data / "b.jsonl.gz").stat().st_size}
+    appended = _wu("x", low=600, high=1000, file=str(data / "a.jsonl"), start=600)
+    assert source.estimated_bytes(appended, state) == 400.0  # only the appended bytes
+
+
+def test_kafka_estimates_records_times_the_partitions_last_bytes_per_record() -> None:
+    source = KafkaSource.__new__(KafkaSource)  # estimates need no broker
+    wu = WorkUnit(id="w", dataset="topic", watermark_key="3", low_watermark=1000, expected_high_watermark=1500)
+    assert source.estimated_bytes(wu, SourceState({})) == 500 * 1024.0  # nothing known yet: 1 KiB a record
+    seen = SourceState({"topic": {"3": 1000}}, {"topic": {"3": {"records": 1000, "bytes": 50_000, "seconds": 1.0}}})
+    assert source.estimated_bytes(wu, seen) == 500 * 50.0
+
+
+def test_jdbc_estimates_planned_rows_times_the_tables_last_bytes_per_row() -> None:
+    source = JdbcSource.__new__(JdbcSource)
+    wu = WorkUnit(id="w", dataset="public.t", watermark_key="high", low_watermark=None, expected_high_watermark=1,
+                  props={"estimated_rows": 2000})
+    assert source.estimated_bytes(wu, SourceState({})) == 2000 * 1024.0
+    stats = {"public.t": {"high": {"records": 900, "bytes": 90_000, "seconds": 1.0},
+                          "low": {"records": 100, "bytes": 10_000, "seconds": 1.0}}}
+    assert source.estimated_bytes(wu, SourceState({}, stats)) == 2000 * 100.0
