@@ -119,7 +119,8 @@ def main() -> None:
             written = sum(t["records_written"] for t in state["tasks"])
             assert written == changed, (written, changed)
             incremental[where] = {"wall_s": took, "rows": written, "phases": state["phases"],
-                                  "task_s": [t["duration_s"] for t in state["tasks"]]}
+                                  "task_s": [t["duration_s"] for t in state["tasks"]],
+                                  "log": [line.split(": ", 1)[-1] for line in done.stderr.splitlines() if "in the driver" in line]}
             print(f"incremental after {changed} changed rows, tasks in the {where}: {took:6.2f}s  phases "
                   f"{ {k: round(v, 2) for k, v in state['phases'].items()} }  tasks {incremental[where]['task_s']}", flush=True)
     med = statistics.median

@@ -184,7 +184,9 @@ def test_kill_commits_on_spark_executors_then_run_again(tmp_path: Path, referenc
     also runs on the executors and is killed after its first replayed step, then a last run, publish every
     record once."""
     tmp = _setup(tmp_path, reference)
-    write_job(tmp, _serial(tmp, commit_on_executors_from=1))
+    job = _serial(tmp, commit_on_executors_from=1)
+    job.setdefault("spark", {})["in_driver_below"] = 0  # Spark runs (a run this small would stay in the driver)
+    write_job(tmp, job)
     killed = cli(["run", "job.yaml"], tmp, crash_at=point)
     assert killed.returncode == 1, killed.stdout + killed.stderr  # only the worker died
     assert "commit on the executors failed (Python worker exited unexpectedly (crashed))" in killed.stdout
