@@ -100,7 +100,8 @@ class Source(Plugin, abc.ABC):
         return []
 
     def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float | None:
-        """Hook: about how many bytes the task of `workunit` will read, from the plan and the last run's statistics.
+        """Hook: about how many bytes the task of `workunit` will handle (read, or written last time per record), from
+        the plan and the last run's statistics.
         A run whose work units all have an estimate, together under `spark.in_driver_below`, runs its tasks in the
         driver without starting Spark. Default: None, not known (the run uses Spark)."""
         return None

@@ -34,9 +34,9 @@ def shown(size: float) -> str:
     """`size` bytes as a person reads it: `512 B`, `3.2 MiB`."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+            break
         size /= 1024
-    return f"{size:.1f} GiB"
+    return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
 
 
 ByteSize = Annotated[int, BeforeValidator(parse_bytes)]

@@ -26,7 +26,7 @@ def plan_command(
     from gobblin_py.cli.output import fail, out
     from gobblin_py.commit.store import CommitStepStore
     from gobblin_py.config import load_job
-    from gobblin_py.runtime.executors import small_plan_bytes
+    from gobblin_py.runtime.executors import in_driver_why, small_plan_bytes
     from gobblin_py.runtime.planning import plan
     from gobblin_py.state.store import StateStore
 
@@ -56,8 +56,8 @@ def plan_command(
     out.print(f"job {job.name}: {view['workunits']} work units in {len(tasks)} tasks over {len(view['datasets'])} datasets"
               + ("" if tasks else " (nothing to extract)"), markup=False)
     if tasks:
-        out.print(f"  tasks run in the driver: about {shown(small)}, under spark.in_driver_below ({shown(limit or 0)})"
-                  if small is not None else f"  tasks run on Spark ({job.spark.master})", markup=False)
+        out.print(f"  tasks run in the driver: {in_driver_why(small, limit)}" if small is not None and limit is not None
+                  else f"  tasks run on Spark ({job.spark.master})", markup=False)
     for t in tasks:
         out.print(f"  task {t['task']}" + (f"  (about {shown(t['estimated_bytes'])})" if t["estimated_bytes"] is not None else ""),
                   markup=False)

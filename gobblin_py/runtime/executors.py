@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from gobblin_py.builtin.byte_sizes import shown
 from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.runtime.interrupt import raise_if_interrupted
 from gobblin_py.runtime.results import WorkUnitResult
@@ -49,6 +50,11 @@ def small_plan_bytes(estimates: Sequence[float | None], limit: int | None) -> fl
         return None
     total = sum(e or 0.0 for e in estimates)
     return total if total < limit else None
+
+
+def in_driver_why(total: float, limit: int) -> str:
+    """Why a run's tasks stay in the driver, as the run's log and `gobblin-py plan` say it."""
+    return f"about {shown(total)}, under spark.in_driver_below ({shown(limit)})"
 
 
 class InProcessExecutor:

@@ -14,13 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gobblin_py.builtin.byte_sizes import shown
 from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.config.loader import PACKAGE_CONF
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import JobError
 from gobblin_py.fs import Location
-from gobblin_py.runtime.executors import InProcessExecutor, ProgressCallback, small_plan_bytes
+from gobblin_py.runtime.executors import InProcessExecutor, ProgressCallback, in_driver_why, small_plan_bytes
 from gobblin_py.runtime.interrupt import raise_if_interrupted
 from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task import TaskSpec, run_task
@@ -163,9 +162,8 @@ class SparkExecutor:
         in the driver instead, and Spark never starts."""
         limit = self.job.spark.in_driver_limit
         small = small_plan_bytes([t.estimated_bytes for t in tasks], limit) if self._thread is None and self._session is None else None
-        if small is not None:
-            log.info("running %d task(s) in the driver, not on Spark: about %s to read, under spark.in_driver_below (%s)",
-                     len(tasks), shown(small), shown(limit or 0))
+        if small is not None and limit is not None:
+            log.info("running %d task(s) in the driver, not on Spark: %s", len(tasks), in_driver_why(small, limit))
             return InProcessExecutor().run(tasks, progress)
         sc = self.session().sparkContext
         self._check_paths_once()
