@@ -67,7 +67,7 @@ class RetriableTaskError(TaskError):
 class UnreachableError(RetriableTaskError):
     """A service a task reads from (a Kafka broker …) cannot be reached. Retried, but with one retry budget per
     run for one service: once a task of the run gives up on `endpoint`, the run's other tasks that need it fail
-    at once (see `gobblin_py.runtime.giveups`). `remedy` says what the operator should check."""
+    at once (see `gobblin_py.runtime.task.giveups`). `remedy` says what the operator should check."""
 
     def __init__(self, message: str, endpoint: str, remedy: str) -> None:
         super().__init__(message)

@@ -32,47 +32,67 @@ _BASES: dict[Kind, str] = {
 
 BUILTINS: dict[Kind, dict[str, str]] = {
     Kind.SOURCE: {
-        "files": "gobblin_py.builtin.files_source:FilesSource",
-        "kafka": "gobblin_py.builtin.kafka_source:KafkaSource",
-        "jdbc": "gobblin_py.builtin.jdbc_source:JdbcSource",
+        "files": "gobblin_py.builtin.sources.files.source:FilesSource",
+        "kafka": "gobblin_py.builtin.sources.kafka.source:KafkaSource",
+        "jdbc": "gobblin_py.builtin.sources.jdbc.source:JdbcSource",
     },
     Kind.CONVERTER: {
-        "json_to_avro": "gobblin_py.builtin.json_to_avro:JsonToAvroConverter",
-        "select_fields": "gobblin_py.builtin.field_converters:SelectFieldsConverter",
-        "rename_fields": "gobblin_py.builtin.field_converters:RenameFieldsConverter",
-        "filter": "gobblin_py.builtin.filter_converter:FilterConverter",
-        "explode": "gobblin_py.builtin.field_converters:ExplodeConverter",
+        "json_to_avro": "gobblin_py.builtin.converters.json_to_avro:JsonToAvroConverter",
+        "select_fields": "gobblin_py.builtin.converters.fields:SelectFieldsConverter",
+        "rename_fields": "gobblin_py.builtin.converters.fields:RenameFieldsConverter",
+        "filter": "gobblin_py.builtin.converters.filter:FilterConverter",
+        "explode": "gobblin_py.builtin.converters.fields:ExplodeConverter",
     },
     Kind.ROW_POLICY: {
-        "required_fields": "gobblin_py.builtin.row_policies:RequiredFieldsPolicy",
-        "schema_check": "gobblin_py.builtin.row_policies:SchemaCheckPolicy",
+        "required_fields": "gobblin_py.builtin.quality:RequiredFieldsPolicy",
+        "schema_check": "gobblin_py.builtin.quality:SchemaCheckPolicy",
     },
     Kind.TASK_POLICY: {
-        "row_count": "gobblin_py.builtin.task_policies:RowCountPolicy",
-        "row_count_range": "gobblin_py.builtin.task_policies:RowCountRangePolicy",
+        "row_count": "gobblin_py.builtin.quality:RowCountPolicy",
+        "row_count_range": "gobblin_py.builtin.quality:RowCountRangePolicy",
     },
     Kind.FORK: {
         "identity": "gobblin_py.builtin.forks:IdentityFork",
         "by_field": "gobblin_py.builtin.forks:ByFieldFork",
     },
     Kind.WRITER: {
-        "avro": "gobblin_py.builtin.avro_writer:AvroWriter",
-        "bytes": "gobblin_py.builtin.bytes_writer:BytesWriter",
-        "jsonl": "gobblin_py.builtin.jsonl_writer:JsonLinesWriter",
-        "parquet": "gobblin_py.builtin.parquet_writer:ParquetWriter",
+        "avro": "gobblin_py.builtin.writers.avro:AvroWriter",
+        "bytes": "gobblin_py.builtin.writers.bytes:BytesWriter",
+        "jsonl": "gobblin_py.builtin.writers.jsonl:JsonLinesWriter",
+        "parquet": "gobblin_py.builtin.writers.parquet:ParquetWriter",
     },
     Kind.PUBLISHER: {
-        "fs": "gobblin_py.builtin.fs_publisher:FsPublisher",
-        "iceberg": "gobblin_py.builtin.iceberg_publisher:IcebergPublisher",
+        "fs": "gobblin_py.builtin.publishers.fs:FsPublisher",
+        "iceberg": "gobblin_py.builtin.publishers.iceberg.publisher:IcebergPublisher",
     },
 }
+
+
+MOVED: dict[str, str] = {
+    "gobblin_py.builtin.files_source": "gobblin_py.builtin.sources.files.source",
+    "gobblin_py.builtin.kafka_source": "gobblin_py.builtin.sources.kafka.source",
+    "gobblin_py.builtin.jdbc_source": "gobblin_py.builtin.sources.jdbc.source",
+    "gobblin_py.builtin.json_to_avro": "gobblin_py.builtin.converters.json_to_avro",
+    "gobblin_py.builtin.field_converters": "gobblin_py.builtin.converters.fields",
+    "gobblin_py.builtin.filter_converter": "gobblin_py.builtin.converters.filter",
+    "gobblin_py.builtin.row_policies": "gobblin_py.builtin.quality",
+    "gobblin_py.builtin.task_policies": "gobblin_py.builtin.quality",
+    "gobblin_py.builtin.avro_writer": "gobblin_py.builtin.writers.avro",
+    "gobblin_py.builtin.bytes_writer": "gobblin_py.builtin.writers.bytes",
+    "gobblin_py.builtin.jsonl_writer": "gobblin_py.builtin.writers.jsonl",
+    "gobblin_py.builtin.parquet_writer": "gobblin_py.builtin.writers.parquet",
+    "gobblin_py.builtin.fs_publisher": "gobblin_py.builtin.publishers.fs",
+    "gobblin_py.builtin.iceberg_publisher": "gobblin_py.builtin.publishers.iceberg.publisher",
+}
+"""Where the built-in plugins' modules were before `builtin/` was laid out by the job file's sections: commit and
+compaction records name a publisher by `module:Class`, and one written before the move must still replay."""
 
 
 def _import(path: str) -> object:
     module_name, _, attr = path.partition(":")
     if not attr:
         module_name, _, attr = path.rpartition(".")
-    module = importlib.import_module(module_name)
+    module = importlib.import_module(MOVED.get(module_name, module_name))
     return getattr(module, attr)
 
 

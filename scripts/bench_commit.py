@@ -66,7 +66,7 @@ def exactly_once(root: Path, task_files: list[list[Path]], threads: int = 4, exi
 
 def exactly_once_on_executors(root: Path, task_files: list[list[Path]], sc: object) -> float:
     from gobblin_py.commit.distributed import commit_many, default_groups
-    from gobblin_py.runtime.spark_executor import SparkTasks
+    from gobblin_py.runtime.executors.spark import SparkTasks
 
     seqs = sequences(root, task_files)
     t0 = time.perf_counter()
@@ -96,7 +96,7 @@ def recovery(root: Path, task_files: list[list[Path]], threads: int = 4, sc: obj
     """Replay D pending sequences (none of their steps run) as the start of a run does: in `threads`
     driver threads, or with `sc` as Spark tasks (each loads its datasets' records from the store)."""
     from gobblin_py.commit.distributed import default_groups, recover_many
-    from gobblin_py.runtime.spark_executor import SparkTasks
+    from gobblin_py.runtime.executors.spark import SparkTasks
 
     store = CommitStepStore(root)
     for seq in sequences(root, task_files):

@@ -34,11 +34,11 @@ import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
 
 from gobblin_py.config import load_job  # noqa: E402
-from gobblin_py.runtime.compaction_plan import CompactionOptions, DedupSpec  # noqa: E402
-from gobblin_py.runtime.compactor import Compactor  # noqa: E402
-from gobblin_py.runtime.executors import InProcessExecutor  # noqa: E402
+from gobblin_py.compaction.plan import CompactionOptions, DedupSpec  # noqa: E402
+from gobblin_py.compaction.compactor import Compactor  # noqa: E402
+from gobblin_py.runtime.executors.in_process import InProcessExecutor  # noqa: E402
 from gobblin_py.runtime.runner import JobRunner  # noqa: E402
-from gobblin_py.runtime.spark_executor import SparkExecutor  # noqa: E402
+from gobblin_py.runtime.executors.spark import SparkExecutor  # noqa: E402
 from bench_results import compaction_args, save, scratch  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 JAN1 = 1_767_225_600_000
@@ -90,7 +90,7 @@ def main() -> None:
         job = load_job(job_file(root))
         t0 = time.perf_counter()
         assert JobRunner(job, InProcessExecutor()).run().succeeded
-        from gobblin_py.builtin.iceberg_publisher import IcebergPublisher
+        from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher
 
         publisher = job.branches[0].publisher.create()
         assert isinstance(publisher, IcebergPublisher)

@@ -34,7 +34,7 @@ from bench_results import save
 
 from gobblin_py.api import WorkUnit
 from gobblin_py.config import load_job
-from gobblin_py.runtime.task import TaskSpec, run_task
+from gobblin_py.runtime.task.pipeline import TaskSpec, run_task
 
 CLIENTS = ("kafka-python", "confluent")
 
@@ -85,8 +85,8 @@ def confluent_floor(bootstrap: str, ends: dict[int, int]) -> None:
     """confluent-kafka's consume loop with gobblin-py's settings, taking each message's value and nothing more."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from gobblin_py.builtin.kafka_confluent import confluent_settings
-    from gobblin_py.builtin.kafka_source import KafkaSettings
+    from gobblin_py.builtin.sources.kafka.confluent import confluent_settings
+    from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
 
     settings = KafkaSettings(bootstrap_servers=bootstrap, topics=[TOPIC], client="confluent")
     for p, end in sorted(ends.items()):

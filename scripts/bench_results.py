@@ -27,7 +27,7 @@ def save(name: str, data: dict[str, Any]) -> Path:
 def compaction_args(doc: str, dedup: bool = False) -> argparse.Namespace:
     """The compaction benchmarks' options from the command line: --files, --records, --target-size (as bytes),
     --in-process, and --dedup where the benchmark offers it; `doc` is the script's docstring (its first line the help)."""
-    from gobblin_py.builtin.byte_sizes import parse_bytes  # the script has put the repository on sys.path
+    from gobblin_py.units import parse_bytes  # the script has put the repository on sys.path
 
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--files", type=int, default=1000)

@@ -19,6 +19,10 @@ from typing import Any
 
 from gobblin_py.api.types import Record
 
+ROW_VALUES = b"gobblin.row_values"
+"""Arrow field metadata an extractor's batch may carry: `datetime` says the row path's values of that timestamp
+column are datetimes, so a writer splits a batch by partition as it would place those (see `TimePartitioner.split`)."""
+
 
 @dataclass(frozen=True)
 class RawBatch:

@@ -47,11 +47,11 @@ def compact_command(
     """
     from gobblin_py.cli.output import check_metrics_path, fail, out, setup_logging, write_metrics
     from gobblin_py.config import load_job
-    from gobblin_py.runtime.compaction_plan import compaction_options
-    from gobblin_py.runtime.compactor import Compactor
-    from gobblin_py.runtime.executors import InProcessExecutor
+    from gobblin_py.compaction.plan import compaction_options
+    from gobblin_py.compaction.compactor import Compactor
+    from gobblin_py.runtime.executors.in_process import InProcessExecutor
     from gobblin_py.runtime.runner import JobRunner
-    from gobblin_py.runtime.spark_executor import SparkExecutor
+    from gobblin_py.runtime.executors.spark import SparkExecutor
 
     try:
         job = load_job(job_file, master=master)

@@ -68,11 +68,11 @@ def run(
     from gobblin_py.cli.output import check_metrics_path, print_summary, setup_logging, write_metrics
     from gobblin_py.cli.progress import progress_for
     from gobblin_py.config import load_job
-    from gobblin_py.runtime.executors import InProcessExecutor
+    from gobblin_py.runtime.executors.in_process import InProcessExecutor
     from gobblin_py.runtime.runner import JobRunner
-    from gobblin_py.runtime.spark_executor import SparkExecutor
+    from gobblin_py.runtime.executors.spark import SparkExecutor
 
-    from gobblin_py.runtime import interrupt
+    from gobblin_py.runtime.executors import interrupt
 
     interrupt.install()
     try:
@@ -117,8 +117,8 @@ def _run_continuously(runner: object, metrics_json: Optional[Path]) -> object:
     import threading
 
     from gobblin_py.cli.output import write_metrics
-    from gobblin_py.runtime import interrupt
-    from gobblin_py.runtime.continuous import run_continuous
+    from gobblin_py.runtime.executors import interrupt
+    from gobblin_py.scheduling.continuous import run_continuous
 
     stop = threading.Event()
     interrupt.install_graceful(stop, lambda name: print(f"{name}: stopping after the checkpoint in flight commits "
@@ -233,7 +233,7 @@ def schedule(
     import os
 
     from gobblin_py.cli.output import print_summary, setup_logging
-    from gobblin_py.runtime.scheduler import RunEnded, Scheduler
+    from gobblin_py.scheduling.scheduler import RunEnded, Scheduler
 
     def summary(ended: RunEnded) -> None:  # a child prints its own
         if ended.job_result is not None:

@@ -18,7 +18,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from gobblin_py.errors import ConfigError
 from gobblin_py.runtime.runner import DatasetStatus, JobResult
-from gobblin_py.runtime.scheduler import RunEnded, ScheduledJob
+from gobblin_py.scheduling.scheduler import RunEnded, ScheduledJob
 from gobblin_py.state.store import StateStore
 
 log = logging.getLogger(__name__)

@@ -244,7 +244,7 @@ def _reset_plan(job: Any, dataset: str | None, to: list[str], import_offsets: Pa
                 raise ConfigError(f"--to {item!r}: expected KEY=VALUE, for example 0=1500")
             changes[key] = _parse_value(value)
         return {dataset: changes}
-    from gobblin_py.builtin.kafka_source import KafkaSource
+    from gobblin_py.builtin.sources.kafka.source import KafkaSource
     from gobblin_py.config.gobblin.offsets import read_offsets
 
     if to:

@@ -304,16 +304,8 @@ def _branches(fork_extra: dict[str, Any], top: dict[str, Any], task_policies: li
     return out
 
 
-def load_job(path: str | Path, *, master: str | None = None, strict: bool = False) -> JobSpec:
-    """Read, merge over the defaults and validate a job file; ConfigError lists every problem.
-
-    An Apache Gobblin job file (`.pull`, `.job`, `.properties`, `.conf`) is translated first (see
-    `gobblin_py.config.gobblin`); `strict` makes its unused keys errors."""
-    path = Path(path)
-    from gobblin_py.config.gobblin import is_gobblin_job, load_gobblin_job
-
-    if is_gobblin_job(path):
-        return load_gobblin_job(path, master=master, strict=strict)
+def load_yaml_job(path: Path, *, master: str | None = None) -> JobSpec:
+    """Read a YAML job file, merge it over the defaults and validate it; ConfigError lists every problem."""
     return load_document(path, _read_yaml(path), master=master)
 
 

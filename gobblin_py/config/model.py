@@ -14,9 +14,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
-from gobblin_py.builtin.byte_sizes import ByteSize
+from gobblin_py.units import ByteSize
 from gobblin_py.fs.paths import AbsPath, FsLocation
-from gobblin_py.config.durations import Seconds
+from gobblin_py.units import Seconds
 from gobblin_py.cron import Cron
 from gobblin_py.fs import Location
 from gobblin_py.state.alerts import AlertSettings

@@ -9,7 +9,7 @@ from typing import Any
 
 from gobblin_py.api import TaskCounter
 from gobblin_py.commit.recovery import RecoveryReport
-from gobblin_py.runtime.results import WorkUnitResult
+from gobblin_py.runtime.task.results import WorkUnitResult
 
 
 class DatasetStatus(str, enum.Enum):

@@ -24,10 +24,10 @@ from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.commit.tasks import CommitTasks, ThreadTasks
 from gobblin_py.config.model import CommitPolicy, JobSpec
 from gobblin_py.errors import GobblinError, StateStoreError
-from gobblin_py.runtime.executors import TaskExecutor
+from gobblin_py.runtime.executors.base import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, sum_counters, watermark_summary
 from gobblin_py.runtime.planning import Plan
-from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
+from gobblin_py.runtime.task.results import TaskStatus, WorkUnitResult
 from gobblin_py.state.store import DatasetStateFile, StateStore, WatermarkFile
 
 log = logging.getLogger(__name__)

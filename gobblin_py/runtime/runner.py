@@ -19,13 +19,13 @@ from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import ConfigError, GobblinError, JobLockedError, describe
 from gobblin_py.fs import Location, filesystem_for
-from gobblin_py.runtime.executors import TaskExecutor
+from gobblin_py.runtime.executors.base import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
 from gobblin_py.runtime.observers import Observers
 from gobblin_py.runtime.planning import Plan, plan
 from gobblin_py.runtime.publish import PublishPath, step_registry
-from gobblin_py.runtime.results import TaskStatus, WorkUnitResult
-from gobblin_py.runtime.task import TaskSpec
+from gobblin_py.runtime.task.results import TaskStatus, WorkUnitResult
+from gobblin_py.runtime.task.pipeline import TaskSpec
 from gobblin_py.state.alerts import FailureTracker
 from gobblin_py.state.events import EventLog
 from gobblin_py.state.lock import JobLock

@@ -53,7 +53,7 @@ from gobblin_py.api import (
 )
 from gobblin_py.commit.steps import BUILTIN_STEPS
 from gobblin_py.errors import is_record_fault
-from gobblin_py.runtime.committables import commit_staged
+from gobblin_py.runtime.task.committables import commit_staged
 
 __all__ = ["check_committer", "check_converter", "check_source", "check_writer", "count_records"]
 

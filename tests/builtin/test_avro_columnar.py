@@ -16,9 +16,9 @@ import pyarrow as pa
 import pytest
 
 from gobblin_py.api import WriterTarget
-from gobblin_py.builtin.arrow_schema import ArrowMapping
-from gobblin_py.builtin.avro_arrow import AvroArrowEncoder
-from gobblin_py.builtin.avro_writer import AvroWriter
+from gobblin_py.builtin.schemas.arrow import ArrowMapping
+from gobblin_py.builtin.writers.avro_arrow import AvroArrowEncoder
+from gobblin_py.builtin.writers.avro import AvroWriter
 
 UTC = dt.timezone.utc
 
@@ -205,7 +205,7 @@ def test_a_schema_the_encoder_lacks_a_type_of_keeps_the_writer_to_the_row_path(t
 
 @pytest.mark.parametrize("granularity", ["MINUTE", "HOUR", "DAY", "MONTH"])
 def test_a_batch_of_datetimes_is_split_as_each_datetime_is_placed(granularity: str) -> None:
-    from gobblin_py.builtin.time_partitioner import PartitionSettings, TimePartitioner
+    from gobblin_py.builtin.writers.time_partitioner import PartitionSettings, TimePartitioner
 
     partitioner = TimePartitioner(PartitionSettings(column="at", granularity=granularity, pattern="yyyy/MM/dd/HH/mm"))
     rnd = random.Random(13)

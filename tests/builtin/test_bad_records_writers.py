@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from gobblin_py.api import OutputFile, WriterTarget
-from gobblin_py.builtin.avro_writer import AvroWriter
-from gobblin_py.builtin.jsonl_writer import JsonLinesWriter
-from gobblin_py.builtin.time_partitioner import PartitionSettings, TimePartitioner
+from gobblin_py.builtin.writers.avro import AvroWriter
+from gobblin_py.builtin.writers.jsonl import JsonLinesWriter
+from gobblin_py.builtin.writers.time_partitioner import PartitionSettings, TimePartitioner
 from gobblin_py.errors import RecordError
-from gobblin_py.runtime.bad_records import ErrorFile
+from gobblin_py.runtime.task.error_file import ErrorFile
 
 from support.writers import write_all
 

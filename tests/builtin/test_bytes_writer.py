@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from gobblin_py.api import WriterTarget
-from gobblin_py.builtin.bytes_writer import BytesWriter
+from gobblin_py.builtin.writers.bytes import BytesWriter
 from gobblin_py.plugins import Kind, resolve
 from gobblin_py.testing.conformance import check_writer
 

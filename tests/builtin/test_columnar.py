@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from gobblin_py.api import RawBatch, WriterTarget
-from gobblin_py.builtin.json_to_avro import JsonToAvroConverter
-from gobblin_py.builtin.parquet_writer import ParquetWriter
-from gobblin_py.builtin.time_partitioner import PartitionSettings, TimePartitioner
+from gobblin_py.builtin.converters.json_to_avro import JsonToAvroConverter
+from gobblin_py.builtin.writers.parquet import ParquetWriter
+from gobblin_py.builtin.writers.time_partitioner import PartitionSettings, TimePartitioner
 from gobblin_py.errors import ConfigError
 
 SCHEMA: dict[str, Any] = {"type": "record", "name": "E", "fields": [

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gobblin_py.builtin.field_converters import ExplodeConverter, RenameFieldsConverter, SelectFieldsConverter
-from gobblin_py.builtin.filter_converter import FilterConverter
-from gobblin_py.builtin.json_to_avro import JsonToAvroConverter
+from gobblin_py.builtin.converters.fields import ExplodeConverter, RenameFieldsConverter, SelectFieldsConverter
+from gobblin_py.builtin.converters.filter import FilterConverter
+from gobblin_py.builtin.converters.json_to_avro import JsonToAvroConverter
 from gobblin_py.errors import ConfigError, RecordError, TaskError
 
 EVENT_FIELDS: list[dict[str, Any]] = [

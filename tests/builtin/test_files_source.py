@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from gobblin_py.api import SourceState, TaskContext, WorkUnit
-from gobblin_py.builtin.files_source import CsvExtractor, FilesSource, JsonLinesExtractor
+from gobblin_py.builtin.sources.files.source import CsvExtractor, FilesSource, JsonLinesExtractor
 from gobblin_py.errors import SourceError
 
 

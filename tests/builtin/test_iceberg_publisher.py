@@ -5,7 +5,6 @@ evolution, concurrent commits into one table, load-time checks, an S3 warehouse 
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from collections import Counter
 from pathlib import Path
@@ -14,12 +13,12 @@ from typing import Any
 import pytest
 
 from gobblin_py.api import DatasetCommit, OutputFile
-from gobblin_py.builtin.iceberg_publisher import IcebergPublisher
-from gobblin_py.builtin.iceberg_tables import with_retries
+from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher
+from gobblin_py.builtin.publishers.iceberg.tables import with_retries
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
 from gobblin_py.errors import CommitError, ConfigError
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files

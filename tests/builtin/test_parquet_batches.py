@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 
 from gobblin_py.api import WriterTarget
-from gobblin_py.builtin.arrow_schema import ArrowMapping
-from gobblin_py.builtin.parquet_writer import ParquetWriter
-from gobblin_py.builtin.partitioned_files import ROW_VALUES
+from gobblin_py.builtin.schemas.arrow import ArrowMapping
+from gobblin_py.builtin.writers.parquet import ParquetWriter
+from gobblin_py.api.batches import ROW_VALUES
 
 UTC = dt.timezone.utc
 HOUR = {"column": "ts", "granularity": "HOUR", "pattern": "yyyy/MM/dd/HH"}

@@ -15,12 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from gobblin_py.api import WriterTarget
-from gobblin_py.builtin.arrow_schema import ArrowMapping
-from gobblin_py.builtin.avro_writer import AvroWriter
-from gobblin_py.builtin.parquet_writer import ParquetWriter, _culprit
+from gobblin_py.builtin.schemas.arrow import ArrowMapping
+from gobblin_py.builtin.writers.avro import AvroWriter
+from gobblin_py.builtin.writers.parquet import ParquetWriter, _culprit
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError, RecordError
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
 

@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from gobblin_py.api import BranchStats
-from gobblin_py.builtin.row_policies import RequiredFieldsPolicy, SchemaCheckPolicy
-from gobblin_py.builtin.task_policies import RowCountPolicy, RowCountRangePolicy
+from gobblin_py.builtin.quality import RequiredFieldsPolicy, SchemaCheckPolicy
+from gobblin_py.builtin.quality import RowCountPolicy, RowCountRangePolicy
 
 SCHEMA: dict[str, Any] = {
     "type": "record", "name": "Event", "namespace": "test",

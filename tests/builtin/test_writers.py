@@ -14,10 +14,10 @@ import pytest
 from pydantic import ValidationError
 
 from gobblin_py.fs import Location
-from gobblin_py.runtime.committables import commit_writer
+from gobblin_py.runtime.task.committables import commit_writer
 from gobblin_py.api import OutputFile, WriterTarget
-from gobblin_py.builtin.avro_writer import AvroWriter
-from gobblin_py.builtin.jsonl_writer import JsonLinesWriter
+from gobblin_py.builtin.writers.avro import AvroWriter
+from gobblin_py.builtin.writers.jsonl import JsonLinesWriter
 from gobblin_py.errors import RecordError, TaskError
 
 SCHEMA: dict[str, Any] = {

@@ -152,7 +152,7 @@ def test_schedule_metrics_count_a_run_that_wrote_no_result_as_crashed_and_keep_j
     from prometheus_client.parser import text_string_to_metric_families
 
     from gobblin_py.cli.prometheus import ScheduleMetrics
-    from gobblin_py.runtime.scheduler import RunEnded, ScheduledJob
+    from gobblin_py.scheduling.scheduler import RunEnded, ScheduledJob
 
     soon = dt.datetime.now() + dt.timedelta(minutes=5)
     jobs = [ScheduledJob(tmp_path / f"{n}.yaml", n, tmp_path / "work", Cron.parse("0 * * * * ?"), soon) for n in ("a", "b")]

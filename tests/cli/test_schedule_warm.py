@@ -218,20 +218,20 @@ def test_isolated_runs_each_firing_as_a_child_process(tmp_path: Path) -> None:
 
 
 def test_a_job_whose_spark_section_differs_from_the_sessions_runs_as_a_child(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from gobblin_py.runtime.scheduler import Scheduler
+    from gobblin_py.scheduling.scheduler import Scheduler
 
     for name, spark in (("a", {"master": "local[2]"}), ("b", {"master": "local[2]"}),
                         ("c", {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 3}}), ("d", {"master": "local[1]"})):
         write_job(tmp_path, example_job(tmp_path, job={"name": name, "work_dir": str(tmp_path / "work"), "schedule": "0 0 * * * ?"},
                                         spark=spark), f"{name}.yaml")
-    with caplog.at_level("INFO", logger="gobblin_py.runtime.scheduler"):
+    with caplog.at_level("INFO", logger="gobblin_py.scheduling.scheduler"):
         scheduler = Scheduler([tmp_path])
     assert {j.name: j.as_child for j in scheduler.jobs} == {"a": False, "b": False, "c": True, "d": True}
     assert ("c: its spark: section differs from the shared session's (that of " f"{tmp_path / 'a.yaml'}) in "
             "spark.sql.shuffle.partitions=3 (the session's: 4): its runs are `gobblin-py run` children") in caplog.text
     assert "d: its spark: section differs from the shared session's (that of " f"{tmp_path / 'a.yaml'}) in master local[1] (the session's: local[2]):" in caplog.text
     caplog.clear()
-    with caplog.at_level("INFO", logger="gobblin_py.runtime.scheduler"):
+    with caplog.at_level("INFO", logger="gobblin_py.scheduling.scheduler"):
         Scheduler([tmp_path], isolated=True)  # every run is a child anyway: nothing to warn of
     assert "differs" not in caplog.text
 

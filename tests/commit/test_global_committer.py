@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.api import DatasetCommit, GlobalCommitter
-from gobblin_py.builtin.fs_publisher import FsPublisher
+from gobblin_py.builtin.publishers.fs import FsPublisher
 from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, duplicates, snapshot

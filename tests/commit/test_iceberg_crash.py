@@ -90,3 +90,31 @@ def _table_step(reference: dict) -> int:
     data = len(catalog(tmp).load_table("db.clicks").inspect.files())
     errors = len(list((tmp / "warehouse" / "_errors" / "clicks").rglob("*.jsonl")))
     return data + errors + 1
+
+
+OLD_LAYOUT_RECORD = Path(__file__).parent / "fixtures" / "old_layout_iceberg_clicks.json"
+"""A pending commit record the layout before `builtin/sources|writers|publishers` wrote (killed before clicks' table
+commit, paths under the run's directory as @ROOT@): its global step names `gobblin_py.builtin.iceberg_publisher`."""
+
+
+def test_a_pending_record_written_by_the_old_layout_recovers(tmp_path: Path, reference: dict) -> None:
+    from gobblin_py import checked_json
+    from gobblin_py.errors import CorruptCommitRecordError
+
+    old = checked_json.read(OLD_LAYOUT_RECORD, CorruptCommitRecordError, "fixture")
+    [old_publisher] = {s["args"]["publisher"] for s in old["steps"] if s["type"] == "global_commit"}
+    assert old_publisher == "gobblin_py.builtin.iceberg_publisher:IcebergPublisher"
+    tmp = _fresh(tmp_path / "old", reference)
+    table_step = _table_step(reference)
+    assert cli(RUN, tmp, crash_at=f"commit.after_step:{table_step - 1}").returncode == SIGKILLED
+    record = tmp / "work" / "commits" / "t" / "clicks.json"
+    body = checked_json.read(record, CorruptCommitRecordError, "commit record")
+    assert [s["type"] for s in body["steps"]] == [s["type"] for s in old["steps"]], "the record's shape is the old one's"
+    for step in body["steps"]:
+        if step["type"] == "global_commit":
+            step["args"]["publisher"] = old_publisher  # as the old layout wrote it
+    checked_json.write(record, body)
+    assert "gobblin_py.builtin.iceberg_publisher:" in record.read_text()
+    again = cli(RUN, tmp)
+    assert again.returncode == 0, again.stdout + again.stderr
+    _assert_exactly_once(tmp, reference, "old-layout record")

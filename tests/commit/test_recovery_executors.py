@@ -11,7 +11,7 @@ from gobblin_py.commit.distributed import recover_many
 from gobblin_py.commit.recovery import Outcome, RecoveryReport, recover
 from gobblin_py.commit.steps import BUILTIN_STEPS
 from gobblin_py.commit.store import CommitStepStore
-from gobblin_py.runtime.spark_executor import SparkTasks
+from gobblin_py.runtime.executors.spark import SparkTasks
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.commits import dataset_name, publish_sequences, published_path, task_output
 

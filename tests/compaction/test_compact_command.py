@@ -16,10 +16,10 @@ import yaml
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
-from gobblin_py.runtime.compaction_plan import CompactionOptions, compaction_options
-from gobblin_py.runtime.compactor import Compactor
+from gobblin_py.compaction.plan import CompactionOptions, compaction_options
+from gobblin_py.compaction.compactor import Compactor
 from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.runtime.spark_executor import SharedSparkExecutor
+from gobblin_py.runtime.executors.spark import SharedSparkExecutor
 from gobblin_py.state.lock import JobLock
 from gobblin_py.state.store import CompactionFile
 from gobblin_py.testing.crash import cli

@@ -65,10 +65,10 @@ def test_example_job_loads(in_repo_root: Path) -> None:
     job = load_job("jobs/example.yaml")
     assert job.name == "example"
     assert job.source.settings.path == str(REPO_ROOT / "jobs" / "data")
-    assert [c.path for c in job.converters] == ["gobblin_py.builtin.json_to_avro:JsonToAvroConverter"]
+    assert [c.path for c in job.converters] == ["gobblin_py.builtin.converters.json_to_avro:JsonToAvroConverter"]
     assert [b.name for b in job.branches] == ["main"]
     writer = job.branches[0].writer
-    assert writer.path == "gobblin_py.builtin.avro_writer:AvroWriter"
+    assert writer.path == "gobblin_py.builtin.writers.avro:AvroWriter"
     assert writer.settings.partition.granularity == "DAY"
     assert job.branches[0].publisher.settings.final_dir == str(REPO_ROOT / "output")
 

@@ -41,7 +41,7 @@ def test_an_unset_variable_names_the_key_and_the_variable(tmp_path: Path, monkey
 
 def test_a_secret_from_the_environment_is_never_echoed_by_validate(tmp_path: Path) -> None:
     (tmp_path / "secretplugins.py").write_text(
-        "from gobblin_py.builtin.files_source import FilesSource, FilesSettings\n"
+        "from gobblin_py.builtin.sources.files.source import FilesSource, FilesSettings\n"
         "class S(FilesSettings):\n    db_password: int\n"
         "class Src(FilesSource):\n    Settings = S\n")
     job = example_job(tmp_path)

@@ -37,7 +37,7 @@ def test_a_location_survives_pickling_as_a_location():
 
 
 def test_a_url_without_filesystem_is_refused_naming_the_key(tmp_path):
-    from gobblin_py.config.loader import load_job
+    from gobblin_py.config.job_files import load_job
 
     path = write_job(tmp_path, example_job(tmp_path, publisher={"final_dir": "nosuchfs://bucket/out"},
                                            job={"name": "t", "work_dir": str(tmp_path / "w"), "task_output_dir": "zzz://x"}))

@@ -15,7 +15,7 @@ from gobblin_py.config import load_job
 from gobblin_py.config.gobblin.resolve import resolve_job
 from gobblin_py.config.gobblin.translate import Translation, translate
 from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.runtime.spark_executor import SharedSparkExecutor
+from gobblin_py.runtime.executors.spark import SharedSparkExecutor
 from gobblin_py.testing.outputs import read_error_files
 
 JOBS = Path(__file__).parent / "jobs"

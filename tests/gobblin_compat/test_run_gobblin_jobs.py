@@ -13,7 +13,7 @@ import pytest
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.runtime.spark_executor import SharedSparkExecutor
+from gobblin_py.runtime.executors.spark import SharedSparkExecutor
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
 
 from support.jobs import run_cli

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.planning import plan
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore

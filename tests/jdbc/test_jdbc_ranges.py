@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gobblin_py.builtin.jdbc_ranges import Range, WatermarkKind, committed
+from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind, committed
 from gobblin_py.config import load_job
 from gobblin_py.errors import SourceError
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
 

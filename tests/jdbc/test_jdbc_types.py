@@ -8,10 +8,9 @@ import uuid
 from decimal import Decimal
 from pathlib import Path
 
-import pytest
 
 from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 
 from jdbc.jdbc_jobs import read_with_apache_avro, jdbc_job

@@ -8,7 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 
 from jdbc.jdbc_jobs import read_with_apache_avro

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
-from gobblin_py.runtime.results import TaskStatus
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
+from gobblin_py.runtime.task.results import TaskStatus
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
 

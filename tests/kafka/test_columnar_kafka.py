@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.testing.outputs import read_error_files
 

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore, WatermarkFile
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
@@ -82,7 +82,7 @@ def test_partitions_are_packed_into_at_most_max_workunits_tasks(tmp_path: Path, 
     result = _run(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic], max_workunits=3, client="confluent"))
     assert result.succeeded
     assert len(result.tasks) == 8 and set(output_ids(tmp_path / "output", topic)) == _ids(data)
-    from gobblin_py.builtin.kafka_source import KafkaSource
+    from gobblin_py.builtin.sources.kafka.source import KafkaSource
     from gobblin_py.api import SourceState, MultiWorkUnit
     spec = load_job(write_job(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic], max_workunits=3, min_records_per_workunit=1)))
     produce_events(broker.bootstrap, topic, {p: events(5 if p else 200) for p in range(8)})

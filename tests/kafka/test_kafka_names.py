@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 
 from support.jobs import write_job
@@ -49,7 +49,8 @@ def test_names_are_readable_and_carry_a_128_bit_hash(tmp_path: Path, broker, top
 def test_without_topic_ids_the_first_records_timestamp_tells_a_recreated_topic_apart(broker, topic: str) -> None:
     from kafka import TopicPartition
 
-    from gobblin_py.builtin.kafka_source import KafkaSource, TopicIdentity, first_timestamps, open_consumer
+    from gobblin_py.builtin.sources.kafka.settings import open_consumer
+    from gobblin_py.builtin.sources.kafka.source import KafkaSource, TopicIdentity, first_timestamps
 
     settings = KafkaSource.Settings.model_validate({"bootstrap_servers": broker.bootstrap, "topics": [topic], "idle_timeout_s": 5})
     starts = {TopicPartition(topic, 0): 0, TopicPartition(topic, 1): 5}

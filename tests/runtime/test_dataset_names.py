@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 
 from support.jobs import example_job, write_job
 
 PLUGIN = '''
-from gobblin_py.builtin.files_source import FilesSource
+from gobblin_py.builtin.sources.files.source import FilesSource
 from gobblin_py.api import WorkUnit
 
 

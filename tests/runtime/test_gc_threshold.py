@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from gobblin_py.runtime.gc_threshold import GC_YOUNG_THRESHOLD, fewer_collections
+from gobblin_py.runtime.task.gc_threshold import GC_YOUNG_THRESHOLD, fewer_collections
 
 
 def test_threshold_raised_while_reading_and_restored_after() -> None:

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.api import MultiWorkUnit, SourceState, WorkUnit
-from gobblin_py.builtin.files_source import FilesSource
-from gobblin_py.builtin.jdbc_source import JdbcSource
-from gobblin_py.builtin.kafka_source import KafkaSource
+from gobblin_py.builtin.sources.files.source import FilesSource
+from gobblin_py.builtin.sources.jdbc.source import JdbcSource
+from gobblin_py.builtin.sources.kafka.source import KafkaSource
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError
-from gobblin_py.runtime.executors import small_plan_bytes
+from gobblin_py.runtime.executors.base import small_plan_bytes
 from gobblin_py.runtime.planning import Plan
 from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.runtime.spark_executor import SparkExecutor
-from gobblin_py.runtime.task import TaskSpec
+from gobblin_py.runtime.executors.spark import SparkExecutor
+from gobblin_py.runtime.task.pipeline import TaskSpec
 from gobblin_py.testing.outputs import read_avro_dir
 
 from support.jobs import example_job, write_job

@@ -10,7 +10,7 @@ from gobblin_py.commit.recovery import Outcome
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.commit.tasks import ThreadTasks
 from gobblin_py.config import load_job
-from gobblin_py.runtime.executors import InProcessExecutor
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.commits import dataset_name, publish_sequences, task_output

@@ -9,7 +9,7 @@ import pytest
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
-from gobblin_py.runtime.spark_executor import SharedSparkExecutor
+from gobblin_py.runtime.executors.spark import SharedSparkExecutor
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
 

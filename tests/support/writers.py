@@ -6,7 +6,7 @@ from typing import Any
 
 from gobblin_py.api import OutputFile, WriterTarget
 from gobblin_py.errors import RecordError
-from gobblin_py.runtime.committables import commit_writer
+from gobblin_py.runtime.task.committables import commit_writer
 
 
 def write_all(writer: Any, schema: Any, records: list[dict[str, Any]], target: WriterTarget) -> tuple[list[OutputFile], list[RecordError]]:

@@ -31,12 +31,12 @@ from gobblin_py.api import (
     WorkUnit,
     WriterTarget,
 )
-from gobblin_py.builtin.avro_writer import AvroWriter
-from gobblin_py.builtin.files_source import FilesSource
-from gobblin_py.builtin.fs_publisher import FsPublisher
-from gobblin_py.builtin.json_to_avro import JsonToAvroConverter
-from gobblin_py.builtin.jsonl_writer import JsonLinesWriter
-from gobblin_py.builtin.parquet_writer import ParquetWriter
+from gobblin_py.builtin.writers.avro import AvroWriter
+from gobblin_py.builtin.sources.files.source import FilesSource
+from gobblin_py.builtin.publishers.fs import FsPublisher
+from gobblin_py.builtin.converters.json_to_avro import JsonToAvroConverter
+from gobblin_py.builtin.writers.jsonl import JsonLinesWriter
+from gobblin_py.builtin.writers.parquet import ParquetWriter
 from gobblin_py.testing.conformance import check_committer, check_converter, check_source, check_writer
 
 from support.jobs import EVENT_SCHEMA

@@ -261,7 +261,7 @@ class _Translator:
             self.p.problem("converter.classes", "a CSV converter over a Kafka source is not supported")
 
     def files(self) -> None:
-        from gobblin_py.builtin.files_source import COMPRESSION_SUFFIXES
+        from gobblin_py.builtin.sources.files.settings import COMPRESSION_SUFFIXES
 
         p = self.p
         self.copy("source.filebased.data.directory", required="the directory of input files",

@@ -1,0 +1,299 @@
+"""The `iceberg` publisher: each dataset's Parquet files of one run become ONE snapshot of an Apache Iceberg table,
+appended through pyiceberg, exactly once.
+
+How, in the commit sequence (`runtime/publish.py`): the per-file steps publish each data file with the `fs`
+publisher's no-replace rename (copy-then-verify on object stores) to `<warehouse>/<namespace>/<name>/data/<rel_path>`,
+beside the table's metadata (a table the publisher creates lives at `<warehouse>/<namespace>/<name>`, whatever the
+catalog's own default, so it holds its own files); error files go to
+`<errors_dir>/<rel_path>` (default `<warehouse>/_errors`), outside every table's directory, because an Iceberg
+orphan-file cleanup deletes whatever the table does not reference, and they are never added to a table. Then the
+GlobalCommitStep calls `commit`: in one transaction it creates the table when missing (its schema from the files'
+Parquet footers, partitioned by `partition`: `day(ts)`/`hour(ts)`…), evolves its schema by union by name when the
+output gained an optional field, and adds the published files (`add_files`: the files are referenced where they
+are, nothing is rewritten) as one snapshot whose summary carries `gobblin-py.commit-id`, `.job`, `.run-id`,
+`.dataset` and `.watermarks` (JSON). `is_committed` (the step's `verify()`) looks for that commit id among the
+snapshots of the table's current state, as Flink's Iceberg committer looks for its max committed checkpoint id, so a
+replay after a crash never appends twice; the watermark step still comes after. A commit that conflicts with a
+concurrent one (several datasets into one table, a busy SQLite file) is retried on a reloaded table with backoff,
+`commit_attempts` times; then CommitError, the sequence stays pending and the next run recovers it.
+
+Settings are written into every commit record, so they must hold no secret (refused at validation): the catalog
+takes its credentials from the environment, e.g. `PYICEBERG_CATALOG__<NAME>__URI` / `__CREDENTIAL` with
+`catalog: {name: <name>, type: rest}`, and the warehouse's store from `job.filesystems` and its own environment
+(AWS_ACCESS_KEY_ID …). The default catalog is pyiceberg's SQL catalog `gobblin_py` in the SQLite file
+`<job.work_dir>/iceberg/catalog.db` (filled in by the job loader, shared by the jobs of that work directory; Iceberg's
+JDBC catalog of that name reads it too), with the warehouse `./warehouse`; the loader also takes `partition` from `writer.partition` and refuses any
+writer but `parquet`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from gobblin_py.api import CommitStep, Committer, DatasetCommit, GlobalCommitter, OutputFile, PublishContext, Settings
+from gobblin_py.errors import CommitError
+from gobblin_py.fs import Location
+from gobblin_py.fs.paths import FsLocation
+from gobblin_py.fs.publish_steps import publish_step
+from gobblin_py.builtin.extras import require
+from gobblin_py.builtin.publishers.iceberg.compaction import IcebergReplaceCommitStep
+
+DEFAULT_WAREHOUSE = "./warehouse"
+_SECRET = re.compile(r"password|secret|token|credential|private", re.I)
+
+
+class TablePartition(Settings):
+    """The table's time partitioning: `{column: ts, granularity: DAY}` is `day(ts)`. The loader fills it from
+    `writer.partition`, whose files hold one partition each (as `add_files` requires)."""
+
+    column: str
+    granularity: Literal["HOUR", "DAY", "MONTH", "YEAR"] = "DAY"
+
+
+def default_catalog(work_dir: Any) -> dict[str, str]:
+    """The embedded catalog: pyiceberg's SQL catalog in a SQLite file under the job's work directory."""
+    return {"name": "gobblin_py", "type": "sql", "uri": f"sqlite:///{Location(work_dir) / 'iceberg' / 'catalog.db'}"}
+
+
+class IcebergPublisherSettings(Settings):
+    table: str = Field(description="`<namespace>.<name>`; `{dataset}` is replaced by the dataset's name")
+    warehouse: FsLocation = Field(default=DEFAULT_WAREHOUSE, validate_default=True,
+                                  description="where data files are published and new tables are created (a path or a URL)")
+    catalog: dict[str, str] = Field(default_factory=dict,
+                                    description="pyiceberg catalog properties (load_catalog); unset: SQLite under the work directory")
+    errors_dir: FsLocation | None = Field(default=None, description="where error files go (unset: <warehouse>/_errors)")
+    partition: TablePartition | None = None
+    commit_attempts: int = Field(default=8, ge=1, description="tries of a commit that conflicts with concurrent commits")
+
+    @model_validator(mode="after")
+    def _installed(self) -> IcebergPublisherSettings:
+        require("pyiceberg.catalog.sql", "the iceberg publisher needs pyiceberg", "tables")
+        return self
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, value: str) -> str:
+        fields = {f for _, f, _, _ in string.Formatter().parse(value) if f is not None}
+        if fields - {"dataset"}:
+            raise ValueError(f"only {{dataset}} may be substituted in the table name; got {value!r}")
+        if not re.fullmatch(r"[A-Za-z0-9_{}-]+(\.[A-Za-z0-9_{}-]+)+", value):
+            raise ValueError(f"expected <namespace>.<name> of letters, digits, '_' and '-' (with {{dataset}}); got {value!r}")
+        return value
+
+    @field_validator("catalog")
+    @classmethod
+    def _no_secrets(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if _SECRET.search(key) or re.search(r"://[^/@\s]*:[^/@\s]*@", str(item)):
+                raise ValueError(
+                    f"{key!r} holds a secret, which would be written into every commit record; give it to the catalog "
+                    "through the environment instead (PYICEBERG_CATALOG__<NAME>__<KEY>, with catalog: {name: <name>}) "
+                    "or the store's own variables (AWS_ACCESS_KEY_ID …)")
+        return value
+
+
+class IcebergPublisher(Committer, GlobalCommitter):
+    """Appends each dataset's Parquet files of one run to an Iceberg table as one snapshot; exactly-once with the
+    commit store (the snapshot carries the commit id, so a replay finds it and appends nothing)."""
+
+    Settings = IcebergPublisherSettings
+    step_types = (IcebergReplaceCommitStep,)
+    """`gobblin-py compact` of a table partition commits through it."""
+
+    @classmethod
+    def complete_settings(cls, settings: IcebergPublisherSettings, context: PublishContext) -> tuple[IcebergPublisherSettings, list[tuple[str, str]]]:
+        """The `parquet` writer's files only; `partition` from `writer.partition`, `catalog` (unset) as the embedded
+        SQLite catalog under `job.work_dir`, which lives on the driver's disk: commits that may run on a cluster's
+        executors need a shared catalog."""
+        from gobblin_py.builtin.writers.parquet import ParquetWriter
+
+        pub, wri = context.publisher_key, context.writer_key
+        if not issubclass(context.writer, ParquetWriter):
+            return settings, [(f"{pub}.class", f"the iceberg publisher appends Parquet files to a table, and {wri}.class is "
+                                               f"{context.writer_name!r}: set {wri}: {{class: parquet}}")]
+        update: dict[str, Any] = {}
+        if not settings.catalog:
+            update["catalog"] = default_catalog(context.work_dir)
+        sqlite = (update.get("catalog") or settings.catalog).get("uri", "").startswith("sqlite:")
+        if sqlite and not context.spark_master.startswith("local") and context.commit_on_executors_from != 0:
+            return settings, [(f"{pub}.catalog", f"a SQLite catalog is a file on the driver's disk, and on the cluster "
+                                                 f"{context.spark_master} commits may run on the executors: set "
+                                                 "job.commit_on_executors_from: 0 (commits on the driver) or name a shared "
+                                                 "catalog (REST, Hive, Glue, SQL on PostgreSQL)")]
+        written = getattr(context.writer_settings, "partition", None)
+        if settings.partition is None and written is not None:
+            if written.granularity == "MINUTE":
+                return settings, [(f"{wri}.partition.granularity", "an Iceberg table is partitioned by HOUR, DAY, MONTH or "
+                                                                    f"YEAR, not MINUTE (the {pub} publisher partitions the "
+                                                                    "table as the writer does)")]
+            update["partition"] = {"column": written.column, "granularity": written.granularity}
+        if not update:
+            return settings, []
+        return type(settings).model_validate({**settings.model_dump(), **update}), []
+
+    # --- where files go ------------------------------------------------------------------------------------------
+
+    def table_name(self, dataset: str) -> str:
+        return self.settings.table.replace("{dataset}", dataset)
+
+    def table_dir(self, dataset: str) -> Location:
+        """`<warehouse>/<namespace>/<name>`: where a table this publisher creates lives (its metadata, and its data
+        files under `data/`)."""
+        namespace, _, name = self.table_name(dataset).rpartition(".")
+        return Location(self.settings.warehouse) / namespace / name
+
+    def data_location(self, dataset: str, f: OutputFile) -> Location:
+        return self.table_dir(dataset) / "data" / f.rel_path
+
+    def compacted_dir(self, dataset: str, partition: str) -> Location:
+        """Where a compaction publishes the merged files of a table partition (`ts_day=2026-01-01`): beside the
+        table's other data files, under `data/<partition>/`."""
+        return self.table_dir(dataset) / "data" / (partition or "_unpartitioned")
+
+    def errors_root(self) -> Location:
+        return Location(self.settings.errors_dir) if self.settings.errors_dir else Location(self.settings.warehouse) / "_errors"
+
+    def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
+        return [publish_step(f.path, self.errors_root() / f.rel_path if f.kind == "errors" else self.data_location(dataset, f),
+                             f.size, f.checksum) for f in files]
+
+    def output_roots(self) -> list[str]:
+        return [str(self.settings.warehouse), *([str(self.settings.errors_dir)] if self.settings.errors_dir else [])]
+
+    # --- the table commit ----------------------------------------------------------------------------------------
+
+    def catalog(self) -> Any:
+        """The configured catalog, its warehouse and FileIO defaulting to this publisher's (the job's filesystems)."""
+        from gobblin_py.builtin.publishers.iceberg.io import IO_IMPL
+        from gobblin_py.builtin.publishers.iceberg.tables import load_catalog
+
+        props = dict(self.settings.catalog)
+        if not props:
+            raise CommitError("publisher.catalog is empty: run the job through its job file (the loader sets the "
+                              "embedded SQLite catalog under job.work_dir) or name a catalog")
+        uri = props.get("uri", "")
+        if uri.startswith("sqlite:///"):
+            Location(uri.removeprefix("sqlite:///")).parent.path.mkdir(parents=True, exist_ok=True)
+        props.setdefault("warehouse", table_uri(self.settings.warehouse))
+        props.setdefault("py-io-impl", IO_IMPL)
+        return load_catalog(props)
+
+    def _data_uris(self, commit: DatasetCommit) -> list[str]:
+        return [table_uri(self.data_location(commit.dataset, f)) for f in commit.files if f.kind == "data"]
+
+    def is_committed(self, commit: DatasetCommit) -> bool:
+        """The table's current state has the snapshot tagged with this commit id (trivially: no data files)."""
+        from gobblin_py.builtin.publishers.iceberg.tables import has_commit, load_table
+
+        if not self._data_uris(commit):
+            return True
+        table = load_table(self.catalog(), self.table_name(commit.dataset))
+        return table is not None and has_commit(table, commit.commit_id)
+
+    def check(self, commit: DatasetCommit) -> None:
+        """Before any file is published: the files' schema (read from their footers in task output) must fit the
+        table if it exists; a breaking change fails the dataset here, naming the field, with nothing moved."""
+        from pyiceberg.io import load_file_io
+
+        from gobblin_py.builtin.publishers.iceberg import tables as t
+
+        paths = [table_uri(f.path) for f in commit.files if f.kind == "data"]
+        if not paths:
+            return
+        name = self.table_name(commit.dataset)
+        catalog = self.catalog()
+        table = t.load_table(catalog, name)
+        if table is None:
+            return
+        problem = t.breaking_change(table.schema(), t.read_schemas(load_file_io(catalog.properties, paths[0]), paths), name)
+        if problem is not None:
+            raise CommitError(f"{problem}. Nothing of dataset {commit.dataset} was published or appended, and its "
+                              "watermarks did not move: change the table so the records fit (Spark's ALTER TABLE), or the "
+                              "job's schema so they fit the table, and run again")
+
+    def commit(self, commit: DatasetCommit) -> None:
+        """One transaction: create the table if missing, evolve its schema by name, add the files as one snapshot."""
+        from pyiceberg.io import load_file_io
+
+        from gobblin_py.builtin.publishers.iceberg import tables as t
+
+        paths = self._data_uris(commit)
+        if not paths:
+            return  # only error files: nothing for the table
+        name = self.table_name(commit.dataset)
+        catalog = self.catalog()
+        output = t.read_schemas(load_file_io(catalog.properties, paths[0]), paths)
+        properties = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: commit.dataset,
+                      t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
+
+        def attempt() -> None:
+            table = t.load_table(catalog, name)
+            if table is not None and t.has_commit(table, commit.commit_id):
+                return  # a conflict's retry after the commit went through
+            if table is None:
+                namespace, _ = t.split_identifier(name)
+                t.ensure_namespace(catalog, namespace)
+                schema = t.to_iceberg_schema(output)
+                kwargs: dict[str, Any] = {}
+                if self.settings.partition is not None:
+                    p = self.settings.partition
+                    kwargs["partition_spec"] = t.partition_spec(schema, p.column, p.granularity, name)
+                tx = catalog.create_table_transaction(name, schema=schema, location=table_uri(self.table_dir(commit.dataset)), **kwargs)
+            else:
+                problem = t.breaking_change(table.schema(), output, name)
+                if problem is not None:
+                    d = commit.dataset
+                    raise CommitError(
+                        f"{problem}. Nothing was appended: this run's files of dataset {d} are published under "
+                        f"{self.table_dir(d) / 'data'} but not in the table. Either change the table so they fit (Spark's "
+                        f"ALTER TABLE) and run `gobblin-py recover JOB.yaml --dataset {d}`, or give up on them with "
+                        f"`recover JOB.yaml --dataset {d} --abandon`, delete those files and fix the schema: the next run "
+                        "re-extracts their range")
+                tx = table.transaction()
+                if t.needs_evolution(table.schema(), output):
+                    with tx.update_schema() as update:
+                        update.union_by_name(t.evolvable(output, table.schema()))
+            _add(tx, paths, properties, name)
+
+        t.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
+
+    # --- what the table says ---------------------------------------------------------------------------------------
+
+    def committed_watermarks(self, job: str, datasets: list[str]) -> dict[str, Any]:
+        """dataset → the TableMark of its newest snapshot by `job` (datasets the table has none for are left out)."""
+        from gobblin_py.builtin.publishers.iceberg.tables import latest_marks, load_table
+
+        catalog = self.catalog()
+        out: dict[str, Any] = {}
+        by_table: dict[str, list[str]] = {}
+        for d in datasets:
+            by_table.setdefault(self.table_name(d), []).append(d)
+        for name, names in sorted(by_table.items()):
+            table = load_table(catalog, name)
+            marks = latest_marks(table, name, job) if table is not None else {}
+            out.update({d: marks[d] for d in names if d in marks})
+        return out
+
+
+def _add(tx: Any, paths: list[str], properties: dict[str, str], table: str) -> None:
+    """Add the files and commit; a file the table cannot take (duplicate, several partitions, a schema it cannot
+    read) is a CommitError naming the table; a conflict goes up to be retried."""
+    from pyiceberg.exceptions import ValidationError
+
+    try:
+        tx.add_files(paths, snapshot_properties=properties)
+    except (ValueError, TypeError, ValidationError) as exc:
+        raise CommitError(f"table {table}: cannot add {len(paths)} file(s) ({paths[0]} …): {exc}") from exc
+    tx.commit_transaction()
+
+
+def table_uri(location: str) -> str:
+    """How the table refers to a location: `file://` for local paths (a reader resolves a bare path against its own
+    default filesystem, e.g. HDFS under Spark), the URL otherwise."""
+    loc = Location(location)
+    return f"file://{loc}" if loc.is_local else str(loc)

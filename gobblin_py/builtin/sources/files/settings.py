@@ -1,0 +1,24 @@
+"""The `files` source's settings: where the files are, which to read and how."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from gobblin_py.api import Settings
+from gobblin_py.builtin.sources.files.extractors import KNOWN_EXTENSIONS
+from gobblin_py.fs.paths import ExistingDirLocation
+
+COMPRESSION_SUFFIXES = ("", ".gz", ".bz2", ".zst", ".xz")
+DEFAULT_INCLUDE = [f"*{ext}{comp}" for ext in KNOWN_EXTENSIONS for comp in COMPRESSION_SUFFIXES]
+
+
+class FilesSettings(Settings):
+    path: ExistingDirLocation
+    include: list[str] = Field(default_factory=lambda: list(DEFAULT_INCLUDE),
+                               description="file name patterns; the format comes from the extension under any .gz/.bz2/.zst/.xz")
+    csv_delimiter: str = Field(default=",", min_length=1, max_length=1)
+    csv_field_size_limit: int = Field(default=16 * 1024 * 1024, ge=1,
+                                      description="characters; a row with a longer field goes to the error file")
+    root_dataset: str | None = Field(default=None, pattern=r"^[^/\\\x00.][^/\\\x00]*$",
+                                     description="dataset of the files directly under path (default: path's last component)")
+    ingest_appended: bool = Field(default=False, description="read bytes appended to an ingested uncompressed file")

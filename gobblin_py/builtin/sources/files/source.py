@@ -1,0 +1,125 @@
+"""The `files` source: a directory of JSON-lines / CSV files (plain or compressed), one dataset per
+sub-directory, files directly under `path` a dataset of their own; local or any filesystem URL (`s3://bucket/in`).
+
+As Gobblin's FileBasedSource, a dataset's state is what was ingested of each file (watermark key = the
+file's path relative to the dataset directory, value = the bytes ingested); each new file is a WorkUnit,
+and with `ingest_appended` so are the bytes appended to an ingested file. Anything the plan leaves out on
+purpose (a changed file, a file of unknown format) is reported, and fails the run, never only logged.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from gobblin_py.api import Extractor, Source, SourceState, TaskContext, WorkUnit
+from gobblin_py.api.names import workunit_id
+from gobblin_py.api.types import WatermarkValue
+from gobblin_py.builtin.sources.files.compression import Compression, split_compression
+from gobblin_py.builtin.sources.files.extractors import (KNOWN_EXTENSIONS, CsvExtractor, FileFormat, FileRange,
+                                                         JsonLinesExtractor, format_of)
+from gobblin_py.builtin.sources.files.settings import FilesSettings
+from gobblin_py.errors import FileSystemError, SourceError
+from gobblin_py.fs import Location, filesystem_for
+
+COMPRESSED_TEXT_RATIO = 5  # a compressed file's bytes to read, estimated from its size
+
+
+@dataclass(frozen=True)
+class _Input:
+    dataset: str
+    rel: str  # the watermark key: the path relative to the dataset directory
+    file: Location
+    size: int
+
+
+class FilesSource(Source):
+    """One WorkUnit per file not yet ingested (and, with `ingest_appended`, per appended byte range)."""
+
+    Settings = FilesSettings
+
+    def get_workunits(self, state: SourceState) -> list[WorkUnit]:
+        s: FilesSettings = self.settings
+        root = Location(s.path)
+        units: list[WorkUnit] = []
+        done_of: dict[str, dict[str, WatermarkValue]] = {}
+        for item in self._inputs(root, state):
+            fmt, compression = format_of(item.file.name)
+            if fmt is None:
+                state.report_input_problem(item.dataset, f"{item.file} matches include but its format cannot be told from "
+                                           f"its name (known: {', '.join(KNOWN_EXTENSIONS)}, each optionally with "
+                                           ".gz, .bz2, .zst or .xz); not read: rename it, or leave it out of include")
+                continue
+            done = done_of.setdefault(item.dataset, state.watermarks(item.dataset))
+            ingested = done.get(item.rel)
+            if ingested is None:
+                units.append(self._workunit(root, item, 0, None))
+            elif ingested == item.size:
+                continue
+            elif s.ingest_appended and compression is Compression.NONE and isinstance(ingested, int) and item.size > ingested:
+                units.append(self._workunit(root, item, ingested, ingested))
+            else:
+                state.report_input_problem(item.dataset, _changed_message(item, ingested))
+        return units
+
+    def _inputs(self, root: Location, state: SourceState) -> list[_Input]:
+        """Every file matched by include, with its dataset and key; hidden (`.x`, `_x`) files and directories left out."""
+        s: FilesSettings = self.settings
+        fs = filesystem_for(root)
+        try:
+            if not fs.is_dir(root):
+                raise SourceError(f"source.path {root} is not a directory")
+            files = fs.find(root)
+        except FileSystemError as exc:
+            raise SourceError(f"cannot list source.path {root}: {exc}") from exc
+        root_dataset = s.root_dataset or root.name
+        out: list[_Input] = []
+        loose: list[_Input] = []  # files directly under `path`
+        for file, size in sorted(files.items()):
+            parts = file[len(root.rstrip("/")) + 1:].split("/")
+            if any(p.startswith((".", "_")) for p in parts):
+                continue
+            if not any(fnmatch.fnmatch(file.name, pat) for pat in s.include):
+                continue
+            if len(parts) == 1:
+                loose.append(_Input(root_dataset, parts[0], file, size))
+            else:
+                out.append(_Input(parts[0], "/".join(parts[1:]), file, size))
+        if loose and any(i.dataset == root_dataset for i in out):
+            state.report_input_problem(root_dataset, f"{len(loose)} file(s) directly under {root} (such as {loose[0].file}) "
+                                       f"would be dataset {root_dataset!r}, which the sub-directory of that name already is; "
+                                       "not read: set source.root_dataset: OTHER_NAME, or move them into a sub-directory")
+            return out
+        out += loose
+        return out
+
+    def _workunit(self, root: Location, item: _Input, start: int, low: WatermarkValue) -> WorkUnit:
+        """The WorkUnit reading bytes `[start, size)` of a file, named by root, dataset, path and range."""
+        stem = PurePosixPath(split_compression(item.file.name)[0]).stem
+        prefix = stem if not start else f"{stem}.{start}-{item.size}"
+        return WorkUnit(id=workunit_id(prefix, "files", str(root), item.dataset, item.rel, start, item.size),
+                        dataset=item.dataset, watermark_key=item.rel, low_watermark=low,
+                        expected_high_watermark=item.size, props={"file": str(item.file), "start": start})
+
+    def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
+        """The bytes of the file range to read; a compressed file counts five times its size (text compresses ~5:1)."""
+        size = int(workunit.expected_high_watermark or 0) - int(workunit.props.get("start", 0))
+        _, compression = format_of(Location(workunit.props["file"]).name)
+        return float(size if compression is Compression.NONE else size * COMPRESSED_TEXT_RATIO)
+
+    def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
+        path = Location(workunit.props["file"])
+        file = FileRange(path, int(workunit.props.get("start", 0)), int(workunit.expected_high_watermark or 0))
+        fmt, _ = format_of(path.name)
+        if fmt is FileFormat.CSV:
+            return CsvExtractor(file, context, self.settings.csv_delimiter, self.settings.csv_field_size_limit)
+        if fmt is FileFormat.JSON_LINES:
+            return JsonLinesExtractor(file, context)
+        raise SourceError(f"input file {path}: its format cannot be told from its name")
+
+
+def _changed_message(item: _Input, ingested: WatermarkValue) -> str:
+    return (f"{item.file} changed after it was ingested ({ingested} → {item.size} bytes); not re-read: set "
+            f"ingest_appended: true to read the appended bytes, or accept it with "
+            f"`gobblin-py state reset JOB --dataset {item.dataset} --to {item.rel}={item.size}`")

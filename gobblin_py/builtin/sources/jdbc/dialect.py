@@ -1,0 +1,181 @@
+"""What the jdbc source needs from one database (PostgreSQL, MySQL/MariaDB): the seam between its one planning loop
+and one extraction loop and each database's driver, catalog and SQL.
+
+The URL's scheme picks the dialect (`dialect_for`). A dialect connects (mapping the driver's failures to our errors),
+reads a table's columns with their Avro types, writes the per-table SQL (`TableQueries`: upper bound with the lag,
+the split into sub-ranges of similar row counts, the NULL count, the select), streams a select in batches, and says
+what kind of failure a driver exception is (`Failure`), so the source and the extractor name it the same way for
+every database.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from gobblin_py.builtin.sources.jdbc.ranges import Range
+from gobblin_py.builtin.sources.jdbc.columns import Column
+from gobblin_py.errors import ConfigError, SourceError, UnreachableError
+
+if TYPE_CHECKING:
+    from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings, TableSettings
+
+REMEDY = "Check that the database is running and source.url is right; the next run resumes from the committed watermarks."
+
+DIALECTS: dict[str, str] = {
+    "postgresql": "gobblin_py.builtin.sources.jdbc.postgres:PostgresDialect",
+    "postgres": "gobblin_py.builtin.sources.jdbc.postgres:PostgresDialect",
+    "mysql": "gobblin_py.builtin.sources.jdbc.mysql:MySqlDialect",
+    "mariadb": "gobblin_py.builtin.sources.jdbc.mysql:MariaDbDialect",
+}
+"""URL scheme → dialect class, imported when first used (a job on one database never imports the other's code)."""
+
+
+class Failure(Enum):
+    """What a driver exception means to the source, whatever the database."""
+
+    TIMEOUT = "timeout"  # cancelled by the statement timeout
+    UNKNOWN_COLUMN = "unknown column"  # a column (or table) named in the job is not there
+    CONNECTION_LOST = "connection lost"
+    BAD_VALUE = "bad value"  # a value the driver cannot read
+    OTHER = "other"  # any other database error (bad SQL in `where` …)
+
+
+class TableQueries(ABC):
+    """The SQL of one table and selection, identifiers quoted, every value a bound parameter."""
+
+    @abstractmethod
+    def upper_bound(self, conn: Any, s: JdbcSettings) -> Any:
+        """This run's upper bound: now − lag (time columns, the database's clock), max − lag (integers)."""
+
+    @abstractmethod
+    def split(self, conn: Any, r: Range, parts: int) -> tuple[int, list[Any]]:
+        """The range's row count and the inner boundaries of `parts` sub-ranges of similar row counts; a boundary
+        is a value of the column, so one value never spans two sub-ranges."""
+
+    @abstractmethod
+    def count_nulls(self, conn: Any) -> int:
+        """Rows (under `where`) whose watermark is NULL."""
+
+    @abstractmethod
+    def select(self, r: Range) -> tuple[Any, list[Any]]:
+        """The extraction query of one sub-range `(lo, hi]`, ordered by watermark and primary key."""
+
+
+class Dialect(ABC):
+    """One database's driver, catalog and SQL, as the jdbc source uses them."""
+
+    name: str  # how messages name the database: "PostgreSQL"
+    default_port: int
+    driver: str  # the module to import
+    install: str  # what to install when it is missing
+    table_hint: str  # how to name a table: "schema-qualified (public.orders)"
+    watermark_types: str  # what a watermark column may be, for the error that refuses another
+
+    def require_driver(self) -> Any:
+        """The driver module; a ConfigError saying what to install when it is missing."""
+        try:
+            return importlib.import_module(self.driver)
+        except ImportError:
+            raise ConfigError(self.install) from None
+
+    @abstractmethod
+    def connect(self, s: JdbcSettings, in_task: bool = False) -> Any:
+        """A connection with the run's statement timeout; a failure named: unreachable → SourceError (in a task
+        UnreachableError), wrong user or password, unknown database → ConfigError."""
+
+    @abstractmethod
+    def resolve_table(self, conn: Any, table: str) -> tuple[str, str, list[Column]] | None:
+        """(schema or database, table name, every column with its Avro type) of `table`; None when there is none."""
+
+    @abstractmethod
+    def watermark_kind(self, column: Column) -> str | None:
+        """The `WatermarkKind` of a column, None when it cannot be a watermark."""
+
+    @abstractmethod
+    def queries(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
+                casts: Mapping[str, str] | None = None) -> TableQueries:
+        """The SQL of one table and selection."""
+
+    @abstractmethod
+    def stream(self, conn: Any, query: Any, params: list[Any], fetch_rows: int, name: str,
+               columns: list[str], casts: Mapping[str, str]) -> Iterator[list[tuple[Any, ...]]]:
+        """The rows of `query`, a round trip of a streaming cursor (`fetch_rows` rows) at a time: never the whole
+        result in memory."""
+
+    @abstractmethod
+    def failure(self, exc: BaseException) -> Failure | None:
+        """What a driver exception means; None when `exc` is not the driver's."""
+
+    def message(self, exc: BaseException) -> str:
+        """A driver exception's message on one line, as errors quote it."""
+        return first_line(str(exc))
+
+    @abstractmethod
+    def close(self, conn: Any) -> None:
+        """End the connection (rolling back whatever a read left open)."""
+
+
+def dialect_for(url: str) -> Dialect:
+    """The dialect of a source URL's scheme; a ConfigError listing the schemes there are."""
+    scheme = urlsplit(url).scheme
+    target = DIALECTS.get(scheme)
+    if target is None:
+        raise ConfigError(f"source.url: scheme {scheme!r} is not supported; give one of {', '.join(DIALECTS)}")
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def scrub(text: str, password: str | None) -> str:
+    """`text` with the password cut out, whatever a library put in it."""
+    return text.replace(password, "***") if password else text
+
+
+def first_line(text: str) -> str:
+    """The first line of a driver's message, without psycopg's "connection failed: " prefix."""
+    return " ".join(text.strip().splitlines()[:1]).removeprefix("connection failed: ")
+
+
+def timeout_error(s: JdbcSettings, table: str, what: str) -> SourceError:
+    """The error of a query cancelled by `statement_timeout`, naming the table, the step and the setting."""
+    return SourceError(f"table {table}: {what} was cancelled after statement_timeout {s.statement_timeout}; raise "
+                       "source.statement_timeout, or index the watermark column")
+
+
+def read_password(s: JdbcSettings) -> str | None:
+    """The password from `password_env` (None without one); a ConfigError when the variable is not set here."""
+    if not s.password_env:
+        return None
+    password = os.environ.get(s.password_env)
+    if password is None:
+        raise ConfigError(f"source.password_env: environment variable {s.password_env} is not set here (on a cluster, "
+                          f"pass it to the executors: spark.conf: {{spark.executorEnv.{s.password_env}: ...}})")
+    return password
+
+
+def auth_error(s: JdbcSettings, where: str) -> ConfigError:
+    """Wrong user or password: names the user and the variable, never the password."""
+    user = urlsplit(s.url).username
+    return ConfigError(f"{where}: authentication failed for user {user!r}; check the user in source.url and "
+                       f"the password in ${s.password_env or '(no password_env given)'}")
+
+
+def inner_bounds(r: Range, candidates: list[Any] | None) -> list[Any]:
+    """The candidate boundaries strictly inside `r`, strictly increasing (a repeated or NULL one is dropped)."""
+    bounds: list[Any] = []
+    for b in candidates or []:
+        if b is not None and (r.lo is None or b > r.lo) and b < r.hi and (not bounds or b > bounds[-1]):
+            bounds.append(b)
+    return bounds
+
+
+def unreachable(s: JdbcSettings, text: str, in_task: bool) -> Exception:
+    """Cannot connect: SourceError while planning (the run fails, exit 1); in a task an UnreachableError, so the
+    run's other tasks give up on the database at once."""
+    message = f"cannot connect to {s.endpoint}, database {s.database}: {text}"
+    return UnreachableError(message, s.endpoint, REMEDY) if in_task else SourceError(f"{message}. {REMEDY}")

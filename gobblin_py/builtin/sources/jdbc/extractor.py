@@ -1,0 +1,136 @@
+"""Reads one sub-range `(lo, hi]` of a table through the dialect's streaming cursor (PostgreSQL server-side, MySQL
+unbuffered), `fetch_rows` rows per round trip, ordered by watermark and primary key: never the whole range in memory.
+Each round trip is a batch: on the columnar path its rows become one Arrow record batch (`to_arrow`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from gobblin_py.api import Extractor, TaskContext, WorkUnit
+from gobblin_py.api.batches import ROW_VALUES, BatchExtractor, RawBatch
+from gobblin_py.api.types import Record, Schema, WatermarkValue
+from gobblin_py.builtin.sources.jdbc.ranges import Range, decode
+from gobblin_py.builtin.sources.jdbc.dialect import REMEDY, Failure, timeout_error
+from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings
+from gobblin_py.errors import ConfigError, SourceError, UnreachableError
+
+log = logging.getLogger(__name__)
+
+
+class JdbcExtractor(Extractor, BatchExtractor):
+    """Yields the rows of one planned sub-range as dicts of Python values the Avro writer encodes."""
+
+    makes_arrow = True
+
+    def __init__(self, settings: JdbcSettings, workunit: WorkUnit, context: TaskContext) -> None:
+        self.settings = settings
+        self.workunit = workunit
+        self.context = context
+        p = workunit.props
+        self.table = p["table"]
+        [self.table_settings] = [t for t in settings.tables if t.table == self.table]
+        self.range = Range(decode(p["kind"], p["lo"], self.table), decode(p["kind"], p["hi"], self.table))
+        self.dialect = settings.dialect
+        self.queries = self.dialect.queries(self.table_settings, p["schema_name"], p["table_name"], p["columns"],
+                                            p["kind"], self.table, p.get("casts"))
+        self.conn: Any = None
+        self.last: Record | None = None
+        self.rows = 0
+        self._arrow_schema: Any = None
+
+    def get_schema(self) -> Schema:
+        return self.workunit.props["avro_schema"]
+
+    def actual_high_watermark(self) -> WatermarkValue:
+        return self.workunit.expected_high_watermark  # only a task that read its whole range is ever committed
+
+    def location(self) -> str:
+        t = self.table_settings
+        if self.last is None:
+            return f"{self.table} ({self.workunit.props['lo']}, {self.workunit.props['hi']}]"
+        keys = ", ".join(f"{k}={self.last.get(k)!r}" for k in t.key_columns)
+        return f"{self.table} row {self.rows} ({t.watermark_column}={self.last.get(t.watermark_column)!s}, {keys})"
+
+    def read_records(self) -> Iterator[Record]:
+        for batch in self.read_batches():
+            yield from self.records_of(batch)
+
+    def read_batches(self) -> Iterator[RawBatch]:
+        s = self.settings
+        self.conn = conn = self.dialect.connect(s, in_task=True)
+        query, params = self.queries.select(self.range)
+        names = self.workunit.props["columns"]
+        batches = self.dialect.stream(conn, query, params, s.fetch_rows, f"gobblin_{self.workunit.id[-32:]}", names,
+                                      self.workunit.props.get("casts") or {})
+        try:
+            for rows in batches:
+                before = self.rows
+                yield RawBatch("rows", rows)
+                self.rows = before + len(rows)  # whichever path took the batch
+                self.last = dict(zip(names, rows[-1]))
+        except Exception as exc:
+            failure = self.dialect.failure(exc)
+            if failure is None:
+                raise
+            raise self._read_error(failure, exc) from None
+
+    def records_of(self, batch: RawBatch) -> Iterator[Record]:
+        names = self.workunit.props["columns"]
+        for row in batch.values:
+            record = dict(zip(names, row))
+            self.last = record
+            self.rows += 1
+            yield record
+
+    def to_arrow(self, batch: RawBatch) -> Any | None:
+        """The batch's rows as one Arrow record batch of the schema's Arrow mapping, each value converted by
+        pyarrow as the Avro writer would encode it; None when pyarrow refuses one (an int out of range, a decimal
+        with more digits than its scale): the row path then refuses or writes that row itself."""
+        import pyarrow as pa
+
+        schema = self._arrow_schema
+        if schema is None:
+            schema = self._arrow_schema = _arrow_schema(self.get_schema())
+        columns = list(zip(*batch.values))
+        try:
+            arrays = [pa.array(values, type=field.type, from_pandas=False) for values, field in zip(columns, schema)]
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            return None
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def _read_error(self, failure: Failure, exc: BaseException) -> Exception:
+        """A driver failure while reading, named with the row it stopped after."""
+        s, text = self.settings, self.dialect.message(exc)
+        if failure is Failure.TIMEOUT:
+            return timeout_error(s, self.table, f"reading ({self.workunit.props['lo']}, {self.workunit.props['hi']}]")
+        if failure is Failure.UNKNOWN_COLUMN:
+            return ConfigError(f"table {self.table}: {text} (changed since planning?); the next run plans from the table "
+                               "as it is then")
+        if failure is Failure.CONNECTION_LOST:
+            return UnreachableError(f"lost the connection to {s.endpoint} reading {self.location()}: {text}",
+                                    s.endpoint, REMEDY)
+        if failure is Failure.BAD_VALUE:
+            return SourceError(f"{self.location()}: a value cannot be read ({text}); leave the column out with "
+                               "source.tables[].columns or filter the row with where")
+        return SourceError(f"{self.location()}: reading failed: {text}")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.dialect.close(self.conn)
+            except Exception:  # noqa: BLE001 - closing after a lost connection must not hide the read's error
+                log.debug("closing the connection to %s failed", self.settings.endpoint, exc_info=True)
+            self.conn = None
+
+
+def _arrow_schema(avro_schema: dict[str, Any]) -> Any:
+    """The Arrow mapping of the rows' schema, its timestamp columns marked as holding datetimes (so a batch is split
+    by time partition as the row path places each row's datetime)."""
+    import pyarrow as pa
+
+    from gobblin_py.builtin.schemas.arrow import ArrowMapping
+
+    schema = ArrowMapping(avro_schema).schema
+    return pa.schema([f.with_metadata({ROW_VALUES: b"datetime"}) if pa.types.is_timestamp(f.type) else f for f in schema])

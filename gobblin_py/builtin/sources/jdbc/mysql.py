@@ -1,0 +1,271 @@
+"""MySQL 8 and MariaDB 10.2+ for the jdbc source, through PyMySQL: connect (session in UTC, the statement timeout),
+information_schema columns, the SQL (`NTILE(n) OVER (ORDER BY wm)` and the maximum of each tile for the split, as
+there is no percentile_disc), and rows streamed through an unbuffered cursor (`SSCursor`), `fetch_rows` at a time."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from gobblin_py.builtin.sources.jdbc.dialect import (Dialect, Failure, TableQueries, auth_error, first_line, inner_bounds,
+                                             read_password, scrub, unreachable)
+from gobblin_py.builtin.sources.jdbc.mysql_columns import read_columns, watermark_kind
+from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
+from gobblin_py.builtin.sources.jdbc.columns import Column
+from gobblin_py.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings, TableSettings
+
+ACCESS_DENIED = 1045
+UNKNOWN_DATABASE = 1049
+UNKNOWN_COLUMN = 1054
+UNKNOWN_TABLE = 1146
+TIMEOUTS = {1969, 3024}  # MariaDB max_statement_time, MySQL max_execution_time exceeded
+INTERRUPTED = 1317
+CLIENT_ERRORS = range(2000, 3000)  # CR_*: the connection (refused, gone away, lost)
+
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+TIMEOUT_UNITS = {"": 0.001, "us": 1e-6, "ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+"""statement_timeout's units, PostgreSQL's: a bare number is milliseconds."""
+LAG_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "min": 60.0, "minute": 60.0,
+             "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0, "d": 86400.0, "day": 86400.0,
+             "days": 86400.0}
+"""watermark_lag's units: a bare number is seconds."""
+
+
+def seconds(value: str | int | float, units: Mapping[str, float]) -> float | None:
+    """A duration in seconds (`300`, `30s`, `5 minutes`); None when it is not one."""
+    if isinstance(value, (int, float)):
+        return float(value) * (units[""])
+    m = DURATION.match(str(value).lower())
+    if not m or m.group(2) not in units:
+        return None
+    return float(m.group(1)) * units[m.group(2)]
+
+
+def quote(name: str) -> str:
+    """A MySQL identifier in backquotes."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+class MySqlDialect(Dialect):
+    """MySQL 8+ (PyMySQL)."""
+
+    name = "MySQL"
+    default_port = 3306
+    driver = "pymysql"
+    install = "the jdbc source needs PyMySQL for MySQL/MariaDB: pip install 'gobblin-py[jdbc]'"
+    table_hint = "as orders (in the url's database) or database.orders"
+    watermark_types = "a datetime, timestamp, date or integer column"
+
+    def connect(self, s: JdbcSettings, in_task: bool = False) -> Any:
+        pymysql = self.require_driver()
+        password = read_password(s)
+        timeout = seconds(s.statement_timeout, TIMEOUT_UNITS)
+        if timeout is None:
+            raise ConfigError(f"source.statement_timeout {s.statement_timeout!r} is not a duration (e.g. 300ms, 30s, "
+                              "15min, 0 for none)")
+        parts = urlsplit(s.url)
+        where = f"{s.endpoint}, database {s.database}"
+        try:
+            conn = pymysql.connect(host=parts.hostname, port=parts.port or self.default_port,
+                                   user=unquote(parts.username or ""), password=password or "", database=s.database,
+                                   connect_timeout=s.connect_timeout_s, autocommit=True, charset="utf8mb4",
+                                   init_command="SET time_zone = '+00:00'", program_name="gobblin-py")
+        except pymysql.err.Error as exc:
+            code = exc.args[0] if exc.args else None
+            if code == ACCESS_DENIED:
+                raise auth_error(s, where) from None
+            if code == UNKNOWN_DATABASE:
+                raise ConfigError(f"{where}: database {s.database!r} does not exist; check source.url") from None
+            raise unreachable(s, scrub(self.message(exc), password), in_task) from None
+        with conn.cursor() as cur:
+            if "mariadb" in conn.get_server_info().lower():
+                cur.execute("SET SESSION max_statement_time = %s", (timeout,))
+            else:
+                cur.execute("SET SESSION max_execution_time = %s", (int(timeout * 1000),))
+        return conn
+
+    def resolve_table(self, conn: Any, table: str) -> tuple[str, str, list[Column]] | None:
+        schema, _, name = table.rpartition(".")
+        with conn.cursor() as cur:
+            cur.execute("SELECT table_schema, table_name FROM information_schema.tables "
+                        "WHERE table_schema = COALESCE(%s, DATABASE()) AND table_name = %s", (schema or None, name))
+            row = cur.fetchone()
+        if row is None:
+            return None
+        schema_name, table_name = (v.decode() if isinstance(v, bytes) else v for v in row)
+        return schema_name, table_name, read_columns(conn, schema_name, table_name)
+
+    def watermark_kind(self, column: Column) -> str | None:
+        return watermark_kind(column)
+
+    def queries(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
+                casts: Mapping[str, str] | None = None) -> TableQueries:
+        return MySqlQueries(t, schema_name, table_name, columns, kind, label)
+
+    def stream(self, conn: Any, query: Any, params: list[Any], fetch_rows: int, name: str,
+               columns: list[str], casts: Mapping[str, str]) -> Iterator[list[tuple[Any, ...]]]:
+        import pymysql.cursors
+
+        convert = [CONVERT.get(casts.get(c, "")) for c in columns]
+        converted = [i for i, f in enumerate(convert) if f is not None]
+        cur = conn.cursor(pymysql.cursors.SSCursor)
+        cur.execute("SET SESSION net_write_timeout = 3600")  # the server waits this long for a task busy writing
+        cur.execute(query, params)
+        while True:
+            batch = cur.fetchmany(fetch_rows)
+            if not batch:
+                break
+            if converted:
+                batch = [_converted(row, converted, convert) for row in batch]
+            yield batch
+        cur.close()  # only once the result is read: closing an unread unbuffered result would read it to the end
+
+    def failure(self, exc: BaseException) -> Failure | None:
+        import pymysql.err
+
+        if not isinstance(exc, pymysql.err.Error):
+            return None
+        code = exc.args[0] if exc.args else None
+        if code in TIMEOUTS or code == INTERRUPTED:
+            return Failure.TIMEOUT
+        if code in (UNKNOWN_COLUMN, UNKNOWN_TABLE):
+            return Failure.UNKNOWN_COLUMN
+        if isinstance(exc, pymysql.err.InterfaceError) or code in CLIENT_ERRORS:
+            return Failure.CONNECTION_LOST
+        if isinstance(exc, pymysql.err.DataError):
+            return Failure.BAD_VALUE
+        return Failure.OTHER
+
+    def message(self, exc: BaseException) -> str:
+        args = getattr(exc, "args", ())
+        if len(args) >= 2 and isinstance(args[0], int):
+            return f"{first_line(str(args[1]))} (error {args[0]})"
+        return first_line(str(exc)) or type(exc).__name__
+
+    def close(self, conn: Any) -> None:
+        import pymysql.err
+
+        try:
+            if conn.open:
+                conn.close()
+        except (pymysql.err.Error, OSError):
+            pass  # the connection is lost: nothing left to end
+
+
+class MariaDbDialect(MySqlDialect):
+    """MariaDB 10.2+ (window functions): the MySQL dialect, named as the server is."""
+
+    name = "MariaDB"
+
+
+class MySqlQueries(TableQueries):
+    """The SQL of one MySQL table: backquoted identifiers, `%s` parameters."""
+
+    def __init__(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str,
+                 label: str) -> None:
+        self.settings, self.columns, self.kind, self.label = t, columns, kind, label
+        self.schema_name, self.table_name = schema_name, table_name
+        self.table = f"{quote(schema_name)}.{quote(table_name)}"
+        self.wm = quote(t.watermark_column)
+        self.where = f" AND ({t.where.replace('%', '%%')})" if t.where else ""  # a literal % is no placeholder
+
+    def _one(self, conn: Any, query: str, params: list[Any]) -> Any:
+        with conn.cursor() as cur:
+            cur.execute(query, params)
+            return cur.fetchone()
+
+    def upper_bound(self, conn: Any, s: JdbcSettings) -> Any:
+        t, kind, lag = self.settings, self.kind, self.settings.watermark_lag
+        if kind == WatermarkKind.INTEGER:
+            if not isinstance(lag, int):
+                raise ConfigError(f"{self.label}: watermark_lag {lag!r} must be a whole number for the "
+                                  f"integer column {t.watermark_column}")
+            top = self._one(conn, f"SELECT MAX({self.wm}) FROM {self.table} WHERE TRUE{self.where}", [])[0]
+            return None if top is None else int(top) - lag
+        lag_s = seconds(lag, LAG_UNITS)
+        if lag_s is None:
+            raise ConfigError(f"{self.label}: watermark_lag {lag!r} is not a duration: give seconds (300) or "
+                              "'5 minutes' (seconds, minutes, hours, days)")
+        data_type = self._one(conn, "SELECT data_type FROM information_schema.columns WHERE table_schema = %s AND "
+                              "table_name = %s AND column_name = %s",
+                              [self.schema_name, self.table_name, t.watermark_column])[0]
+        data_type = data_type.decode() if isinstance(data_type, bytes) else str(data_type)
+        # timestamp: an instant, and the session is in UTC; datetime and date: the wall clock of the server's zone
+        now = ("NOW(6)" if data_type.lower() == "timestamp"
+               else "CONVERT_TZ(UTC_TIMESTAMP(6), '+00:00', @@global.time_zone)")
+        expr = f"{now} - INTERVAL %s MICROSECOND"
+        if kind == WatermarkKind.DATE:
+            expr = f"DATE({expr}) - INTERVAL 1 DAY"
+        return self._one(conn, f"SELECT {expr}", [int(lag_s * 1_000_000)])[0]
+
+    def range_condition(self, r: Range) -> tuple[str, list[Any]]:
+        """`(lo, hi]` of the watermark column; a range from the start also holds the rows without a watermark."""
+        if r.lo is None:
+            return f"({self.wm} <= %s OR {self.wm} IS NULL)", [r.hi]
+        return f"{self.wm} > %s AND {self.wm} <= %s", [r.lo, r.hi]
+
+    def split(self, conn: Any, r: Range, parts: int) -> tuple[int, list[Any]]:
+        """NTILE over the range ordered by the watermark (NULLs first: they belong to the first sub-range); the
+        maximum of each tile but the last is a boundary, so each sub-range holds about one tile's rows."""
+        cond, params = self.range_condition(r)
+        query = (f"SELECT COUNT(*), MAX(wm) FROM (SELECT {self.wm} AS wm, NTILE(%s) OVER (ORDER BY {self.wm}) AS tile "
+                 f"FROM {self.table} WHERE {cond}{self.where}) AS tiles GROUP BY tile ORDER BY tile")
+        with conn.cursor() as cur:
+            cur.execute(query, [parts, *params])
+            tiles = cur.fetchall()
+        return sum(int(n) for n, _ in tiles), inner_bounds(r, [top for _, top in tiles[:-1]])
+
+    def count_nulls(self, conn: Any) -> int:
+        return int(self._one(conn, f"SELECT COUNT(*) FROM {self.table} WHERE {self.wm} IS NULL{self.where}", [])[0])
+
+    def select(self, r: Range) -> tuple[Any, list[Any]]:
+        t = self.settings
+        cond, params = self.range_condition(r)
+        columns = ", ".join(quote(c) for c in self.columns)
+        order = ", ".join(quote(c) for c in [t.watermark_column, *t.key_columns])
+        return f"SELECT {columns} FROM {self.table} WHERE {cond}{self.where} ORDER BY {order}", params
+
+
+def _time(value: Any) -> Any:
+    """TIME arrives as a timedelta (it may be negative or over 24 h): a time of day when it is one, else left as is
+    for the writer to refuse as a bad record."""
+    if isinstance(value, timedelta) and timedelta(0) <= value < timedelta(days=1):
+        return (datetime.min + value).time()
+    return value
+
+
+def _bool(value: Any) -> Any:
+    return any(value) if isinstance(value, (bytes, bytearray)) else bool(value)
+
+
+def _bits(value: Any) -> Any:
+    return int.from_bytes(value, "big") if isinstance(value, (bytes, bytearray)) else value
+
+
+def _decimal(value: Any) -> Any:
+    return Decimal(value) if isinstance(value, int) else value
+
+
+def _text(value: Any) -> Any:
+    return ",".join(sorted(value)) if isinstance(value, (set, frozenset)) else value
+
+
+CONVERT: dict[str, Callable[[Any], Any]] = {"time": _time, "bool": _bool, "bits": _bits, "decimal": _decimal,
+                                            "text": _text}
+"""`Column.cast` → the conversion of the driver's value to what the Avro writer takes."""
+
+
+def _converted(row: tuple[Any, ...], columns: list[int], convert: list[Callable[[Any], Any] | None]) -> tuple[Any, ...]:
+    """`row` with the values of `columns` (not None) through their conversion."""
+    values = list(row)
+    for i in columns:
+        if values[i] is not None:
+            values[i] = convert[i](values[i])  # type: ignore[misc]
+    return tuple(values)

@@ -1,0 +1,166 @@
+"""PostgreSQL for the jdbc source, through psycopg 3: connect with `statement_timeout`, pg_catalog columns, the SQL
+(`percentile_disc` for the split), and rows streamed in binary format through a named server-side cursor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from gobblin_py.builtin.sources.jdbc.dialect import (Dialect, Failure, TableQueries, auth_error, first_line, inner_bounds,
+                                             read_password, scrub, unreachable)
+from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
+from gobblin_py.builtin.sources.jdbc.columns import WATERMARK_KINDS, Column, read_columns
+from gobblin_py.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings, TableSettings
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL 12+ (psycopg 3)."""
+
+    name = "PostgreSQL"
+    default_port = 5432
+    driver = "psycopg"
+    install = "the jdbc source needs psycopg 3: pip install 'gobblin-py[jdbc]'"
+    table_hint = "schema-qualified (public.orders)"
+    watermark_types = "a timestamp, timestamptz, date or integer column"
+
+    def connect(self, s: JdbcSettings, in_task: bool = False) -> Any:
+        psycopg = self.require_driver()
+        password = read_password(s)
+        try:
+            return psycopg.connect(s.url, password=password, connect_timeout=s.connect_timeout_s, autocommit=True,
+                                   application_name="gobblin-py", options=f"-c statement_timeout={s.statement_timeout}")
+        except psycopg.Error as exc:
+            text = scrub(str(exc), password)
+            where = f"{s.endpoint}, database {s.database}"
+            if "password authentication failed" in text or getattr(exc, "sqlstate", None) in ("28P01", "28000"):
+                raise auth_error(s, where) from None
+            if "does not exist" in text and "database" in text:
+                raise ConfigError(f"{where}: database {s.database!r} does not exist; check source.url") from None
+            if "statement_timeout" in text:
+                raise ConfigError(f"source.statement_timeout {s.statement_timeout!r} is not a valid PostgreSQL duration "
+                                  "(e.g. 30s, 15min, 0 for none)") from None
+            raise unreachable(s, first_line(text), in_task) from None
+
+    def resolve_table(self, conn: Any, table: str) -> tuple[str, str, list[Column]] | None:
+        row = conn.execute("SELECT c.oid, n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                           "WHERE c.oid = to_regclass(%s)", (table,)).fetchone()
+        if row is None:
+            return None
+        oid, schema_name, table_name = row
+        return schema_name, table_name, read_columns(conn, oid)
+
+    def watermark_kind(self, column: Column) -> str | None:
+        return None if column.declared.endswith("[]") else WATERMARK_KINDS.get(column.type_name)
+
+    def queries(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
+                casts: Mapping[str, str] | None = None) -> TableQueries:
+        return PostgresQueries(t, schema_name, table_name, columns, kind, label, casts)
+
+    def stream(self, conn: Any, query: Any, params: list[Any], fetch_rows: int, name: str,
+               columns: list[str], casts: Mapping[str, str]) -> Iterator[list[tuple[Any, ...]]]:
+        conn.autocommit = False  # a server-side cursor lives in a transaction
+        # binary rows: psycopg's C loaders take ints, timestamps and numerics without parsing text (as COPY BINARY)
+        with conn.cursor(name=name, binary=True) as cur:
+            cur.itersize = fetch_rows
+            cur.execute(query, params)
+            while True:
+                batch = cur.fetchmany(fetch_rows)
+                if not batch:
+                    return
+                yield batch
+
+    def failure(self, exc: BaseException) -> Failure | None:
+        import psycopg
+
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            return Failure.TIMEOUT
+        if isinstance(exc, (psycopg.errors.UndefinedColumn, psycopg.errors.UndefinedTable)):
+            return Failure.UNKNOWN_COLUMN
+        if isinstance(exc, psycopg.OperationalError):
+            return Failure.CONNECTION_LOST
+        if isinstance(exc, psycopg.DataError):
+            return Failure.BAD_VALUE
+        if isinstance(exc, psycopg.Error):
+            return Failure.OTHER
+        return None
+
+    def close(self, conn: Any) -> None:
+        import psycopg
+
+        try:
+            if not conn.closed and not conn.autocommit:
+                conn.rollback()  # the read's transaction: ends the server-side cursor
+        except psycopg.Error:
+            pass  # the connection is lost: closing it is all there is left to do
+        conn.close()
+
+
+class PostgresQueries(TableQueries):
+    """The SQL of one PostgreSQL table (psycopg.sql composition)."""
+
+    def __init__(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
+                 casts: Mapping[str, str] | None = None) -> None:
+        from psycopg import sql
+
+        self.sql = sql
+        self.settings, self.columns, self.kind, self.label = t, columns, kind, label
+        self.casts = dict(casts or {})  # column → `text` or `text[]`: selected as their exact text, in any row format
+        self.table = sql.Identifier(schema_name, table_name)
+        self.wm = sql.Identifier(t.watermark_column)
+        where = t.where.replace("%", "%%") if t.where else None  # a literal % (LIKE 'a%') is no placeholder
+        self.where = sql.SQL(" AND ({})").format(sql.SQL(where)) if where else sql.SQL("")
+
+    def upper_bound(self, conn: Any, s: JdbcSettings) -> Any:
+        sql, t, kind = self.sql, self.settings, self.kind
+        lag = t.watermark_lag
+        if kind == WatermarkKind.INTEGER:
+            if not isinstance(lag, int):
+                raise ConfigError(f"{self.label}: watermark_lag {lag!r} must be a whole number for the "
+                                  f"integer column {t.watermark_column}")
+            query = sql.SQL("SELECT max({}) - %s FROM {} WHERE TRUE{}").format(self.wm, self.table, self.where)
+            return conn.execute(query, (lag,)).fetchone()[0]
+        interval = f"{lag} seconds" if isinstance(lag, (int, float)) else lag
+        now = {WatermarkKind.TIMESTAMPTZ: "now()", WatermarkKind.TIMESTAMP: "localtimestamp",
+               WatermarkKind.DATE: "localtimestamp"}[kind]
+        expr = f"({now} - %s::interval)" + ("::date - 1" if kind == WatermarkKind.DATE else "")
+        import psycopg
+
+        try:
+            return conn.execute(f"SELECT {expr}", (interval,)).fetchone()[0]
+        except psycopg.errors.DataError:
+            raise ConfigError(f"{self.label}: watermark_lag {lag!r} is not a duration: give seconds (300) or "
+                              "a PostgreSQL interval ('5 minutes')") from None
+
+    def range_condition(self, r: Range) -> tuple[Any, list[Any]]:
+        """`(lo, hi]` of the watermark column; a range from the start also holds the rows without a watermark."""
+        sql = self.sql
+        if r.lo is None:
+            return sql.SQL("({wm} <= %s OR {wm} IS NULL)").format(wm=self.wm), [r.hi]
+        return sql.SQL("{wm} > %s AND {wm} <= %s").format(wm=self.wm), [r.lo, r.hi]
+
+    def split(self, conn: Any, r: Range, parts: int) -> tuple[int, list[Any]]:
+        """percentile_disc over the range: the boundaries follow the column's distribution."""
+        sql = self.sql
+        cond, params = self.range_condition(r)
+        fractions = [k / parts for k in range(1, parts)]
+        query = sql.SQL("SELECT count(*), percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY {wm}) FROM {t} "
+                        "WHERE {cond}{where}").format(wm=self.wm, t=self.table, cond=cond, where=self.where)
+        rows, quantiles = conn.execute(query, [fractions or [0.5], *params]).fetchone()
+        return int(rows), inner_bounds(r, quantiles if fractions else [])
+
+    def count_nulls(self, conn: Any) -> int:
+        query = self.sql.SQL("SELECT count(*) FROM {} WHERE {} IS NULL{}").format(self.table, self.wm, self.where)
+        return int(conn.execute(query).fetchone()[0])
+
+    def select(self, r: Range) -> tuple[Any, list[Any]]:
+        sql, t = self.sql, self.settings
+        cond, params = self.range_condition(r)
+        columns = sql.SQL(", ").join(sql.SQL("{c}::{t}").format(c=sql.Identifier(c), t=sql.SQL(self.casts[c]))
+                                     if c in self.casts else sql.Identifier(c) for c in self.columns)
+        order = sql.SQL(", ").join(sql.Identifier(c) for c in [t.watermark_column, *t.key_columns])
+        return sql.SQL("SELECT {cols} FROM {t} WHERE {cond}{where} ORDER BY {order}").format(
+            cols=columns, t=self.table, cond=cond, where=self.where, order=order), params
+

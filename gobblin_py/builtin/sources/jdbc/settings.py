@@ -1,0 +1,79 @@
+"""The `jdbc` source's settings: the tables, the url (no password: `password_env`) and the extraction limits; shared
+by the planner (`source.py`), the reader (`extractor.py`) and the dialects, so none of them imports another's module."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+from urllib.parse import unquote, urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from gobblin_py.api import Settings
+from gobblin_py.builtin.extras import require
+from gobblin_py.builtin.sources.jdbc.dialect import DIALECTS, Dialect, dialect_for
+
+class TableSettings(Settings):
+    table: str = Field(description="PostgreSQL: schema-qualified (public.orders); MySQL: orders or database.orders")
+    watermark_column: str = Field(description="timestamp, timestamptz, datetime, date or an integer type")
+    primary_key: str | list[str]
+    columns: list[str] | None = Field(default=None, description="default: every column")
+    where: str | None = Field(default=None, description="an SQL condition ANDed to every query")
+    watermark_lag: str | int | float = Field(
+        default=0, description="time columns: seconds or an interval ('5 minutes'); integers: a number")
+    partitions: int | None = Field(default=None, ge=1, description="default: source.partitions")
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [self.primary_key] if isinstance(self.primary_key, str) else list(self.primary_key)
+
+
+class JdbcSettings(Settings):
+    url: str = Field(description="postgresql://user@host:5432/database or mysql://user@host:3306/database "
+                                 "(mariadb:// too; no password: see password_env)")
+    password_env: str | None = Field(default=None, description="the environment variable holding the password")
+    tables: list[TableSettings] = Field(min_length=1)
+    partitions: int = Field(default=4, ge=1, description="sub-ranges (tasks) per table and run")
+    max_workunits: int = Field(default=64, ge=1, description="sub-ranges are packed into at most this many tasks")
+    fetch_rows: int = Field(default=10_000, ge=1, description="rows per round trip of the server-side cursor")
+    statement_timeout: str | int = Field(default="15min", description="timeout of every query: 300ms, 30s, 15min (0: none)")
+    connect_timeout_s: int = Field(default=10, ge=1)
+    null_watermark: Literal["warn", "report"] = "warn"
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in DIALECTS:
+            raise ValueError(f"{parts.scheme or value!r}: give postgresql://, mysql:// or mariadb://user@host:port/database")
+        if not parts.hostname or not parts.path.strip("/"):
+            raise ValueError(f"give {parts.scheme}://user@host:port/database")
+        return value
+
+    @model_validator(mode="after")
+    def _environment(self) -> JdbcSettings:
+        dialect = self.dialect
+        require(dialect.driver, dialect.install.split(":")[0], "jdbc")
+        if urlsplit(self.url).password is not None:  # checked here, where the error does not echo the value
+            raise ValueError("url holds a password: remove it from the url and name the variable holding it in password_env")
+        if self.password_env is not None and self.password_env not in os.environ:
+            raise ValueError(f"password_env: environment variable {self.password_env} is not set")
+        names = [t.table for t in self.tables]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"table(s) {', '.join(repeated)} listed more than once (each table is one dataset)")
+        return self
+
+    @property
+    def dialect(self) -> Dialect:
+        """The database's dialect, from the url's scheme."""
+        return dialect_for(self.url)
+
+    @property
+    def endpoint(self) -> str:
+        parts = urlsplit(self.url)
+        return f"{self.dialect.name} {parts.hostname}:{parts.port or self.dialect.default_port}"
+
+    @property
+    def database(self) -> str:
+        return unquote(urlsplit(self.url).path.strip("/"))

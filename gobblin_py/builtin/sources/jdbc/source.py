@@ -1,0 +1,213 @@
+"""The `jdbc` source (PostgreSQL, MySQL/MariaDB): each table is a dataset, extracted incrementally by a watermark column.
+
+A run extracts the rows whose watermark lies in `(committed, high]`, split into `partitions` sub-ranges of similar
+row counts (PostgreSQL `percentile_disc`, MySQL `NTILE` over the range: boundaries follow the column's distribution,
+not equal widths), one WorkUnit (Spark task) each, ordered by watermark and primary key, streamed through a
+server-side (PostgreSQL) or unbuffered (MySQL) cursor. What differs per database is in its dialect (`dialect.py`);
+this module's planning loop and `extractor`'s read loop serve both.
+
+Why `watermark_lag`: a row becomes visible when its transaction commits, not when its watermark value was taken.
+A transaction that stamped `updated_at = now()` at 10:00:00 and commits at 10:00:03 is invisible to a run that
+reads at 10:00:01 and then commits `high = 10:00:01`: the next run starts after 10:00:01 and never sees it. The same
+holds for sequence-generated integers (ids are handed out in one order and committed in another). So a run extracts
+only up to `now() − lag` (time columns; the database's clock) or `max(column) − lag` (integers): rows still being
+committed upstream are left for the next run. Choose a lag longer than the longest write transaction. A date column
+extracts only whole days: up to `(now() − lag)::date − 1`.
+
+Rows whose watermark is NULL are in no range: a first load (nothing committed yet) includes them; incremental runs
+never extract them, and count them in a warning (`null_watermark: report` makes it an input problem: the run exits 1).
+
+The watermark keys (one per WorkUnit, see `ranges.py`) make the sub-ranges of a run safe under both commit
+policies: `full` commits them together; `successful` never lets a failed sub-range be skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
+from gobblin_py.api.names import workunit_id
+from gobblin_py.builtin.sources.jdbc.columns import Column, avro_schema, check_mapped
+from gobblin_py.builtin.sources.jdbc.dialect import Failure, first_line, timeout_error
+from gobblin_py.builtin.sources.jdbc.ranges import DONE_PREFIX, HIGH, Committed, Range, committed, encode
+from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings, TableSettings
+from gobblin_py.builtin.sources.packing import worst_fit_decreasing
+from gobblin_py.errors import ConfigError, SourceError, describe
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """A table as planning resolved it: canonical name, selected columns, watermark kind."""
+
+    settings: TableSettings
+    schema_name: str
+    table_name: str
+    columns: list[Column]
+    kind: str
+    where_label: str  # how messages name it: "table public.orders (source.tables[0])"
+
+    @property
+    def dataset(self) -> str:
+        return self.settings.table
+
+
+class JdbcSource(Source):
+    """One WorkUnit per sub-range of each table's new watermark range (and per hole a failed sub-range left)."""
+
+    Settings = JdbcSettings
+    keeps_key_stats = True
+
+    def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
+        s: JdbcSettings = self.settings
+        dialect = s.dialect
+        conn = dialect.connect(s)
+        units: list[WorkUnit] = []
+        try:
+            for i, t in enumerate(s.tables):
+                label = f"table {t.table} (source.tables[{i}])"
+                try:
+                    plan = self._resolve(conn, t, label)
+                    units += self._plan_table(conn, plan, state)
+                except Exception as exc:
+                    failure = dialect.failure(exc)
+                    if failure is None:
+                        raise
+                    raise planning_error(s, t.table, label, i, failure, exc) from None
+        finally:
+            dialect.close(conn)
+        return worst_fit_decreasing(units, s.max_workunits, lambda u: self.estimated_bytes(u, state))
+
+    def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
+        """Estimated rows × the table's bytes per row of its last extraction (1 KiB when unknown)."""
+        last = [v for v in state.key_stats(workunit.dataset).values() if v.get("records")]
+        per_row = sum(v["bytes"] for v in last) / sum(v["records"] for v in last) if last else 1024.0
+        return float(workunit.props.get("estimated_rows", 0)) * per_row
+
+    def _resolve(self, conn: Any, t: TableSettings, label: str) -> TablePlan:
+        """The table's canonical name and columns; an unknown table or column is a ConfigError naming it."""
+        s: JdbcSettings = self.settings
+        found = s.dialect.resolve_table(conn, t.table)
+        if found is None:
+            raise ConfigError(f"{label}: no such table or view in database {s.database} on "
+                              f"{s.endpoint}; give it {s.dialect.table_hint}")
+        schema_name, table_name, available = found
+        by_name = {c.name: c for c in available}
+
+        def column(name: str, what: str) -> Column:
+            if name in by_name:
+                return by_name[name]
+            raise ConfigError(f"{label}: {what} {name!r} is not a column of the table (columns: "
+                              f"{', '.join(by_name)})")
+
+        wm = column(t.watermark_column, "watermark_column")
+        keys = [column(k, "primary_key column") for k in t.key_columns]
+        selected = [column(c, "columns entry") for c in t.columns] if t.columns is not None else available
+        for needed in (wm, *keys):
+            if needed not in selected:
+                selected = [*selected, needed]
+        check_mapped(t.table, selected)
+        kind = s.dialect.watermark_kind(wm)
+        if kind is None:
+            raise ConfigError(f"{label}: watermark_column {wm.name!r} has type {wm.declared}; it must be "
+                              f"{s.dialect.watermark_types}")
+        return TablePlan(t, schema_name, table_name, selected, kind, label)
+
+    def _plan_table(self, conn: Any, plan: TablePlan, state: SourceState) -> list[WorkUnit]:
+        s: JdbcSettings = self.settings
+        t = plan.settings
+        done = committed(plan.kind, state.watermarks(plan.dataset), f"dataset {plan.dataset}")
+        q = s.dialect.queries(t, plan.schema_name, plan.table_name, [c.name for c in plan.columns], plan.kind,
+                              plan.where_label)
+        high = q.upper_bound(conn, s)
+        if done.high is not None:
+            nulls = q.count_nulls(conn)
+            if nulls:
+                message = (f"{nulls} row(s) of {t.table} have NULL in {t.watermark_column}: incremental runs never extract "
+                           f"them (only a first load does); give them a {t.watermark_column}, or reset the dataset to reload")
+                if s.null_watermark == "report":
+                    state.report_input_problem(plan.dataset, message)
+                else:
+                    log.warning("%s", message)
+        self._report_column_changes(plan, state)
+        holes = done.holes()  # extracted even when empty: that closes them
+        top = done.top
+        fresh = Range(top, high) if high is not None and (top is None or high > top) else None
+        schema = avro_schema(t.table, plan.columns)
+        parts = t.partitions or s.partitions
+        slots = done.free_slots()
+        units: list[WorkUnit] = []
+        ranges: list[Range] = []
+        for r in [*holes, *([fresh] if fresh else [])]:
+            rows, bounds = q.split(conn, r, parts)
+            if r is fresh and rows == 0:
+                continue  # nothing new: no task, the watermark stays (the next run's range starts there)
+            ranges.append(r)
+            edges = [r.lo, *bounds, r.hi]
+            for lo, hi in zip(edges, edges[1:]):
+                sub = Range(lo, hi)
+                key = HIGH if lo == done.high else f"{DONE_PREFIX}{next(slots)}"
+                units.append(self._workunit(plan, sub, key, done, schema, rows / (len(edges) - 1)))
+        if not units:
+            return []
+        log.info("%s: extracting %s in %d work unit(s)", plan.where_label,
+                 ", ".join(f"({encode(r.lo)}, {encode(r.hi)}]" for r in ranges), len(units))
+        return units
+
+    @staticmethod
+    def _report_column_changes(plan: TablePlan, state: SourceState) -> None:
+        """Columns added to or dropped from the selection since the last committed run (the table changed upstream):
+        a notice. An added column is read from now on, null in the files written before (its type is nullable)."""
+        before = state.kept(plan.dataset).get("columns")
+        if not isinstance(before, list):
+            return
+        now = [c.name for c in plan.columns]
+        added, dropped = [c for c in now if c not in before], [c for c in before if c not in now]
+        if added:
+            state.report_notice(plan.dataset, f"column(s) {', '.join(added)} added to {plan.settings.table} since the last "
+                                              "run: read from now on (null in the files written before)")
+        if dropped:
+            state.report_notice(plan.dataset, f"column(s) {', '.join(dropped)} no longer in {plan.settings.table} (or "
+                                              "its columns setting): not in the files from now on")
+
+    def _workunit(self, plan: TablePlan, r: Range, key: str, done: Committed, schema: dict, rows: float) -> WorkUnit:
+        """The WorkUnit of `r`, named by database, table, selection and range; its key's value is what it publishes."""
+        s: JdbcSettings = self.settings
+        t = plan.settings
+        lo, hi = encode(r.lo), encode(r.hi)
+        columns = [c.name for c in plan.columns]
+        wu_id = workunit_id(f"{t.table}.{lo if lo is not None else 'start'}-{hi}", "jdbc", s.endpoint, s.database,
+                            plan.schema_name, plan.table_name, t.watermark_column, ",".join(columns), t.where or "",
+                            str(lo), str(hi))
+        value = hi if key == HIGH else r.done_value(done.high)
+        return WorkUnit(id=wu_id, dataset=plan.dataset, watermark_key=key, low_watermark=lo, expected_high_watermark=value,
+                        props={"schema_name": plan.schema_name, "table_name": plan.table_name, "table": t.table,
+                               "columns": columns, "casts": {c.name: c.cast for c in plan.columns if c.cast},
+                               "watermark_column": t.watermark_column, "kind": plan.kind, "primary_key": t.key_columns,
+                               "where": t.where, "lo": lo, "hi": hi, "avro_schema": schema, "estimated_rows": rows,
+                               "state.columns": columns})  # kept at the commit: the next plan reports a change
+
+    def endpoints(self, workunit: WorkUnit) -> list[str]:
+        """The database every task reads from: once a task gives up on it, the run's others do not try."""
+        return [self.settings.endpoint]
+
+    def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
+        from gobblin_py.builtin.sources.jdbc.extractor import JdbcExtractor
+
+        return JdbcExtractor(self.settings, workunit, context)
+
+
+def planning_error(s: JdbcSettings, table: str, label: str, i: int, failure: Failure, exc: BaseException) -> Exception:
+    """A driver failure while planning `table`, named for the operator: an unknown column is a setting to fix."""
+    text = s.dialect.message(exc)
+    if failure is Failure.TIMEOUT:
+        return timeout_error(s, table, "planning (the range's row count and quantiles)")
+    if failure is Failure.UNKNOWN_COLUMN:
+        return ConfigError(f"{label}: {text}; check watermark_column, primary_key, columns and where")
+    if failure is Failure.CONNECTION_LOST:
+        return SourceError(f"{label}: lost the connection to {s.endpoint} while planning: {text}")
+    detail = describe(exc) if text == first_line(str(exc)) else f"{type(exc).__name__}: {text}"
+    return SourceError(f"{label}: planning query failed: {detail} (check source.tables[{i}].where)")

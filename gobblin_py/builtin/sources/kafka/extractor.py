@@ -1,0 +1,191 @@
+"""Reads exactly one partition's offset range: assign + seek, large fetches, no offset commits.
+
+`KafkaExtractor` uses kafka-python; the client-specific part is `_chunks()`, which yields the range's
+offsets and values a poll at a time, and everything else (decoding, rejects, watermark) is shared
+with the confluent-kafka extractor.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gobblin_py.api import BatchExtractor, Extractor, RawBatch, TaskContext, WorkUnit
+from gobblin_py.api.types import Record, Schema, WatermarkValue
+from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
+from gobblin_py.errors import RetriableTaskError, SourceError, describe
+
+log = logging.getLogger(__name__)
+
+
+def _decoder(settings: KafkaSettings) -> Callable[[bytes], Any]:
+    kind = settings.deserializer
+    if kind == "json":
+        return orjson.loads
+    if kind == "string":
+        return lambda raw: {"value": raw.decode("utf-8")}
+    if kind == "bytes":
+        return lambda raw: {"value": raw}
+    import fastavro
+
+    from gobblin_py.builtin.schemas.avro_files import load_avro_schema
+
+    schema = fastavro.parse_schema(load_avro_schema(settings.avro_schema))
+    return lambda raw: fastavro.schemaless_reader(io.BytesIO(raw), schema)
+
+
+@dataclass(frozen=True)
+class OffsetBatch(RawBatch):
+    """A poll's values, the offsets of its first and last, and a function giving every value's offset (for
+    `location()` on the row path; worked out only then, as a columnar batch never needs them)."""
+
+    first: int = 0
+    last: int = 0
+    offsets: Callable[[], Sequence[int]] = list
+
+
+class KafkaExtractor(Extractor, BatchExtractor):
+    """Yields the decoded values of offsets `[low, high)` of one partition; undecodable ones are rejected.
+    Its raw batches (one per poll) let a `json_to_avro` → `parquet` task take the columnar path."""
+
+    def __init__(self, settings: KafkaSettings, workunit: WorkUnit, context: TaskContext) -> None:
+        self.settings = settings
+        self.context = context
+        self.topic = workunit.props["topic"]
+        self.partition = int(workunit.props["partition"])
+        self.low = int(workunit.low_watermark or 0)
+        self.high = int(workunit.expected_high_watermark or 0)
+        self.offset = self.low
+        self.next_offset = self.low
+        self.consumer: Any = None
+        self.where = f"{self.topic}/{self.partition} on {settings.brokers}"
+        self._decode = _decoder(settings)
+
+    def location(self) -> str:
+        return f"{self.topic}/{self.partition}@{self.offset}"
+
+    def get_schema(self) -> Schema:
+        return {"type": "kafka", "topic": self.topic, "deserializer": self.settings.deserializer}
+
+    def actual_high_watermark(self) -> WatermarkValue:
+        return self.next_offset
+
+    def read_records(self) -> Iterator[Record]:
+        for batch in self.read_batches():
+            yield from self.records_of(batch)
+
+    def read_batches(self) -> Iterator[RawBatch]:
+        if self.low >= self.high:
+            return
+        for batch in self._chunks():
+            self.offset = batch.first
+            yield batch
+            self.offset = batch.last
+            self.next_offset = batch.last + 1
+
+    def records_of(self, batch: RawBatch) -> Iterator[Record]:
+        assert isinstance(batch, OffsetBatch)
+        decode = self._decode
+        reject = self.context.reject
+        kind = batch.format
+        for offset, value in zip(batch.offsets(), batch.values):
+            self.offset = offset
+            self.next_offset = offset + 1
+            if value is None:
+                reject(None, "tombstone (null value)", self.location())
+                continue
+            try:
+                record = decode(value)
+            except (ValueError, TypeError, EOFError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
+                reject(value.decode("utf-8", "replace"), f"cannot decode as {kind}: {exc}", self.location())
+                continue
+            if type(record) is not dict:
+                reject(record, f"expected a JSON object, got {type(record).__name__}", self.location())
+                continue
+            yield record
+
+    def _stalled(self, since: float, highwater: int | None) -> None:
+        """Fail a read that makes no progress: the partition ends early, or the broker stopped answering."""
+        if highwater is not None and highwater <= self.next_offset:
+            raise SourceError(f"{self.where} ends at offset {highwater}, before the planned end {self.high} "
+                              "(truncated by the broker?); nothing of this range is published")
+        if time.monotonic() - since > self.settings.idle_timeout_s:
+            message = (f"no data from Kafka broker(s) {self.settings.brokers} for {self.topic}/{self.partition} "
+                       f"at offset {self.next_offset} (range ends at {self.high}) for {self.settings.idle_timeout_s:.0f} s")
+            if self._disconnected():
+                raise unreachable(self.settings, f"{message}, and no connection to any broker")
+            raise RetriableTaskError(message)
+
+    def _disconnected(self) -> bool:
+        """True when the client holds no connection to any broker of the cluster (it is down, or hangs)."""
+        try:
+            client = self.consumer._client  # kafka-python keeps its connections there
+            return not any(client.connected(b.node_id) for b in client.cluster.brokers())
+        except AttributeError:  # another kafka-python: say only that no data came
+            return False
+
+    def _chunks(self) -> Iterator[OffsetBatch]:
+        """The range's values, a poll at a time (the client-specific part)."""
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError, OffsetOutOfRangeError
+
+        s = self.settings
+        tp = TopicPartition(self.topic, self.partition)
+        self.consumer = consumer = open_consumer(s, in_task=True)
+        consumer.assign([tp])
+        consumer.seek(tp, self.low)
+        high = self.high
+        last_progress = time.monotonic()
+        while self.next_offset < high:
+            try:
+                batches = consumer.poll(timeout_ms=1000, max_records=s.max_poll_records)
+            except OffsetOutOfRangeError:
+                self._reset_out_of_range(consumer.beginning_offsets([tp])[tp], lambda target: consumer.seek(tp, target))
+                continue
+            except KafkaError as exc:
+                raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {describe(exc)}") from None
+            records = batches.get(tp, ())
+            if not records:
+                position = consumer.position(tp)
+                if position is not None and position >= high:
+                    self.next_offset = high  # the rest of the range held no data records (control batches)
+                    return
+                self._stalled(last_progress, consumer.highwater(tp))
+                continue
+            last_progress = time.monotonic()
+            if records[-1].offset >= high:  # the poll went past the planned end: keep the range, and stop
+                records = records[:bisect.bisect_left([r.offset for r in records], high)]
+                if records:
+                    yield self._batch(records, [r.value for r in records], lambda r: r.offset)
+                self.next_offset = high
+                return
+            yield self._batch(records, [r.value for r in records], lambda r: r.offset)
+
+    def _batch(self, messages: list[Any], values: list[bytes | None], offset_of: Callable[[Any], int]) -> OffsetBatch:
+        """A poll's messages (non-empty, in offset order) and their values as a batch; `offset_of(message)`."""
+        return OffsetBatch(self.settings.deserializer, values, offset_of(messages[0]), offset_of(messages[-1]),
+                           lambda: [offset_of(m) for m in messages])
+
+    def _reset_out_of_range(self, begin: int, seek: Callable[[int], None]) -> None:
+        """The broker no longer has `next_offset` (retention ran mid-read): reset per the policy, loudly."""
+        s = self.settings
+        if s.reset_on_offset_out_of_range == "fail" or begin <= self.next_offset:
+            raise SourceError(f"{self.where}: offset {self.next_offset} is out of range (the partition starts at {begin}) while reading")
+        target = min(begin, self.high) if s.reset_on_offset_out_of_range == "earliest" else self.high
+        log.warning("%s: offset %d was deleted while reading; offsets %d..%d (%d records) are skipped",
+                    self.where, self.next_offset, self.next_offset, target - 1, target - self.next_offset)
+        self.next_offset = target
+        if target < self.high:
+            seek(target)
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None

@@ -1,0 +1,108 @@
+"""The `kafka` source's settings and how to reach the brokers: shared by the planner (`source.py`) and the
+readers (`extractor.py`, `confluent.py`), so neither imports the other."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from gobblin_py.api import Settings
+from gobblin_py.builtin.extras import require
+from gobblin_py.errors import SourceError, UnreachableError, describe
+from gobblin_py.fs.paths import ExistingFile
+
+TOPIC_PREFIX_CHARS = 40
+"""How much of the topic name the readable part of an output name keeps (the hash covers all of it)."""
+
+
+class KafkaSettings(Settings):
+    bootstrap_servers: str | list[str]
+    topics: list[str] | None = None
+    topic_pattern: str | None = None
+    exclude_topics: list[str] = Field(default_factory=list, description="regexes (Gobblin topic.blacklist)")
+    bootstrap_with_offset: Literal["earliest", "latest"] = "earliest"
+    reset_on_offset_out_of_range: Literal["earliest", "latest", "fail"] = "earliest"
+    max_workunits: int = Field(default=8, ge=1)
+    min_records_per_workunit: int = Field(
+        default=50_000, ge=1, description="fewer tasks for a small run or checkpoint: each reads at least this many records where it can (a task costs Spark ~0.1 s)")
+    deserializer: Literal["json", "avro", "string", "bytes"] = "json"
+    client: Literal["kafka-python", "confluent"] = Field(
+        default="kafka-python", description="confluent: librdkafka, a quarter of kafka-python's CPU per record (pip install 'gobblin-py[confluent]')")
+    avro_schema: ExistingFile | None = None
+    fetch_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    max_partition_fetch_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    fetch_max_wait_ms: int = Field(default=200, ge=1, description="never 0: some brokers spin and return nothing")
+    max_poll_records: int = Field(default=20_000, ge=1)
+    request_timeout_ms: int = Field(default=30_000, ge=1000)
+    idle_timeout_s: float = Field(default=60.0, gt=0, description="give up when a partition makes no progress this long")
+    consumer_config: dict[str, Any] = Field(default_factory=dict, description="extra kafka-python consumer settings (security, …)")
+
+    @field_validator("topic_pattern")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> KafkaSettings:
+        if (self.topics is None) == (self.topic_pattern is None):
+            raise ValueError("give exactly one of topics: [..] or topic_pattern: REGEX")
+        if self.deserializer == "avro" and self.avro_schema is None:
+            raise ValueError("deserializer avro needs avro_schema: PATH.avsc")
+        if self.client == "confluent":
+            require("confluent_kafka", "client confluent needs the confluent-kafka package", "confluent")
+        return self
+
+    @property
+    def brokers(self) -> str:
+        servers = self.bootstrap_servers
+        return servers if isinstance(servers, str) else ",".join(servers)
+
+
+BROKER_REMEDY = ("Check that the broker is running and `source.bootstrap_servers` is right; "
+                 "the next run resumes from the committed offsets.")
+
+
+def broker_endpoint(s: KafkaSettings) -> str:
+    """The brokers as a task's `UnreachableError.endpoint` names them (one retry budget per run for them)."""
+    return f"Kafka broker {s.brokers}" if "," not in s.brokers else f"Kafka brokers {s.brokers}"
+
+
+def unreachable(s: KafkaSettings, message: str) -> UnreachableError:
+    return UnreachableError(message, broker_endpoint(s), BROKER_REMEDY)
+
+
+def consumer_settings(s: KafkaSettings) -> dict[str, Any]:
+    """kafka-python consumer settings: no group, no offset commits (the watermark store is the truth)."""
+    return {
+        "bootstrap_servers": s.brokers,
+        "group_id": None,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "none",
+        "fetch_max_bytes": s.fetch_max_bytes,
+        "max_partition_fetch_bytes": s.max_partition_fetch_bytes,
+        "fetch_max_wait_ms": s.fetch_max_wait_ms,
+        "max_poll_records": s.max_poll_records,
+        "request_timeout_ms": s.request_timeout_ms,
+        "bootstrap_timeout_ms": min(s.request_timeout_ms, 10_000),
+        "check_crcs": True,
+        **s.consumer_config,
+    }
+
+
+def open_consumer(s: KafkaSettings, in_task: bool = False) -> Any:
+    """A connected KafkaConsumer, or SourceError naming the brokers (UnreachableError `in_task`, where it is retried)."""
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
+
+    try:
+        return KafkaConsumer(**consumer_settings(s))
+    except KafkaError as exc:
+        message = f"cannot reach Kafka broker(s) {s.brokers}: {describe(exc)}"
+        raise (unreachable(s, message) if in_task else SourceError(message)) from None
