@@ -6,6 +6,8 @@ names the file, key, dataset or record at fault and says what to do.
 
 from __future__ import annotations
 
+import re
+
 
 class GobblinError(Exception):
     """Root of every error gobblin-py raises on purpose."""
@@ -150,3 +152,16 @@ def describe(exc: BaseException) -> str:
     """`TypeName: message` for a library's exception, once (kafka-python's errors already start with their name)."""
     text, name = str(exc), type(exc).__name__
     return text if text.startswith(name) else f"{name}: {text}" if text else name
+
+
+def spark_failure(exc: BaseException) -> str:
+    """What failed a Spark job, in one line: Py4J's message starts with a generic line and buries the cause."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    python = [line for line in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt): ", line)
+                                          and not line.startswith(("org.", "java.", "scala."))]
+    if python:
+        return python[-1]
+    aborted = next((line for line in lines if "Job aborted" in line), None)
+    if aborted is not None:
+        return aborted.rsplit("Exception: ", 1)[-1].split(". Consider", 1)[0]
+    return lines[0] if lines else type(exc).__name__

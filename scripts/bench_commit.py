@@ -33,7 +33,6 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to 127.0.0.1
 from gobblin_py.commit.protocol import commit_sequence  # noqa: E402
 from gobblin_py.commit.recovery import recover  # noqa: E402
 from gobblin_py.commit.sequence import CommitSequence  # noqa: E402
-from gobblin_py.commit.steps import BUILTIN_STEPS  # noqa: E402
 from gobblin_py.commit.store import CommitStepStore  # noqa: E402
 from gobblin_py.durable import fsync_dir  # noqa: E402
 from gobblin_py.testing.commits import publish_sequences, published_path, task_output  # noqa: E402
@@ -71,7 +70,7 @@ def exactly_once_on_executors(root: Path, task_files: list[list[Path]], sc: obje
     seqs = sequences(root, task_files)
     t0 = time.perf_counter()
     tasks = SparkTasks(sc)
-    outcome = commit_many(tasks, root, BUILTIN_STEPS, seqs, groups=default_groups(tasks))
+    outcome = commit_many(tasks, CommitStepStore(root), seqs, groups=default_groups(tasks))
     took = time.perf_counter() - t0
     assert all(err is None for err in outcome.values()), outcome
     return took
@@ -106,7 +105,7 @@ def recovery(root: Path, task_files: list[list[Path]], threads: int = 4, sc: obj
         report = recover(store, JOB, max_attempts=3, parallelism=threads)
     else:
         tasks = SparkTasks(sc)
-        report = recover_many(tasks, root, BUILTIN_STEPS, JOB, max_attempts=3, groups=default_groups(tasks))
+        report = recover_many(tasks, CommitStepStore(root), JOB, max_attempts=3, groups=default_groups(tasks))
     took = time.perf_counter() - t0
     assert len(report.datasets) == len(task_files) and not report.blocked and not store.datasets(JOB), report.blocked
     return took

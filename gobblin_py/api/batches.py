@@ -15,8 +15,9 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, final
 
+from gobblin_py.api.source import Extractor
 from gobblin_py.api.types import Record
 
 ROW_VALUES = b"gobblin.row_values"
@@ -34,9 +35,14 @@ class RawBatch:
     values: Sequence[Any]
 
 
-class BatchExtractor(abc.ABC):
-    """An Extractor (mixin) that can hand out its values undecoded; `read_records` must be `records_of` over
-    `read_batches`, so both paths read, decode and reject the same way."""
+class BatchExtractor(Extractor):
+    """An Extractor that can hand out its values undecoded; its `read_records` is `records_of` over `read_batches`,
+    so both paths read, decode and reject the same way."""
+
+    @final
+    def read_records(self) -> Iterator[Record]:
+        for batch in self.read_batches():
+            yield from self.records_of(batch)
 
     @abc.abstractmethod
     def read_batches(self) -> Iterator[RawBatch]:

@@ -5,20 +5,16 @@ or loads and replays, the sequences of a group of datasets against the shared st
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
-from gobblin_py.api.commit_step import CommitStep
-from gobblin_py.commit.confinement import Confinement
 from gobblin_py.commit.protocol import commit_sequence, publish_without_log
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome, RecoveryReport, pending, recover_dataset
 from gobblin_py.commit.sequence import CommitSequence
-from gobblin_py.commit.store import CommitStepStore, StepRegistry
+from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.commit.tasks import CommitTasks
-from gobblin_py.errors import CommitError
+from gobblin_py.errors import CommitError, spark_failure
 from gobblin_py.fs import configure as configure_filesystems
 
 log = logging.getLogger(__name__)
@@ -45,32 +41,17 @@ def default_groups(tasks: CommitTasks) -> int:
     return max(1, tasks.slots) * 2
 
 
-def spark_failure(exc: BaseException) -> str:
-    """What failed a Spark job, in one line: Py4J's message starts with a generic line and buries the cause."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    python = [line for line in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt): ", line)
-                                          and not line.startswith(("org.", "java.", "scala."))]
-    if python:
-        return python[-1]
-    aborted = next((line for line in lines if "Job aborted" in line), None)
-    if aborted is not None:
-        return aborted.rsplit("Exception: ", 1)[-1].split(". Consider", 1)[0]
-    return lines[0] if lines else type(exc).__name__
-
-
 @dataclass(frozen=True)
 class _Group:
-    """What one executor task needs to open the shared store and reach the job's filesystems: the store's
-    directory, the step classes it may load, the job's `job.filesystems` options and where steps may write."""
+    """What one executor task needs to reach the shared store (picklable: its directory, the step classes it may
+    load, where steps may write) and the job's filesystems (`job.filesystems` options)."""
 
-    work_dir: str
-    step_types: tuple[type[CommitStep], ...]
+    shared: CommitStepStore
     filesystems: dict[str, dict[str, Any]]
-    confinement: Confinement
 
     def store(self) -> CommitStepStore:
         configure_filesystems(self.filesystems)
-        return CommitStepStore(Path(self.work_dir), StepRegistry(self.step_types), self.confinement)
+        return self.shared
 
 
 @dataclass(frozen=True)
@@ -122,20 +103,16 @@ def _on_tasks(tasks: CommitTasks, items: Sequence[T], groups: int, make: Callabl
     return tasks.flat_map(run, parts) if parts else []
 
 
-def commit_many(tasks: CommitTasks, work_dir: Path, step_types: tuple[type[CommitStep], ...],
-                        sequences: list[CommitSequence], groups: int,
-                        filesystems: dict[str, dict[str, Any]] | None = None,
-                        confinement: Confinement | None = None, logged: bool = True) -> dict[str, str | None]:
-    """Spread the sequences over `groups` tasks; the outcome of every dataset. `confinement`: the store's
-    (by default the work directory alone); `logged=False`: publish without the log (`at_least_once`).
+def commit_many(tasks: CommitTasks, store: CommitStepStore, sequences: list[CommitSequence], groups: int,
+                filesystems: dict[str, dict[str, Any]] | None = None, logged: bool = True) -> dict[str, str | None]:
+    """Spread the sequences over `groups` tasks; the outcome of every dataset. `logged=False`: publish without
+    the log (`at_least_once`).
 
     If the tasks are lost (a failed Spark job), each dataset's outcome is read back: committed when its state
     step holds, else an error (its record, if written, stays pending for the next run's recovery).
     """
-    store = CommitStepStore(work_dir, StepRegistry(step_types), confinement)
-
     def make(part: tuple[CommitSequence, ...]) -> CommitGroup:
-        return CommitGroup(str(work_dir), step_types, filesystems or {}, store.confinement, part, logged)
+        return CommitGroup(store, filesystems or {}, part, logged)
 
     try:
         return dict(_on_tasks(tasks, sequences, groups, make, commit_group))
@@ -151,23 +128,20 @@ def _where(tasks: CommitTasks) -> str:
     return "driver threads" if tasks.master == "threads" else "executors"
 
 
-def recover_many(tasks: CommitTasks, work_dir: Path, step_types: tuple[type[CommitStep], ...], job: str, max_attempts: int,
-                         datasets: list[str] | None = None, force: bool = False, groups: int = 4,
-                         filesystems: dict[str, dict[str, Any]] | None = None,
-                         confinement: Confinement | None = None) -> RecoveryReport:
+def recover_many(tasks: CommitTasks, store: CommitStepStore, job: str, max_attempts: int,
+                 datasets: list[str] | None = None, force: bool = False, groups: int = 4,
+                 filesystems: dict[str, dict[str, Any]] | None = None) -> RecoveryReport:
     """`recovery.recover` as tasks: the driver lists the pending datasets and spreads them over `groups`
     tasks, each loading and replaying its datasets' sequences; the report lists them in the same order.
 
     If the Spark job fails (a worker dies, an executor is lost for good), a dataset whose record is gone was
     recovered; every other one is FAILED without an attempt counted, and the next run replays it.
     """
-    store = CommitStepStore(work_dir, StepRegistry(step_types), confinement)
     todo = pending(store, job, datasets)
     try:
         results = _on_tasks(tasks, todo, groups,
-                                lambda part: RecoveryGroup(str(work_dir), step_types, filesystems or {}, store.confinement,
-                                                           job, part, max_attempts, force),
-                                recover_group)
+                            lambda part: RecoveryGroup(store, filesystems or {}, job, part, max_attempts, force),
+                            recover_group)
     except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job; the records say what is done
         reason = spark_failure(exc)
         log.error("recovery on the %s failed: %s", _where(tasks), reason)

@@ -20,6 +20,7 @@ from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import CompactionStateCommitStep
 from gobblin_py.commit.tasks import ThreadTasks
 from gobblin_py.config.model import JobSpec
+from gobblin_py.errors import spark_failure
 from gobblin_py.fs import Location
 from gobblin_py.fs.exchange_steps import FsExchangeDirsCommitStep, FsRemoveReplacedCommitStep, FsStageCommitStep
 from gobblin_py.fs.publish_steps import publish_step
@@ -179,6 +180,6 @@ class Compactor:
         try:
             return list(tasks.flat_map(compact_partition, works))
         except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            message = spark_failure(exc)
             log.error("the compaction's Spark job failed: %s", message)
             return [PartitionResult(w, error=f"Spark job failed: {message}") for w in works]

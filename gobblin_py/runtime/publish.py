@@ -143,9 +143,9 @@ class PublishPath:
         tasks = self._tasks(count, start=True)
         if tasks.master != "threads":
             log.info("recovering %d datasets on the executors", count)
-        return recover_many(tasks, settings.work_dir, tuple(self.store.registry.types()), self.job.name,
+        return recover_many(tasks, self.store, self.job.name,
                             settings.commit_max_attempts, groups=self._groups(tasks, count),
-                            filesystems=settings.filesystems, confinement=self.store.confinement)
+                            filesystems=settings.filesystems)
 
     def publish(self, run_id: str, results: list[WorkUnitResult], planned: Plan,
                 blocked: dict[str, DatasetRecovery]) -> list[DatasetSummary]:
@@ -196,9 +196,9 @@ class PublishPath:
         tasks = self._tasks(len(sequences), start=False) if logged else ThreadTasks(settings.commit_parallelism)
         if tasks.master != "threads":
             log.info("committing %d datasets on the executors", len(sequences))
-        return commit_many(tasks, settings.work_dir, tuple(self.store.registry.types()), sequences,
+        return commit_many(tasks, self.store, sequences,
                            groups=self._groups(tasks, len(sequences)), filesystems=settings.filesystems,
-                           confinement=self.store.confinement, logged=logged)
+                           logged=logged)
 
     def _tasks(self, datasets: int, start: bool) -> CommitTasks:
         """The executors when `datasets` reach the job's threshold and they run (or may be started), else threads."""

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.commit.distributed import (
-    commit_many, recover_many, spark_failure, use_executors,
+    commit_many, recover_many, use_executors,
 )
 from gobblin_py.commit.recovery import Outcome
-from gobblin_py.commit.steps import BUILTIN_STEPS
 from gobblin_py.commit.store import CommitStepStore
+from gobblin_py.errors import spark_failure
 from gobblin_py.testing.commits import dataset_name, publish_sequences, task_output
 
 PY4J_CRASH = """An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.
@@ -54,7 +54,7 @@ def test_after_a_failed_spark_job_only_datasets_whose_record_is_gone_count_as_re
     store = CommitStepStore(tmp_path)
     for seq in publish_sequences(tmp_path, "j", task_output(tmp_path, 6, 2)):
         store.put(seq)
-    report = recover_many(_LostAfterOneGroup(), tmp_path, BUILTIN_STEPS, "j", 3, groups=3)
+    report = recover_many(_LostAfterOneGroup(), CommitStepStore(tmp_path), "j", 3, groups=3)
     outcomes = {r.dataset: r.outcome for r in report.datasets}
     assert list(outcomes) == [dataset_name(d) for d in range(6)]
     # round-robin: the first group held datasets 0 and 3
@@ -67,7 +67,7 @@ def test_after_a_failed_spark_job_only_datasets_whose_record_is_gone_count_as_re
 
 def test_after_a_failed_commit_job_only_datasets_whose_state_holds_count_as_committed(tmp_path: Path) -> None:
     seqs = publish_sequences(tmp_path, "j", task_output(tmp_path, 4, 2))
-    outcome = commit_many(_LostAfterOneGroup(), tmp_path, BUILTIN_STEPS, seqs, groups=2)
+    outcome = commit_many(_LostAfterOneGroup(), CommitStepStore(tmp_path), seqs, groups=2)
     assert [d for d, err in outcome.items() if err is None] == [dataset_name(0), dataset_name(2)]
     for d in (1, 3):
         assert outcome[dataset_name(d)].startswith("commit on the executors failed (Python worker exited unexpectedly (crashed))")

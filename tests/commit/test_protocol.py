@@ -12,7 +12,6 @@ from gobblin_py.commit import store as store_module
 from gobblin_py.crashpoints import POINTS
 from gobblin_py.commit.distributed import commit_many, recover_many
 from gobblin_py.commit.recovery import Outcome, recover
-from gobblin_py.commit.steps import BUILTIN_STEPS
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.errors import CommitError
 from gobblin_py.testing.commits import publish_sequences, task_output
@@ -39,7 +38,7 @@ def test_a_new_commit_passes_every_commit_point_in_the_driver_and_on_the_executo
     protocol.commit_sequence(CommitStepStore(driver), seq)  # what the runner's _commit_local does
     assert hits == NEW_COMMIT
     hits.clear()
-    outcome = commit_many(ThreadTasks(2, master="spark://h:7077"), executors, BUILTIN_STEPS,
+    outcome = commit_many(ThreadTasks(2, master="spark://h:7077"), CommitStepStore(executors),
                                   publish_sequences(executors, "j", task_output(executors, 1, 2)), groups=1)
     assert list(outcome.values()) == [None] and hits == NEW_COMMIT
     assert set(NEW_COMMIT) | {"recovery.before_commit"} == set(POINTS), "every named point is on the commit path"
@@ -54,7 +53,7 @@ def test_recovery_replays_through_the_same_protocol(tmp_path: Path, hits: list[s
     if how == "threads":
         report = recover(store, "j", max_attempts=3)
     else:
-        report = recover_many(ThreadTasks(2, master="spark://h:7077"), tmp_path, BUILTIN_STEPS, "j", 3, groups=1)
+        report = recover_many(ThreadTasks(2, master="spark://h:7077"), CommitStepStore(tmp_path), "j", 3, groups=1)
     assert [r.outcome for r in report.datasets] == [Outcome.RECOVERED] and hits == REPLAY
     assert store.datasets("j") == []
 

@@ -9,7 +9,6 @@ import pytest
 
 from gobblin_py.commit.distributed import recover_many
 from gobblin_py.commit.recovery import Outcome, RecoveryReport, recover
-from gobblin_py.commit.steps import BUILTIN_STEPS
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.runtime.executors.spark import SparkTasks
 from gobblin_py.state.store import StateStore
@@ -24,7 +23,7 @@ FILES = 4
 
 def _recover(how: str, spark, root: Path, max_attempts: int = 3, force: bool = False) -> RecoveryReport:
     if how == "executors":
-        return recover_many(SparkTasks(spark.sparkContext), root, BUILTIN_STEPS, JOB, max_attempts, force=force, groups=4)
+        return recover_many(SparkTasks(spark.sparkContext), CommitStepStore(root), JOB, max_attempts, force=force, groups=4)
     return recover(CommitStepStore(root), JOB, max_attempts, force=force)
 
 

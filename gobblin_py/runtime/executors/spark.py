@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.config.loader import PACKAGE_CONF
 from gobblin_py.config.model import JobSpec
-from gobblin_py.errors import JobError
+from gobblin_py.errors import JobError, spark_failure
 from gobblin_py.fs import Location
 from gobblin_py.runtime.executors.base import ProgressCallback, in_driver_why, small_plan_bytes
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
@@ -182,7 +182,7 @@ class SparkExecutor:
         except Exception as exc:  # noqa: BLE001 - a lost executor or a crashed worker fails the Spark job
             if _cancelled(sc, group):
                 raise KeyboardInterrupt from None
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            message = spark_failure(exc)
             log.error("the Spark job failed: %s", message)
             return [WorkUnitResult(workunit=wu, status=TaskStatus.FAILED, attempts=1, error=f"Spark job failed: {message}")
                     for t in tasks for wu in t.workunits]

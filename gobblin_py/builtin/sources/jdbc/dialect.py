@@ -15,7 +15,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 from urllib.parse import urlsplit
 
 from gobblin_py.builtin.sources.jdbc.ranges import Range
@@ -44,6 +44,15 @@ class Failure(Enum):
     CONNECTION_LOST = "connection lost"
     BAD_VALUE = "bad value"  # a value the driver cannot read
     OTHER = "other"  # any other database error (bad SQL in `where` …)
+
+
+class ConnectFailure(Enum):
+    """Why a connection failed, whatever the database: each is named to the user the same way (`Dialect.connect`)."""
+
+    AUTH = "wrong user or password"
+    NO_DATABASE = "no such database"
+    BAD_TIMEOUT = "statement_timeout the database refuses"
+    UNREACHABLE = "anything else: the database cannot be reached"
 
 
 class TableQueries(ABC):
@@ -84,10 +93,40 @@ class Dialect(ABC):
         except ImportError:
             raise ConfigError(self.install) from None
 
-    @abstractmethod
+    @final
     def connect(self, s: JdbcSettings, in_task: bool = False) -> Any:
         """A connection with the run's statement timeout; a failure named: unreachable → SourceError (in a task
-        UnreachableError), wrong user or password, unknown database → ConfigError."""
+        UnreachableError), wrong user or password, unknown database, a timeout the database refuses → ConfigError.
+        The password is read from `password_env` here and cut out of every message."""
+        driver = self.require_driver()
+        password = read_password(s)
+        try:
+            conn = self.open(driver, s, password)
+        except driver.Error as exc:
+            text = scrub(self.message(exc), password)
+            where = f"{s.endpoint}, database {s.database}"
+            why = self.connect_failure(exc, text)
+            if why is ConnectFailure.AUTH:
+                raise auth_error(s, where) from None
+            if why is ConnectFailure.NO_DATABASE:
+                raise ConfigError(f"{where}: database {s.database!r} does not exist; check source.url") from None
+            if why is ConnectFailure.BAD_TIMEOUT:
+                raise ConfigError(f"source.statement_timeout {s.statement_timeout!r} is not a valid {self.name} duration "
+                                  "(e.g. 30s, 15min, 0 for none)") from None
+            raise unreachable(s, text, in_task) from None
+        self.prepare(conn, s)
+        return conn
+
+    @abstractmethod
+    def open(self, driver: Any, s: JdbcSettings, password: str | None) -> Any:
+        """Hook: connect with the driver module `driver` (autocommit, the statement timeout where the driver takes it)."""
+
+    @abstractmethod
+    def connect_failure(self, exc: Exception, text: str) -> ConnectFailure:
+        """Hook: what the driver's connection error `exc` (message `text`, password cut out) means."""
+
+    def prepare(self, conn: Any, s: JdbcSettings) -> None:
+        """Hook: set up a new connection's session (e.g. a timeout the driver cannot take at connect)."""
 
     @abstractmethod
     def resolve_table(self, conn: Any, table: str) -> tuple[str, str, list[Column]] | None:

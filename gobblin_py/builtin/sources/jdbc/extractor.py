@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from gobblin_py.api import Extractor, TaskContext, WorkUnit
+from gobblin_py.api import TaskContext, WorkUnit
 from gobblin_py.api.batches import ROW_VALUES, BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.jdbc.ranges import Range, decode
@@ -19,7 +19,7 @@ from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 log = logging.getLogger(__name__)
 
 
-class JdbcExtractor(Extractor, BatchExtractor):
+class JdbcExtractor(BatchExtractor):
     """Yields the rows of one planned sub-range as dicts of Python values the Avro writer encodes."""
 
     makes_arrow = True
@@ -52,10 +52,6 @@ class JdbcExtractor(Extractor, BatchExtractor):
             return f"{self.table} ({self.workunit.props['lo']}, {self.workunit.props['hi']}]"
         keys = ", ".join(f"{k}={self.last.get(k)!r}" for k in t.key_columns)
         return f"{self.table} row {self.rows} ({t.watermark_column}={self.last.get(t.watermark_column)!s}, {keys})"
-
-    def read_records(self) -> Iterator[Record]:
-        for batch in self.read_batches():
-            yield from self.records_of(batch)
 
     def read_batches(self) -> Iterator[RawBatch]:
         s = self.settings

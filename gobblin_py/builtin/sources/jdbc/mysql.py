@@ -11,8 +11,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from gobblin_py.builtin.sources.jdbc.dialect import (Dialect, Failure, TableQueries, auth_error, first_line, inner_bounds,
-                                             read_password, scrub, unreachable)
+from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, TableQueries, first_line, inner_bounds)
 from gobblin_py.builtin.sources.jdbc.mysql_columns import read_columns, watermark_kind
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import Column
@@ -63,33 +62,25 @@ class MySqlDialect(Dialect):
     table_hint = "as orders (in the url's database) or database.orders"
     watermark_types = "a datetime, timestamp, date or integer column"
 
-    def connect(self, s: JdbcSettings, in_task: bool = False) -> Any:
-        pymysql = self.require_driver()
-        password = read_password(s)
-        timeout = seconds(s.statement_timeout, TIMEOUT_UNITS)
-        if timeout is None:
-            raise ConfigError(f"source.statement_timeout {s.statement_timeout!r} is not a duration (e.g. 300ms, 30s, "
-                              "15min, 0 for none)")
+    def open(self, driver: Any, s: JdbcSettings, password: str | None) -> Any:
+        _timeout_s(s)  # a bad one is refused before connecting
         parts = urlsplit(s.url)
-        where = f"{s.endpoint}, database {s.database}"
-        try:
-            conn = pymysql.connect(host=parts.hostname, port=parts.port or self.default_port,
-                                   user=unquote(parts.username or ""), password=password or "", database=s.database,
-                                   connect_timeout=s.connect_timeout_s, autocommit=True, charset="utf8mb4",
-                                   init_command="SET time_zone = '+00:00'", program_name="gobblin-py")
-        except pymysql.err.Error as exc:
-            code = exc.args[0] if exc.args else None
-            if code == ACCESS_DENIED:
-                raise auth_error(s, where) from None
-            if code == UNKNOWN_DATABASE:
-                raise ConfigError(f"{where}: database {s.database!r} does not exist; check source.url") from None
-            raise unreachable(s, scrub(self.message(exc), password), in_task) from None
+        return driver.connect(host=parts.hostname, port=parts.port or self.default_port,
+                              user=unquote(parts.username or ""), password=password or "", database=s.database,
+                              connect_timeout=s.connect_timeout_s, autocommit=True, charset="utf8mb4",
+                              init_command="SET time_zone = '+00:00'", program_name="gobblin-py")
+
+    def connect_failure(self, exc: Exception, text: str) -> ConnectFailure:
+        code = exc.args[0] if exc.args else None
+        return {ACCESS_DENIED: ConnectFailure.AUTH, UNKNOWN_DATABASE: ConnectFailure.NO_DATABASE}.get(code, ConnectFailure.UNREACHABLE)
+
+    def prepare(self, conn: Any, s: JdbcSettings) -> None:
+        timeout = _timeout_s(s)
         with conn.cursor() as cur:
             if "mariadb" in conn.get_server_info().lower():
                 cur.execute("SET SESSION max_statement_time = %s", (timeout,))
             else:
                 cur.execute("SET SESSION max_execution_time = %s", (int(timeout * 1000),))
-        return conn
 
     def resolve_table(self, conn: Any, table: str) -> tuple[str, str, list[Column]] | None:
         schema, _, name = table.rpartition(".")
@@ -269,3 +260,12 @@ def _converted(row: tuple[Any, ...], columns: list[int], convert: list[Callable[
         if values[i] is not None:
             values[i] = convert[i](values[i])  # type: ignore[misc]
     return tuple(values)
+
+
+def _timeout_s(s: JdbcSettings) -> float:
+    """`statement_timeout` in seconds (MySQL and MariaDB take it as a session variable); a ConfigError naming it."""
+    timeout = seconds(s.statement_timeout, TIMEOUT_UNITS)
+    if timeout is None:
+        raise ConfigError(f"source.statement_timeout {s.statement_timeout!r} is not a duration (e.g. 300ms, 30s, "
+                          "15min, 0 for none)")
+    return timeout

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gobblin_py.builtin.sources.jdbc.dialect import (Dialect, Failure, TableQueries, auth_error, first_line, inner_bounds,
-                                             read_password, scrub, unreachable)
+from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, TableQueries, inner_bounds)
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import WATERMARK_KINDS, Column, read_columns
 from gobblin_py.errors import ConfigError
@@ -26,23 +25,18 @@ class PostgresDialect(Dialect):
     table_hint = "schema-qualified (public.orders)"
     watermark_types = "a timestamp, timestamptz, date or integer column"
 
-    def connect(self, s: JdbcSettings, in_task: bool = False) -> Any:
-        psycopg = self.require_driver()
-        password = read_password(s)
-        try:
-            return psycopg.connect(s.url, password=password, connect_timeout=s.connect_timeout_s, autocommit=True,
-                                   application_name="gobblin-py", options=f"-c statement_timeout={s.statement_timeout}")
-        except psycopg.Error as exc:
-            text = scrub(str(exc), password)
-            where = f"{s.endpoint}, database {s.database}"
-            if "password authentication failed" in text or getattr(exc, "sqlstate", None) in ("28P01", "28000"):
-                raise auth_error(s, where) from None
-            if "does not exist" in text and "database" in text:
-                raise ConfigError(f"{where}: database {s.database!r} does not exist; check source.url") from None
-            if "statement_timeout" in text:
-                raise ConfigError(f"source.statement_timeout {s.statement_timeout!r} is not a valid PostgreSQL duration "
-                                  "(e.g. 30s, 15min, 0 for none)") from None
-            raise unreachable(s, first_line(text), in_task) from None
+    def open(self, driver: Any, s: JdbcSettings, password: str | None) -> Any:
+        return driver.connect(s.url, password=password, connect_timeout=s.connect_timeout_s, autocommit=True,
+                              application_name="gobblin-py", options=f"-c statement_timeout={s.statement_timeout}")
+
+    def connect_failure(self, exc: Exception, text: str) -> ConnectFailure:
+        if "password authentication failed" in text or getattr(exc, "sqlstate", None) in ("28P01", "28000"):
+            return ConnectFailure.AUTH
+        if "does not exist" in text and "database" in text:
+            return ConnectFailure.NO_DATABASE
+        if "statement_timeout" in text:
+            return ConnectFailure.BAD_TIMEOUT
+        return ConnectFailure.UNREACHABLE
 
     def resolve_table(self, conn: Any, table: str) -> tuple[str, str, list[Column]] | None:
         row = conn.execute("SELECT c.oid, n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from gobblin_py.api import BatchExtractor, Extractor, RawBatch, TaskContext, WorkUnit
+from gobblin_py.api import BatchExtractor, RawBatch, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
@@ -51,7 +51,7 @@ class OffsetBatch(RawBatch):
     offsets: Callable[[], Sequence[int]] = list
 
 
-class KafkaExtractor(Extractor, BatchExtractor):
+class KafkaExtractor(BatchExtractor):
     """Yields the decoded values of offsets `[low, high)` of one partition; undecodable ones are rejected.
     Its raw batches (one per poll) let a `json_to_avro` → `parquet` task take the columnar path."""
 
@@ -76,10 +76,6 @@ class KafkaExtractor(Extractor, BatchExtractor):
 
     def actual_high_watermark(self) -> WatermarkValue:
         return self.next_offset
-
-    def read_records(self) -> Iterator[Record]:
-        for batch in self.read_batches():
-            yield from self.records_of(batch)
 
     def read_batches(self) -> Iterator[RawBatch]:
         if self.low >= self.high:
