@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gobblin_py.api.commit_step import CommitStep
+from gobblin_py.api.secrets import secret_paths
 from gobblin_py.api.committer import Committer, DatasetCommit, GlobalCommitter
 from gobblin_py.api.types import WatermarkValue
 from gobblin_py.api.writer import OutputFile
+from gobblin_py.errors import ConfigError
 from gobblin_py.plugins import Kind, resolve
 
 
@@ -31,8 +33,15 @@ class GlobalCommitStep(CommitStep):
 
     @classmethod
     def of(cls, publisher: Committer, commit: DatasetCommit) -> GlobalCommitStep:
+        """The step of `commit`; a ConfigError, nothing written, when the publisher's settings hold a secret (the job
+        loader refuses those: this keeps a publisher made another way from writing one into the record)."""
         kind = type(publisher)
-        return cls(publisher=f"{kind.__module__}:{kind.__qualname__}", settings=publisher.settings.model_dump(mode="json"),
+        settings = publisher.settings.model_dump(mode="json")
+        secrets = [path for path, _ in secret_paths(settings)]
+        if secrets:
+            raise ConfigError(f"{kind.__qualname__} settings {', '.join(secrets)} hold a secret, which would be written "
+                              "into the commit record; give it to the publisher through its environment")
+        return cls(publisher=f"{kind.__module__}:{kind.__qualname__}", settings=settings,
                    job=commit.job, run_id=commit.run_id, dataset=commit.dataset, commit_id=commit.commit_id,
                    files=[dataclasses.asdict(f) for f in commit.files], watermarks=dict(commit.watermarks))
 

@@ -9,13 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gobblin_py.api.secrets import is_secret_key
+
 _REF = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_SECRET_KEY = re.compile(r"pass(word|wd|phrase)?|secret|token|credential|private.?key|api.?key|sasl", re.IGNORECASE)
-
-
-def is_secret_key(key: str) -> bool:
-    """A setting whose value is never shown: `password`, `sasl_plain_password`, `api_key`, `client_secret` …"""
-    return bool(_SECRET_KEY.search(key))
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from gobblin_py.api.committer import PublishContext
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
+from gobblin_py.api.secrets import secret_paths
 from gobblin_py.api.writer import Delivery
 from gobblin_py.config.model import (
     BadRecordPolicy,
@@ -378,6 +379,10 @@ def _complete_publisher(branch: BranchConfig, job: JobSection, spark: SparkSecti
     except ValidationError as exc:
         problems = [(f"{publisher.key}.{'.'.join(map(str, e['loc']))}", e["msg"]) for e in exc.errors()]
         settings = publisher.settings
+    problems += [(f"{publisher.key}.{path}", f"holds a secret ({why}), which would be written into every commit record; "
+                  "give it to the publisher through its environment instead (an Iceberg catalog: "
+                  "PYICEBERG_CATALOG__<NAME>__<KEY> with catalog: {name: <name>}; a store: its own variables, such as "
+                  "AWS_ACCESS_KEY_ID)") for path, why in secret_paths(settings.model_dump(mode="json"))]
     for key, message in problems:
         errors.add(key, message)
     if problems or settings is publisher.settings:

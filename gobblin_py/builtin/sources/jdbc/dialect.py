@@ -192,8 +192,9 @@ def read_password(s: JdbcSettings) -> str | None:
         return None
     password = os.environ.get(s.password_env)
     if password is None:
-        raise ConfigError(f"source.password_env: environment variable {s.password_env} is not set here (on a cluster, "
-                          f"pass it to the executors: spark.conf: {{spark.executorEnv.{s.password_env}: ...}})")
+        raise ConfigError("source.password_env: the environment variable it names is not set here (on a cluster, pass "
+                          "it to the executors: spark.conf: {spark.executorEnv.<the variable>: ...}); its value is not "
+                          "repeated: it must be the variable's name, not the password")
     return password
 
 
