@@ -9,6 +9,10 @@ from typing import IO
 from gobblin_py.fs.location import Location
 
 
+NOT_A_FILE = -1
+"""`find`'s size of an entry that is not a regular file."""
+
+
 class FileSystem(abc.ABC):
     """One filesystem (local disk, an S3 bucket, HDFS …); every path given is a `Location` on it."""
 
@@ -59,7 +63,9 @@ class FileSystem(abc.ABC):
 
     @abc.abstractmethod
     def find(self, root: Location) -> dict[Location, int]:
-        """Every file under `root` (recursively) with its size; empty when `root` does not exist."""
+        """Every file under `root` (recursively) with its size, NOT_A_FILE for an entry no one can read as a file (a
+        dangling symlink, a FIFO, a socket, a device); empty when `root` does not exist; FileSystemError naming a
+        directory under it that cannot be listed (never a part of the tree left out quietly)."""
 
     @abc.abstractmethod
     def is_dir(self, path: Location) -> bool:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import IO
 
 from gobblin_py.durable import atomic_replace, file_checksum, makedirs_durably, rename_noreplace
-from gobblin_py.fs.base import FileSystem
+from gobblin_py.errors import FileSystemError
+from gobblin_py.fs.base import NOT_A_FILE, FileSystem
 from gobblin_py.fs.location import Location
 
 
@@ -61,14 +63,21 @@ class LocalFileSystem(FileSystem):
             return []
 
     def find(self, root: Location) -> dict[Location, int]:
+        def unlistable(exc: OSError) -> None:
+            if not isinstance(exc, FileNotFoundError):  # gone since its parent was listed: nothing to read there
+                raise FileSystemError(f"cannot list directory {exc.filename}: {exc.strerror}")
+
         found: dict[Location, int] = {}
-        for d, _, names in os.walk(root):
+        for d, _, names in os.walk(root, onerror=unlistable):
             for n in names:
                 p = os.path.join(d, n)
                 try:
-                    found[Location(p)] = os.stat(p).st_size
+                    st = os.stat(p)
                 except FileNotFoundError:
-                    continue
+                    if os.path.islink(p):
+                        found[Location(p)] = NOT_A_FILE
+                    continue  # else gone since listed
+                found[Location(p)] = st.st_size if stat.S_ISREG(st.st_mode) else NOT_A_FILE
         return dict(sorted(found.items()))
 
     def is_dir(self, path: Location) -> bool:

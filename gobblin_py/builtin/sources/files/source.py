@@ -22,6 +22,7 @@ from gobblin_py.builtin.sources.files.extractors import (KNOWN_EXTENSIONS, CsvEx
 from gobblin_py.builtin.sources.files.settings import FilesSettings
 from gobblin_py.errors import FileSystemError, SourceError
 from gobblin_py.fs import Location, filesystem_for
+from gobblin_py.fs.base import NOT_A_FILE
 
 COMPRESSED_TEXT_RATIO = 5  # a compressed file's bytes to read, estimated from its size
 
@@ -45,6 +46,11 @@ class FilesSource(Source):
         units: list[WorkUnit] = []
         done_of: dict[str, dict[str, WatermarkValue]] = {}
         for item in self._inputs(root, state):
+            if item.size == NOT_A_FILE:
+                state.report_input_problem(item.dataset, f"{item.file} matches include but is not a regular file (a "
+                                           "dangling symlink, a FIFO, a socket or a device); not read: remove it, or "
+                                           "leave it out of include")
+                continue
             fmt, compression = format_of(item.file.name)
             if fmt is None:
                 state.report_input_problem(item.dataset, f"{item.file} matches include but its format cannot be told from "
@@ -53,14 +59,16 @@ class FilesSource(Source):
                 continue
             done = done_of.setdefault(item.dataset, state.watermarks(item.dataset))
             ingested = done.get(item.rel)
-            if ingested is None:
-                units.append(self._workunit(root, item, 0, None))
-            elif ingested == item.size:
+            tailing = s.ingest_appended and compression is Compression.NONE
+            if ingested == item.size:
                 continue
-            elif s.ingest_appended and compression is Compression.NONE and isinstance(ingested, int) and item.size > ingested:
-                units.append(self._workunit(root, item, ingested, ingested))
-            else:
+            if ingested is not None and not (tailing and isinstance(ingested, int) and item.size > ingested):
                 state.report_input_problem(item.dataset, _changed_message(item, ingested))
+                continue
+            start = int(ingested or 0)
+            end = _whole_lines_end(item.file, start, item.size) if tailing else item.size
+            if end > start or (ingested is None and end == item.size):  # tailing: a line being written waits for its end
+                units.append(self._workunit(root, item, start, end, ingested))
         return units
 
     def _inputs(self, root: Location, state: SourceState) -> list[_Input]:
@@ -94,13 +102,13 @@ class FilesSource(Source):
         out += loose
         return out
 
-    def _workunit(self, root: Location, item: _Input, start: int, low: WatermarkValue) -> WorkUnit:
-        """The WorkUnit reading bytes `[start, size)` of a file, named by root, dataset, path and range."""
+    def _workunit(self, root: Location, item: _Input, start: int, end: int, low: WatermarkValue) -> WorkUnit:
+        """The WorkUnit reading bytes `[start, end)` of a file, named by root, dataset, path and range."""
         stem = PurePosixPath(split_compression(item.file.name)[0]).stem
-        prefix = stem if not start else f"{stem}.{start}-{item.size}"
-        return WorkUnit(id=workunit_id(prefix, "files", str(root), item.dataset, item.rel, start, item.size),
+        prefix = stem if not start and end == item.size else f"{stem}.{start}-{end}"
+        return WorkUnit(id=workunit_id(prefix, "files", str(root), item.dataset, item.rel, start, end),
                         dataset=item.dataset, watermark_key=item.rel, low_watermark=low,
-                        expected_high_watermark=item.size, props={"file": str(item.file), "start": start})
+                        expected_high_watermark=end, props={"file": str(item.file), "start": start})
 
     def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
         """The bytes of the file range to read; a compressed file counts five times its size (text compresses ~5:1)."""
@@ -123,3 +131,23 @@ def _changed_message(item: _Input, ingested: WatermarkValue) -> str:
     return (f"{item.file} changed after it was ingested ({ingested} → {item.size} bytes); not re-read: set "
             f"ingest_appended: true to read the appended bytes, or accept it with "
             f"`gobblin-py state reset JOB --dataset {item.dataset} --to {item.rel}={item.size}`")
+
+
+TAIL_CHUNK = 64 * 1024
+
+
+def _whole_lines_end(file: Location, start: int, size: int) -> int:
+    """The end of the last whole line in bytes `[start, size)` of a file being appended to (just past its last
+    newline; `start` when there is none): a line still being written is left for the run after its newline."""
+    fs = filesystem_for(file)
+    end = size
+    with fs.open_read(file) as f:
+        while end > start:
+            begin = max(start, end - TAIL_CHUNK)
+            f.seek(begin)
+            chunk = f.read(end - begin)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                return begin + newline + 1
+            end = begin
+    return start
