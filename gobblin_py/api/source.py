@@ -93,6 +93,11 @@ class Source(Plugin, abc.ABC):
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
         """Plan this run from the committed state; a WorkUnit's id must be deterministic."""
 
+    def input_roots(self) -> list[str]:
+        """Hook: the directories (paths or URLs) this source reads under; the loader refuses a job whose output,
+        task output or work directory is inside one (each run would read what the last one wrote). Default: none."""
+        return []
+
     def endpoints(self, workunit: WorkUnit) -> list[str]:
         """Hook: the services (e.g. `host:port` of brokers) the task of `workunit` reads from. Once one task has
         spent its retries on a service it cannot reach (`UnreachableError`), the run's other tasks needing it fail

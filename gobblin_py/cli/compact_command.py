@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import orjson
 import typer
 
-from gobblin_py.errors import GobblinError
+from gobblin_py.errors import ConfigError, GobblinError
 
 
 SHOWN_SKIPPED = 20
@@ -66,6 +66,8 @@ def compact_command(
             report = Compactor(JobRunner(job, executor)).run(options)
         finally:
             executor.stop(exiting=True)
+        if report.result is not None and report.result.bad_config:  # found planning (a dedup field): exit 2
+            raise ConfigError(report.result.error or "bad option")
     except GobblinError as exc:
         fail(exc)
     if metrics_json is not None and report.result is not None:

@@ -4,6 +4,7 @@ filtered by dataset, partition prefix, age and file count, each one Spark task's
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -32,6 +33,9 @@ class DedupSpec:
     key: str
     keep: Literal["latest", "first"] = "latest"
     order_by: str | None = None
+    key_from: str = field(default="--dedup-key", compare=False)
+    """Where `key` was given, for messages: the option or the job file's key (`compaction.dedup.key`)."""
+    order_by_from: str = field(default="--order-by", compare=False)
 
 
 @dataclass(frozen=True)
@@ -58,14 +62,16 @@ def compaction_options(job: JobSpec, *, datasets: list[str] | None = None, parti
     except ValueError as exc:
         raise ConfigError(f"{'--target-size' if target_size is not None and 'size' in str(exc) else '--older-than'}: {exc}") from None
     dedup = section.dedup
+    in_file = ("compaction.dedup.key", "compaction.dedup.order_by")
     if dedup_key is not None:
         spec = DedupSpec(dedup_key, keep or "latest", order_by)  # type: ignore[arg-type]
     elif keep is not None or order_by is not None:
         if dedup is None:
             raise ConfigError("--keep and --order-by go with --dedup-key FIELD")
-        spec = DedupSpec(dedup.key, keep or dedup.keep, order_by or dedup.order_by)  # type: ignore[arg-type]
+        spec = DedupSpec(dedup.key, keep or dedup.keep, order_by or dedup.order_by,  # type: ignore[arg-type]
+                         key_from=in_file[0], order_by_from="--order-by" if order_by else in_file[1])
     else:
-        spec = DedupSpec(dedup.key, dedup.keep, dedup.order_by) if dedup is not None else None
+        spec = DedupSpec(dedup.key, dedup.keep, dedup.order_by, *in_file) if dedup is not None else None
     if spec is not None and spec.keep not in ("latest", "first"):
         raise ConfigError(f"--keep: expected latest or first; got {spec.keep!r}")
     compactable_branches(job)
@@ -296,7 +302,52 @@ def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, block
                     staging_dir=str(job.job.job_staging / run_id), task_output_dir=str(job.job.job_task_output / run_id),
                     **written)
                 plan.works.append(work)
+    check_dedup_fields(plan.works, options.dedup)
     return plan
+
+
+def check_dedup_fields(works: list[CompactionWork], dedup: DedupSpec | None) -> None:
+    """ConfigError, before any partition is merged, when the dedup key or order-by field is not a field of a selected
+    partition's records: a misspelled order-by would keep each key's oldest record and delete the latest, a misspelled
+    key would remove nothing (the task reads a missing field as null)."""
+    if dedup is None:
+        return
+    tables: dict[str, list[str]] = {}
+    for work in works:
+        fields = None
+        for name, given in ((dedup.key, dedup.key_from), (dedup.order_by, dedup.order_by_from)):
+            if name is None:
+                continue
+            if fields is None:
+                fields = _record_fields(work, tables)
+            if name not in fields:
+                hint = did_you_mean(name, fields)
+                raise ConfigError(f"{given} {name!r}: no field of that name in partition {work.rel} "
+                                  f"({f'{hint} ' if hint else ''}its fields: {', '.join(sorted(fields))}); nothing was "
+                                  f"compacted: name a field of its records")
+
+
+def _record_fields(work: CompactionWork, tables: dict[str, list[str]]) -> list[str]:
+    """The top-level fields a partition's records have as its merge reads them: an Avro directory's newest file's
+    writer schema (older files are read into it), the union of a Parquet directory's file schemas, a table's schema."""
+    if isinstance(work, TablePartitionWork):
+        if work.dataset not in tables:
+            from gobblin_py.builtin.publishers.iceberg.tables import load_table
+            from gobblin_py.plugins import Kind, resolve
+
+            kind = resolve(Kind.PUBLISHER, work.publisher)
+            table = load_table(kind(kind.Settings.model_validate(work.publisher_settings)).catalog(), work.dataset)
+            tables[work.dataset] = [f.name for f in table.schema().fields] if table is not None else []
+        return tables[work.dataset]
+    if work.parquet is not None:
+        import pyarrow.parquet as pq
+
+        return list(dict.fromkeys(name for f in work.inputs for name in pq.read_schema(work.location(f)).names))
+    import fastavro
+
+    with open(work.location(work.inputs[-1]), "rb") as stream:
+        schema = json.loads(fastavro.reader(stream).metadata["avro.schema"])
+    return [f["name"] for f in schema.get("fields", [])] if isinstance(schema, dict) else []
 
 
 def table_partition_prefix(partition: str) -> str:

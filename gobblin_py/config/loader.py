@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from gobblin_py.api.committer import PublishContext
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.secrets import secret_paths
+from gobblin_py.api.source import Source
 from gobblin_py.api.writer import Delivery
 from gobblin_py.config.model import (
     BadRecordPolicy,
@@ -34,6 +35,7 @@ from gobblin_py.config.model import (
 from gobblin_py.config.env import substitute
 from gobblin_py.errors import ConfigError, PluginNotFoundError
 from gobblin_py.fs import configure as configure_filesystems
+from gobblin_py.fs import Location
 from gobblin_py.fs.paths import JOB_DIR
 from gobblin_py.plugins import BUILTINS, Kind, resolve
 from gobblin_py.suggest import did_you_mean
@@ -346,6 +348,9 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
     if job is not None and not errors.problems:
         branches = [_complete_publisher(b, job, spark, errors) for b in branches]
         _check_delivery(job.delivery, branches, errors)
+        _check_lock(job, errors)
+        if source is not None:
+            _check_apart(job, source, branches, errors)
     if errors.problems or None in (job, spark, logging_, source, fork, compaction):
         listed = "\n".join(f"  {substituted.redact(p)}" for p in errors.problems)
         raise ConfigError(f"{path}: invalid job file ({len(errors.problems)} problem{'s' if len(errors.problems) != 1 else ''}):\n{listed}")
@@ -403,3 +408,55 @@ def _check_delivery(delivery: Delivery, branches: list[BranchConfig], errors: _C
                     f"{plugin.path} supports only {cls.guarantee.value} delivery; "
                     "set job.delivery: at_least_once or use an exactly-once plugin",
                 )
+
+
+def _check_lock(job: JobSection, errors: _Collector) -> None:
+    """Refuse the job lock turned off under exactly-once: two overlapping runs would both read from the same
+    committed watermarks and publish the same records twice."""
+    if not job.lock and job.delivery is Delivery.EXACTLY_ONCE:
+        errors.add("job.lock", "false: two runs of the job at once would publish the same records twice (both read from "
+                               "the same committed watermarks), and job.delivery is exactly_once; remove job.lock: false (a run started while another holds the lock exits 1 and "
+                               "publishes nothing), or set job.delivery: at_least_once to accept duplicates")
+
+
+def _setting_key(plugin: PluginConfig, root: str) -> str:
+    """The job file key of the setting of `plugin` whose value is the directory `root` (`publisher.final_dir`)."""
+    for name, value in plugin.settings:
+        if isinstance(value, (str, Path)) and value and Location(str(value)) == Location(root):
+            return f"{plugin.key}.{name}"
+    return plugin.key
+
+
+def _shown(path: str) -> str:
+    """A path as given, and as it resolves when that differs (a symlink, `..`)."""
+    resolved = Location(path).resolved()
+    return path if resolved == str(Location(path)) else f"{path} (resolves to {resolved})"
+
+
+def _check_apart(job: JobSection, source: PluginConfig, branches: list[BranchConfig], errors: _Collector) -> None:
+    """Refuse an output inside the input or the input inside an output (each run would read what the last one
+    published, the records doubling every run), and task output or the work directory (staging) inside the input."""
+    if source.cls().input_roots is Source.input_roots:  # declares no input directory: nothing to create it for
+        return
+    inputs = [(_setting_key(source, root), root) for root in source.create().input_roots()]
+    if not inputs:
+        return
+    outputs: list[tuple[str, str]] = []
+    for branch in branches:
+        for root in branch.publisher.create().output_roots():
+            outputs.append((_setting_key(branch.publisher, root), root))
+    fix = "each run would read the files it published, and publish them again; put the two directories apart"
+    for in_key, in_root in inputs:
+        for out_key, out_root in dict.fromkeys(outputs):
+            if Location(in_root).contains(out_root):
+                where = "the same directory as" if Location(out_root).contains(in_root) else "inside"
+                errors.add(out_key, f"{_shown(out_root)} is {where} {in_key} {_shown(in_root)}: {fix}")
+            elif Location(out_root).contains(in_root):
+                errors.add(out_key, f"{_shown(out_root)} holds {in_key} {_shown(in_root)}: {fix}")
+        work = [("job.work_dir", str(job.work_dir), "its staging/, task-output/ and state/")]
+        if job.task_output_dir:
+            work.append(("job.task_output_dir", str(job.task_output_root), "task output"))
+        for key, root, what in work:
+            if Location(in_root).contains(root):
+                errors.add(key, f"{_shown(root)} ({what}) is inside {in_key} {_shown(in_root)}: each run would read the "
+                                f"files the last one left there; put it outside the input")

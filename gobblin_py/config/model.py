@@ -14,6 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
+from gobblin_py.errors import SourceError
 from gobblin_py.units import ByteSize
 from gobblin_py.fs.paths import AbsPath, FsLocation
 from gobblin_py.units import Seconds
@@ -223,5 +224,10 @@ class JobSpec:
         return self.job.name
 
     def branch_dir(self, dataset: str, branch: str) -> str:
-        """Where a branch's files go under the final directory: `<dataset>` or `<dataset>/<branch>`."""
+        """Where a branch's files go under the final directory: `<dataset>` or `<dataset>/<branch>`; SourceError for a
+        dataset name that would leave it (absolute, or with a `..`), which a plugin's source planned."""
+        if dataset.startswith(("/", "\\")) or ".." in dataset.replace("\\", "/").split("/"):
+            raise SourceError(f"dataset name {dataset!r} (from {self.source.key} {self.source.name or self.source.path}) "
+                              "is not a relative directory name: it would write outside the job's directories; the source "
+                              "must name datasets without a leading '/' or a '..'")
         return dataset if len(self.branches) == 1 else f"{dataset}/{branch}"

@@ -5,6 +5,8 @@ A `str`, so it pickles, prints and goes into JSON as written; `/` joins like `pa
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
 from pathlib import Path
 
@@ -57,6 +59,18 @@ class Location(str):
         if not self.is_local and head.endswith(":/"):  # the root of a bucket has no parent
             return self
         return Location(head or "/")
+
+    def resolved(self) -> str:
+        """A comparable form: a local path with its symlinks and `..` resolved, a URL with `..` and `.` folded."""
+        if self.is_local:
+            return os.path.realpath(self)
+        scheme, _, rest = self.partition("://")
+        return f"{scheme}://{posixpath.normpath('/' + rest).lstrip('/')}"
+
+    def contains(self, other: str | Path) -> bool:
+        """Whether `other` is this directory or lies under it, once both are resolved (the same filesystem only)."""
+        mine, theirs = self.resolved().rstrip("/"), Location(other).resolved()
+        return theirs == mine or theirs.startswith(mine + "/")
 
     def __truediv__(self, part: str | Path) -> Location:
         part = str(part).strip("/")

@@ -140,6 +140,33 @@ def test_bad_options_exit_2_naming_the_option(tmp_path: Path, args: list[str], m
     assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--dedup-key", "user", "--order-by", "idd"],
+     "--order-by 'idd': no field of that name in partition clicks/2026/01/01 (did you mean 'id'? its fields: amount, country, id, kind, ts, user)"),
+    (["--dedup-key", "usr"],
+     "--dedup-key 'usr': no field of that name in partition clicks/2026/01/01 (did you mean 'user'? its fields: amount, country, id, kind, ts, user)"),
+])
+def test_a_dedup_field_not_in_the_schema_is_refused_before_any_file_is_written(tmp_path: Path, args: list[str], message: str) -> None:
+    make_job(tmp_path, files=3, per_file=100)
+    ingest(tmp_path)
+    day1 = partition(tmp_path, 1)
+    before = {name: (day1 / name).read_bytes() for name in avro_files(day1)}
+    done = compact(tmp_path, *args, "--min-files", "1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr and "nothing was compacted" in done.stderr, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert {name: (day1 / name).read_bytes() for name in avro_files(day1)} == before  # not one record deleted
+    assert not [p.name for p in day1.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_a_dedup_field_of_the_compaction_section_is_named_by_its_key(tmp_path: Path) -> None:
+    make_job(tmp_path, files=3, per_file=100, dedup={"key": "user", "order_by": "tss"})
+    ingest(tmp_path)
+    done = compact(tmp_path, "--min-files", "1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "compaction.dedup.order_by 'tss': no field of that name in partition clicks/2026/01/01 (did you mean 'ts'?" in done.stderr
+
+
 def test_a_bad_compaction_section_is_refused_at_validation(tmp_path: Path) -> None:
     make_job(tmp_path, files=1, target_size="big", min_file=2)
     done = cli(["validate", "job.yaml"], tmp_path)
@@ -176,7 +203,7 @@ def test_compaction_and_ingestion_exclude_each_other_through_the_job_lock(tmp_pa
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"job": {"lock": False}}, "job.lock: compaction needs the job lock"),
+    ({"job": {"lock": False, "delivery": "at_least_once"}}, "job.lock: compaction needs the job lock"),  # exactly-once refuses it at validation
     ({"writer": {"class": "jsonl", "codec": None}}, "writer: compaction merges Avro files; this branch's writer is jsonl"),
 ])
 def test_a_job_compaction_cannot_keep_exactly_once_is_refused_before_anything_runs(tmp_path: Path, change: dict, message: str) -> None:

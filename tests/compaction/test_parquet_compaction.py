@@ -75,6 +75,17 @@ def test_dedup_keeps_the_latest_row_per_key(tmp_path: Path) -> None:
     assert read_ids(partition(tmp_path, 1)) == Counter(range(193, 200))
 
 
+def test_a_dedup_order_by_not_in_the_files_is_refused_before_any_file_is_written(tmp_path: Path) -> None:
+    make_parquet_job(tmp_path, files=3, per_file=100)
+    ingest(tmp_path)
+    day1 = partition(tmp_path, 1)
+    before = parquet_files(day1)
+    done = compact(tmp_path, "--dedup-key", "user", "--order-by", "idd", "--min-files", "1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--order-by 'idd': no field of that name in partition clicks/2026/01/01 (did you mean 'id'?" in done.stderr
+    assert parquet_files(day1) == before and read_ids(day1) == Counter(range(200))
+
+
 EVERY_ID_ONCE = Counter(range(800))  # January 1st of make_job's defaults
 STEPS = 5  # stage 2 merged files, exchange the directories, remove the replaced files, record the compaction
 EXCHANGED = ("commit.after_step:3", "commit.after_step:4", "commit.after_step:5", "commit.before_record_removal",

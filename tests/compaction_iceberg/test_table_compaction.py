@@ -116,6 +116,16 @@ def test_dedup_keeps_the_latest_record_per_key_in_an_overwrite_snapshot(tmp_path
     assert sorted(zip(rows["user"].to_pylist(), rows["id"].to_pylist())) == sorted((f"u{i % 7}", i) for i in range(193, 200))
 
 
+def test_a_dedup_field_not_in_the_table_schema_is_refused_before_any_file_is_written(tmp_path: Path) -> None:
+    make_table_job(tmp_path, files=3, per_file=100)
+    ingest(tmp_path)
+    before = ids(tmp_path)
+    done = compact(tmp_path, "--dedup-key", "user", "--order-by", "idd", "--min-files", "1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"--order-by 'idd': no field of that name in partition {TABLE}/{DAY0} (did you mean 'id'?" in done.stderr
+    assert ids(tmp_path) == before and compaction_snapshots(tmp_path) == []
+
+
 def test_a_replay_after_files_were_added_removes_only_the_files_it_merged(tmp_path: Path) -> None:
     make_table_job(tmp_path)
     ingest(tmp_path)
@@ -211,7 +221,7 @@ def _job_with(root: Path, **changes: Any) -> None:
 @pytest.mark.parametrize("change, message", [
     ({"writer": {"class": "jsonl"}, "publisher": {"class": "fs", "final_dir": "output"}},
      "writer: compaction merges Avro files; this branch's writer is jsonl (Parquet files too: writer class avro or parquet)"),
-    ({"job": {"lock": False}}, "job.lock: compaction needs the job lock"),
+    ({"job": {"lock": False, "delivery": "at_least_once"}}, "job.lock: compaction needs the job lock"),  # exactly-once refuses it at validation
 ])
 def test_a_table_job_that_cannot_be_compacted_is_refused_naming_the_key(tmp_path: Path, change: dict, message: str) -> None:
     make_table_job(tmp_path, files=1)

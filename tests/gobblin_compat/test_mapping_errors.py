@@ -234,3 +234,28 @@ writer.file.path.type.1=tablename
         "qualitychecker.task.policies", "qualitychecker.task.policy.types", "writer.codec.type"]
     assert all("with fork.branches=2 each branch N reads" in u for u in translation.unused)
     assert any(n.startswith("fork.branches=2: each branch's files go to <its final dir>/<table>/<branch name>/") for n in translation.notes)
+
+
+def test_a_lock_turned_off_is_translated_to_the_lock_on_with_a_warning(tmp_path: Path) -> None:
+    """Gobblin's Kafka quick start sets job.lock.enabled=false; under exactly-once delivery two overlapping runs
+    would then publish the same records twice, so the translation keeps the lock and says so."""
+    schema = EVENT_SCHEMA.read_text().replace("\n", " ")
+    job = _job(tmp_path, f"""job.name=unlocked
+job.lock.enabled=false
+source.class={KAFKA}
+kafka.brokers=127.0.0.1:9092
+topic.whitelist=events
+converter.classes=org.apache.gobblin.converter.json.BytesToJsonConverter,org.apache.gobblin.converter.avro.JsonIntermediateToAvroConverter
+source.schema={schema}
+data.publisher.final.dir={tmp_path}/out
+mr.job.root.dir={tmp_path}/work
+""")
+    converted = run_cli("convert", str(job), "-o", "unlocked.yaml", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stderr
+    warning = next((w for w in converted.stderr.splitlines() if w.startswith("warning: job.lock.enabled (job.pull:2)")), None)
+    assert warning is not None, converted.stderr
+    assert "translated to job.lock: true" in warning and "publish the same records twice" in warning
+    assert yaml.safe_load((tmp_path / "unlocked.yaml").read_text())["job"]["lock"] is True
+    validated = run_cli("validate", str(job), "--strict", cwd=tmp_path)  # a warning, not an unused key
+    assert validated.returncode == 0, validated.stderr
+    assert load_job(job).job.lock is True

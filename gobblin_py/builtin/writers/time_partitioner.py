@@ -6,7 +6,7 @@ import datetime as dt
 import re
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from gobblin_py.api import Settings
 from gobblin_py.errors import RecordError
@@ -20,8 +20,19 @@ _BUCKET_MS = {"MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
 class PartitionSettings(Settings):
     column: str
     granularity: Granularity = "DAY"
-    pattern: str = Field(default="yyyy/MM/dd", pattern=r"^[A-Za-z/_=.-]+$")
+    pattern: str = Field(default="yyyy/MM/dd", pattern=r"^[A-Za-z/_=.-]+$",
+                         description="the partition's directories under the dataset's: a relative path without '..'")
     unit: Literal["millis", "seconds"] = "millis"
+
+    @field_validator("pattern")
+    @classmethod
+    def _one_relative_path(cls, value: str) -> str:
+        """A partition is a directory under its dataset's: an absolute pattern or a `..` would write outside the job's
+        directories."""
+        if value.startswith("/") or ".." in value.split("/"):
+            raise ValueError(f"expected a relative path without '..' (the partition's directories under the dataset's, "
+                             f"such as yyyy/MM/dd); got {value!r}")
+        return value
 
 
 def java_pattern_to_strftime(pattern: str) -> str:

@@ -144,7 +144,8 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("job.name", "job.name"),
     KeyRule("job.description", "job.description"),
     KeyRule("job.schedule", "job.schedule", "Quartz cron, as Gobblin's"),
-    KeyRule("job.lock.enabled", "job.lock"),
+    KeyRule("job.lock.enabled", "job.lock", "false is kept on, with a warning: without the lock two overlapping runs would "
+            "publish the same records twice"),
     KeyRule("job.commit.policy", "job.commit_policy", "full (COMMIT_ON_FULL_SUCCESS) or successful "
             "(COMMIT_SUCCESSFUL_TASKS); partial is refused"),
     KeyRule("task.maxretries", "job.max_task_retries", "retries inside the run"),

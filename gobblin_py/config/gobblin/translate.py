@@ -183,8 +183,12 @@ class _Translator:
             self.copy(key)
         self.copy("writer.output.dir", convert=lambda path: self.on_fs(path, "writer.fs.uri"))
         lock = p.boolean("job.lock.enabled")
-        if lock is not None:
-            self.set("job.lock", lock, "job.lock.enabled")
+        if lock is not None:  # off (as in Gobblin's Kafka quick start) would be refused under exactly-once: kept on
+            if not lock:
+                p.warn("job.lock.enabled", "false is translated to job.lock: true: gobblin-py delivers exactly once, and "
+                                           "without the lock two overlapping runs would publish the same records twice "
+                                           "(with it, a run started while another holds it exits 1 and publishes nothing)")
+            self.set("job.lock", True, "job.lock.enabled")
         retries = p.integer("task.maxretries")
         if retries is not None:
             self.set("job.max_task_retries", retries, "task.maxretries")

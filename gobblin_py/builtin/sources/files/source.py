@@ -40,6 +40,9 @@ class FilesSource(Source):
 
     Settings = FilesSettings
 
+    def input_roots(self) -> list[str]:
+        return [str(self.settings.path)]
+
     def get_workunits(self, state: SourceState) -> list[WorkUnit]:
         s: FilesSettings = self.settings
         root = Location(s.path)

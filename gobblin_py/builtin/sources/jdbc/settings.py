@@ -24,6 +24,15 @@ class TableSettings(Settings):
         default=0, description="time columns: seconds or an interval ('5 minutes'); integers: a number")
     partitions: int | None = Field(default=None, ge=1, description="default: source.partitions")
 
+    @field_validator("table")
+    @classmethod
+    def _directory_name(cls, value: str) -> str:
+        """The table's name is its dataset's directory name: nothing that leaves the directory it is joined under."""
+        if any(c in value for c in "/\\\x00") or value.strip() in ("", ".", ".."):
+            raise ValueError(f"a table name becomes its dataset's directory: no '/', '\\' or NUL, and not '.' or '..'; "
+                             f"got {value!r}")
+        return value
+
     @property
     def key_columns(self) -> list[str]:
         return [self.primary_key] if isinstance(self.primary_key, str) else list(self.primary_key)

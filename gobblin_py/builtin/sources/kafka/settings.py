@@ -39,6 +39,16 @@ class KafkaSettings(Settings):
     idle_timeout_s: float = Field(default=60.0, gt=0, description="give up when a partition makes no progress this long")
     consumer_config: dict[str, Any] = Field(default_factory=dict, description="extra kafka-python consumer settings (security, …)")
 
+    @field_validator("topics")
+    @classmethod
+    def _topic_names(cls, value: list[str] | None) -> list[str] | None:
+        """A topic's name is its dataset's directory name: Kafka's legal names only (never `..` nor a `/`)."""
+        for topic in value or []:
+            if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", topic) or topic in (".", ".."):
+                raise ValueError(f"topic {topic!r} is not a Kafka topic name (up to 249 letters, digits, '.', '_' and '-'; "
+                                 "not '.' or '..'); its name becomes the dataset's directory")
+        return value
+
     @field_validator("topic_pattern")
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
