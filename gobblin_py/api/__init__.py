@@ -2,7 +2,8 @@
 
 from gobblin_py.api.batches import BatchConverter, BatchExtractor, BatchWriter, RawBatch
 from gobblin_py.api.commit_step import CommitStep, StepStatus
-from gobblin_py.api.committer import Committer, DataPublisher, DatasetCommit, GlobalCommitter, PublishContext
+from gobblin_py.api.committer import (Committer, DataPublisher, DatasetCommit, GlobalCommitter, PublishContext, TableCompaction,
+                                      TableFile, TableReplace)
 from gobblin_py.api.context import TaskContext
 from gobblin_py.api.converter import Converter, OneToOneConverter, TaskCounter
 from gobblin_py.api.fork import ForkOperator
@@ -11,13 +12,14 @@ from gobblin_py.api.quality import BranchStats, RowPolicy, RowPolicyType, TaskPo
 from gobblin_py.api.source import Extractor, Source, SourceState
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit, flatten
-from gobblin_py.api.writer import DataWriter, Delivery, OutputFile, WriterTarget
+from gobblin_py.api.writer import DataWriter, DedupSpec, Delivery, FileMerger, MergedFiles, MergeSpec, OutputFile, WriterTarget
 from gobblin_py.errors import RecordError, TaskError
 
 __all__ = [
-    "BatchConverter", "BatchExtractor", "BatchWriter", "BranchStats", "CommitStep", "Committer", "Converter", "DataPublisher", "DatasetCommit", "DataWriter", "Delivery",
-    "Extractor", "ForkOperator", "GlobalCommitter", "MultiWorkUnit", "NoSettings", "OneToOneConverter", "OutputFile", "Plugin", "PublishContext",
-    "RawBatch", "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "Settings", "Source", "SourceState",
-    "StepStatus", "TaskContext", "TaskCounter", "TaskError", "TaskPolicy", "TaskPolicyType", "WatermarkValue",
+    "BatchConverter", "BatchExtractor", "BatchWriter", "BranchStats", "CommitStep", "Committer", "Converter", "DataPublisher", "DatasetCommit", "DataWriter",
+    "DedupSpec", "Delivery", "Extractor", "FileMerger", "ForkOperator", "GlobalCommitter", "MergedFiles", "MergeSpec", "MultiWorkUnit", "NoSettings",
+    "OneToOneConverter", "OutputFile", "Plugin", "PublishContext", "RawBatch", "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema",
+    "Settings", "Source", "SourceState", "StepStatus", "TableCompaction", "TableFile", "TableReplace", "TaskContext", "TaskCounter", "TaskError",
+    "TaskPolicy", "TaskPolicyType", "WatermarkValue",
     "WorkUnit", "WriterTarget", "flatten",
 ]

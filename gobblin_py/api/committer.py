@@ -103,3 +103,67 @@ class GlobalCommitter(abc.ABC):
         """Hook, Flink's `filterRecoveredCommittables`: on a replay after a crash, the commit with only the files a
         partly done commit still lacks (it must still mark `commit_id` done). Default: all of them, for an atomic commit."""
         return commit
+
+
+@dataclass(frozen=True)
+class TableFile:
+    """One file a table's current state lists, as `gobblin-py compact` plans with it (no file is opened)."""
+
+    path: str
+    """Its URI, as the table lists it."""
+    size: int
+    records: int
+    partition: str
+    """The partition as the table writes it in paths (`ts_day=2026-01-01`; "" for an unpartitioned table)."""
+    added_ms: int
+    """When the commit that added it was made."""
+    data: bool
+    """A data file (not a delete file another engine wrote)."""
+    current_spec: bool
+    """Written under the table's current partitioning."""
+    compacted: bool
+    """Added by a gobblin-py compaction's commit."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableReplace:
+    """One table partition's compaction to commit: the files it merged out, the published merged files in."""
+
+    job: str
+    run_id: str
+    table: str
+    commit_id: str
+    """Unique per job, run and partition, the same on every replay: what the step's `verify()` looks for."""
+    replaced: tuple[str, ...]
+    """The merged data files, as the table lists them."""
+    added: tuple[str, ...]
+    """Where the merged files are published (paths or URLs)."""
+    keeps_data: bool
+    """The merged files hold exactly the replaced files' records; False after a dedup."""
+    record: str
+    """The name of the commit record (`<table>/<partition>`), for the message that says to abandon it."""
+    counts: dict[str, typing.Any] = field(default_factory=dict)
+    """The compaction's counts (partition, files and records in and out), recorded with the commit."""
+
+
+class TableCompaction(abc.ABC):
+    """Mixed into a Committer that publishes to tables: what `gobblin-py compact` needs of it to merge a table
+    partition's files (which table a dataset goes to, its live files, where merged files go, the replace commit)."""
+
+    @abc.abstractmethod
+    def table_name(self, dataset: str) -> str:
+        """Hook: the table `dataset` is published to (several datasets may share one)."""
+
+    @abc.abstractmethod
+    def table_files(self, table: str) -> list[TableFile] | None:
+        """Hook: every data and delete file `table`'s current state lists; None when the table does not exist (yet)."""
+
+    @abc.abstractmethod
+    def compacted_dir(self, dataset: str, partition: str) -> str:
+        """Hook: where a compaction publishes the merged files of `dataset`'s table partition `partition` (a path or
+        URL under this publisher's output roots)."""
+
+    @abc.abstractmethod
+    def replace_step(self, replace: TableReplace) -> CommitStep:
+        """Hook: the one idempotent step (a step type in `step_types`) that makes `replace.added` the partition's files
+        instead of `replace.replaced` in one commit tagged `replace.commit_id`, so readers see one set or the other."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 import abc
 import enum
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from gobblin_py.api.plugin import Plugin
 from gobblin_py.api.types import Record, Schema
@@ -78,3 +79,66 @@ class DataWriter(Plugin, abc.ABC):
 
     def abort(self) -> None:
         """Hook: drop what was written (the framework deletes the staging directory after)."""
+
+
+@dataclass(frozen=True)
+class DedupSpec:
+    """`--dedup-key`: one record per value of `key` in each merged partition; `keep` the latest or the first by
+    `order_by` (without it, by the order the files were written in)."""
+
+    key: str
+    keep: Literal["latest", "first"] = "latest"
+    order_by: str | None = None
+    key_from: str = field(default="--dedup-key", compare=False)
+    """Where `key` was given, for messages: the option or the job file's key (`compaction.dedup.key`)."""
+    order_by_from: str = field(default="--order-by", compare=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeSpec:
+    """One partition's files to merge, as `gobblin-py compact` hands them to the writer class that wrote them."""
+
+    partition: str
+    """Where the partition is (`clicks/2026/01/01`, `events.clicks/ts_day=2026-01-01`), for messages."""
+    inputs: tuple[str, ...]
+    """Each file's path or URL, oldest first: the newest file's schema is the merged files' schema."""
+    input_bytes: int
+    target_bytes: int
+    dedup: DedupSpec | None = None
+    records: int | None = None
+    """The inputs' records when the caller already knows them (a table's manifests count them), else None."""
+
+
+@dataclass(frozen=True)
+class MergedFiles:
+    """What a merge wrote: each closed staged file with its records (as `DataWriter.close` returns them), and how
+    many records it read, so the framework can check that a merge without dedup lost none."""
+
+    files: list[tuple[Path, int]]
+    records_in: int
+
+
+class FileMerger(abc.ABC):
+    """Mixed into a DataWriter whose files `gobblin-py compact` can merge: the format's own way of rewriting one
+    partition's files as fewer files near a target size (as Flink keeps its per-format compactors with the format)."""
+
+    merged_format: typing.ClassVar[str]
+    """How messages name the files it merges (`Avro`)."""
+    merged_suffix: typing.ClassVar[str]
+    """The name ending of the files it merges (`.avro`); any other entry in a partition keeps it from being merged."""
+    leaves_own_merge_alone: typing.ClassVar[bool] = False
+    """True for a format whose merge re-encodes (Parquet), so the merged files' sizes do not show that they are at the
+    target: a partition holding only the files of its last compaction is then left alone rather than merged again."""
+
+    @classmethod
+    @abc.abstractmethod
+    def merged_fields(cls, inputs: tuple[str, ...]) -> list[str]:
+        """Hook: the top-level fields of the records a merge of `inputs` (oldest first) reads, so `compact` refuses a
+        dedup key or order-by that names none of them before anything is written."""
+
+    @classmethod
+    @abc.abstractmethod
+    def merge_files(cls, settings: typing.Any, spec: MergeSpec, target: WriterTarget) -> MergedFiles:
+        """Hook: write the records of `spec.inputs` (one per key under `spec.dedup`) as this writer writes them with
+        `settings` (its partitioning and rolling aside) into files near `spec.target_bytes` under `target.staging_dir`,
+        named from `target.file_stem`, and close them; on failure, drop what was written and raise."""

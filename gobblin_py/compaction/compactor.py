@@ -1,21 +1,17 @@
 """A compaction run of a job, under the job's lock like any run: recover pending commits → pick the partitions →
 merge each as a task → one commit sequence per partition through the same commit path as ingestion (a directory:
 stage the merged files, exchange the partition directory, remove the replaced files; a table partition: publish the
-merged files, one replace snapshot; then record the compaction)."""
+merged files, then the table publisher's one replace commit (an Iceberg snapshot); then record the compaction)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gobblin_py.api import CommitStep
-from gobblin_py.builtin.publishers.iceberg import tables as t
-from gobblin_py.builtin.publishers.iceberg.compaction import IcebergReplaceCommitStep
-from gobblin_py.builtin.publishers.iceberg.publisher import table_uri
+from gobblin_py.api import CommitStep, TableCompaction, TableReplace
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import CompactionStateCommitStep
 from gobblin_py.commit.tasks import ThreadTasks
@@ -99,19 +95,20 @@ def _directory_steps(done: PartitionResult, names: list[str]) -> list[CommitStep
 
 
 def _table_steps(job: JobSpec, done: PartitionResult, names: list[str]) -> list[CommitStep]:
-    """Publish each merged file under the table's data directory (as the iceberg publisher publishes a run's files),
-    then the replace snapshot, tagged with a commit id of this run and partition."""
+    """Publish each merged file under the table's data directory (as the table publisher publishes a run's files),
+    then the publisher's replace commit, tagged with a commit id of this run and partition."""
     work = done.work
     assert isinstance(work, TablePartitionWork)
+    publisher = work.publisher.create()
+    assert isinstance(publisher, TableCompaction)
     published = [Location(work.data_dir) / name for name in names]
     steps: list[CommitStep] = [publish_step(f.path, dst, f.size, f.checksum) for f, dst in zip(done.files, published)]
     counts = {"partition": work.partition, "files_in": len(work.inputs), "files_out": len(names),
               "records_in": done.records_in, "records_out": done.records_out, "compaction_id": work.compaction_id}
-    steps.append(IcebergReplaceCommitStep(
-        publisher=work.publisher, settings=work.publisher_settings, table=work.dataset,
-        commit_id=commit_id(job.name, work.run_id, work.rel), replaced=[f.name for f in work.inputs],
-        added=[table_uri(p) for p in published], keeps_data=work.dedup is None, record=work.rel,
-        properties={t.JOB: job.name, t.RUN_ID: work.run_id, t.COMPACTION: json.dumps(counts, sort_keys=True)}))
+    steps.append(publisher.replace_step(TableReplace(
+        job=job.name, run_id=work.run_id, table=work.dataset, commit_id=commit_id(job.name, work.run_id, work.rel),
+        replaced=tuple(f.name for f in work.inputs), added=tuple(str(p) for p in published),
+        keeps_data=work.dedup is None, record=work.rel, counts=counts)))
     return steps
 
 

@@ -1,41 +1,24 @@
-"""Which partitions a compaction merges: every leaf directory of Avro files under a committed dataset of the job
-(`PartitionWork`), or every partition of the Iceberg table a dataset is published to (`TablePartitionWork`),
-filtered by dataset, partition prefix, age and file count, each one Spark task's work."""
+"""Which partitions a compaction merges: every leaf directory of the writer's files (Avro, Parquet) under a committed
+dataset of the job (`PartitionWork`), or every partition of the table a dataset is published to (`TablePartitionWork`),
+filtered by dataset, partition prefix, age and file count, each one Spark task's work. What it knows of a format or a
+table it asks the branch's writer (`FileMerger`) and publisher (`TableCompaction`)."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
-from gobblin_py.builtin.writers.avro import AvroWriter
-from gobblin_py.units import parse_bytes
-from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher
-from gobblin_py.builtin.writers.parquet import ParquetWriter, ParquetWriterSettings
-from gobblin_py.units import parse_duration
+from gobblin_py.api import DedupSpec, FileMerger, TableCompaction, TableFile
 from gobblin_py.api.names import identity_hash, workunit_id
-from gobblin_py.config.model import BranchConfig, JobSpec
+from gobblin_py.config.model import BranchConfig, JobSpec, PluginConfig
 from gobblin_py.errors import ConfigError
 from gobblin_py.fs import Location
 from gobblin_py.state.store import StateStore
 from gobblin_py.suggest import did_you_mean
-
-
-@dataclass(frozen=True)
-class DedupSpec:
-    """`--dedup-key`: one record per value of `key` in each partition; `keep` the latest or the first by `order_by`
-    (without it, by the order the files were written in)."""
-
-    key: str
-    keep: Literal["latest", "first"] = "latest"
-    order_by: str | None = None
-    key_from: str = field(default="--dedup-key", compare=False)
-    """Where `key` was given, for messages: the option or the job file's key (`compaction.dedup.key`)."""
-    order_by_from: str = field(default="--order-by", compare=False)
+from gobblin_py.units import parse_bytes, parse_duration
 
 
 @dataclass(frozen=True)
@@ -109,9 +92,8 @@ class CompactionWork:
     dedup: DedupSpec | None
     staging_dir: str
     task_output_dir: str
-    parquet: dict[str, Any] | None = None
-    """The branch's parquet writer settings (compression, row groups; no partitioning or rolling) when the files are
-    Parquet; None for Avro files."""
+    writer: PluginConfig
+    """The branch's writer, whose class merges the files (`FileMerger.merge_files`) with its settings."""
 
     def _identity(self) -> tuple[str, ...]:
         """Where the partition is, in full (hook): what the merged files' names are derived from, with the inputs."""
@@ -120,6 +102,11 @@ class CompactionWork:
     def location(self, f: InputFile) -> str:
         """Where an input file is (hook): its path or URL."""
         return f.name
+
+    @property
+    def known_records(self) -> int | None:
+        """The inputs' records when the plan already counted them (hook), else None."""
+        return None
 
     @property
     def compaction_id(self) -> str:
@@ -138,12 +125,9 @@ class CompactionWork:
 
 @dataclass(frozen=True, kw_only=True)
 class PartitionWork(CompactionWork):
-    """A directory of Avro files under `final_dir`, merged into Avro files of the branch's codec (or of Parquet files,
-    merged by the branch's parquet writer)."""
+    """A directory of the writer's files under `final_dir`, merged by the branch's writer."""
 
     final_dir: str
-    codec: str = "deflate"
-    codec_level: int | None = None
 
     def _identity(self) -> tuple[str, ...]:
         return (self.final_dir, self.rel)
@@ -163,17 +147,20 @@ class PartitionWork(CompactionWork):
 
 @dataclass(frozen=True, kw_only=True)
 class TablePartitionWork(CompactionWork):
-    """A partition of an Iceberg table (`dataset` is the table's name, under which the compaction state is recorded):
-    its data files (`InputFile.name` is the file's URI, `mtime` when the snapshot that added it was committed),
-    merged into Parquet files by the branch's parquet writer."""
+    """A partition of a table (`dataset` is the table's name, under which the compaction state is recorded): its data
+    files (`InputFile.name` is the file's URI, `mtime` when the commit that added it was made), merged by the branch's
+    writer and swapped in by the branch's publisher (`TableCompaction`)."""
 
     records: int
     """The inputs' records, as the table's manifests count them."""
-    publisher: str
-    """`module:Class` of the branch's iceberg publisher, and its settings: where the files go, which catalog."""
-    publisher_settings: dict[str, Any]
+    publisher: PluginConfig
+    """The branch's table publisher: which table, which catalog, the replace commit."""
     data_dir: str
-    """Where the merged files are published: `<table>/data/<partition>/`."""
+    """Where the merged files are published (an Iceberg table's `<table>/data/<partition>/`)."""
+
+    @property
+    def known_records(self) -> int | None:
+        return self.records
 
 
 @dataclass
@@ -218,20 +205,21 @@ def _under(partition: str, prefix: str | None) -> bool:
 
 
 def compactable_branches(job: JobSpec) -> list[tuple[BranchConfig, str | None]]:
-    """Each branch with its local final directory (None for a branch publishing to Iceberg tables); ConfigError naming
-    the key for a branch compaction cannot merge (a file writer other than Avro or Parquet, output not on a local or
-    mounted filesystem), and for a job without its lock (the lock keeps compaction and ingestion apart)."""
+    """Each branch with its local final directory (None for a branch publishing to tables); ConfigError naming the key
+    for a branch compaction cannot merge (a writer that is no `FileMerger`, output not on a local or mounted
+    filesystem), and for a job without its lock (the lock keeps compaction and ingestion apart)."""
     if not job.job.lock:
         raise ConfigError("job.lock: compaction needs the job lock (job.lock: true): it keeps a compaction and the job's "
                           "runs from publishing into one partition at once")
     out: list[tuple[BranchConfig, str | None]] = []
     for branch in job.branches:
-        if issubclass(branch.publisher.cls(), IcebergPublisher):
-            out.append((branch, None))
-            continue
-        if not issubclass(branch.writer.cls(), (AvroWriter, ParquetWriter)):
+        table = issubclass(branch.publisher.cls(), TableCompaction)
+        if not issubclass(branch.writer.cls(), FileMerger):
             raise ConfigError(f"{branch.writer.key}: compaction merges Avro files; this branch's writer is "
                               f"{branch.writer.name or branch.writer.path} (Parquet files too: writer class avro or parquet)")
+        if table:
+            out.append((branch, None))
+            continue
         final = getattr(branch.publisher.settings, "final_dir", None)
         if final is None or not Location(str(final)).is_local:
             raise ConfigError(f"{branch.publisher.key}: compaction needs a publisher with a final_dir on a local or mounted "
@@ -270,9 +258,8 @@ def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, block
         if final_dir is None:
             _plan_tables(job, branch, datasets, options, run_id, blocked, now, plan)
             continue
-        ws = branch.writer.settings
-        parquet = isinstance(ws, ParquetWriterSettings)
-        kind, suffix = ("Parquet", ".parquet") if parquet else ("Avro", ".avro")
+        merger: type[FileMerger] = branch.writer.cls()
+        kind, suffix = merger.merged_format, merger.merged_suffix
         for dataset in datasets:
             base = job.branch_dir(dataset, branch.name)
             for partition, files, others in _leaf_partitions(Path(final_dir) / base, suffix):
@@ -285,7 +272,7 @@ def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, block
                 if others:
                     plan.skipped[rel] = f"it holds {', '.join(sorted(others)[:3])} beside its {kind} files"
                     continue
-                if parquet and options.dedup is None and _last_compaction([e.name for e in files]):
+                if merger.leaves_own_merge_alone and options.dedup is None and _last_compaction([e.name for e in files]):
                     plan.skipped[rel] = f"{len(files)} file(s) of its last compaction, no file added since"
                     continue
                 inputs = tuple(sorted((InputFile(e.name, e.stat().st_size, e.stat().st_mtime) for e in files),
@@ -294,13 +281,11 @@ def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, block
                 if why is not None:
                     plan.skipped[rel] = why
                     continue
-                written = {"parquet": ws.model_dump(mode="json", exclude={"partition", "roll"})} if parquet else \
-                    {"codec": ws.codec, "codec_level": ws.codec_level}
                 work = PartitionWork(
                     job=job.name, run_id=run_id, dataset=dataset, final_dir=final_dir, rel=rel, partition=partition,
                     inputs=inputs, target_bytes=options.target_bytes, dedup=options.dedup,
                     staging_dir=str(job.job.job_staging / run_id), task_output_dir=str(job.job.job_task_output / run_id),
-                    **written)
+                    writer=branch.writer)
                 plan.works.append(work)
     check_dedup_fields(plan.works, options.dedup)
     return plan
@@ -312,14 +297,13 @@ def check_dedup_fields(works: list[CompactionWork], dedup: DedupSpec | None) -> 
     key would remove nothing (the task reads a missing field as null)."""
     if dedup is None:
         return
-    tables: dict[str, list[str]] = {}
     for work in works:
         fields = None
         for name, given in ((dedup.key, dedup.key_from), (dedup.order_by, dedup.order_by_from)):
             if name is None:
                 continue
             if fields is None:
-                fields = _record_fields(work, tables)
+                fields = _record_fields(work)
             if name not in fields:
                 hint = did_you_mean(name, fields)
                 raise ConfigError(f"{given} {name!r}: no field of that name in partition {work.rel} "
@@ -327,27 +311,11 @@ def check_dedup_fields(works: list[CompactionWork], dedup: DedupSpec | None) -> 
                                   f"compacted: name a field of its records")
 
 
-def _record_fields(work: CompactionWork, tables: dict[str, list[str]]) -> list[str]:
-    """The top-level fields a partition's records have as its merge reads them: an Avro directory's newest file's
-    writer schema (older files are read into it), the union of a Parquet directory's file schemas, a table's schema."""
-    if isinstance(work, TablePartitionWork):
-        if work.dataset not in tables:
-            from gobblin_py.builtin.publishers.iceberg.tables import load_table
-            from gobblin_py.plugins import Kind, resolve
-
-            kind = resolve(Kind.PUBLISHER, work.publisher)
-            table = load_table(kind(kind.Settings.model_validate(work.publisher_settings)).catalog(), work.dataset)
-            tables[work.dataset] = [f.name for f in table.schema().fields] if table is not None else []
-        return tables[work.dataset]
-    if work.parquet is not None:
-        import pyarrow.parquet as pq
-
-        return list(dict.fromkeys(name for f in work.inputs for name in pq.read_schema(work.location(f)).names))
-    import fastavro
-
-    with open(work.location(work.inputs[-1]), "rb") as stream:
-        schema = json.loads(fastavro.reader(stream).metadata["avro.schema"])
-    return [f["name"] for f in schema.get("fields", [])] if isinstance(schema, dict) else []
+def _record_fields(work: CompactionWork) -> list[str]:
+    """The top-level fields of a partition's records as its merge reads them (the writer's `merged_fields`)."""
+    merger = work.writer.cls()
+    assert issubclass(merger, FileMerger)  # planning selects only partitions a FileMerger writes
+    return merger.merged_fields(tuple(work.location(f) for f in work.inputs))
 
 
 def table_partition_prefix(partition: str) -> str:
@@ -362,24 +330,18 @@ def _plan_tables(job: JobSpec, branch: BranchConfig, datasets: list[str], option
     """The partitions of each table the datasets are published to (a table several datasets share is planned once):
     its live data files grouped by the table's partition; a partition that holds delete files (another engine's
     row-level deletes) or files of an older partition spec is left alone."""
-    from gobblin_py.builtin.publishers.iceberg.tables import live_files, load_table
-
     publisher = branch.publisher.create()
-    assert isinstance(publisher, IcebergPublisher)
+    assert isinstance(publisher, TableCompaction)
     tables: dict[str, list[str]] = {}
     for dataset in datasets:
         tables.setdefault(publisher.table_name(dataset), []).append(dataset)
-    catalog = publisher.catalog() if tables else None
-    ws = branch.writer.settings.model_dump(mode="json", exclude={"partition", "roll"})
-    kind = f"{type(publisher).__module__}:{type(publisher).__qualname__}"
-    settings = publisher.settings.model_dump(mode="json")
     for name, named in sorted(tables.items()):
-        table = load_table(catalog, name)
-        if table is None:
+        live = publisher.table_files(name)
+        if live is None:
             plan.skipped[name] = "the table does not exist (yet)"
             continue
-        by_partition: dict[str, list[Any]] = {}
-        for f in live_files(table):
+        by_partition: dict[str, list[TableFile]] = {}
+        for f in live:
             by_partition.setdefault(f.partition, []).append(f)
         for partition, files in sorted(by_partition.items()):
             rel = f"{name}/{partition}" if partition else name
@@ -405,7 +367,7 @@ def _plan_tables(job: JobSpec, branch: BranchConfig, datasets: list[str], option
                 continue
             plan.works.append(TablePartitionWork(
                 job=job.name, run_id=run_id, dataset=name, rel=rel, partition=partition, inputs=inputs,
-                records=sum(f.records for f in files), parquet=ws, publisher=kind, publisher_settings=settings,
-                data_dir=str(publisher.compacted_dir(named[0], partition)),
+                records=sum(f.records for f in files), writer=branch.writer, publisher=branch.publisher,
+                data_dir=publisher.compacted_dir(named[0], partition),
                 target_bytes=options.target_bytes, dedup=options.dedup, staging_dir=str(job.job.job_staging / run_id),
                 task_output_dir=str(job.job.job_task_output / run_id)))

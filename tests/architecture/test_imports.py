@@ -20,7 +20,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "state": {"state", "api", *SHARED},
     "config": {"config", "api", "builtin", "state", *SHARED},
     "runtime": {"runtime", "api", "commit", "config", "state", *SHARED},
-    "compaction": {"compaction", "api", "builtin", "commit", "config", "runtime", "state", *SHARED},
+    "compaction": {"compaction", "api", "commit", "config", "runtime", "state", *SHARED},
     "scheduling": {"scheduling", "api", "commit", "compaction", "config", "runtime", "state", *SHARED},
     "testing": {"testing", "api", "builtin", "commit", "config", "runtime", "state", *SHARED},
     "cli": {"cli", "api", "builtin", "commit", "compaction", "config", "runtime", "scheduling", "state", "testing", *SHARED},

@@ -12,7 +12,7 @@ import fastavro
 from fastavro.write import Writer
 from pydantic import Field
 
-from gobblin_py.api import DataWriter, Settings, WriterTarget
+from gobblin_py.api import DataWriter, FileMerger, MergedFiles, MergeSpec, Settings, WriterTarget
 from gobblin_py.api.batches import BatchWriter
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.schemas.avro_values import AvroTypeChecker
@@ -53,7 +53,7 @@ class _Block:
         self.bytes_ = io.BytesIO(data)
 
 
-class AvroWriter(DataWriter, BatchWriter):
+class AvroWriter(DataWriter, BatchWriter, FileMerger):
     """Writes Avro container files; the schema must be an Avro record (use json_to_avro first).
 
     A record that cannot be encoded is a RecordError naming the field, and leaves the file valid:
@@ -67,6 +67,23 @@ class AvroWriter(DataWriter, BatchWriter):
     """
 
     Settings = AvroWriterSettings
+    merged_format = "Avro"
+    merged_suffix = ".avro"
+
+    @classmethod
+    def merged_fields(cls, inputs: tuple[str, ...]) -> list[str]:
+        """The newest file's writer schema's fields: the merge reads the older files into it."""
+        from gobblin_py.builtin.writers.avro_merge import newest_fields
+
+        return newest_fields(inputs)
+
+    @classmethod
+    def merge_files(cls, settings: AvroWriterSettings, spec: MergeSpec, target: WriterTarget) -> MergedFiles:
+        """Compaction: blocks copied when every input has the newest one's schema and no dedup is asked, else records
+        decoded into that schema (and deduplicated); files rolled at the target size, in the branch's codec."""
+        from gobblin_py.builtin.writers.avro_merge import merge_avro
+
+        return merge_avro(cls, settings, spec, target)
 
     def open(self, schema: Schema, target: WriterTarget) -> None:
         if not (isinstance(schema, dict) and schema.get("type") == "record"):

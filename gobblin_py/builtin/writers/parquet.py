@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 from pydantic import Field, model_validator
 
-from gobblin_py.api import BatchWriter, DataWriter, Settings, WriterTarget
+from gobblin_py.api import BatchWriter, DataWriter, FileMerger, MergedFiles, MergeSpec, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.schemas.arrow import ArrowMapping
 from gobblin_py.builtin.writers.partitioned_files import PartitionedFiles, RollSettings
@@ -67,12 +67,30 @@ class _File:
         self.size = 0  # bytes on disk after the last row groups written (what rolling by max_bytes compares)
 
 
-class ParquetWriter(DataWriter, BatchWriter):
+class ParquetWriter(DataWriter, BatchWriter, FileMerger):
     """Writes Parquet files of the Avro record schema mapped to Arrow (see `arrow_schema`); a record that does not
     fit that schema is a RecordError naming the field path, and the rest are written. Arrow batches of the
     schema (the columnar path) are written as they are."""
 
     Settings = ParquetWriterSettings
+    merged_format = "Parquet"
+    merged_suffix = ".parquet"
+    leaves_own_merge_alone = True
+
+    @classmethod
+    def merged_fields(cls, inputs: tuple[str, ...]) -> list[str]:
+        """The fields of the newest file's schema, which the merge writes every input's batches in."""
+        from gobblin_py.builtin.writers.parquet_merge import newest_fields
+
+        return newest_fields(inputs)
+
+    @classmethod
+    def merge_files(cls, settings: ParquetWriterSettings, spec: MergeSpec, target: WriterTarget) -> MergedFiles:
+        """Compaction: Arrow batches rewritten with the branch's compression and row groups in the newest file's
+        schema, ceil(bytes / target) files of as many rows each."""
+        from gobblin_py.builtin.writers.parquet_merge import merge_parquet
+
+        return merge_parquet(cls, settings, spec, target)
 
     def open(self, schema: Schema, target: WriterTarget) -> None:
         import pyarrow as pa

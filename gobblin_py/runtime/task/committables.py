@@ -35,9 +35,15 @@ def commit_staged(staged: Path, dest: Location | Path | str, rel_path: str, reco
 
 def commit_writer(writer: DataWriter, target: WriterTarget) -> list[OutputFile]:
     """Close the writer, then move every staged file it returns into task output as a committable."""
+    return commit_closed(writer.close(), target)
+
+
+def commit_closed(closed: list[tuple[Path, int]], target: WriterTarget) -> list[OutputFile]:
+    """Move closed staged files under `target.staging_dir` (with their records, as `DataWriter.close` returns them)
+    into task output as committables."""
     out: list[OutputFile] = []
     root = Location(target.task_output_dir)
-    for staged, records in writer.close():
+    for staged, records in closed:
         rel = staged.relative_to(target.staging_dir)
         out.append(commit_staged(staged, root / rel, rel.as_posix(), records, dataset=target.dataset, branch=target.branch))
     return out

@@ -35,7 +35,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gobblin_py.api import CommitStep, Committer, DatasetCommit, GlobalCommitter, OutputFile, PublishContext, Settings
+from gobblin_py.api import (CommitStep, Committer, DatasetCommit, GlobalCommitter, OutputFile, PublishContext, Settings, TableCompaction,
+                            TableFile, TableReplace)
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location
 from gobblin_py.fs.paths import FsLocation
@@ -85,7 +86,7 @@ class IcebergPublisherSettings(Settings):
         return value
 
 
-class IcebergPublisher(Committer, GlobalCommitter):
+class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
     """Appends each dataset's Parquet files of one run to an Iceberg table as one snapshot; exactly-once with the
     commit store (the snapshot carries the commit id, so a replay finds it and appends nothing)."""
 
@@ -138,10 +139,10 @@ class IcebergPublisher(Committer, GlobalCommitter):
     def data_location(self, dataset: str, f: OutputFile) -> Location:
         return self.table_dir(dataset) / "data" / f.rel_path
 
-    def compacted_dir(self, dataset: str, partition: str) -> Location:
+    def compacted_dir(self, dataset: str, partition: str) -> str:
         """Where a compaction publishes the merged files of a table partition (`ts_day=2026-01-01`): beside the
         table's other data files, under `data/<partition>/`."""
-        return self.table_dir(dataset) / "data" / (partition or "_unpartitioned")
+        return str(self.table_dir(dataset) / "data" / (partition or "_unpartitioned"))
 
     def errors_root(self) -> Location:
         return Location(self.settings.errors_dir) if self.settings.errors_dir else Location(self.settings.warehouse) / "_errors"
@@ -266,6 +267,26 @@ class IcebergPublisher(Committer, GlobalCommitter):
             marks = latest_marks(table, name, job) if table is not None else {}
             out.update({d: marks[d] for d in names if d in marks})
         return out
+
+    # --- compaction (`gobblin-py compact`) -------------------------------------------------------------------------
+
+    def table_files(self, table: str) -> list[TableFile] | None:
+        """Every file the table's current snapshot lists, read from its manifests; None when there is no such table."""
+        from gobblin_py.builtin.publishers.iceberg.tables import live_files, load_table
+
+        found = load_table(self.catalog(), table)
+        return None if found is None else live_files(found)
+
+    def replace_step(self, replace: TableReplace) -> CommitStep:
+        """One snapshot replacing the merged files with the published merged ones, tagged with the compaction's commit
+        id; the step names this publisher by `module:Class` with its settings, to rebuild it on a replay."""
+        from gobblin_py.builtin.publishers.iceberg import tables as t
+
+        return IcebergReplaceCommitStep(
+            publisher=f"{type(self).__module__}:{type(self).__qualname__}", settings=self.settings.model_dump(mode="json"),
+            table=replace.table, commit_id=replace.commit_id, replaced=list(replace.replaced),
+            added=[table_uri(p) for p in replace.added], keeps_data=replace.keeps_data, record=replace.record,
+            properties={t.JOB: replace.job, t.RUN_ID: replace.run_id, t.COMPACTION: json.dumps(replace.counts, sort_keys=True)})
 
 
 def _add(tx: Any, paths: list[str], properties: dict[str, str], table: str) -> None:

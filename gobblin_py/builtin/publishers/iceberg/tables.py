@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gobblin_py.api import TableFile
 from gobblin_py.errors import CommitError
 
 log = logging.getLogger(__name__)
@@ -250,25 +251,6 @@ def with_retries(what: str, attempts: int, action: Callable[[], None], sleep: Ca
             sleep(delay)
 
 
-@dataclass(frozen=True)
-class LiveFile:
-    """One file of the table's current snapshot, as a compaction plans with it."""
-
-    path: str
-    size: int
-    records: int
-    partition: str
-    """The partition as Iceberg writes it in paths (`ts_day=2026-01-01`; "" for an unpartitioned table)."""
-    added_ms: int
-    """When the snapshot that added it was committed."""
-    data: bool
-    """A data file (not a delete file another engine wrote)."""
-    current_spec: bool
-    """Written under the table's current partition spec."""
-    compacted: bool
-    """Added by a gobblin-py compaction's snapshot."""
-
-
 def _live_entries(table: Any) -> Iterator[Any]:
     """The manifest entries of every file the table's current snapshot lists (none deleted), read from its manifests."""
     current = table.current_snapshot()
@@ -278,7 +260,7 @@ def _live_entries(table: Any) -> Iterator[Any]:
         yield from manifest.fetch_manifest_entry(table.io, discard_deleted=True)
 
 
-def live_files(table: Any) -> list[LiveFile]:
+def live_files(table: Any) -> list[TableFile]:
     """Every data and delete file the table's current snapshot lists (no data file is opened)."""
     from pyiceberg.manifest import DataFileContent
 
@@ -289,11 +271,11 @@ def live_files(table: Any) -> list[LiveFile]:
         f = entry.data_file
         added = metadata.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
         summary = added.summary if added is not None and added.summary is not None else {}
-        out.append(LiveFile(path=f.file_path, size=f.file_size_in_bytes, records=f.record_count,
-                            partition=specs[f.spec_id].partition_to_path(f.partition, schema),
-                            added_ms=added.timestamp_ms if added is not None else table.current_snapshot().timestamp_ms,
-                            data=f.content == DataFileContent.DATA, current_spec=f.spec_id == default,
-                            compacted=summary.get(COMPACTION) is not None))
+        out.append(TableFile(path=f.file_path, size=f.file_size_in_bytes, records=f.record_count,
+                             partition=specs[f.spec_id].partition_to_path(f.partition, schema),
+                             added_ms=added.timestamp_ms if added is not None else table.current_snapshot().timestamp_ms,
+                             data=f.content == DataFileContent.DATA, current_spec=f.spec_id == default,
+                             compacted=summary.get(COMPACTION) is not None))
     return out
 
 
