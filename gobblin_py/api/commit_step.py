@@ -50,6 +50,18 @@ class CommitStep(abc.ABC):
         the step's fields (Locations, absolute paths, URLs, anything holding `..`)."""
         return None
 
+    def withdraw(self, dry_run: bool = False) -> str | None:
+        """Hook for abandoning a sequence whose watermarks were never committed (`recover --abandon`): undo what
+        `execute()` did where it is provably this step's own output (a published file still byte-identical to the
+        committable), so the next run's re-extraction of the range publishes nothing twice. Returns what is (with
+        `dry_run`: would be) undone, None when nothing of this step is in place; raises `CommitError` when its effect
+        is in place and cannot be undone (the default for a done step), and the abandon is refused."""
+        if self.verify():
+            from gobblin_py.errors import CommitError
+
+            raise CommitError(f"{self.describe()} is done and cannot be undone")
+        return None
+
     def status(self) -> StepStatus:
         """done / pending / lost / conflict, for `inspect-commits`."""
         return StepStatus.DONE if self.verify() else StepStatus.PENDING

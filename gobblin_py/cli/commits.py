@@ -84,7 +84,10 @@ def _suggestion(dataset: str, pending: list[str], job: JobSpec | None = None) ->
 
 
 def _abandon(store: CommitStepStore, job: str, datasets: list[str], yes: bool) -> int:
+    from gobblin_py.commit.abandon import abandon, plan_abandon
+
     views = inspection.pending(store, [job], datasets)
+    plans = {}
     for v in views:
         out.print(f"abandoning {v.job} / {v.dataset} (run {v.run_id}); what is not done is lost:", markup=False)
         lost = [s for s in v.steps if s.status != "done"] if not v.corrupt else []
@@ -92,8 +95,20 @@ def _abandon(store: CommitStepStore, job: str, datasets: list[str], yes: bool) -
             out.print(f"  {s.status:<8} {s.description}", markup=False)
         if v.corrupt:
             out.print(f"  the record is corrupt: {v.corrupt}", markup=False)
-        elif not lost:
+            out.print("  what it may have published cannot be read from it: check the output for files of its run "
+                      f"{v.run_id or ''} before the next run re-extracts its range", markup=False)
+            continue
+        if not lost:
             out.print("  nothing: every step is already done", markup=False)
+        plan = plans[v.dataset] = plan_abandon(store.get(job, v.dataset))
+        if plan.refused is not None:
+            err.print(f"{v.dataset}: nothing abandoned: {plan.refused}", markup=False)
+            return 1
+        if plan.withdraws:
+            out.print("  its watermarks were not committed, so the next run re-extracts its range; what it published "
+                      "is withdrawn first, so nothing is published twice:", markup=False)
+            for what in plan.withdraws:
+                out.print(f"  remove {what}", markup=False)
     if not yes:
         if not sys.stdin.isatty():
             err.print("nothing abandoned: no terminal to confirm on; pass --yes once you have checked the list above", markup=False)
@@ -102,6 +117,15 @@ def _abandon(store: CommitStepStore, job: str, datasets: list[str], yes: bool) -
             err.print("nothing abandoned", markup=False)
             return 1
     for v in views:
-        store.remove(job, v.dataset)
-        out.print(f"{v.dataset}: abandoned; its watermarks stay where they were, so the next run re-extracts that range", markup=False)
+        if v.corrupt:
+            store.remove(job, v.dataset)
+            out.print(f"{v.dataset}: abandoned; its watermarks stay where they were, so the next run re-extracts that range", markup=False)
+            continue
+        withdrawn = abandon(store, store.get(job, v.dataset))
+        if plans[v.dataset].watermarks_committed:
+            out.print(f"{v.dataset}: abandoned; its watermarks were committed, so what it published stays and nothing "
+                      "is re-extracted", markup=False)
+        else:
+            out.print(f"{v.dataset}: abandoned; {len(withdrawn)} published file(s) withdrawn; its watermarks stay where "
+                      "they were, so the next run re-extracts that range", markup=False)
     return 0

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from gobblin_py.api.commit_step import CommitStep, StepStatus
 from gobblin_py.crashpoints import crash_point
+from gobblin_py.durable import fsync_dir
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location, filesystem_for, transfer
 from gobblin_py.fs.local import LocalFileSystem
@@ -107,6 +109,21 @@ class FsRenameCommitStep(CommitStep):
                               f"with crc32c {self.checksum}; the source is kept and the copy is retried on recovery")
         crash_point("commit.copy_verified")
         filesystem_for(src).delete(src)
+
+    def withdraw(self, dry_run: bool = False) -> str | None:
+        """Remove the published file when it is still exactly the committable (size and CRC32C); a different file
+        there is not ours and stops the abandon."""
+        if not self._dst_exists():
+            return None
+        if not self._dst_matches():
+            raise CommitError(f"{self.dst} holds a file this job did not write; nothing was removed: move it away first")
+        if not dry_run:
+            fs = filesystem_for(self.dst)
+            fs.delete(self.dst)
+            directory = fs.sync_dir(self.dst.parent)
+            if directory is not None:
+                fsync_dir(Path(directory))
+        return f"published {self.dst} ({self.size} bytes, crc32c {self.checksum})"
 
     def deferred_sync_dir(self) -> str | None:
         return filesystem_for(self.dst).sync_dir(self.dst.parent)
