@@ -55,6 +55,10 @@ class KafkaSettings(Settings):
             raise ValueError("give exactly one of topics: [..] or topic_pattern: REGEX")
         if self.deserializer == "avro" and self.avro_schema is None:
             raise ValueError("deserializer avro needs avro_schema: PATH.avsc")
+        for key in ("isolation_level", "isolation.level"):
+            if self.consumer_config.get(key, "read_committed") != "read_committed":
+                raise ValueError(f"consumer_config {key}: {self.consumer_config[key]!r} would read records of aborted and "
+                                 "open transactions as data; remove it (the source reads read_committed)")
         if self.client == "confluent":
             require("confluent_kafka", "client confluent needs the confluent-kafka package", "confluent")
         return self
@@ -92,6 +96,7 @@ def consumer_settings(s: KafkaSettings) -> dict[str, Any]:
         "request_timeout_ms": s.request_timeout_ms,
         "bootstrap_timeout_ms": min(s.request_timeout_ms, 10_000),
         "check_crcs": True,
+        "isolation_level": "read_committed",  # a transaction's records once it commits; end offsets stop at an open one
         **s.consumer_config,
     }
 
