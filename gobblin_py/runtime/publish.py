@@ -69,7 +69,26 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
 
 
 KEPT = "state."
-"""A work unit prop named `state.<name>` is kept in its dataset's state at the commit (see `SourceState.kept`)."""
+"""A work unit prop named `state.<name>` is kept in its dataset's state at the commit (see `SourceState.kept`). A dict
+value is kept per key, as watermarks are: merged into what the last commit kept under that name, so a key (a Kafka
+partition) that no published work unit of this commit sets keeps its earlier value."""
+
+
+def _kept(results: list[WorkUnitResult], previous: dict) -> dict:
+    """What the state step keeps of the work units' `state.<name>` props, over what the last commit kept."""
+    before = previous.get("source") if isinstance(previous.get("source"), dict) else {}
+    kept: dict = {}
+    for r in results:
+        for k, v in r.workunit.props.items():
+            if not k.startswith(KEPT):
+                continue
+            name = k[len(KEPT):]
+            if isinstance(v, dict):
+                base = kept.get(name, before.get(name))
+                kept[name] = {**(base if isinstance(base, dict) else {}), **v}
+            else:
+                kept[name] = v
+    return kept
 
 
 def _dataset_state(job: JobSpec, dataset: str, results: list[WorkUnitResult], state_dir: Path) -> dict:
@@ -83,14 +102,14 @@ def _dataset_state(job: JobSpec, dataset: str, results: list[WorkUnitResult], st
         "files_published": sum(1 for r in results for f in r.files if f.kind == "data"),
         "error_files_published": sum(1 for r in results for f in r.files if f.kind == "errors"),
     }
-    kept = {k[len(KEPT):]: v for r in results for k, v in r.workunit.props.items() if k.startswith(KEPT)}
+    try:
+        previous = DatasetStateFile(state_dir, dataset).read() or {}
+    except StateStoreError:  # planning hints and identities recorded anew: the state step rewrites the file
+        previous = {}
+    kept = _kept(results, previous)
     if kept:
         state["source"] = kept  # what SourceState.kept gives the next plan
     if job.source.cls().keeps_key_stats:
-        try:
-            previous = DatasetStateFile(state_dir, dataset).read() or {}
-        except StateStoreError:  # only planning hints: start them over; the state step rewrites the file
-            previous = {}
         stats = dict(previous.get("key_stats") or {})
         for r in results:
             stats[r.workunit.watermark_key] = {"records": r.records_extracted, "seconds": round(r.duration_s, 3),

@@ -266,7 +266,9 @@ def test_checkpoints_fail_and_back_off_while_the_broker_is_paused_and_the_run_go
     statuses = [r["status"] for r in run["checkpoints"]]
     assert statuses.count("failed") == names.count("CheckpointFailed") and statuses[-1] == "succeeded"
     assert all(own_broker.bootstrap in r["error"] for r in run["checkpoints"] if r["status"] == "failed"), run["checkpoints"]
-    assert sum(r["records_written"] for r in run["checkpoints"]) == len(produced)
+    # a checkpoint in flight when the broker stops may have tasks that wrote before it failed: nothing of it is
+    # published (checked above), but its row counts what its tasks wrote; the succeeded checkpoints wrote each record once
+    assert sum(r["records_written"] for r in run["checkpoints"] if r["status"] == "succeeded") == len(produced)
     # the waits after failures in a row double from the interval (0.5 s) up to job.continuous.max_backoff (2 s)
     waits = [(int(n), float(s)) for n, s in re.findall(r"failed \((\d+) in a row\); the next in ([\d.]+)s", log)]
     assert waits[:4] == [(1, 1.0), (2, 2.0), (3, 2.0), (4, 2.0)], waits

@@ -25,6 +25,7 @@ def confluent_settings(s: Any, group: str) -> dict[str, Any]:
         "enable.auto.offset.store": False,
         "auto.offset.reset": "error",
         "enable.partition.eof": True,
+        "isolation.level": "read_committed",  # librdkafka's default, said here: records of committed transactions only
         "fetch.max.bytes": s.fetch_max_bytes,
         "message.max.bytes": min(1_000_000, s.fetch_max_bytes),  # librdkafka wants fetch.max.bytes >= this
         "max.partition.fetch.bytes": s.max_partition_fetch_bytes,
@@ -68,7 +69,7 @@ class ConfluentKafkaExtractor(KafkaExtractor):
             good = [m for m in messages if m.error() is None]
             stop: Any = None  # "end" of the range, "reset" after an out-of-range offset, or an error to raise
             if len(good) != len(messages):  # an end-of-partition event, or an error: the poll message by message
-                good, stop = self._before_error(messages)
+                good, stop = self._before_error(messages, high)
             if good and good[-1].offset() >= high:
                 good, stop = good[:bisect.bisect_left([m.offset() for m in good], high)], "end"
             if good:  # what came before a stop is read first, so the watermark never passes it
@@ -86,13 +87,18 @@ class ConfluentKafkaExtractor(KafkaExtractor):
                 raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {stop.str()}")
             if good:
                 continue
+            (position,) = consumer.position([TopicPartition(self.topic, self.partition)])
+            if position.offset >= high:  # the rest of the range held no data records (transaction markers)
+                self.next_offset = high
+                return
             _, highwater = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), cached=True)
             self._stalled(last_progress, highwater if highwater is not None and highwater >= 0 else None)
 
     @staticmethod
-    def _before_error(messages: list[Any]) -> tuple[list[Any], Any]:
-        """The data messages of a poll up to the first error that stops the read, and that stop: "reset" for an
-        offset out of range, the error for one that will not pass; end-of-partition and retriable errors are skipped."""
+    def _before_error(messages: list[Any], high: int) -> tuple[list[Any], Any]:
+        """The data messages of a poll up to the first error that stops the read, and that stop: "end" for the end of
+        the partition at or past `high` (the offsets left held only transaction markers or aborted records), "reset" for
+        an offset out of range, the error for one that will not pass; other errors that pass are skipped."""
         from confluent_kafka import KafkaError
 
         good = []
@@ -103,6 +109,8 @@ class ConfluentKafkaExtractor(KafkaExtractor):
                 continue
             code = err.code()
             if code == KafkaError._PARTITION_EOF:
+                if msg.offset() >= high:  # the next fetch offset: every offset before it was delivered or is no record
+                    return good, "end"
                 continue
             if code == KafkaError.OFFSET_OUT_OF_RANGE:
                 return good, "reset"

@@ -173,9 +173,11 @@ class KafkaExtractor(BatchExtractor):
         """The broker no longer has `next_offset` (retention ran mid-read): reset per the policy, loudly."""
         s = self.settings
         if s.reset_on_offset_out_of_range == "fail" or begin <= self.next_offset:
-            raise SourceError(f"{self.where}: offset {self.next_offset} is out of range (the partition starts at {begin}) while reading")
+            raise SourceError(f"{self.where}: offset {self.next_offset} is out of range (the partition starts at {begin}) while "
+                              "reading; nothing of this range is published. Set reset_on_offset_out_of_range: earliest to go "
+                              "on past offsets deleted by retention (they are lost, and the log names them)")
         target = min(begin, self.high) if s.reset_on_offset_out_of_range == "earliest" else self.high
-        log.warning("%s: offset %d was deleted while reading; offsets %d..%d (%d records) are skipped",
+        log.warning("%s: offset %d was deleted while reading; offsets %d..%d (%d records) are lost (skipped)",
                     self.where, self.next_offset, self.next_offset, target - 1, target - self.next_offset)
         self.next_offset = target
         if target < self.high:

@@ -23,7 +23,13 @@ class KafkaSettings(Settings):
     topic_pattern: str | None = None
     exclude_topics: list[str] = Field(default_factory=list, description="regexes (Gobblin topic.blacklist)")
     bootstrap_with_offset: Literal["earliest", "latest"] = "earliest"
-    reset_on_offset_out_of_range: Literal["earliest", "latest", "fail"] = "earliest"
+    reset_on_offset_out_of_range: Literal["earliest", "latest", "fail"] = Field(
+        default="earliest", description="a committed offset the broker no longer has (retention deleted it, or the partition "
+        "is shorter): earliest/latest go on from that end and name the lost offsets in the run's summary; fail stops the run")
+    on_topic_recreated: Literal["fail", "earliest"] = Field(
+        default="fail", description="the topic was deleted and created again since the last commit (its id changed; its "
+        "offsets start at 0 again): fail skips the topic, names both ids and exits 1; earliest reads the new topic from its "
+        "first offset, and the summary says so. The committed offsets never carry over to the new topic")
     max_workunits: int = Field(default=8, ge=1)
     min_records_per_workunit: int = Field(
         default=50_000, ge=1, description="fewer tasks for a small run or checkpoint: each reads at least this many records where it can (a task costs Spark ~0.1 s)")
@@ -65,6 +71,10 @@ class KafkaSettings(Settings):
             raise ValueError("give exactly one of topics: [..] or topic_pattern: REGEX")
         if self.deserializer == "avro" and self.avro_schema is None:
             raise ValueError("deserializer avro needs avro_schema: PATH.avsc")
+        for key in ("isolation_level", "isolation.level"):
+            if self.consumer_config.get(key, "read_committed") != "read_committed":
+                raise ValueError(f"consumer_config {key}: {self.consumer_config[key]!r} would read records of aborted and "
+                                 "open transactions as data; remove it (the source reads read_committed)")
         if self.client == "confluent":
             require("confluent_kafka", "client confluent needs the confluent-kafka package", "confluent")
         return self
@@ -102,6 +112,7 @@ def consumer_settings(s: KafkaSettings) -> dict[str, Any]:
         "request_timeout_ms": s.request_timeout_ms,
         "bootstrap_timeout_ms": min(s.request_timeout_ms, 10_000),
         "check_crcs": True,
+        "isolation_level": "read_committed",  # a transaction's records once it commits; end offsets stop at an open one
         **s.consumer_config,
     }
 

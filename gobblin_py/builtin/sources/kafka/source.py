@@ -4,6 +4,16 @@ Planning reads every partition's earliest and end offsets once; a WorkUnit cover
 `[committed offset, end offset at planning)` of one partition, and WorkUnits are bin-packed
 into at most `max_workunits` tasks by the size their partition had last time, and into fewer when the run
 is small (`min_records_per_workunit`): each Spark task costs its own scheduling, whatever it reads.
+
+What it assumes, checked at each plan: the topic is the one the offsets were committed from. Each partition's commit
+keeps the topic's id beside its watermark (or, from a broker without topic ids, a record read); a re-created topic
+(offsets from 0 again) fails the topic or is read from its start (`on_topic_recreated`), never from the old offsets.
+Offsets deleted by retention before they were read are named in the run's summary (`reset_on_offset_out_of_range`).
+
+A transactional topic: both clients read `read_committed`, so a run gets the records of committed transactions only
+and plans up to the last stable offset (an open transaction's records wait for a later run); aborted records are never
+given to the task. Commit and abort markers take offsets but hold no record: a range ending on them is complete when the
+consumer's position reaches its end.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ class TopicIdentity:
     cluster_id: str
     topic_ids: dict[str, str]
     first_timestamps: dict[tuple[str, int], int] = field(default_factory=dict)
+    first_records: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)  # offset and timestamp
 
     def of(self, tp: Any, start: int) -> str:
         topic_id = self.topic_ids.get(tp.topic)
@@ -42,41 +53,88 @@ class TopicIdentity:
         return f"id:{topic_id}" if topic_id else f"first-record-ts:{first}@{start}"
 
     @classmethod
-    def lookup(cls, s: KafkaSettings, consumer: Any, ranges: list[tuple[Any, int, int]]) -> TopicIdentity:
-        """Ask the brokers (an admin client for the ids; `consumer` reads first records where there are none)."""
-        from kafka import KafkaAdminClient
-
-        settings = consumer_settings(s)
-        admin = KafkaAdminClient(**{k: v for k, v in settings.items() if k in KafkaAdminClient.DEFAULT_CONFIG})
-        try:
-            cluster_id = str(admin.describe_cluster().get("cluster_id") or "")
-            described = admin.describe_topics(sorted({tp.topic for tp, _, _ in ranges}))
-        finally:
-            admin.close()
-        ids = {d["name"]: str(d["topic_id"]) for d in described
-               if not d.get("error_code") and d.get("topic_id") not in NO_TOPIC_ID}
+    def lookup(cls, s: KafkaSettings, consumer: Any, ranges: list[tuple[Any, int, int]],
+               described: tuple[str, dict[str, str]] | None = None) -> TopicIdentity:
+        """Ask the brokers (an admin client for the ids, unless `described` has them; `consumer` reads first records
+        where there are none)."""
+        cluster_id, ids = described if described is not None else describe_topics(s, sorted({tp.topic for tp, _, _ in ranges}))
         without = {tp: start for tp, start, end in ranges if tp.topic not in ids and start < end}
-        return cls(cluster_id, ids, first_timestamps(s, consumer, without) if without else {})
+        found = first_records(s, consumer, without) if without else {}
+        return cls(cluster_id, ids, {k: ts for k, (_, ts) in found.items()}, found)
+
+
+def describe_topics(s: KafkaSettings, topics: list[str], consumer: Any = None) -> tuple[str, dict[str, str]]:
+    """The cluster id and each topic's id (KIP-516; a broker older than Kafka 2.8 reports none): from the metadata
+    `consumer` has just fetched where it holds them (no round trip: a continuous run plans every checkpoint), else
+    from an admin client."""
+    from kafka import KafkaAdminClient
+
+    cluster = getattr(getattr(consumer, "_client", None), "cluster", None)  # kafka-python keeps its metadata there
+    if cluster is not None and getattr(cluster, "cluster_id", None) and hasattr(cluster, "topic_id"):
+        found = {t: str(cluster.topic_id(t)) for t in topics if cluster.topic_id(t) is not None}
+        found = {t: i for t, i in found.items() if i not in NO_TOPIC_ID}
+        if len(found) == len(topics):
+            return str(cluster.cluster_id), found
+
+    settings = consumer_settings(s)
+    admin = KafkaAdminClient(**{k: v for k, v in settings.items() if k in KafkaAdminClient.DEFAULT_CONFIG})
+    try:
+        cluster_id = str(admin.describe_cluster().get("cluster_id") or "")
+        described = admin.describe_topics(topics) if topics else []
+    finally:
+        admin.close()
+    return cluster_id, {d["name"]: str(d["topic_id"]) for d in described
+                        if not d.get("error_code") and d.get("topic_id") not in NO_TOPIC_ID}
 
 
 def first_timestamps(s: KafkaSettings, consumer: Any, starts: dict[Any, int]) -> dict[tuple[str, int], int]:
     """The timestamp of the first record at or after each partition's start offset (only non-empty ranges are asked)."""
+    return {k: ts for k, (_, ts) in first_records(s, consumer, starts).items()}
+
+
+def first_records(s: KafkaSettings, consumer: Any, starts: dict[Any, int], required: bool = True) -> dict[tuple[str, int], tuple[int, int]]:
+    """The offset and timestamp of the first record at or after each partition's start offset; a partition that gives
+    none within `idle_timeout_s` fails (SourceError), or is left out unless `required`."""
     consumer.assign(list(starts))
     for tp, start in starts.items():
         consumer.seek(tp, start)
-    found: dict[tuple[str, int], int] = {}
+    found: dict[tuple[str, int], tuple[int, int]] = {}
     deadline = time.monotonic() + s.idle_timeout_s
     while len(found) < len(starts):
         if time.monotonic() > deadline:
+            if not required:
+                break
             missing = ", ".join(f"{tp.topic}/{tp.partition}@{starts[tp]}" for tp in starts if (tp.topic, tp.partition) not in found)
             raise SourceError(f"Kafka broker(s) {s.brokers} report no topic id, and the first record of {missing} could not be "
                               f"read within {s.idle_timeout_s:.0f} s to tell this topic from an earlier one of the same name")
         for tp, records in consumer.poll(timeout_ms=500, max_records=len(starts)).items():
             if records and (tp.topic, tp.partition) not in found:
-                found[(tp.topic, tp.partition)] = int(records[0].timestamp)
+                found[(tp.topic, tp.partition)] = (int(records[0].offset), int(records[0].timestamp))
                 consumer.pause(tp)
     consumer.unsubscribe()
     return found
+
+
+KEPT_IDS = "topic_ids"
+"""Kept with the watermarks (`state.topic_ids`): partition → the id of the topic its committed offset belongs to."""
+KEPT_FIRST = "first_records"
+"""Kept instead from a broker without topic ids (`state.first_records`): partition → [offset, timestamp] of a record
+read, which the same topic still has (until retention deletes it) and a re-created one almost never does."""
+
+
+@dataclass(frozen=True)
+class Recreated:
+    """A topic deleted and created again since its offsets were committed: the partitions whose committed offsets
+    belong to the earlier topic, and how that was seen (both ids, or the record that differs)."""
+
+    topic: str
+    partitions: list[int]
+    evidence: str
+
+    def message(self, brokers: str) -> str:
+        return (f"topic {self.topic!r} on {brokers} was deleted and created again since its offsets were committed "
+                f"({self.evidence}): the committed offsets of partition(s) {', '.join(map(str, self.partitions))} are "
+                "positions in the earlier topic")
 
 
 class KafkaSource(Source):
@@ -93,23 +151,38 @@ class KafkaSource(Source):
         consumer = open_consumer(s)
         try:
             topics = self._select_topics(consumer.topics())
+            described = describe_topics(s, topics, consumer)
             ranges: list[tuple[Any, int, int]] = []
             for topic in topics:
                 partitions = consumer.partitions_for_topic(topic) or set()
+                tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+                begins = consumer.beginning_offsets(tps)
+                ends = consumer.end_offsets(tps)
                 committed = state.watermarks(topic)
+                recreated = self._recreated(topic, described[1].get(topic), committed, state.kept(topic), consumer, begins, ends)
+                if recreated is not None:
+                    if s.on_topic_recreated == "fail":
+                        state.report_input_problem(topic, recreated.message(s.brokers) + (
+                            "; nothing of the topic was read. Set `on_topic_recreated: earliest` to read the new topic from "
+                            f"its first offset, or drop its state with `gobblin-py state reset JOB.yaml --dataset {topic}` "
+                            "to start it over per bootstrap_with_offset"))
+                        continue
+                    notice = (recreated.message(s.brokers) + "; they are read from the new topic's first offset "
+                              "(on_topic_recreated: earliest)")
+                    log.warning("%s", notice)
+                    state.report_notice(topic, notice)
+                    committed = {k: v for k, v in committed.items() if int(k) not in recreated.partitions}
                 gone = sorted(int(k) for k in committed if int(k) not in partitions)
                 if gone:
                     raise SourceError(f"topic {topic!r} on {s.brokers} no longer has partition(s) {', '.join(map(str, gone))} "
                                       "that earlier runs read; nothing was extracted (reset the dataset's state to go on)")
-                tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-                begins = consumer.beginning_offsets(tps)
-                ends = consumer.end_offsets(tps)
                 for tp in tps:
-                    planned = self._plan_partition(tp, committed.get(str(tp.partition)), begins[tp], ends[tp])
+                    from_start = recreated is not None and tp.partition in recreated.partitions
+                    planned = self._plan_partition(tp, committed.get(str(tp.partition)), begins[tp], ends[tp], state, from_start)
                     if planned is not None:
                         ranges.append((tp, *planned))
             ranges = capped(ranges, state.max_records)
-            identity = TopicIdentity.lookup(s, consumer, ranges) if ranges else None
+            identity = TopicIdentity.lookup(s, consumer, ranges, described) if ranges else None
         except KafkaError as exc:
             raise SourceError(f"Kafka broker(s) {s.brokers}: could not read topic metadata or offsets: {describe(exc)}") from None
         finally:
@@ -118,6 +191,44 @@ class KafkaSource(Source):
         records = sum(end - start for _, start, end in ranges)
         tasks = min(s.max_workunits, max(1, -(-records // s.min_records_per_workunit)))
         return worst_fit_decreasing(units, tasks, lambda u: self.estimated_bytes(u, state))
+
+    def _recreated(self, topic: str, topic_id: str | None, committed: dict[str, Any], kept: dict[str, Any], consumer: Any,
+                   begins: dict[Any, int], ends: dict[Any, int]) -> Recreated | None:
+        """Whether the topic is another incarnation than the one its committed offsets were read from: its id differs
+        from the one recorded with them, or (a broker without topic ids) a record read before now differs or is past
+        the end. Once one partition shows it, every committed partition not shown to be of the current topic is reset.
+        A partition with nothing recorded (state written before ids were recorded) is adopted."""
+        current = {str(tp.partition): tp for tp in ends if str(tp.partition) in committed}
+        if topic_id is not None:
+            recorded = kept.get(KEPT_IDS) if isinstance(kept.get(KEPT_IDS), dict) else {}
+            old = sorted({v for k, v in recorded.items() if k in current and v and v != topic_id})
+            if not old:
+                return None
+            stale = sorted(int(k) for k in current if recorded.get(k) != topic_id)
+            return Recreated(topic, stale, f"its id is now {topic_id}; the offsets were committed under id {' and '.join(old)}")
+        recorded = kept.get(KEPT_FIRST) if isinstance(kept.get(KEPT_FIRST), dict) else {}
+        seen = {k: v for k, v in recorded.items() if k in current and isinstance(v, list) and len(v) == 2}
+        evidence, check = [], {}
+        for key, (offset, timestamp) in sorted(seen.items()):
+            tp = current[key]
+            if offset >= ends[tp]:
+                evidence.append(f"partition {key} ends at offset {ends[tp]}, before offset {offset} read earlier")
+            elif offset >= begins[tp]:
+                check[tp] = offset
+        matched = set()
+        for (_, partition), (offset, timestamp) in (first_records(self.settings, consumer, check, required=False) if check else {}).items():
+            key = str(partition)
+            if offset != seen[key][0]:
+                continue  # that record is gone (compacted): this partition cannot tell
+            if timestamp == seen[key][1]:
+                matched.add(key)
+            else:
+                evidence.append(f"partition {key}'s record at offset {offset} has timestamp {timestamp}, not {seen[key][1]} as "
+                                "read earlier")
+        if not evidence:
+            return None
+        stale = sorted(int(k) for k in current if k not in matched)
+        return Recreated(topic, stale, "the broker reports no topic ids; " + "; ".join(evidence))
 
     def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
         """Records in range × the partition's bytes per record last time (1 KiB when unknown)."""
@@ -139,11 +250,15 @@ class KafkaSource(Source):
         excluded = [re.compile(x) for x in s.exclude_topics]
         return [t for t in selected if not any(x.fullmatch(t) for x in excluded)]
 
-    def _plan_partition(self, tp: Any, committed: Any, begin: int, end: int) -> tuple[int, int] | None:
-        """The offset range `[start, end)` to read of one partition, or None when it has no new data."""
+    def _plan_partition(self, tp: Any, committed: Any, begin: int, end: int, state: SourceState,
+                        from_start: bool = False) -> tuple[int, int] | None:
+        """The offset range `[start, end)` to read of one partition (from its first offset `from_start`), or None when
+        it has no new data. Committed offsets the broker no longer has are a loss the run's summary names."""
         s: KafkaSettings = self.settings
         where = f"{tp.topic}/{tp.partition} on {s.brokers}"
-        if committed is None:
+        if from_start:
+            start, new = begin, True
+        elif committed is None:
             start = begin if s.bootstrap_with_offset == "earliest" else end
             new = True
         else:
@@ -156,9 +271,11 @@ class KafkaSource(Source):
                 reset = begin if policy == "earliest" else end
                 skipped = f"offsets {start}..{begin - 1} ({begin - start} records) were deleted by retention" if start < begin \
                     else f"the partition now ends at {end}, before the committed offset"
-                log.warning("%s: committed offset %d is out of range [%d, %d): %s; resetting to %s offset %d%s",
-                            where, start, begin, end, skipped, policy, reset,
-                            f" and skipping offsets {max(start, begin)}..{end - 1}" if policy == "latest" and end > max(start, begin) else "")
+                also = f" and skipping offsets {max(start, begin)}..{end - 1}" if policy == "latest" and end > max(start, begin) else ""
+                lost = (f"{tp.topic}/{tp.partition}: committed offset {start} is out of range [{begin}, {end}): {skipped}; "
+                        f"reset to the {policy} offset {reset}{also}" + (" (records lost)" if start < begin or also else ""))
+                log.warning("%s on %s", lost, s.brokers)
+                state.report_notice(tp.topic, lost)
                 start, new = reset, True  # an empty range still commits the reset offset
         if start >= end and not new:
             return None  # no new data: the committed watermark carries forward unchanged
@@ -192,8 +309,17 @@ def capped(ranges: list[tuple[Any, int, int]], limit: int | None) -> list[tuple[
 
 
 def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity) -> WorkUnit:
-    """The WorkUnit of offsets `[start, end)`, named by cluster, topic identity, partition and range."""
+    """The WorkUnit of offsets `[start, end)`, named by cluster, topic identity, partition and range; it keeps the
+    topic's identity with the partition's watermark (the topic id, or the range's first record), or clears an earlier
+    one when the range is empty."""
     wu_id = workunit_id(f"{tp.topic[:TOPIC_PREFIX_CHARS]}.{tp.partition}.{start}-{end}", "kafka", identity.cluster_id,
                         tp.topic, identity.of(tp, start), tp.partition, start, end)
-    return WorkUnit(id=wu_id, dataset=tp.topic, watermark_key=str(tp.partition), low_watermark=start,
-                    expected_high_watermark=end, props={"topic": tp.topic, "partition": tp.partition})
+    key = str(tp.partition)
+    topic_id = identity.topic_ids.get(tp.topic)
+    if topic_id:
+        kept = {f"state.{KEPT_IDS}": {key: topic_id}}
+    else:
+        first = identity.first_records.get((tp.topic, tp.partition))
+        kept = {f"state.{KEPT_FIRST}": {key: list(first) if first else None}}
+    return WorkUnit(id=wu_id, dataset=tp.topic, watermark_key=key, low_watermark=start,
+                    expected_high_watermark=end, props={"topic": tp.topic, "partition": tp.partition, **kept})
