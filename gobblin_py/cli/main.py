@@ -308,7 +308,13 @@ INTERNAL_ERROR = 4
 
 
 def _internal(exc: BaseException) -> None:
-    """An error no command expected (a bug): one line and exit 4; `--verbose` shows the traceback."""
+    """An error no command expected: one line; exit 1 for a fault of the machine (a full disk, a permission, a name
+    too long: the operator can fix it), else exit 4 (a bug); `--verbose` shows the traceback."""
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"error: {exc.strerror or type(exc).__name__}{where} (the machine refused: fix it and run again; committed "
+              "state is consistent, pending commits are recovered by the next run)", file=sys.stderr)
+        raise SystemExit(1)
     print(f"error: internal error {type(exc).__name__}: {exc} (run again with --verbose for the traceback; "
           "committed state is consistent, pending commits are recovered by the next run)", file=sys.stderr)
     raise SystemExit(INTERNAL_ERROR)

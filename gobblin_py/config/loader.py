@@ -74,6 +74,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read job file: {exc}") from None
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"{path}: not a job file: its YAML is nested too deep to read") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -48,8 +48,14 @@ class ContinuousSettings(_Strict):
     max_backoff: Seconds = Field(default=60.0, gt=0, description="the longest wait after failed checkpoints (doubling from checkpoint_interval)")
 
 
+MAX_NAME = 100
+"""A job name's longest: it becomes file and directory names (`<name>.lock`, `state/<name>/…`), which filesystems cap at
+255 bytes with room for what is added to them."""
+
+
 class JobSection(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_NAME,
+                      description=f"names the job's lock, state and commit directories: at most {MAX_NAME} characters")
     description: str = ""
     work_dir: AbsPath
     task_output_dir: FsLocation | None = Field(
@@ -73,6 +79,13 @@ class JobSection(_Strict):
     continuous: ContinuousSettings = Field(default_factory=ContinuousSettings)
     columnar: bool = Field(default=True, description="let a task whose plugins all can (e.g. kafka → json_to_avro → parquet) convert and write Arrow batches; false: record by record")
     alert: AlertSettings | None = None
+
+    @field_validator("work_dir")
+    @classmethod
+    def _a_directory(cls, value: Path) -> Path:
+        if value.exists() and not value.is_dir():
+            raise ValueError(f"{value} is a file, not a directory: give a directory for the job's staging, state and commits")
+        return value
 
     @property
     def task_output_root(self) -> Location:

@@ -27,6 +27,10 @@ _OUTPUT_FORMATS = {"AVRO", "PARQUET", "PROTOBUF", "JSON", "ORC", "CSV", "TXT"}  
 _UTC = {"UTC", "GMT", "ETC/UTC", "Z"}
 
 
+MAX_BRANCHES = 64
+"""More fork branches than this is a typo, not a job: each branch is a writer and a publisher per task."""
+
+
 @dataclass
 class Translation:
     """The job document, where each of its keys came from, and what the user should hear about."""
@@ -157,8 +161,8 @@ class _Translator:
     def run(self) -> None:
         self.job()
         branches = self.p.integer("fork.branches") or 1
-        if branches < 1:
-            self.p.problem("fork.branches", f"expected at least 1, got {branches}")
+        if not 1 <= branches <= MAX_BRANCHES:
+            self.p.problem("fork.branches", f"expected 1 to {MAX_BRANCHES}, got {branches}")
             branches = 1
         self.branches = branches
         converters = self.converters("converter.classes", pre_fork=True)

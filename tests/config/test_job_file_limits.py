@@ -1,0 +1,48 @@
+"""Job files that used to validate and then end in "internal error" (exit 4), or hang: each is now a clear error
+naming the key (exit 2), and a fault of the machine is exit 1 naming the path, never exit 4."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.jobs import example_job, run_cli, write_job
+
+
+def _validate(tmp: Path) -> tuple[int, str]:
+    done = run_cli("validate", "job.yaml", cwd=tmp)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_job_name_too_long_for_a_file_name_is_refused(tmp_path: Path) -> None:
+    write_job(tmp_path, example_job(tmp_path, job__name="j" * 300))
+    code, text = _validate(tmp_path)
+    assert code == 2 and "job.name" in text and "at most 100" in text, text
+
+
+def test_a_work_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "work").write_text("not a directory")
+    write_job(tmp_path, example_job(tmp_path))
+    code, text = _validate(tmp_path)
+    assert code == 2 and "job.work_dir" in text and "is a file, not a directory" in text, text
+
+
+def test_yaml_nested_too_deep_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text("job: " + "[" * 5000 + "]" * 5000 + "\n")
+    code, text = _validate(tmp_path)
+    assert code == 2 and "nested too deep" in text and "Traceback" not in text, text
+
+
+def test_a_gobblin_job_with_absurdly_many_fork_branches_is_refused_at_once(tmp_path: Path) -> None:
+    (tmp_path / "job.pull").write_text("job.name=j\nsource.class=org.apache.gobblin.source.extractor.filebased.TextFileBasedSource\n"
+                                       "fork.branches=100000000\n")
+    done = run_cli("validate", "job.pull", cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and "fork.branches" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_a_work_dir_the_machine_refuses_is_exit_1_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("a file where a directory is needed")
+    write_job(tmp_path, example_job(tmp_path, job__work_dir=str(tmp_path / "blocker" / "work")))
+    done = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
+    text = done.stdout + done.stderr
+    assert done.returncode == 1 and "internal error" not in text and "Traceback" not in text, text
+    assert str(tmp_path / "blocker") in text, text
