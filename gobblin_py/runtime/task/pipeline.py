@@ -3,7 +3,8 @@
 Pure and picklable: `run_task(spec)` is what a Spark executor (or the in-process executor) calls.
 Each attempt writes under its own attempt directory; only the files listed in the returned
 result are ever published, so a failed, retried or duplicated attempt never publishes twice.
-Whatever one record raises at any stage goes through `_Pipeline.fault` (the one bad-record path).
+Every record goes through one loop, `_Pipeline.flow`, over stages composed once per task; whatever one record
+raises at any stage goes through `_Pipeline.fault` (the one bad-record path).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import shutil
 import time
 import traceback
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,46 +160,82 @@ def _takes_columnar(job: JobSpec, extractor: Any, steps: list[_Step], branch: _B
     return len(steps) == 1 and isinstance(steps[0].converter, BatchConverter)
 
 
+class _Dropped(Exception):
+    """Raised by a row check that sent its record to the error file: the record stops, already accounted for."""
+
+
 class _Step:
-    """One converter of a chain, with its stage name; 1:1 converters are called without an iterable."""
+    """One converter of a chain, with its stage name and branch; 1:1 converters are called without an iterable."""
 
-    __slots__ = ("converter", "map", "stage")
+    __slots__ = ("branch", "converter", "map", "stage")
 
-    def __init__(self, converter: Converter, stage: str) -> None:
+    def __init__(self, converter: Converter, stage: str, branch: str | None = None) -> None:
         self.converter = converter
         self.map = converter.map_record if isinstance(converter, OneToOneConverter) else None
         self.stage = stage
-
-
-class _RowChecks:
-    """A list of row policies; `passes` routes a failed record per the policy's type."""
-
-    def __init__(self, pipeline: _Pipeline, configs: Iterable[RowPolicyConfig], schema: Any, branch: str | None) -> None:
-        self.policies = []
-        for cfg in configs:
-            policy = cfg.plugin.create()
-            policy.open(schema)
-            self.policies.append((policy.check, cfg.type, pipeline.stage(cfg.plugin, branch)))
-        self.pipeline = pipeline
         self.branch = branch
 
-    def passes(self, record: Record) -> bool:
-        pipeline = self.pipeline
-        for check, ptype, stage in self.policies:
-            try:
-                why = check(record)
-            except Exception as exc:  # noqa: BLE001 - the one bad-record path decides
-                pipeline.fault(exc, record, stage, self.branch)
-                return False
-            if why is None:
-                continue
-            pipeline.rejected[stage] = pipeline.rejected.get(stage, 0) + 1
-            if ptype is RowPolicyType.FAIL:
-                raise QualityError(f"row policy {stage} (FAIL) rejected the record at {pipeline.location()}: {why}")
-            if ptype is RowPolicyType.ERR_FILE:
-                pipeline.errors.write(record, why, pipeline.location(), stage, self.branch)
-                return False
-        return True
+
+@dataclass(frozen=True)
+class _Check:
+    """One row policy as a 1:1 step; `counted`: a record reaching it has entered its branch (`records_in`)."""
+
+    step: Callable[[Record], Record]
+    stage: str
+    branch: str | None
+    counted: bool
+
+
+@dataclass(frozen=True)
+class _Fork:
+    """The fork as the end of the task-level stages: each branch's own stages follow it."""
+
+    route: Callable[[Record], Sequence[int]]
+    stage: str
+    branches: list[list[Any]]
+
+
+class _Segment:
+    """Stages composed once per task: 1:1 steps (converters, row checks), then an end (a branch's writer, the fork,
+    or a converter chain that makes several records of one) that the one record loop, `_Pipeline.flow`, runs."""
+
+    __slots__ = ("branches", "end", "ended", "entered", "entry", "lost", "stages", "stats", "steps")
+    end: Callable[[Record], Any]  # set by `close`
+
+    def __init__(self) -> None:
+        self.steps: list[Callable[[Record], Record]] = []
+        self.stages: list[str | None] = []  # per step and the end; None: an end that accounts for its own records
+        self.branches: list[str | None] = []
+        self.entered = self.ended = 0  # records that entered the segment; that passed its end
+        self.lost: list[int] = []  # records stopped at each step and at the end
+        self.stats: BranchStats | None = None  # set when the end is this branch's writer
+        self.entry: int | None = None  # the first step a record has entered the branch at
+
+    def add(self, step: Callable[[Record], Record], stage: str, branch: str | None) -> None:
+        self.steps.append(step)
+        self.stages.append(stage)
+        self.branches.append(branch)
+
+    def close(self, end: Callable[[Record], Any], stage: str | None, branch: str | None) -> _Segment:
+        self.end = end
+        self.stages.append(stage)
+        self.branches.append(branch)
+        self.lost = [0] * len(self.stages)
+        return self
+
+    def settle(self) -> None:
+        """A branch's counts, from what the record loop counted at its checks and writer."""
+        stats = self.stats
+        if stats is None:
+            return
+        checks = sum(self.lost[self.entry:-1])
+        writer = self.lost[-1]
+        stats.records_in += self.ended + checks + writer
+        stats.records_written += self.ended
+        if checks:
+            stats.rejected["row checks"] = stats.rejected.get("row checks", 0) + checks
+        if writer:
+            stats.rejected["writer"] = stats.rejected.get("writer", 0) + writer
 
 
 class _Branch:
@@ -207,11 +244,11 @@ class _Branch:
     def __init__(self, pipeline: _Pipeline, config: BranchConfig, schema: Any) -> None:
         self.name = config.name
         self.config = config
-        self.steps = [_Step(c.create(), pipeline.stage(c, config.name)) for c in config.converters]
+        self.steps = [_Step(c.create(), pipeline.stage(c, config.name), config.name) for c in config.converters]
         for step in self.steps:
             step.converter.open(pipeline.context)
             schema = step.converter.convert_schema(schema)
-        self.checks = _RowChecks(pipeline, config.row_policies, schema, config.name)
+        self.checks = pipeline.row_checks(config.row_policies, schema, config.name, counted=True)
         self.writer: DataWriter = config.writer.create()
         self.writer_stage = pipeline.stage(config.writer, config.name)
         job = pipeline.spec.job
@@ -222,24 +259,11 @@ class _Branch:
         )
         self.writer.open(schema, self.target)
         self.stats = BranchStats(branch=config.name, rejected={})
-        self.pipeline = pipeline
-        self.plain = not self.steps and not self.checks.policies  # nothing between fork and writer
+        self.plain = not self.steps and not self.checks  # nothing between fork and writer
 
-    def process(self, record: Record) -> None:
-        records = self.pipeline.convert([record], self.steps, self.name) if self.steps else (record,)
-        stats = self.stats
-        for rec in records:
-            stats.records_in += 1
-            if self.checks.policies and not self.checks.passes(rec):
-                stats.rejected["row checks"] = stats.rejected.get("row checks", 0) + 1
-                continue
-            try:
-                self.writer.write(rec)
-            except Exception as exc:  # noqa: BLE001 - the one bad-record path decides
-                self.pipeline.fault(exc, rec, self.writer_stage, self.name)
-                stats.rejected["writer"] = stats.rejected.get("writer", 0) + 1
-                continue
-            stats.records_written += 1
+    def stages(self) -> list[Any]:
+        """The branch's stages in order, its writer last."""
+        return [*self.steps, *self.checks, self]
 
 
 class _Pipeline:
@@ -256,6 +280,7 @@ class _Pipeline:
                                    staging_dir=staging, reject=self._reject_from_extractor)
         self.extractor: Any = None
         self.branches: list[_Branch] = []
+        self.writer_ends: list[_Segment] = []  # each branch's last segment, whose end is its writer
         self.columnar = 0  # records that took the columnar path
         self._shared = len(spec.job.branches) > 1  # top-level writer and publisher named per branch
 
@@ -284,13 +309,44 @@ class _Pipeline:
 
     def bad_record(self, record: Any, why: str, location: str, stage: str, branch: str | None = None) -> None:
         """A record that cannot be read, converted, checked, routed or written: error file, or the task fails."""
-        self.rejected[stage] = self.rejected.get(stage, 0) + 1
+        self._count_rejected(stage)
         if self.spec.job.bad_records is BadRecordPolicy.FAIL:
             raise QualityError(f"bad record at {location} ({stage}): {why}")
         self.errors.write(record, why, location, stage, branch)
 
+    def _count_rejected(self, stage: str) -> None:
+        self.rejected[stage] = self.rejected.get(stage, 0) + 1
+
     def _reject_from_extractor(self, record: Any, why: str, location: str) -> None:
         self.bad_record(record, why, location, "extractor")
+
+    def row_checks(self, configs: Iterable[RowPolicyConfig], schema: Any, branch: str | None,
+                   counted: bool) -> list[_Check]:
+        """Row policies opened on `schema`, each a step that passes its record on or stops it per the policy's type."""
+        checks = []
+        for cfg in configs:
+            policy = cfg.plugin.create()
+            policy.open(schema)
+            stage = self.stage(cfg.plugin, branch)
+            checks.append(_Check(self._row_check(policy.check, cfg.type, stage, branch), stage, branch, counted))
+        return checks
+
+    def _row_check(self, check: Callable[[Record], str | None], ptype: RowPolicyType, stage: str,
+                   branch: str | None) -> Callable[[Record], Record]:
+        """A policy's check as a step; a rejected record is counted at `stage`, then fails the task, goes to the
+        error file (`_Dropped`) or, OPTIONAL, goes on."""
+        def step(record: Record) -> Record:
+            why = check(record)
+            if why is None:
+                return record
+            self._count_rejected(stage)
+            if ptype is RowPolicyType.FAIL:
+                raise QualityError(f"row policy {stage} (FAIL) rejected the record at {self.location()}: {why}")
+            if ptype is RowPolicyType.ERR_FILE:
+                self.errors.write(record, why, self.location(), stage, branch)
+                raise _Dropped
+            return record
+        return step
 
     def convert(self, records: list[Record], steps: list[_Step], branch: str | None) -> list[Record]:
         """`records` through a chain of converters; a record one of them raises on is a fault of that step."""
@@ -311,76 +367,97 @@ class _Pipeline:
             records = out
         return records
 
-    def _columnar(self, extractor: BatchExtractor, steps: list[_Step], branch: _Branch) -> int:
+    def compose(self, stages: list[Any]) -> _Segment:
+        """The stages from here to the writers (`_Step`, `_Check`, then a `_Fork` or a `_Branch`) as segments
+        for `flow`: 1:1 steps run in line; a 1:N converter converts each record's outputs through the rest of its
+        chain at once (as `convert` does), then hands each to the next segment."""
+        seg = _Segment()
+        for i, stage in enumerate(stages):
+            if isinstance(stage, _Step) and stage.map is not None:
+                seg.add(stage.map, stage.stage, stage.branch)
+            elif isinstance(stage, _Check):
+                if stage.counted and seg.entry is None:
+                    seg.entry = len(seg.steps)
+                seg.add(stage.step, stage.stage, stage.branch)
+            elif isinstance(stage, _Step):
+                j = i + 1
+                while j < len(stages) and isinstance(stages[j], _Step) and stages[j].branch == stage.branch:
+                    j += 1  # the rest of this converter chain
+                return seg.close(self._expand(stages[i:j], stage.branch, self.compose(stages[j:])), None, None)
+            elif isinstance(stage, _Fork):
+                return seg.close(self._fork(stage.route, stage.stage, [self.compose(b) for b in stage.branches]), None, None)
+            else:
+                if seg.entry is None:
+                    seg.entry = len(seg.steps)
+                seg.stats = stage.stats
+                self.writer_ends.append(seg)
+                return seg.close(stage.writer.write, stage.writer_stage, stage.name)
+        raise ValueError("the task's stages end in no writer")
+
+    def _expand(self, chain: list[_Step], branch: str | None, rest: _Segment) -> Callable[[Record], None]:
+        convert, flow = self.convert, self.flow
+
+        def expand(record: Record) -> None:
+            flow(convert([record], chain, branch), rest)
+        return expand
+
+    def _fork(self, route: Callable[[Record], Sequence[int]], stage: str,
+              branches: list[_Segment]) -> Callable[[Record], None]:
+        fault, flow = self.fault, self.flow
+
+        def fork(record: Record) -> None:
+            try:
+                targets = route(record)
+            except Exception as exc:  # noqa: BLE001 - the one bad-record path decides
+                fault(exc, record, stage)
+                return
+            copies = [record if n == 0 else dict(record) for n in range(len(targets))]  # before any branch changes it
+            for index, copy in zip(targets, copies):
+                flow((copy,), branches[index])
+        return fork
+
+    def flow(self, records: Iterable[Record], seg: _Segment) -> None:
+        """The one record loop: each record through the segment's steps into its end, one `try` per record, with
+        the index of the step reached for a fault; a record that stops is counted there (see `_Segment.settle`)."""
+        steps, end, stages, branches, lost = seg.steps, seg.end, seg.stages, seg.branches, seg.lost
+        fault = self.fault
+        entered = ended = 0
+        for record in records:
+            entered += 1
+            out = record
+            reached = 0
+            try:
+                for step in steps:
+                    out = step(out)
+                    reached += 1
+                end(out)
+            except Exception as exc:  # the one bad-record path decides
+                if not isinstance(exc, _Dropped):
+                    stage = stages[reached]
+                    if stage is None:  # from an end that handles its records' faults itself: the task fails
+                        raise
+                    fault(exc, out, stage, branches[reached])
+                lost[reached] += 1
+                continue
+            ended += 1
+        seg.entered += entered
+        seg.ended += ended
+
+    def _columnar(self, extractor: BatchExtractor, steps: list[_Step], branch: _Branch, seg: _Segment) -> None:
         """The columnar path (see `api.batches`): each raw batch made Arrow (by the one converter, or by the
-        extractor itself) and written whole, or, where that or the writer hands it back, through `_straight`
+        extractor itself) and written whole, or, where that or the writer hands it back, through `flow`
         record by record."""
         convert = steps[0].converter.convert_batch if steps else extractor.to_arrow  # type: ignore[attr-defined]
         write_batch = branch.writer.write_batch  # type: ignore[attr-defined]
-        stats = branch.stats
-        extracted = 0
         for batch in extractor.read_batches():
             arrow = convert(batch)
             if arrow is not None and write_batch(arrow):
                 n = len(batch.values)
-                extracted += n
+                seg.entered += n
+                seg.ended += n
                 self.columnar += n
-                stats.records_in += n
-                stats.records_written += n
                 continue
-            extracted += self._straight(extractor.records_of(batch), steps, branch)
-        return extracted
-
-    def _straight(self, records: Iterable[Record], steps: list[_Step], branch: _Branch) -> int:
-        """The hot loop of the common job (1:1 converters, no row checks, one branch): no per-record
-        lists or routing; one `try` per record, with the index of the step reached for a fault."""
-        write = branch.writer.write
-        mappers = [s.map for s in steps]
-        stages = [s.stage for s in steps] + [branch.writer_stage]
-        last = len(mappers)
-        fault = self.fault
-        extracted = written = writer_refused = 0
-        for record in records:
-            extracted += 1
-            out = record
-            reached = 0
-            try:
-                for m in mappers:
-                    out = m(out)
-                    reached += 1
-                write(out)
-            except Exception as exc:  # noqa: BLE001 - the one bad-record path decides
-                fault(exc, out, stages[reached], branch.name if reached == last else None)
-                writer_refused += reached == last
-                continue
-            written += 1
-        stats = branch.stats
-        stats.records_in += written + writer_refused
-        stats.records_written += written
-        if writer_refused:
-            stats.rejected["writer"] = stats.rejected.get("writer", 0) + writer_refused
-        return extracted
-
-    def _general(self, extractor: Any, steps: list[_Step], checks: _RowChecks, route: Any, fork_stage: str,
-                 branches: list[_Branch], single: _Branch | None) -> int:
-        extracted = 0
-        for record in extractor.read_records():
-            extracted += 1
-            for out in self.convert([record], steps, None) if steps else (record,):
-                if checks.policies and not checks.passes(out):
-                    continue
-                if single is not None:
-                    single.process(out)
-                    continue
-                try:
-                    targets = route(out)
-                except Exception as exc:  # noqa: BLE001 - the one bad-record path decides
-                    self.fault(exc, out, fork_stage)
-                    continue
-                copies = [out if n == 0 else dict(out) for n in range(len(targets))]  # before any branch changes it
-                for index, copy in zip(targets, copies):
-                    branches[index].process(copy)
-        return extracted
+            self.flow(extractor.records_of(batch), seg)
 
     def run(self) -> WorkUnitResult:
         job = self.spec.job
@@ -393,21 +470,22 @@ class _Pipeline:
             for step in steps:
                 step.converter.open(self.context)
                 schema = step.converter.convert_schema(schema)
-            checks = _RowChecks(self, job.row_policies, schema, None)
+            checks = self.row_checks(job.row_policies, schema, None, counted=False)
             fork = job.fork.create()
             fork.open([b.name for b in job.branches], schema)
             branches = [_Branch(self, b, schema) for b in job.branches]
             self.branches = branches
             single = branches[0] if len(branches) == 1 and fork.broadcast else None
-            one_to_one = all(s.map is not None for s in steps)
-            straight = single is not None and one_to_one and not checks.policies and single.plain
+            tail = single.stages() if single is not None else [
+                _Fork(fork.route, self.stage(job.fork), [b.stages() for b in branches])]
+            top = self.compose([*steps, *checks, *tail])
+            straight = single is not None and single.plain and not checks and all(s.map is not None for s in steps)
             with fewer_collections():
                 if straight and _takes_columnar(job, extractor, steps, single):
-                    extracted = self._columnar(extractor, steps, single)
-                elif straight:
-                    extracted = self._straight(extractor.read_records(), steps, single)
+                    self._columnar(extractor, steps, single, top)  # type: ignore[arg-type]
                 else:
-                    extracted = self._general(extractor, steps, checks, fork.route, self.stage(job.fork), branches, single)
+                    self.flow(extractor.read_records(), top)
+            extracted = top.entered
             high = extractor.actual_high_watermark()
         finally:
             extractor.close()
@@ -415,6 +493,8 @@ class _Pipeline:
         files = []
         metrics: dict[str, BranchMetrics] = {}
         warnings: list[str] = []
+        for seg in self.writer_ends:
+            seg.settle()
         for branch in branches:
             committed = commit_writer(branch.writer, branch.target)
             files.extend(committed)
