@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from gobblin_py.units import shown
 from gobblin_py.commit.tasks import CommitTasks
@@ -40,6 +40,15 @@ class TaskExecutor(Protocol):
         """Stop the executors. `exiting`: this process ends next, so an executor may leave its teardown to that
         (Spark's JVM stops its context by itself when its parent exits) rather than wait for it."""
         ...
+
+
+class SessionSource(Protocol):
+    """A SparkSession that outlives one run (the scheduler's warm one, `session.WarmSession`): the session when it is
+    up, and the session started on demand with the seconds that took."""
+
+    def running(self) -> Any: ...
+
+    def get(self, job: Any) -> tuple[Any, float]: ...
 
 
 def small_plan_bytes(estimates: Sequence[float | None], limit: int | None) -> float | None:

@@ -12,21 +12,18 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.config.loader import PACKAGE_CONF
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import JobError, spark_failure
 from gobblin_py.fs import Location
-from gobblin_py.runtime.executors.base import ProgressCallback, in_driver_why, small_plan_bytes
+from gobblin_py.runtime.executors.base import ProgressCallback, SessionSource, in_driver_why, small_plan_bytes
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.executors.interrupt import raise_if_interrupted
 from gobblin_py.runtime.task.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task.pipeline import TaskSpec, run_task
-
-if TYPE_CHECKING:
-    from gobblin_py.runtime.executors.session import WarmSession
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +278,7 @@ class SharedSparkExecutor(SparkExecutor):
     """Runs on a SparkSession the runner does not own, and never stops it: `session` (tests share one across many
     jobs), or the scheduler's `warm` one, asked for only when the run has tasks."""
 
-    def __init__(self, job: JobSpec, session: Any = None, *, warm: WarmSession | None = None) -> None:
+    def __init__(self, job: JobSpec, session: Any = None, *, warm: SessionSource | None = None) -> None:
         super().__init__(job)
         self.warm = warm
         self._session = session if session is not None else warm.running() if warm is not None else None
