@@ -67,8 +67,10 @@ def test_sub_ranges_follow_the_distribution_not_equal_widths(tmp_path: Path, pg,
                      "FROM generate_series(1, 2000) i")
         conn.execute("INSERT INTO events SELECT i, localtimestamp - interval '2 hours' + (i % 3600) * interval '1 second' "
                      "FROM generate_series(2001, 20000) i")
-    job = jdbc_job(tmp_path, pg, db, [{"table": "public.events", "watermark_column": "ts", "primary_key": "id"}],
-                   partitions=4)
+        [zone] = conn.execute("SHOW TimeZone").fetchone()  # the zone whose wall clock localtimestamp stamped
+    # the writers' zone named: no hour is kept back (the bound is the newest value), so one run takes every row
+    job = jdbc_job(tmp_path, pg, db, [{"table": "public.events", "watermark_column": "ts", "primary_key": "id",
+                                       "watermark_zone": zone}], partitions=4)
     spec = load_job(write_job(tmp_path, job))
     units = plan(spec, StateStore(tmp_path / "work", "j")).workunits
     assert len(units) == 4
@@ -116,6 +118,19 @@ def test_where_narrows_every_query_and_may_hold_a_percent_sign(tmp_path: Path, p
     rows = read_output(tmp_path / "output", "public.orders")
     assert sorted(r["id"] for r in rows) == list(range(3, 301, 3))
     assert set(rows[0]) == {"id", "note", "updated_at"}  # the watermark column is always selected
+
+
+def test_a_percent_sign_in_where_counts_the_rows_it_names(tmp_path: Path, pg, db, caplog) -> None:
+    """The NULL and ±infinity counts run `where` as the other queries do: `'50%'` is a literal, not `'50%%'`."""
+    with pg.connect(db) as conn:
+        _create_orders(conn)
+        conn.execute("INSERT INTO orders VALUES (1, 1, '50%', now() - interval '1 hour'), (2, 2, '50%', NULL), "
+                     "(3, 3, '50%', 'infinity')")
+    job = jdbc_job(tmp_path, pg, db, [{**ORDERS, "where": "note = '50%'"}])
+    assert _run(tmp_path, job).succeeded
+    assert _run(tmp_path, job).succeeded
+    assert "1 row(s) of public.orders have NULL in updated_at" in caplog.text
+    assert "1 row(s) of public.orders have infinity or -infinity in updated_at" in caplog.text
 
 
 def test_a_row_committed_late_at_the_boundary_is_not_lost_thanks_to_the_lag(tmp_path: Path, pg, db) -> None:

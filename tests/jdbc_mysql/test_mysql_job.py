@@ -34,18 +34,18 @@ def _create_orders(maria: Any, db: str) -> None:
 def test_full_then_incremental_loads_take_each_row_version_once(tmp_path: Path, maria, mdb, scheme) -> None:
     _create_orders(maria, mdb)
     maria.execute(mdb, "INSERT INTO orders " + SEQ.format(n=1000) + "SELECT i, i * 1.5, 'v1', "
-                  "NOW(6) - INTERVAL 1 DAY + INTERVAL i SECOND FROM seq")
-    job = mysql_job(tmp_path, maria, mdb, [ORDERS])
+                  "UTC_TIMESTAMP(6) - INTERVAL 1 DAY + INTERVAL i SECOND FROM seq")
+    job = mysql_job(tmp_path, maria, mdb, [{**ORDERS, "watermark_zone": "UTC"}])  # the writers stamp UTC
     job["source"]["url"] = maria.url(mdb, scheme)
     first = _run(tmp_path, job)
     assert first.succeeded, first
     assert sorted(r["id"] for r in read_output(tmp_path / "output", "orders")) == list(range(1, 1001))
 
     # updates and inserts between runs, stamped when they commit (after the last run's bound)
-    maria.execute(mdb, "UPDATE orders SET note = 'v2', updated_at = NOW(6) WHERE id % 10 = 0",
-                  "INSERT INTO orders " + SEQ.format(n=1200) + "SELECT i, i, 'v1', NOW(6) FROM seq WHERE i > 1000")
+    maria.execute(mdb, "UPDATE orders SET note = 'v2', updated_at = UTC_TIMESTAMP(6) WHERE id % 10 = 0",
+                  "INSERT INTO orders " + SEQ.format(n=1200) + "SELECT i, i, 'v1', UTC_TIMESTAMP(6) FROM seq WHERE i > 1000")
     assert _run(tmp_path, job).succeeded
-    maria.execute(mdb, "UPDATE orders SET note = 'v3', updated_at = NOW(6) WHERE id IN (10, 1001)")
+    maria.execute(mdb, "UPDATE orders SET note = 'v3', updated_at = UTC_TIMESTAMP(6) WHERE id IN (10, 1001)")
     assert _run(tmp_path, job).succeeded
     assert _run(tmp_path, job).succeeded  # nothing new: nothing more published
 
@@ -108,12 +108,12 @@ def test_integer_watermark_with_lag_and_null_watermarks(tmp_path: Path, maria, m
     assert not reported.succeeded and "2 row(s) of t have NULL in version" in str(reported)
 
 
-def test_time_lag_by_the_database_clock_and_whole_days_for_dates(tmp_path: Path, maria, mdb) -> None:
-    """datetime: up to NOW() − lag (the server zone's wall clock); date: up to the last complete day."""
+def test_time_lag_by_the_data_and_whole_days_for_dates(tmp_path: Path, maria, mdb) -> None:
+    """datetime: up to min(the zone's clock, the newest value) − lag; date: up to the last complete day."""
     maria.execute(mdb, "CREATE TABLE orders (id int PRIMARY KEY, updated_at datetime NOT NULL, day date NOT NULL)",
-                  "INSERT INTO orders VALUES (1, NOW() - INTERVAL 2 HOUR, CURDATE() - INTERVAL 2 DAY), "
-                  "(2, NOW() - INTERVAL 30 MINUTE, CURDATE())")
-    job = mysql_job(tmp_path, maria, mdb, [{**ORDERS, "watermark_lag": "1 hour"},
+                  "INSERT INTO orders VALUES (1, UTC_TIMESTAMP() - INTERVAL 2 HOUR, UTC_DATE() - INTERVAL 2 DAY), "
+                  "(2, UTC_TIMESTAMP() - INTERVAL 30 MINUTE, UTC_DATE())")
+    job = mysql_job(tmp_path, maria, mdb, [{**ORDERS, "watermark_lag": "1 hour", "watermark_zone": "UTC"},
                                            {"table": f"{mdb}.orders", "watermark_column": "day", "primary_key": "id"}])
     assert _run(tmp_path, job).succeeded
     assert [r["id"] for r in read_output(tmp_path / "output", "orders")] == [1]
@@ -131,10 +131,37 @@ def test_on_spark_each_sub_range_is_a_task(tmp_path: Path, maria, mdb) -> None:
     """The real CLI on local Spark: the settings and sub-ranges cross to the executors, each read through its own
     unbuffered cursor."""
     _create_orders(maria, mdb)
-    maria.execute(mdb, "INSERT INTO orders " + SEQ.format(n=5000) + "SELECT i, i, 'x', NOW(6) - INTERVAL 1 DAY + "
+    maria.execute(mdb, "INSERT INTO orders " + SEQ.format(n=5000) + "SELECT i, i, 'x', UTC_TIMESTAMP(6) - INTERVAL 1 DAY + "
                        "INTERVAL i SECOND FROM seq")
-    write_job(tmp_path, mysql_job(tmp_path, maria, mdb, [ORDERS], fetch_rows=500))
+    write_job(tmp_path, mysql_job(tmp_path, maria, mdb, [{**ORDERS, "watermark_zone": "UTC"}], fetch_rows=500))
     done = run_cli("run", "job.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(r["id"] for r in read_output(tmp_path / "output", "orders")) == list(range(1, 5001))
     assert len(list((tmp_path / "output" / "orders").rglob("*.avro"))) == 4
+
+
+def test_a_writer_stamping_a_wall_clock_behind_the_server_loses_no_row(tmp_path: Path, maria, mdb) -> None:
+    """An application writes New York wall-clock time into a `datetime` column: every value five hours behind the
+    server's UTC clock. A bound by the clock would put every later row under the committed position; the bound by
+    the data (the newest value, an hour back without watermark_zone) never does."""
+    _create_orders(maria, mdb)
+    [(wall,)] = maria.query(mdb, "SELECT UTC_TIMESTAMP(6) - INTERVAL 5 HOUR")  # the writer's clock
+    at = f"TIMESTAMP '{wall}'"
+    maria.execute(mdb, "INSERT INTO orders " + SEQ.format(n=100) + f"SELECT i, i, 'v1', {at} - INTERVAL 100 MINUTE + "
+                  "INTERVAL i MINUTE FROM seq")
+    job = mysql_job(tmp_path, maria, mdb, [ORDERS])
+    first = _run(tmp_path, job)
+    assert first.succeeded, first
+    maria.execute(mdb, f"UPDATE orders SET note = 'v2', updated_at = {at} + INTERVAL id MINUTE WHERE id <= 30",
+                  "INSERT INTO orders " + SEQ.format(n=180) + f"SELECT i, i, 'v1', {at} + INTERVAL (i - 70) MINUTE "
+                  "FROM seq WHERE i > 100")  # 110 row versions, still hours behind the server's clock
+    assert _run(tmp_path, job).succeeded
+    maria.execute(mdb, f"INSERT INTO orders VALUES (999, 0, 'later', {at} + INTERVAL 4 HOUR)")
+    assert _run(tmp_path, job).succeeded
+
+    versions = [(r["id"], r["note"]) for r in read_output(tmp_path / "output", "orders")]
+    assert len(versions) == len(set(versions)), "a row version was published twice"
+    expected = {(i, "v1") for i in range(1, 181)} | {(i, "v2") for i in range(1, 31)}
+    assert set(versions) - {(999, "later")} == expected, f"{len(expected - set(versions))} of 210 row versions lost"
+    notices = " | ".join(n for d in first.datasets for n in d.notices)
+    assert "the newest updated_at of orders" in notices and "5.0 h behind the database's clock" in notices

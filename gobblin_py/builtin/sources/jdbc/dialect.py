@@ -18,6 +18,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, final
 from urllib.parse import urlsplit
 
+from gobblin_py.builtin.sources.jdbc.bounds import Bound
 from gobblin_py.builtin.sources.jdbc.ranges import Range
 from gobblin_py.builtin.sources.jdbc.columns import Column
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError
@@ -59,8 +60,8 @@ class TableQueries(ABC):
     """The SQL of one table and selection, identifiers quoted, every value a bound parameter."""
 
     @abstractmethod
-    def upper_bound(self, conn: Any, s: JdbcSettings) -> Any:
-        """This run's upper bound: now − lag (time columns, the database's clock), max − lag (integers)."""
+    def upper_bound(self, conn: Any, s: JdbcSettings) -> Bound:
+        """This run's upper bound: max − lag (integers); time columns by `bounds.time_bound`'s rule per kind."""
 
     @abstractmethod
     def split(self, conn: Any, r: Range, parts: int) -> tuple[int, list[Any]]:
@@ -70,6 +71,10 @@ class TableQueries(ABC):
     @abstractmethod
     def count_nulls(self, conn: Any) -> int:
         """Rows (under `where`) whose watermark is NULL."""
+
+    def count_infinite(self, conn: Any) -> int:
+        """Rows (under `where`) whose watermark is ±infinity: in no range (the database has no such value: none)."""
+        return 0
 
     @abstractmethod
     def select(self, r: Range) -> tuple[Any, list[Any]]:

@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from gobblin_py.builtin.sources.jdbc.bounds import Bound, as_utc, time_bound
 from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, TableQueries, first_line, inner_bounds)
 from gobblin_py.builtin.sources.jdbc.mysql_columns import read_columns, watermark_kind
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
@@ -172,14 +173,17 @@ class MySqlQueries(TableQueries):
             cur.execute(query, params)
             return cur.fetchone()
 
-    def upper_bound(self, conn: Any, s: JdbcSettings) -> Any:
+    def upper_bound(self, conn: Any, s: JdbcSettings) -> Bound:
         t, kind, lag = self.settings, self.kind, self.settings.watermark_lag
         if kind == WatermarkKind.INTEGER:
             if not isinstance(lag, int):
                 raise ConfigError(f"{self.label}: watermark_lag {lag!r} must be a whole number for the "
                                   f"integer column {t.watermark_column}")
+            if t.watermark_zone is not None:
+                raise ConfigError(f"{self.label}: watermark_zone is for time columns; {t.watermark_column} is an integer "
+                                  "(remove watermark_zone)")
             top = self._one(conn, f"SELECT MAX({self.wm}) FROM {self.table} WHERE TRUE{self.where}", [])[0]
-            return None if top is None else int(top) - lag
+            return Bound(None if top is None else int(top) - lag)
         lag_s = seconds(lag, LAG_UNITS)
         if lag_s is None:
             raise ConfigError(f"{self.label}: watermark_lag {lag!r} is not a duration: give seconds (300) or "
@@ -188,13 +192,13 @@ class MySqlQueries(TableQueries):
                               "table_name = %s AND column_name = %s",
                               [self.schema_name, self.table_name, t.watermark_column])[0]
         data_type = data_type.decode() if isinstance(data_type, bytes) else str(data_type)
-        # timestamp: an instant, and the session is in UTC; datetime and date: the wall clock of the server's zone
-        now = ("NOW(6)" if data_type.lower() == "timestamp"
-               else "CONVERT_TZ(UTC_TIMESTAMP(6), '+00:00', @@global.time_zone)")
-        expr = f"{now} - INTERVAL %s MICROSECOND"
-        if kind == WatermarkKind.DATE:
-            expr = f"DATE({expr}) - INTERVAL 1 DAY"
-        return self._one(conn, f"SELECT {expr}", [int(lag_s * 1_000_000)])[0]
+        # timestamp: an instant, read in UTC (the session's zone); datetime and date: a wall clock without a zone, the
+        # server's being its global zone's (NULL when that zone is named and the zone tables are not loaded)
+        now_utc, server_wall, newest = self._one(
+            conn, f"SELECT UTC_TIMESTAMP(6), CONVERT_TZ(UTC_TIMESTAMP(6), '+00:00', @@global.time_zone), "
+                  f"(SELECT MAX({self.wm}) FROM {self.table} WHERE TRUE{self.where})", [])
+        return time_bound(kind, data_type.lower() == "timestamp", as_utc(now_utc), server_wall, newest,
+                          timedelta(seconds=lag_s), t.watermark_zone, self.label, t.watermark_column)
 
     def range_condition(self, r: Range) -> tuple[str, list[Any]]:
         """`(lo, hi]` of the watermark column; a range from the start also holds the rows without a watermark."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from gobblin_py.builtin.sources.jdbc.bounds import Bound, time_bound
 from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, TableQueries, inner_bounds)
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import WATERMARK_KINDS, Column, read_columns
@@ -106,33 +107,42 @@ class PostgresQueries(TableQueries):
         self.wm = sql.Identifier(t.watermark_column)
         where = t.where.replace("%", "%%") if t.where else None  # a literal % (LIKE 'a%') is no placeholder
         self.where = sql.SQL(" AND ({})").format(sql.SQL(where)) if where else sql.SQL("")
+        self.finite = sql.SQL("{wm} > '-infinity' AND {wm} < 'infinity'").format(wm=self.wm)  # time kinds only
 
-    def upper_bound(self, conn: Any, s: JdbcSettings) -> Any:
+    def upper_bound(self, conn: Any, s: JdbcSettings) -> Bound:
         sql, t, kind = self.sql, self.settings, self.kind
         lag = t.watermark_lag
         if kind == WatermarkKind.INTEGER:
             if not isinstance(lag, int):
                 raise ConfigError(f"{self.label}: watermark_lag {lag!r} must be a whole number for the "
                                   f"integer column {t.watermark_column}")
+            if t.watermark_zone is not None:
+                raise ConfigError(f"{self.label}: watermark_zone is for time columns; {t.watermark_column} is an integer "
+                                  "(remove watermark_zone)")
             query = sql.SQL("SELECT max({}) - %s FROM {} WHERE TRUE{}").format(self.wm, self.table, self.where)
-            return conn.execute(query, (lag,)).fetchone()[0]
+            return Bound(conn.execute(query, (lag,)).fetchone()[0])
         interval = f"{lag} seconds" if isinstance(lag, (int, float)) else lag
-        now = {WatermarkKind.TIMESTAMPTZ: "now()", WatermarkKind.TIMESTAMP: "localtimestamp",
-               WatermarkKind.DATE: "localtimestamp"}[kind]
-        expr = f"({now} - %s::interval)" + ("::date - 1" if kind == WatermarkKind.DATE else "")
         import psycopg
 
         try:
-            return conn.execute(f"SELECT {expr}", (interval,)).fetchone()[0]
+            lag_td = conn.execute("SELECT %s::interval", (interval,)).fetchone()[0]
         except psycopg.errors.DataError:
             raise ConfigError(f"{self.label}: watermark_lag {lag!r} is not a duration: give seconds (300) or "
                               "a PostgreSQL interval ('5 minutes')") from None
+        # the newest finite value: ±infinity is in no range (counted by count_infinite), and Python has no such datetime
+        newest = sql.SQL("SELECT max({wm}) FROM {t} WHERE {finite}{where}").format(
+            wm=self.wm, t=self.table, finite=self.finite, where=self.where)
+        now_utc, server_wall = conn.execute("SELECT now(), localtimestamp").fetchone()
+        return time_bound(kind, kind == WatermarkKind.TIMESTAMPTZ, now_utc, server_wall,
+                          conn.execute(newest, []).fetchone()[0], lag_td, t.watermark_zone, self.label, t.watermark_column)
 
     def range_condition(self, r: Range) -> tuple[Any, list[Any]]:
-        """`(lo, hi]` of the watermark column; a range from the start also holds the rows without a watermark."""
+        """`(lo, hi]` of the watermark column; a range from the start also holds the rows without a watermark (never
+        those at -infinity: like +infinity, in no range)."""
         sql = self.sql
         if r.lo is None:
-            return sql.SQL("({wm} <= %s OR {wm} IS NULL)").format(wm=self.wm), [r.hi]
+            finite = self.finite if self.kind != WatermarkKind.INTEGER else sql.SQL("TRUE")
+            return sql.SQL("(({finite} AND {wm} <= %s) OR {wm} IS NULL)").format(finite=finite, wm=self.wm), [r.hi]
         return sql.SQL("{wm} > %s AND {wm} <= %s").format(wm=self.wm), [r.lo, r.hi]
 
     def split(self, conn: Any, r: Range, parts: int) -> tuple[int, list[Any]]:
@@ -147,7 +157,14 @@ class PostgresQueries(TableQueries):
 
     def count_nulls(self, conn: Any) -> int:
         query = self.sql.SQL("SELECT count(*) FROM {} WHERE {} IS NULL{}").format(self.table, self.wm, self.where)
-        return int(conn.execute(query).fetchone()[0])
+        return int(conn.execute(query, []).fetchone()[0])  # params given: `%%` in where is read as `%`
+
+    def count_infinite(self, conn: Any) -> int:
+        if self.kind == WatermarkKind.INTEGER:
+            return 0
+        query = self.sql.SQL("SELECT count(*) FROM {t} WHERE ({wm} = 'infinity' OR {wm} = '-infinity'){where}").format(
+            t=self.table, wm=self.wm, where=self.where)
+        return int(conn.execute(query, []).fetchone()[0])  # params given: `%%` in where is read as `%`
 
     def select(self, r: Range) -> tuple[Any, list[Any]]:
         sql, t = self.sql, self.settings

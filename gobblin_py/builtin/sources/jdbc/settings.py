@@ -21,7 +21,19 @@ class TableSettings(Settings):
     columns: list[str] | None = Field(default=None, description="default: every column")
     where: str | None = Field(default=None, description="an SQL condition ANDed to every query")
     watermark_lag: str | int | float = Field(
-        default=0, description="time columns: seconds or an interval ('5 minutes'); integers: a number")
+        default=0, description=(
+            "how far each run stays behind: time columns, seconds or an interval ('5 minutes'); integers, a number. "
+            "Longer than the longest write transaction (and any writer's clock running behind the database's). "
+            "The bound: integers max(column) - lag; timestamptz (MySQL timestamp, an instant) now() - lag; timestamp "
+            "(MySQL datetime, no zone) min(now, max(column)) - lag, never past the data, so a writer stamping a wall "
+            "clock behind the database's puts no row under the committed position, and at least 1 hour without "
+            "watermark_zone (a wall clock repeats an hour when DST ends); date: whole days before both today and the "
+            "newest day"))
+    watermark_zone: str | None = Field(
+        default=None, description=(
+            "timestamp/datetime/date columns: the IANA zone whose wall clock the writers stamp (UTC, "
+            "America/New_York): the clock compared is that zone's, and instead of the 1-hour minimum lag a bound "
+            "never falls inside an hour the zone repeats"))
     partitions: int | None = Field(default=None, ge=1, description="default: source.partitions")
 
     @field_validator("table")
@@ -31,6 +43,20 @@ class TableSettings(Settings):
         if any(c in value for c in "/\\\x00") or value.strip() in ("", ".", ".."):
             raise ValueError(f"a table name becomes its dataset's directory: no '/', '\\' or NUL, and not '.' or '..'; "
                              f"got {value!r}")
+        return value
+
+    @field_validator("watermark_zone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        """An IANA zone name the tz database knows."""
+        if value is None:
+            return None
+        from zoneinfo import ZoneInfo
+
+        try:
+            ZoneInfo(value)
+        except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+            raise ValueError(f"{value!r} is not a time zone: give an IANA name (UTC, America/New_York)") from None
         return value
 
     @property
@@ -48,7 +74,9 @@ class JdbcSettings(Settings):
     fetch_rows: int = Field(default=10_000, ge=1, description="rows per round trip of the server-side cursor")
     statement_timeout: str | int = Field(default="15min", description="timeout of every query: 300ms, 30s, 15min (0: none)")
     connect_timeout_s: int = Field(default=10, ge=1)
-    null_watermark: Literal["warn", "report"] = "warn"
+    null_watermark: Literal["warn", "report"] = Field(
+        default="warn", description="rows whose watermark is NULL (after the first load) or ±infinity (never "
+                                    "extracted): warn logs their count, report makes it an input problem (exit 1)")
 
     @field_validator("url")
     @classmethod

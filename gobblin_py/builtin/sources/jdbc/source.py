@@ -10,12 +10,20 @@ Why `watermark_lag`: a row becomes visible when its transaction commits, not whe
 A transaction that stamped `updated_at = now()` at 10:00:00 and commits at 10:00:03 is invisible to a run that
 reads at 10:00:01 and then commits `high = 10:00:01`: the next run starts after 10:00:01 and never sees it. The same
 holds for sequence-generated integers (ids are handed out in one order and committed in another). So a run extracts
-only up to `now() − lag` (time columns; the database's clock) or `max(column) − lag` (integers): rows still being
-committed upstream are left for the next run. Choose a lag longer than the longest write transaction. A date column
-extracts only whole days: up to `(now() − lag)::date − 1`.
+only up to a bound `lag` behind: rows still being committed upstream are left for the next run. Choose a lag longer
+than the longest write transaction.
+
+The bound per kind (`bounds.py`): integers `max(column) − lag`; instants (`timestamptz`, MySQL `timestamp`)
+`now() − lag` by the database's clock; wall clocks without a zone (`timestamp`, MySQL `datetime`)
+`min(now, max(column)) − lag`, never past the data, with a lag of at least an hour unless `watermark_zone` names the
+writers' zone (a writer stamping another zone's wall clock, or one repeating an hour when DST ends, would otherwise
+put rows under the committed position); dates: whole days before both today and the newest day. A first load whose
+newest zone-less value is an hour or more from the database's clock is reported (a notice naming the gap).
 
 Rows whose watermark is NULL are in no range: a first load (nothing committed yet) includes them; incremental runs
 never extract them, and count them in a warning (`null_watermark: report` makes it an input problem: the run exits 1).
+Rows at `infinity` or `-infinity` (PostgreSQL) are in no range, the first load's included (no Avro timestamp holds
+them): every run counts them the same way.
 
 The watermark keys (one per WorkUnit, see `ranges.py`) make the sub-ranges of a run safe under both commit
 policies: `full` commits them together; `successful` never lets a failed sub-range be skipped.
@@ -29,6 +37,7 @@ from typing import Any
 
 from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.api.names import workunit_id
+from gobblin_py.builtin.sources.jdbc.bounds import far_from_clock
 from gobblin_py.builtin.sources.jdbc.columns import Column, avro_schema, check_mapped
 from gobblin_py.builtin.sources.jdbc.dialect import Failure, first_line, timeout_error
 from gobblin_py.builtin.sources.jdbc.ranges import DONE_PREFIX, HIGH, Committed, Range, committed, encode
@@ -122,16 +131,28 @@ class JdbcSource(Source):
         done = committed(plan.kind, state.watermarks(plan.dataset), f"dataset {plan.dataset}")
         q = s.dialect.queries(t, plan.schema_name, plan.table_name, [c.name for c in plan.columns], plan.kind,
                               plan.where_label)
-        high = q.upper_bound(conn, s)
-        if done.high is not None:
+        bound = q.upper_bound(conn, s)
+        high = bound.high
+        if done.high is None:
+            far = far_from_clock(t.table, t.watermark_column, bound)
+            if far is not None:
+                state.report_notice(plan.dataset, far)
+        else:
+            if bound.wall_clock and bound.newest is not None and done.top > bound.newest:
+                state.report_notice(plan.dataset, f"the committed position of {t.table} ({encode(done.top)}) is past the "
+                                    f"newest {t.watermark_column} ({encode(bound.newest)}): a run bounded by the clock (before "
+                                    "the bound by the data), or rows deleted since; rows written below it are never "
+                                    "extracted: reset the dataset to reload them")
             nulls = q.count_nulls(conn)
             if nulls:
-                message = (f"{nulls} row(s) of {t.table} have NULL in {t.watermark_column}: incremental runs never extract "
-                           f"them (only a first load does); give them a {t.watermark_column}, or reset the dataset to reload")
-                if s.null_watermark == "report":
-                    state.report_input_problem(plan.dataset, message)
-                else:
-                    log.warning("%s", message)
+                self._unextracted(plan, state, f"{nulls} row(s) of {t.table} have NULL in {t.watermark_column}: incremental "
+                                  f"runs never extract them (only a first load does); give them a {t.watermark_column}, or "
+                                  "reset the dataset to reload")
+        infinite = q.count_infinite(conn)
+        if infinite:
+            self._unextracted(plan, state, f"{infinite} row(s) of {t.table} have infinity or -infinity in "
+                              f"{t.watermark_column}: no run extracts them (no Avro timestamp holds them); give them a "
+                              f"finite {t.watermark_column}")
         self._report_column_changes(plan, state)
         holes = done.holes()  # extracted even when empty: that closes them
         top = done.top
@@ -156,6 +177,13 @@ class JdbcSource(Source):
         log.info("%s: extracting %s in %d work unit(s)", plan.where_label,
                  ", ".join(f"({encode(r.lo)}, {encode(r.hi)}]" for r in ranges), len(units))
         return units
+
+    def _unextracted(self, plan: TablePlan, state: SourceState, message: str) -> None:
+        """Rows the plan leaves out for their watermark: a warning, or an input problem under `null_watermark: report`."""
+        if self.settings.null_watermark == "report":
+            state.report_input_problem(plan.dataset, message)
+        else:
+            log.warning("%s", message)
 
     @staticmethod
     def _report_column_changes(plan: TablePlan, state: SourceState) -> None:
