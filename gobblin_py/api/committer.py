@@ -73,6 +73,19 @@ class DatasetCommit:
     """Unique per job, run and dataset, and the same on every replay: what `is_committed` looks for."""
     files: tuple[OutputFile, ...] = ()
     watermarks: dict[str, WatermarkValue] = field(default_factory=dict)
+    """This run's watermark keys of the dataset (its other keys keep their committed values)."""
+    watermark_keys: int | None = None
+    """How many keys the dataset's committed watermarks hold once `watermarks` are merged in (None: unknown), so
+    a target recording it can tell whether the watermarks its commits carry add up to the whole (`resume_watermarks`)."""
+
+
+@dataclass(frozen=True)
+class TargetWatermarks:
+    """What a target records of a job's last commit of one dataset: its watermarks, and where they were read."""
+
+    watermarks: dict[str, WatermarkValue]
+    found_in: str
+    """For the run's log: `table db.clicks, snapshot 123 of run … (commit …) committed at …`."""
 
 
 class GlobalCommitter(abc.ABC):
@@ -97,6 +110,14 @@ class GlobalCommitter(abc.ABC):
     def committed_watermarks(self, job: str, datasets: list[str]) -> dict[str, typing.Any]:
         """Hook for `gobblin-py state show`: dataset → what the target itself records of `job`'s last commit of it
         (a table: its newest snapshot's watermarks); datasets it records nothing for are left out."""
+        return {}
+
+    def resume_watermarks(self, job: str, datasets: list[str]) -> dict[str, TargetWatermarks]:
+        """Hook, before planning, for `datasets` the state store holds nothing of (a new, lost or moved work
+        directory): dataset → the watermarks the target recorded with `job`'s last commit of it, which the run
+        then resumes from instead of extracting everything again (as the Iceberg Kafka Connect sink recovers its
+        offsets from the table). Raise `CommitError` naming the target when it holds the job's data but cannot say
+        its watermarks safely. Default: none (the datasets start over)."""
         return {}
 
     def filter_recovered(self, commit: DatasetCommit) -> DatasetCommit:

@@ -30,6 +30,7 @@ class GlobalCommitStep(CommitStep):
     commit_id: str
     files: list[dict[str, Any]] = field(default_factory=list)
     watermarks: dict[str, WatermarkValue] = field(default_factory=dict)
+    watermark_keys: int | None = None   # absent from records written before it: unknown
 
     @classmethod
     def of(cls, publisher: Committer, commit: DatasetCommit) -> GlobalCommitStep:
@@ -43,7 +44,8 @@ class GlobalCommitStep(CommitStep):
                               "into the commit record; give it to the publisher through its environment")
         return cls(publisher=f"{kind.__module__}:{kind.__qualname__}", settings=settings,
                    job=commit.job, run_id=commit.run_id, dataset=commit.dataset, commit_id=commit.commit_id,
-                   files=[dataclasses.asdict(f) for f in commit.files], watermarks=dict(commit.watermarks))
+                   files=[dataclasses.asdict(f) for f in commit.files], watermarks=dict(commit.watermarks),
+                   watermark_keys=commit.watermark_keys)
 
     def _committer(self) -> GlobalCommitter:
         kind = resolve(Kind.PUBLISHER, self.publisher)
@@ -53,7 +55,8 @@ class GlobalCommitStep(CommitStep):
 
     def _commit(self) -> DatasetCommit:
         return DatasetCommit(job=self.job, run_id=self.run_id, dataset=self.dataset, commit_id=self.commit_id,
-                             files=tuple(OutputFile(**f) for f in self.files), watermarks=dict(self.watermarks))
+                             files=tuple(OutputFile(**f) for f in self.files), watermarks=dict(self.watermarks),
+                             watermark_keys=self.watermark_keys)
 
     def verify(self) -> bool:
         return self._committer().is_committed(self._commit())

@@ -51,6 +51,10 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
         for f in r.files:
             by_branch[f.branch or job.branches[0].name].append(f)
     watermarks = {r.workunit.watermark_key: r.actual_high_watermark for r in results}
+    try:  # what the watermark step leaves: the file's keys with this run's merged in (the lock keeps it unchanged)
+        keys: int | None = len({**WatermarkFile(state_dir, dataset).read(), **watermarks})
+    except StateStoreError:  # its step refuses it, naming the file
+        keys = None
     steps: list[CommitStep] = []
     for branch in job.branches:
         files = by_branch.get(branch.name)
@@ -59,7 +63,8 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
         publisher = branch.publisher.create()
         steps.extend(publisher.commit_steps(dataset, files))
         if isinstance(publisher, GlobalCommitter):
-            commit = DatasetCommit(job.name, run_id, dataset, commit_id(job.name, run_id, dataset), tuple(files), watermarks)
+            commit = DatasetCommit(job.name, run_id, dataset, commit_id(job.name, run_id, dataset), tuple(files), watermarks,
+                                   keys)
             publisher.check(commit)  # a commit that cannot succeed fails here, before anything is published
             steps.append(GlobalCommitStep.of(publisher, commit))
     steps.append(HighWatermarkCommitStep(state_dir=str(state_dir), dataset=dataset, watermarks=watermarks))

@@ -24,6 +24,7 @@ from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResu
 from gobblin_py.runtime.observers import Observers
 from gobblin_py.runtime.planning import Plan, plan
 from gobblin_py.runtime.publish import PublishPath, step_registry
+from gobblin_py.runtime.resume import resume_from_targets
 from gobblin_py.runtime.task.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task.pipeline import TaskSpec
 from gobblin_py.state.alerts import FailureTracker
@@ -134,6 +135,15 @@ class JobRunner:
     def _plan(self, blocked: dict[str, DatasetRecovery]) -> Plan:
         """The Source's work units, minus blocked datasets; a dataset whose watermark file is unreadable joins them."""
         planned = plan(self.job, self.state, skip=set(blocked))
+        lost = {wu.dataset for wu in planned.workunits} - set(self.state.dataset_names()) - set(blocked)
+        resumed = resume_from_targets(self.job, self.state, lost)
+        for dataset, exc in resumed.refused.items():  # its table holds the job's data but cannot say where it was
+            log.error("dataset %s is skipped this run: %s", dataset, exc)
+            blocked[dataset] = DatasetRecovery(dataset, Outcome.CORRUPT, str(exc))
+        if resumed.notices or resumed.refused:  # plan again from the watermarks the tables gave, without those refused
+            planned = plan(self.job, self.state, skip=set(blocked))
+            for dataset, notice in resumed.notices.items():
+                planned.notices.setdefault(dataset, []).append(notice)
         for dataset, exc in planned.unreadable.items():  # an unreadable watermark file blocks its dataset only
             log.error("dataset %s is skipped this run: %s", dataset, exc)
             blocked[dataset] = DatasetRecovery(dataset, Outcome.CORRUPT, str(exc))

@@ -5,6 +5,7 @@ evolution, concurrent commits into one table, load-time checks, an S3 warehouse 
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from collections import Counter
 from pathlib import Path
@@ -101,6 +102,8 @@ def test_each_dataset_of_a_run_is_one_snapshot_holding_every_record_once(tmp_pat
         assert summary == {**summary, COMMIT_ID: f"t/{first.run_id}/{dataset}", "gobblin-py.job": "t",
                            "gobblin-py.run-id": first.run_id, "gobblin-py.dataset": dataset}
         assert json.loads(summary["gobblin-py.watermarks"]) == marks[dataset] != {}
+        assert int(summary["gobblin-py.watermark-keys"]) == len(marks[dataset])
+        assert json.loads(summary["gobblin-py.field-ids"]) == {f.name: f.field_id for f in table.schema().fields}
         assert len(table.snapshots()) == 1
         assert str(table.spec()) == "[\n  1000: ts_day: day(2)\n]"
         files = table.inspect.files().to_pylist()
@@ -376,3 +379,158 @@ def test_the_publisher_passes_the_conformance_suite(tmp_path: Path) -> None:
     assert [type(s).type_name for s in steps] == ["fs_rename", "fs_rename"]
     table = _publisher(tmp_path).catalog().load_table("ns.d")
     assert [s["gobblin-py.commit-id"] for s in gobblin_summaries(table)] == ["conformance-commit-1"]
+
+
+# --- the table's identities ----------------------------------------------------------------------------------------
+
+def test_a_column_another_writer_renamed_is_never_read_as_null(tmp_path: Path) -> None:
+    """`ALTER TABLE db.clicks RENAME COLUMN country TO nation` between two runs: the job's files (no field ids) still
+    name it `country`; adding it back as a new column would point readers' name mapping of the earlier files at it,
+    and `nation` would read NULL for every row the job wrote. The run refuses, naming the column and the table."""
+    assert _run(tmp_path, iceberg_job(tmp_path)).succeeded
+    cat = catalog(tmp_path)
+    before = {r["id"]: r["country"] for r in cat.load_table("db.clicks").scan(selected_fields=("id", "country")).to_arrow().to_pylist()}
+    assert sum(v is not None for v in before.values()) > 100
+    with cat.load_table("db.clicks").update_schema() as update:
+        update.rename_column("country", "nation")
+    _new_clicks(tmp_path, 900_001, 5)
+    second = _run(tmp_path, iceberg_job(tmp_path))
+    table = cat.load_table("db.clicks")
+    rows = {r["id"]: r["nation"] for r in table.scan(selected_fields=("id", "nation")).to_arrow().to_pylist()}
+    assert {i: rows[i] for i in before} == before, "every row the job wrote reads its value under the new name"
+    clicks = {d.dataset: d for d in second.datasets}["clicks"]
+    if clicks.status is DatasetStatus.COMMITTED:  # followed by field id: the new rows too
+        assert Counter(rows[i] for i in range(900_001, 900_006)) == Counter({"US": 5})
+        return
+    assert clicks.status is DatasetStatus.COMMIT_FAILED, clicks
+    for said in ("table db.clicks", "'country'", "renamed to 'nation'", "RENAME COLUMN nation TO country"):
+        assert said in clicks.message, clicks.message
+    assert [f.name for f in table.schema().fields].count("country") == 0, "no column added under the old name"
+
+
+def test_a_column_another_writer_dropped_is_not_added_back_under_its_old_name(tmp_path: Path) -> None:
+    assert _run(tmp_path, iceberg_job(tmp_path)).succeeded
+    cat = catalog(tmp_path)
+    with cat.load_table("db.clicks").update_schema() as update:
+        update.delete_column("country")
+    _new_clicks(tmp_path, 900_001, 5)
+    second = _run(tmp_path, iceberg_job(tmp_path))
+    clicks = {d.dataset: d for d in second.datasets}["clicks"]
+    assert clicks.status is DatasetStatus.COMMIT_FAILED, clicks
+    assert "table db.clicks" in clicks.message and "'country'" in clicks.message and "dropped" in clicks.message, clicks.message
+    assert "country" not in [f.name for f in cat.load_table("db.clicks").schema().fields]
+
+
+def _shared_catalog(tmp: Path) -> dict[str, str]:
+    """A catalog outside the work directory, as a shared one is."""
+    return {"name": "shared", "type": "sql", "uri": f"sqlite:///{tmp / 'cat.db'}"}
+
+
+def _with_catalog(job: dict, props: dict[str, str]) -> dict:
+    job["publisher"]["catalog"] = props
+    return job
+
+
+def test_a_lost_work_dir_resumes_from_the_watermarks_the_table_carries(tmp_path: Path, reference: dict) -> None:
+    """The work directory deleted (or the job moved to another host), the catalog shared: the next run takes each
+    dataset's watermarks from the job's last snapshot of its table, says so, and extracts only what is new."""
+    shared = _shared_catalog(tmp_path)
+
+    def job() -> dict:
+        return _with_catalog(iceberg_job(tmp_path), shared)
+
+    first = _run(tmp_path, job())
+    assert first.succeeded, first.error
+    _new_clicks(tmp_path, 800_001, 3)  # a second commit, holding its run's one watermark key
+    assert _run(tmp_path, job()).succeeded
+    marks = StateStore(tmp_path / "work", "t").watermarks()
+    shutil.rmtree(tmp_path / "work")
+    _new_clicks(tmp_path, 900_001, 7)
+    second = _run(tmp_path, job())
+    assert second.succeeded, second.error
+    from pyiceberg.catalog import load_catalog
+
+    cat = load_catalog("shared", **{k: v for k, v in shared.items() if k != "name"})
+    assert table_ids(cat.load_table("db.clicks")) == reference["clicks"] + Counter([*range(800_001, 800_004), *range(900_001, 900_008)])
+    assert table_ids(cat.load_table("db.orders")) == reference["orders"]
+    by = {d.dataset: d for d in second.datasets}
+    assert by["orders"].status is DatasetStatus.NO_NEW_DATA, by["orders"]
+    for d in ("clicks", "orders"):
+        assert any("watermarks taken from table db." + d in n for n in by[d].notices), by[d].notices
+    after = StateStore(tmp_path / "work", "t").watermarks()
+    assert after["orders"] == marks["orders"] and set(after["clicks"]) == set(marks["clicks"]) | {"clicks-new-900001.jsonl"}
+
+
+def _expire_but_current(pub: IcebergPublisher, tmp: Path, name: str = "ns.d") -> Any:
+    """Another writer appends a file, then every snapshot but the current is expired (pyiceberg's expiry)."""
+    table = pub.catalog().load_table(name)
+    other = tmp / "other.parquet"
+    pq.write_table(_events(range(1000, 1001)), other)
+    table.add_files([f"file://{other}"])
+    table = pub.catalog().load_table(name)
+    table.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in table.snapshots()][:-1]).commit()
+    return pub.catalog().load_table(name)
+
+
+def test_a_commit_whose_snapshot_was_expired_is_found_by_its_files(tmp_path: Path) -> None:
+    pub = _publisher(tmp_path)
+    files = [_parquet(tmp_path, f"d/{n}.parquet", _events(range(3 * n, 3 * n + 3))) for n in range(2)]
+    commit = _publish(pub, "r1", files)
+    table = _expire_but_current(pub, tmp_path)
+    assert not gobblin_summaries(table), "the commit's snapshot is gone"
+    assert pub.is_committed(commit)
+    pub.commit(commit)  # a replay appends nothing
+    assert table_ids(pub.catalog().load_table("ns.d")) == Counter([*range(6), 1000])
+    later = [_parquet(tmp_path, "d/later.parquet", _events(range(10, 12)))]
+    assert not pub.is_committed(DatasetCommit("j", "r3", "d", "j/r3/d", tuple(later), {})), "files not in the table"
+    for step in pub.commit_steps("d", later):
+        step.execute()
+    partly = DatasetCommit("j", "r4", "d", "j/r4/d", (files[0], *later), {})
+    with pytest.raises(CommitError, match=r"table ns\.d: commit j/r4/d is neither in the table's snapshot log .* 1 of its 2 files are live"):
+        pub.is_committed(partly)
+
+
+def test_lost_state_with_the_jobs_snapshots_expired_is_refused_naming_the_table(tmp_path: Path) -> None:
+    pub = _publisher(tmp_path)
+    _publish(pub, "r1", [_parquet(tmp_path, "d/a.parquet", _events(range(3)))])
+    assert pub.resume_watermarks("j", ["d", "e"])["d"].watermarks == {"k": "r1"}
+    assert pub.resume_watermarks("other-job", ["d"]) == {}, "another job's snapshots are not this job's position"
+    _expire_but_current(pub, tmp_path)
+    with pytest.raises(CommitError, match=r"table ns\.d: the state store holds nothing of dataset d .* were expired"):
+        pub.resume_watermarks("j", ["d"])
+
+
+def test_lost_state_is_resumed_only_from_snapshots_that_add_up_to_the_whole(tmp_path: Path) -> None:
+    """Each snapshot carries its run's watermark keys and how many the dataset then held: once expiry removed one
+    whose keys no later snapshot repeats, the rest do not add up and the dataset is refused, naming the table."""
+    pub = _publisher(tmp_path)
+    for n, (run, keys) in enumerate((("r1", {"a": 1, "b": 1}), ("r2", {"b": 2}), ("r3", {"c": 3}))):
+        files = [_parquet(tmp_path, f"d/{run}.parquet", _events(range(10 * n, 10 * n + 2)))]
+        for step in pub.commit_steps("d", files):
+            step.execute()
+        pub.commit(DatasetCommit("j", run, "d", f"j/{run}/d", tuple(files), keys, watermark_keys=2 + (run == "r3")))
+    resumed = pub.resume_watermarks("j", ["d"])["d"]
+    assert resumed.watermarks == {"a": 1, "b": 2, "c": 3} and "table ns.d" in resumed.found_in
+    table = pub.catalog().load_table("ns.d")
+    table.maintenance.expire_snapshots().by_id(table.snapshots()[0].snapshot_id).commit()
+    with pytest.raises(CommitError, match=r"table ns\.d: .* hold 2 of the 3 watermark keys its last commit left"):
+        pub.resume_watermarks("j", ["d"])
+
+
+def test_a_lost_work_dir_whose_table_cannot_say_where_the_job_was_is_refused_naming_it(tmp_path: Path, reference: dict) -> None:
+    from pyiceberg.catalog import load_catalog
+
+    shared = _shared_catalog(tmp_path)
+    assert _run(tmp_path, _with_catalog(iceberg_job(tmp_path), shared)).succeeded
+    _new_clicks(tmp_path, 800_001, 3)
+    assert _run(tmp_path, _with_catalog(iceberg_job(tmp_path), shared)).succeeded
+    cat = load_catalog("shared", **{k: v for k, v in shared.items() if k != "name"})
+    clicks = cat.load_table("db.clicks")
+    clicks.maintenance.expire_snapshots().by_id(clicks.snapshots()[0].snapshot_id).commit()  # routine expiry
+    shutil.rmtree(tmp_path / "work")
+    again = _run(tmp_path, _with_catalog(iceberg_job(tmp_path), shared))
+    by = {d.dataset: d for d in again.datasets}
+    assert not again.succeeded and by["clicks"].status is DatasetStatus.BLOCKED, by["clicks"]
+    assert "table db.clicks: the state store holds nothing of dataset clicks" in by["clicks"].message, by["clicks"].message
+    assert table_ids(cat.load_table("db.clicks")) == reference["clicks"] + Counter(range(800_001, 800_004)), "nothing added twice"
+    assert by["orders"].status is DatasetStatus.NO_NEW_DATA and table_ids(cat.load_table("db.orders")) == reference["orders"]

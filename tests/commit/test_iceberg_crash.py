@@ -118,3 +118,32 @@ def test_a_pending_record_written_by_the_old_layout_recovers(tmp_path: Path, ref
     again = cli(RUN, tmp)
     assert again.returncode == 0, again.stdout + again.stderr
     _assert_exactly_once(tmp, reference, "old-layout record")
+
+
+def test_killed_after_the_table_commit_then_its_snapshot_expired_the_next_run_recovers(tmp_path: Path, reference: dict) -> None:
+    """SIGKILL between clicks' table commit and its watermarks; another writer appends a row and a routine
+    `expire_snapshots` removes every snapshot but the current, the commit's own included: the replay finds the commit
+    by its files, live in the table, and appends nothing again."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tmp = _fresh(tmp_path / "expired", reference)
+    assert cli(RUN, tmp, crash_at=f"commit.after_step:{_table_step(reference)}").returncode == SIGKILLED
+    cat = catalog(tmp)
+    table = cat.load_table("db.clicks")
+    ours = table.current_snapshot().snapshot_id
+    schema = pa.schema([f.remove_metadata() for f in table.schema().as_arrow()])
+    other = tmp / "warehouse" / "db" / "clicks" / "data" / "other-writer.parquet"
+    pq.write_table(pa.Table.from_pylist([{"id": 999_999, "ts": 1767225600000000, "user": "x", "kind": "other", "amount": None,
+                                          "country": None}], schema=schema), other)
+    table.add_files([f"file://{other}"])  # another writer's commit, then the routine expiry
+    table = cat.load_table("db.clicks")
+    table.maintenance.expire_snapshots().by_id(ours).commit()
+    table = cat.load_table("db.clicks")
+    assert len(table.snapshots()) == 1 and not gobblin_summaries(table), "the commit's snapshot is gone"
+    again = cli(RUN, tmp)
+    assert again.returncode == 0, again.stdout + again.stderr
+    table = cat.load_table("db.clicks")
+    assert table_ids(table) == reference["ids"]["clicks"] + Counter([999_999])
+    assert StateStore(tmp / "work", "t").watermarks() == reference["watermarks"]
+    assert table_ids(cat.load_table("db.orders")) == reference["ids"]["orders"]

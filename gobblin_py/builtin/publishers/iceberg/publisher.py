@@ -13,7 +13,19 @@ output gained an optional field, and adds the published files (`add_files`: the 
 are, nothing is rewritten) as one snapshot whose summary carries `gobblin-py.commit-id`, `.job`, `.run-id`,
 `.dataset` and `.watermarks` (JSON). `is_committed` (the step's `verify()`) looks for that commit id among the
 snapshots of the table's current state, as Flink's Iceberg committer looks for its max committed checkpoint id, so a
-replay after a crash never appends twice; the watermark step still comes after. A commit that conflicts with a
+replay after a crash never appends twice; once snapshots were expired (the current one's ancestry no longer reaches
+the table's first), by the commit's files instead: all of them live in the table means committed, some of them is a
+CommitError naming the table. The watermark step still comes after.
+
+The table's identities are recorded and checked. The files carry no Iceberg field ids (`add_files` takes none), so
+readers map their columns to the table's by name (its name mapping); each snapshot records the field id of every
+column of its files (`gobblin-py.field-ids`), and before each commit the table's current schema is compared with
+it and with the name mapping: a column another writer renamed or dropped since is refused naming the column, the
+table and the fix, as adding files that still use the old name would make readers resolve the earlier files' values
+to a new column (NULL under the new name, dropped values back). A dataset the state store holds nothing of (a new,
+lost or moved work directory, the catalog kept) resumes from the watermarks the job's snapshots of it carry (each
+holds its run's keys, and how many the dataset then held: `.watermark-keys`), which the run's summary says; when
+expiry removed some of those, so that they no longer add up, the run refuses it naming the table. A commit that conflicts with a
 concurrent one (several datasets into one table, a busy SQLite file) is retried on a reloaded table with backoff,
 `commit_attempts` times; then CommitError, the sequence stays pending and the next run recovers it.
 
@@ -36,7 +48,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from gobblin_py.api import (CommitStep, Committer, DatasetCommit, GlobalCommitter, OutputFile, PublishContext, Settings, TableCompaction,
-                            TableFile, TableReplace)
+                            TableFile, TableReplace, TargetWatermarks)
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location
 from gobblin_py.fs.paths import FsLocation
@@ -176,13 +188,16 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         return [table_uri(self.data_location(commit.dataset, f)) for f in commit.files if f.kind == "data"]
 
     def is_committed(self, commit: DatasetCommit) -> bool:
-        """The table's current state has the snapshot tagged with this commit id (trivially: no data files)."""
-        from gobblin_py.builtin.publishers.iceberg.tables import has_commit, load_table
+        """The table's current state has the snapshot tagged with this commit id or, once that was expired, every
+        file the commit adds (trivially: no data files)."""
+        from gobblin_py.builtin.publishers.iceberg import tables as t
 
-        if not self._data_uris(commit):
+        paths = self._data_uris(commit)
+        if not paths:
             return True
-        table = load_table(self.catalog(), self.table_name(commit.dataset))
-        return table is not None and has_commit(table, commit.commit_id)
+        name = self.table_name(commit.dataset)
+        table = t.load_table(self.catalog(), name)
+        return table is not None and t.is_committed(table, name, commit.commit_id, paths)
 
     def check(self, commit: DatasetCommit) -> None:
         """Before any file is published: the files' schema (read from their footers in task output) must fit the
@@ -199,7 +214,8 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         table = t.load_table(catalog, name)
         if table is None:
             return
-        problem = t.breaking_change(table.schema(), t.read_schemas(load_file_io(catalog.properties, paths[0]), paths), name)
+        output = t.read_schemas(load_file_io(catalog.properties, paths[0]), paths)
+        problem = t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
         if problem is not None:
             raise CommitError(f"{problem}. Nothing of dataset {commit.dataset} was published or appended, and its "
                               "watermarks did not move: change the table so the records fit (Spark's ALTER TABLE), or the "
@@ -219,10 +235,12 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         output = t.read_schemas(load_file_io(catalog.properties, paths[0]), paths)
         properties = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: commit.dataset,
                       t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
+        if commit.watermark_keys is not None:
+            properties[t.WATERMARK_KEYS] = str(commit.watermark_keys)
 
         def attempt() -> None:
             table = t.load_table(catalog, name)
-            if table is not None and t.has_commit(table, commit.commit_id):
+            if table is not None and t.is_committed(table, name, commit.commit_id, paths):
                 return  # a conflict's retry after the commit went through
             if table is None:
                 namespace, _ = t.split_identifier(name)
@@ -234,7 +252,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                     kwargs["partition_spec"] = t.partition_spec(schema, p.column, p.granularity, name)
                 tx = catalog.create_table_transaction(name, schema=schema, location=table_uri(self.table_dir(commit.dataset)), **kwargs)
             else:
-                problem = t.breaking_change(table.schema(), output, name)
+                problem = t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
                 if problem is not None:
                     d = commit.dataset
                     raise CommitError(
@@ -247,7 +265,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                 if t.needs_evolution(table.schema(), output):
                     with tx.update_schema() as update:
                         update.union_by_name(t.evolvable(output, table.schema()))
-            _add(tx, paths, properties, name)
+            _add(tx, paths, {**properties, t.FIELD_IDS: t.field_ids(tx.table_metadata.schema(), output.names)}, name)
 
         t.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
 
@@ -266,6 +284,41 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
             table = load_table(catalog, name)
             marks = latest_marks(table, name, job) if table is not None else {}
             out.update({d: marks[d] for d in names if d in marks})
+        return out
+
+    def resume_watermarks(self, job: str, datasets: list[str]) -> dict[str, TargetWatermarks]:
+        """dataset → the watermarks `job`'s snapshots of it in its table carry (merged, newest first), for datasets the
+        state store lost. CommitError naming the table when they do not add up to the whole (see `resumable_marks`),
+        or when snapshots were expired, none of the job's for the dataset is left and the table still lists files this
+        publisher wrote for it: starting over would add them twice."""
+        import datetime as dt
+
+        from gobblin_py.builtin.publishers.iceberg import tables as t
+
+        catalog = self.catalog()
+        out = {}
+        by_table: dict[str, list[str]] = {}
+        for d in datasets:
+            by_table.setdefault(self.table_name(d), []).append(d)
+        for name, names in sorted(by_table.items()):
+            table = t.load_table(catalog, name)
+            if table is None:
+                continue
+            for d, (m, watermarks) in t.resumable_marks(table, name, job, names).items():
+                at = dt.datetime.fromtimestamp(m.committed_at_ms / 1000, dt.timezone.utc).isoformat(timespec="seconds")
+                out[d] = TargetWatermarks(watermarks, f"table {m.table}, the job's snapshots of it up to {m.snapshot_id} "
+                                                      f"of run {m.run_id} (commit {m.commit_id}, at {at})")
+            if t.history_complete(table):
+                continue
+            for d in sorted(set(names) - set(out)):
+                found = t.live_file_under(table, table_uri(self.table_dir(d) / "data" / d) + "/")
+                if found is not None:
+                    raise CommitError(
+                        f"table {name}: the state store holds nothing of dataset {d} (a new or lost work directory), and "
+                        f"the table's snapshots of job {job} were expired, so its watermarks cannot be read, while the "
+                        f"table still lists files the job published for it ({found} …): extracting from the start would "
+                        f"add their records again. Restore the work directory, or set the dataset's watermarks to what "
+                        f"the table holds (`gobblin-py state reset JOB.yaml --dataset {d} --to KEY=VALUE …`), then run again")
         return out
 
     # --- compaction (`gobblin-py compact`) -------------------------------------------------------------------------

@@ -25,6 +25,12 @@ JOB = "gobblin-py.job"
 RUN_ID = "gobblin-py.run-id"
 DATASET = "gobblin-py.dataset"
 WATERMARKS = "gobblin-py.watermarks"
+WATERMARK_KEYS = "gobblin-py.watermark-keys"
+"""How many watermark keys the dataset holds once the commit's `WATERMARKS` (this run's keys) are merged in: the
+job's snapshots of a dataset add up to its whole watermarks when they hold that many keys between them."""
+FIELD_IDS = "gobblin-py.field-ids"
+"""The field id of each top-level column of the commit's files (JSON `{name: id}`): what the next commit compares with
+the table's schema, as another writer may rename or drop a column in between."""
 COMPACTION = "gobblin-py.compaction"
 """Set (to the compaction's counts, as JSON) on a compaction's snapshot: it moves no watermark."""
 
@@ -112,6 +118,116 @@ def has_commit(table: Any, commit_id: str) -> bool:
     return any(s.summary.get(COMMIT_ID) == commit_id for s in gobblin_snapshots(table))
 
 
+def history_complete(table: Any) -> bool:
+    """Whether the current snapshot's ancestry reaches back to the table's first snapshot: False once an ancestor was
+    expired (`expire_snapshots`), when a commit's absence from the snapshot log proves nothing. pyiceberg's expiry
+    clears the parent id of the oldest snapshot left, so that alone does not tell: a first snapshot also has sequence
+    number 1 (format v2) and its summary's totals equal what it added."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    oldest = None
+    for oldest in ancestors_of(table.current_snapshot(), table.metadata):
+        pass
+    if oldest is None:
+        return True
+    if oldest.parent_snapshot_id is not None or (table.metadata.format_version >= 2 and (oldest.sequence_number or 0) > 1):
+        return False
+    summary = oldest.summary
+    if summary is None:
+        return False
+    for total, added in (("total-data-files", "added-data-files"), ("total-records", "added-records")):
+        if int(summary.get(total) or 0) > int(summary.get(added) or 0):
+            return False
+    return True
+
+
+def is_committed(table: Any, name: str, commit_id: str, paths: list[str]) -> bool:
+    """Whether the commit tagged `commit_id`, which adds the data files `paths`, is in the table's current state: its
+    snapshot among the current one's ancestors, or, when some of them were expired, all of its files live in the
+    table (a commit adds all of them or none). Some live and some not: CommitError naming the table and a file."""
+    if has_commit(table, commit_id):
+        return True
+    if history_complete(table):
+        return False
+    from pyiceberg.manifest import DataFileContent
+
+    live = {e.data_file.file_path for e in _live_entries(table) if e.data_file.content == DataFileContent.DATA}
+    present = [p for p in paths if p in live]
+    if len(present) == len(paths):
+        log.info("table %s: commit %s found by its %d file(s), all live in the table (its snapshot was expired)",
+                 name, commit_id, len(paths))
+        return True
+    if present:
+        missing = next(p for p in paths if p not in live)
+        raise CommitError(f"table {name}: commit {commit_id} is neither in the table's snapshot log (expired) nor wholly "
+                          f"in its files: {len(present)} of its {len(paths)} files are live ({present[0]} …) and "
+                          f"{missing} is not, so another writer removed or rewrote some of them. Check the table's "
+                          "rows of this commit's range, then end the commit with `gobblin-py recover JOB.yaml --dataset "
+                          "DATASET --abandon`")
+    return False
+
+
+def recorded_field_ids(table: Any) -> dict[str, int]:
+    """name → field id of the columns of the newest gobblin-py commit that recorded them (none before that)."""
+    for s in gobblin_snapshots(table):
+        raw = s.summary.get(FIELD_IDS)
+        if raw:
+            try:
+                return {str(k): int(v) for k, v in json.loads(raw).items()}
+            except (ValueError, TypeError, AttributeError):
+                log.warning("snapshot %s has an unreadable %s summary: %r", s.snapshot_id, FIELD_IDS, raw)
+    return {}
+
+
+def field_ids(schema: Any, names: list[str]) -> str:
+    """The `FIELD_IDS` summary of a commit whose files hold the top-level columns `names`, in the table's `schema`."""
+    by_name = {f.name: f.field_id for f in schema.fields}
+    return json.dumps({n: by_name[n] for n in names if n in by_name}, sort_keys=True)
+
+
+def changed_identity(table: Any, output: Any, name: str) -> str | None:
+    """Why this run's files (Arrow schema `output`, no field ids: readers map their columns by the table's name
+    mapping) must not be added because another writer renamed or dropped one of their columns since the job's
+    last commit, naming the column; None when every column still has the field id it was committed as. The id
+    expected for a column is the one the job's last commit recorded, else the one the name mapping gives its name."""
+    schema = table.schema()
+    by_name = {f.name: f for f in schema.fields}
+    by_id = {f.field_id: f for f in schema.fields}
+    recorded = recorded_field_ids(table)
+    mapped: dict[str, set[int]] = {}
+    mapping = table.metadata.name_mapping()
+    for field in mapping or ():
+        if field.field_id is not None:
+            for alias in field.names:
+                mapped.setdefault(alias, set()).add(field.field_id)
+    for column in output.names:
+        expected = recorded.get(column)
+        if expected is None and column not in by_name and len(mapped.get(column, ())) == 1:
+            [expected] = mapped[column]
+        if expected is None:
+            continue  # a new column
+        current = by_id.get(expected)
+        if current is None:
+            return (f"table {name}: column {column!r} (field id {expected}) was dropped by another writer since this "
+                    f"job's last commit, and this run's Parquet files still hold it: added again, it would be a new "
+                    f"column {column!r} to which readers could resolve the values dropped from the earlier files. "
+                    f"Remove the field from the job's output (its schema, or a converter that drops it)")
+        if current.name != column:
+            return (f"table {name}: column {column!r} (field id {expected}) was renamed to {current.name!r} by another "
+                    f"writer since this job's last commit, and this run's Parquet files still name it {column!r}: "
+                    f"adding them would add a new column {column!r} and readers would resolve the earlier files' "
+                    f"{column!r} to it, leaving {current.name!r} NULL for every row the job wrote. Rename it back "
+                    f"(ALTER TABLE {name} RENAME COLUMN {current.name} TO {column}) or make the job write "
+                    f"{current.name!r} (in its schema, or a converter that renames the field)")
+        found = by_name.get(column)
+        if found is not None and found.field_id != expected:
+            return (f"table {name}: column {column!r} is field id {found.field_id} in the table, not {expected} as this "
+                    f"job's last commit recorded: another writer dropped and added it again, and readers could resolve "
+                    f"the earlier files' {column!r} to either. Remove the field from the job's output, or rewrite the "
+                    "table's earlier files before adding more")
+    return None
+
+
 def latest_marks(table: Any, table_name: str, job: str) -> dict[str, TableMark]:
     """dataset → the newest gobblin-py snapshot of `job` for it in the table's current state."""
     out: dict[str, TableMark] = {}
@@ -120,9 +236,60 @@ def latest_marks(table: Any, table_name: str, job: str) -> dict[str, TableMark]:
         dataset = summary.get(DATASET)
         if summary.get(JOB) != job or dataset is None or dataset in out or summary.get(COMPACTION) is not None:
             continue
+        try:
+            watermarks = json.loads(summary.get(WATERMARKS) or "{}")
+        except ValueError:
+            watermarks = None
+        if not isinstance(watermarks, dict):
+            raise CommitError(f"table {table_name}: snapshot {s.snapshot_id} (commit {summary.get(COMMIT_ID)}) has an "
+                              f"unreadable {WATERMARKS} summary: {summary.get(WATERMARKS)!r}")
         out[dataset] = TableMark(table_name, summary.get(RUN_ID, ""), summary.get(COMMIT_ID, ""), s.snapshot_id,
-                                 s.timestamp_ms, json.loads(summary.get(WATERMARKS) or "{}"))
+                                 s.timestamp_ms, watermarks)
     return out
+
+
+def resumable_marks(table: Any, table_name: str, job: str, datasets: list[str]) -> dict[str, tuple[TableMark, dict[str, Any]]]:
+    """dataset → its newest mark, and the watermarks of all of `job`'s snapshots of it in the table's current state
+    merged (each key's value from the newest that has it), for `datasets` the job has snapshots of. CommitError
+    naming the table when they do not add up to the whole the newest recorded (`WATERMARK_KEYS`; without it,
+    when some snapshots were expired), as a dataset resumed from them would extract again what the rest covered."""
+    newest = {d: m for d, m in latest_marks(table, table_name, job).items() if d in datasets}
+    merged: dict[str, dict[str, Any]] = {d: {} for d in newest}
+    for s in gobblin_snapshots(table):
+        summary = s.summary
+        dataset = summary.get(DATASET)
+        if dataset not in merged or summary.get(JOB) != job or summary.get(COMPACTION) is not None:
+            continue
+        for key, value in json.loads(summary.get(WATERMARKS) or "{}").items():
+            merged[dataset].setdefault(key, value)
+    complete = None
+    out = {}
+    for dataset, mark in newest.items():
+        recorded = table.metadata.snapshot_by_id(mark.snapshot_id).summary.get(WATERMARK_KEYS)
+        found = len(merged[dataset])
+        if recorded is not None and found != int(recorded):
+            why = (f"hold {found} of the {recorded} watermark keys its last commit left (older snapshots expired)"
+                   if found < int(recorded) else
+                   f"hold {found} watermark keys and its last commit left {recorded} (keys reset since?)")
+        elif recorded is None and not (complete if complete is not None else (complete := history_complete(table))):
+            why = "do not record how many watermark keys it holds, and some of them were expired"
+        else:
+            out[dataset] = (mark, merged[dataset])
+            continue
+        raise CommitError(f"table {table_name}: the state store holds nothing of dataset {dataset} (a new or lost work "
+                          f"directory), and the table's snapshots of job {job} for it {why}, so where the job was cannot "
+                          "be read safely: extracting from there could add records again. Restore the work directory, "
+                          f"or set the dataset's watermarks (`gobblin-py state reset JOB.yaml --dataset {dataset} --to "
+                          "KEY=VALUE …`), then run again")
+    return out
+
+
+def live_file_under(table: Any, prefix: str) -> str | None:
+    """A data file the table's current snapshot lists under `prefix` (a URI), or None."""
+    from pyiceberg.manifest import DataFileContent
+
+    return next((e.data_file.file_path for e in _live_entries(table)
+                 if e.data_file.content == DataFileContent.DATA and e.data_file.file_path.startswith(prefix)), None)
 
 
 def read_schemas(io: Any, paths: list[str]) -> Any:
