@@ -20,7 +20,7 @@ class Plan:
     key_stats: dict[str, dict[str, Any]]
     input_problems: dict[str, list[str]] = field(default_factory=dict)
     notices: dict[str, list[str]] = field(default_factory=dict)
-    unreadable: dict[str, StateStoreError] = field(default_factory=dict)  # datasets whose watermark file is corrupt
+    unreadable: dict[str, StateStoreError] = field(default_factory=dict)  # datasets whose watermark or state file is corrupt
     estimated_bytes: dict[str, float | None] = field(default_factory=dict)  # per WorkUnit id: the Source's estimate
 
     @property
@@ -35,10 +35,13 @@ class Plan:
 
 def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = frozenset()) -> Plan:
     """Ask the Source for WorkUnits from the committed watermarks; datasets in `skip` (pending commits) and
-    those with an unreadable watermark file are left out. Reads state only: no lock, nothing written."""
+    those with an unreadable watermark or dataset-state file are left out: the state file holds the identities the
+    Source checks before it reads (a Kafka topic's id), so reading on without it would fail open. Reads state only:
+    no lock, nothing written."""
     marks = state.read_watermarks()
     keeps_stats = job.source.cls().keeps_key_stats
-    states = state.read_dataset_states().values
+    read_states = state.read_dataset_states()
+    states = read_states.values
     stats = {ds: st.get("key_stats") or {} for ds, st in states.items()} if keeps_stats else {}
     kept = {ds: st["source"] for ds, st in states.items() if isinstance(st.get("source"), dict)}
     source_state = SourceState(marks.values, stats, max_records=job.job.checkpoint_max_records, kept=kept)
@@ -51,8 +54,9 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback
         raise SourceError(f"source {job.source.path} could not plan work units: {describe(exc)}") from exc
     check_names(units, job.source.label)
-    return Plan(without(units, set(skip) | set(marks.errors)), marks.values, stats,
-                source_state.input_problems, source_state.notices, marks.errors, sizes)
+    unreadable = {**read_states.errors, **marks.errors}
+    return Plan(without(units, set(skip) | set(unreadable)), marks.values, stats,
+                source_state.input_problems, source_state.notices, unreadable, sizes)
 
 
 def _one_component(name: str) -> bool:

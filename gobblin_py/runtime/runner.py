@@ -133,7 +133,7 @@ class JobRunner:
         conclude(result)
 
     def _plan(self, blocked: dict[str, DatasetRecovery]) -> Plan:
-        """The Source's work units, minus blocked datasets; a dataset whose watermark file is unreadable joins them."""
+        """The Source's work units, minus blocked datasets; a dataset whose watermark or state file is unreadable joins them."""
         planned = plan(self.job, self.state, skip=set(blocked))
         lost = {wu.dataset for wu in planned.workunits} - set(self.state.dataset_names()) - set(blocked)
         resumed = resume_from_targets(self.job, self.state, lost)
@@ -144,7 +144,7 @@ class JobRunner:
             planned = plan(self.job, self.state, skip=set(blocked))
             for dataset, notice in resumed.notices.items():
                 planned.notices.setdefault(dataset, []).append(notice)
-        for dataset, exc in planned.unreadable.items():  # an unreadable watermark file blocks its dataset only
+        for dataset, exc in planned.unreadable.items():  # an unreadable watermark or state file blocks its dataset only
             log.error("dataset %s is skipped this run: %s", dataset, exc)
             blocked[dataset] = DatasetRecovery(dataset, Outcome.CORRUPT, str(exc))
         workunits = flatten(planned.units)

@@ -49,7 +49,10 @@ class WatermarkFile:
 
 
 class DatasetStateFile:
-    """The state one dataset had after its last committed run."""
+    """The state one dataset had after its last committed run, with the identities its Source checks before reading."""
+
+    REMEDY = ("it holds what the source checks before reading (a Kafka topic's id), so the dataset is skipped: restore "
+              "the file, or delete it to go on without those checks for one run (its next commit records them afresh)")
 
     def __init__(self, state_dir: Path, dataset: str) -> None:
         self.path = state_dir / "datasets" / dataset_file_name(dataset)
@@ -57,7 +60,7 @@ class DatasetStateFile:
     def read(self) -> dict[str, Any] | None:
         if not self.path.exists():
             return None
-        return checked_json.read(self.path, StateStoreError, "dataset state file", "the dataset's next commit rewrites it")
+        return checked_json.read(self.path, StateStoreError, "dataset state file", self.REMEDY)
 
     def write(self, state: dict[str, Any]) -> None:
         checked_json.write(self.path, state)

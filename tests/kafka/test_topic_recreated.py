@@ -195,3 +195,20 @@ def test_a_continuous_run_sees_the_topic_recreated_between_checkpoints(tmp_path:
         assert seen[1]["status"] == "succeeded", seen[1]
         assert _committed(tmp_path, topic) == {0: 50, 1: 50}
         assert set(ids) == _ids(first) | _ids(second) and set(ids.values()) == {1}
+
+
+def test_a_corrupt_dataset_state_file_blocks_its_dataset_not_the_topic_check(tmp_path: Path, broker, topic: str) -> None:
+    """The topic ids live in the dataset state file: before the fix a torn file was read as "no ids recorded", the
+    re-created topic was read from the old offsets and 2 × 20 of its records were lost while the run said committed."""
+    new_topic(broker.bootstrap, topic, 2, 20)
+    job = kafka_job(tmp_path, broker.bootstrap, [topic])
+    assert _run(tmp_path, job).succeeded
+    state = DatasetStateFile(StateStore(tmp_path / "work", "k").dir, topic)
+    state.path.write_bytes(state.path.read_bytes()[:-9])  # torn by a bad disk or a hand edit
+    second, _ = _recreate(broker.bootstrap, topic, 50)
+    result = _run(tmp_path, job)
+    assert not result.succeeded
+    (summary,) = result.datasets
+    assert summary.status == "blocked" and str(state.path) in summary.message, summary
+    assert _committed(tmp_path, topic) == {0: 20, 1: 20}  # nothing moved
+    assert not set(output_ids(tmp_path / "output", topic)) & {e["id"] for evs in second.values() for e in evs}
