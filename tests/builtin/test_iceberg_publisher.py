@@ -534,3 +534,17 @@ def test_a_lost_work_dir_whose_table_cannot_say_where_the_job_was_is_refused_nam
     assert "table db.clicks: the state store holds nothing of dataset clicks" in by["clicks"].message, by["clicks"].message
     assert table_ids(cat.load_table("db.clicks")) == reference["clicks"] + Counter(range(800_001, 800_004)), "nothing added twice"
     assert by["orders"].status is DatasetStatus.NO_NEW_DATA and table_ids(cat.load_table("db.orders")) == reference["orders"]
+
+
+def test_a_dataset_with_a_dot_in_a_one_level_catalog_is_refused_before_anything_moves(tmp_path: Path) -> None:
+    """A database table `public.clicks` is a dataset with a '.': `db.{dataset}` then names a nested namespace, which
+    the SQL catalog refused only at the table commit, after the files were published (the dataset stuck there)."""
+    job = iceberg_job(tmp_path)
+    shutil.move(tmp_path / "data" / "clicks", tmp_path / "data" / "public.clicks")
+    result = _run(tmp_path, job)
+    summary = next(d for d in result.datasets if d.dataset == "public.clicks")
+    assert summary.status is DatasetStatus.COMMIT_FAILED
+    assert "'db.public.clicks'" in summary.message and "one-level namespaces" in summary.message, summary.message
+    assert not list((tmp_path / "warehouse").rglob("*public.clicks*"))  # nothing published
+    assert not CommitStepStore(tmp_path / "work").exists("t", "public.clicks")  # nothing pending: the next run starts clean
+    assert next(d for d in result.datasets if d.dataset == "orders").status is DatasetStatus.COMMITTED

@@ -142,6 +142,19 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
     def table_name(self, dataset: str) -> str:
         return self.settings.table.replace("{dataset}", dataset)
 
+    def _check_dataset_in_name(self, dataset: str) -> None:
+        """A dataset named with a '.' (a database table `public.t`) put into `{dataset}` adds a namespace level, which
+        only a REST catalog has: refused here, before anything moves, rather than by the catalog at the table commit."""
+        kind = (self.settings.catalog or {}).get("type", "rest" if "uri" in (self.settings.catalog or {}) else "?")
+        if "." not in dataset or "{dataset}" not in self.settings.table or kind == "rest":
+            return
+        name = self.table_name(dataset)
+        raise CommitError(f"dataset {dataset!r} holds a '.', so publisher.table {self.settings.table!r} names {name!r}, "
+                          f"a table in namespace {name.rpartition('.')[0]!r}: a {kind!r} catalog has one-level namespaces. "
+                          "Nothing of the dataset was published and its watermarks did not move: give the dataset a name "
+                          "without '.' (a database table without its schema, which the connection's search path finds) "
+                          "or set publisher.table to a name without {dataset} in a job of its own")
+
     def table_dir(self, dataset: str) -> Location:
         """`<warehouse>/<namespace>/<name>`: where a table this publisher creates lives (its metadata, and its data
         files under `data/`)."""
@@ -209,6 +222,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         paths = [table_uri(f.path) for f in commit.files if f.kind == "data"]
         if not paths:
             return
+        self._check_dataset_in_name(commit.dataset)
         name = self.table_name(commit.dataset)
         catalog = self.catalog()
         table = t.load_table(catalog, name)
