@@ -213,6 +213,10 @@ def state_reset(
                 for key in sorted(set(before) | set(after)):
                     if before.get(key) != after.get(key):
                         out.print(f"    {key}: {before.get(key, '-')} → {after.get(key, '-')}", markup=False)
+                kept = _recorded_identities(DatasetStateFile(store.dir, name))
+                if kept:
+                    out.print(f"    the identities recorded with them are dropped ({kept}): the next run checks "
+                              "against the source as it is now and records its current ones", markup=False)
                 steps.append((name, wm, before, after))
             if not yes:
                 if not sys.stdin.isatty():
@@ -226,10 +230,35 @@ def state_reset(
                     wm.write(after)
                 else:
                     remove_durably(wm.path)
+                _drop_recorded_identities(DatasetStateFile(store.dir, name))
                 EventLog(job.job.work_dir, job.name).emit("WatermarkReset", dataset=name, before=before, after=after)
                 out.print(f"dataset {name}: watermarks reset", markup=False)
     except GobblinError as exc:
         _fail(exc)
+
+
+def _recorded_identities(file: DatasetStateFile) -> str:
+    """What a reset drops besides the watermarks: the identities the Source recorded with them (a Kafka topic's ids),
+    which describe the positions being replaced; "" when there are none."""
+    try:
+        state = file.read()
+    except StateStoreError:
+        return "an unreadable dataset state file"
+    kept = (state or {}).get("source")
+    if not isinstance(kept, dict) or not kept:
+        return ""
+    return ", ".join(key.replace("_", " ") for key in sorted(kept))
+
+
+def _drop_recorded_identities(file: DatasetStateFile) -> None:
+    """The dataset state minus what the Source recorded with the old positions (an unreadable file removed)."""
+    try:
+        state = file.read()
+    except StateStoreError:
+        remove_durably(file.path)
+        return
+    if state and state.get("source"):
+        file.write({k: v for k, v in state.items() if k != "source"})
 
 
 def _reset_plan(job: Any, dataset: str | None, to: list[str], import_offsets: Path | None) -> dict[str, dict[str, Any]]:

@@ -212,3 +212,26 @@ def test_a_corrupt_dataset_state_file_blocks_its_dataset_not_the_topic_check(tmp
     assert summary.status == "blocked" and str(state.path) in summary.message, summary
     assert _committed(tmp_path, topic) == {0: 20, 1: 20}  # nothing moved
     assert not set(output_ids(tmp_path / "output", topic)) & {e["id"] for evs in second.values() for e in evs}
+
+
+@pytest.mark.parametrize("to", [["--to", "0=10", "--to", "1=10"], []])
+def test_state_reset_after_a_recreation_sets_positions_in_the_new_topic(tmp_path: Path, broker, topic: str, to: list) -> None:
+    """The operator's repair: before the fix the reset kept the old topic's ids, so every later run still failed
+    as "deleted and created again", whatever positions the reset gave."""
+    from gobblin_py.testing.crash import cli
+
+    new_topic(broker.bootstrap, topic, 2, 20)
+    job = kafka_job(tmp_path, broker.bootstrap, [topic])
+    assert _run(tmp_path, job).succeeded
+    second, new_id = _recreate(broker.bootstrap, topic, 50)
+    assert not _run(tmp_path, job).succeeded
+    reset = cli(["state", "reset", "job.yaml", "--dataset", topic, *to, "--yes"], tmp_path)
+    assert reset.returncode == 0, reset.stderr
+    result = _run(tmp_path, job)
+    assert result.succeeded, result.error
+    assert "topic ids" in reset.stdout, reset.stdout  # says the recorded identities go with the positions
+    start = 10 if to else 0
+    wanted = {e["id"] for p, evs in second.items() for e in evs[start:]}
+    new_ids = set(output_ids(tmp_path / "output", topic)) & {e["id"] for evs in second.values() for e in evs}
+    assert new_ids == wanted
+    assert StateStore(tmp_path / "work", "k").dataset_state(topic)["source"]["topic_ids"] == {"0": new_id, "1": new_id}
