@@ -32,7 +32,7 @@ def compact_command(
     master: Annotated[Optional[str], typer.Option(help="Spark master URL; overrides spark.master")] = None,
     in_process: Annotated[bool, typer.Option("--in-process", help="merge in this process instead of Spark tasks (debugging)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="only warnings, errors and the report")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="silent on success: only warnings, errors, and the report of a compaction that failed")] = False,
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics (as `run` does) to this JSON file")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show Spark's own logs and debug lines")] = False,
 ) -> None:
@@ -74,6 +74,8 @@ def compact_command(
         write_metrics(report.result, metrics_json)
     if as_json:
         print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
+    elif quiet and report.succeeded:  # silent on success, as `run --quiet`
+        pass
     else:
         result = report.result
         assert result is not None

@@ -54,7 +54,7 @@ def run(
     master: Annotated[Optional[str], typer.Option(help="Spark master URL; overrides spark.master")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show Spark's own logs and debug lines")] = False,
     in_process: Annotated[bool, typer.Option("--in-process", help="run tasks in this process instead of Spark (debugging)")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="only warnings, errors and the summary: no progress, no INFO lines")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="silent on success: only warnings, errors, and the summary of a run that failed")] = False,
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
     metrics_prom: Annotated[Optional[Path], typer.Option("--metrics-prom", help="write the run's metrics in Prometheus' text format (node_exporter textfile collector)")] = None,
     continuous: Annotated[bool, typer.Option("--continuous", help="checkpoint every job.checkpoint_interval until SIGTERM or Ctrl-C (as job.mode: continuous)")] = False,
@@ -101,7 +101,8 @@ def run(
         if verbose:
             raise
         _internal(exc)
-    print_summary(result)
+    if not (quiet and result.succeeded):  # --quiet: silent unless something failed (cron mails only those runs)
+        print_summary(result)
     if metrics_json is not None:
         write_metrics(result, metrics_json)
     if metrics_prom is not None:

@@ -30,7 +30,14 @@ def test_without_a_terminal_progress_is_plain_log_lines_and_quiet_silences_them(
     assert "\x1b[" not in run.stderr  # no terminal control codes
     quiet = cli([*RUN, "--quiet"], job_dir)
     assert quiet.returncode == 0 and "tasks:" not in quiet.stderr and " INFO " not in quiet.stderr
-    assert quiet.stdout.strip().splitlines()[-1].startswith("SUCCEEDED job t run ")  # the summary stays
+    assert quiet.stdout == "" and quiet.stderr == ""  # silent on success: cron mails only what needs a person
+
+
+def test_quiet_still_prints_a_failure(job_dir: Path) -> None:
+    (job_dir / "data" / "clicks" / "gone.jsonl").symlink_to(job_dir / "nowhere.jsonl")  # an input problem
+    quiet = cli([*RUN, "--quiet"], job_dir)
+    assert quiet.returncode == 1
+    assert "gone.jsonl" in quiet.stdout + quiet.stderr and "FAILED job t run " in quiet.stdout
 
 
 def test_metrics_json_and_the_event_log(job_dir: Path) -> None:
