@@ -91,8 +91,10 @@ def run(
         finally:
             _stop_quietly(executor, verbose)
     except KeyboardInterrupt:
-        print("interrupted: datasets not yet committed were not published, nothing half-done stays; "
-              "the next run resumes from the committed watermarks (the run is recorded as cancelled)", file=sys.stderr)
+        from gobblin_py.cli.output import say_or_drop
+
+        say_or_drop("interrupted: datasets not yet committed were not published, nothing half-done stays; "
+                    "the next run resumes from the committed watermarks (the run is recorded as cancelled)")
         raise typer.Exit(130) from None
     except GobblinError as exc:
         _fail(exc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -36,6 +37,20 @@ def setup_logging(level: str, verbose: bool) -> None:
     logging.getLogger("kafka").setLevel(logging.INFO if verbose else logging.CRITICAL)
     # pyiceberg logs "Loaded FileIO" at INFO each time a catalog loads: table commits say what they did themselves
     logging.getLogger("pyiceberg").setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def say_or_drop(line: str) -> None:
+    """One line to stderr, unless its reader is gone (Ctrl-C in `run … 2>&1 | tee log` ends tee first): then that
+    stream points at /dev/null, so neither this line nor Python's flush at exit fails the command."""
+    for stream, text in ((sys.stdout, None), (sys.stderr, line)):
+        try:
+            if text is not None:
+                print(text, file=stream)
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # ValueError: the stream is already closed
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
 
 
 def print_summary(result: JobResult) -> None:

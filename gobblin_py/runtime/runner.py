@@ -25,7 +25,7 @@ from gobblin_py.runtime.observers import Observers
 from gobblin_py.runtime.planning import Plan, plan
 from gobblin_py.runtime.publish import PublishPath, step_registry
 from gobblin_py.runtime.resume import resume_from_targets
-from gobblin_py.runtime.task.results import TaskStatus, WorkUnitResult
+from gobblin_py.runtime.task.results import TaskStatus, TasksCancelled, WorkUnitResult
 from gobblin_py.runtime.task.pipeline import TaskSpec
 from gobblin_py.state.alerts import FailureTracker
 from gobblin_py.state.events import EventLog
@@ -86,11 +86,14 @@ class JobRunner:
                 result.error = str(exc)
                 result.bad_config = isinstance(exc, ConfigError)  # found only now (a table's columns): exit 2, as validate
                 log.error("%s", exc)
-            except KeyboardInterrupt:  # Ctrl-C or SIGINT: recorded as cancelled, not as a failure for alerts
-                result.cancelled = True
+            except (KeyboardInterrupt, BrokenPipeError) as exc:  # Ctrl-C, SIGINT, or the reader of our output gone
+                result.cancelled = True     # (Ctrl-C in `run … | tee log` ends tee first): cancelled, not a failure
                 committed = [d.dataset for d in result.datasets if d.status in (DatasetStatus.COMMITTED, DatasetStatus.PARTIAL)]
                 result.error = f"interrupted after committing {', '.join(committed)}" if committed else \
                     "interrupted before any dataset was committed"
+                if isinstance(exc, BrokenPipeError):
+                    result.error += " (the output pipe was closed)"
+                    raise KeyboardInterrupt from None
                 raise
             except Exception as exc:  # a bug or a lost Spark JVM: the record says what, the caller reports it
                 result.error = f"internal error: {describe(exc)}"
@@ -117,7 +120,11 @@ class JobRunner:
         planned = self._plan(blocked)
         phases.end("planning")
 
-        result.tasks = self._run_tasks(result.run_id, planned)
+        try:
+            result.tasks = self._run_tasks(result.run_id, planned)
+        except TasksCancelled as exc:  # the run's record lists every task as it ended
+            result.tasks = exc.results
+            raise
         phases.end("tasks")
 
         result.datasets = self.publishing.publish(result.run_id, result.tasks, planned, blocked)
@@ -158,7 +165,16 @@ class JobRunner:
         suffix = f".{run_id}" if self.job.job.delivery is Delivery.AT_LEAST_ONCE else ""
         tasks = [TaskSpec(job=self.job, run_id=run_id, unit=u, file_suffix=suffix, estimated_bytes=planned.estimate(u))
                  for u in planned.units]
-        results = self.executor.run(tasks, self.observe.tasks_progress) if tasks else []
+        try:
+            results = self.executor.run(tasks, self.observe.tasks_progress) if tasks else []
+        except TasksCancelled as exc:  # those finished reported, the others listed as cancelled
+            for r in exc.results:
+                self.observe.task_finished(r)
+            done = {r.workunit.id for r in exc.results}
+            raise TasksCancelled(exc.results + [
+                WorkUnitResult(workunit=wu, status=TaskStatus.CANCELLED, attempts=0,
+                               error="the run was interrupted before this task's result reached the driver")
+                for wu in planned.workunits if wu.id not in done]) from None
         for r in results:
             self.observe.task_finished(r)
             if r.status is TaskStatus.FAILED:

@@ -51,5 +51,6 @@ class EventLog:
                   files_published=summary.files_published, watermark=summary.watermark, message=summary.message)
 
     def job_finished(self, result: Any) -> None:
-        self.emit("JobSucceeded" if result.succeeded else "JobFailed", duration_s=round(result.duration_s, 3),
+        name = "JobCancelled" if result.cancelled else "JobSucceeded" if result.succeeded else "JobFailed"
+        self.emit(name, duration_s=round(result.duration_s, 3),
                   error=result.error)

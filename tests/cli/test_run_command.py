@@ -208,11 +208,11 @@ def test_a_library_error_is_named_once() -> None:
 @pytest.mark.spark
 def test_ctrl_c_during_the_tasks_is_one_line_exit_130_a_cancelled_run_and_the_next_run_commits_everything(tmp_path: Path) -> None:
     from gobblin_py.testing.crash import duplicates, snapshot
-    from support.jobs import example_job, write_job
+    from support.jobs import example_job, on_spark, write_job
 
     job = example_job(tmp_path)
     job["converters"].insert(0, {"class": "gobblin_py.testing.faults:SlowConverter", "seconds_per_record": 0.004})
-    write_job(tmp_path, job)
+    on_spark(write_job(tmp_path, job))
     proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -229,8 +229,11 @@ def test_ctrl_c_during_the_tasks_is_one_line_exit_130_a_cancelled_run_and_the_ne
     assert proc.returncode == 130, out + err
     assert "Traceback" not in err and "py4j" not in err.lower() and "ERROR" not in err
     assert err.strip().splitlines()[-1].startswith("interrupted: ")
+    assert "tasks: 10/10 done" not in err  # the bar never claims what did not happen
     history = json.loads(run_cli("history", "list", "job.yaml", "--json", cwd=tmp_path).stdout)
     assert [r["status"] for r in history] == ["cancelled"]
+    shown = json.loads(run_cli("history", "show", "job.yaml", history[0]["run_id"], "--json", cwd=tmp_path).stdout)
+    assert [t["status"] for t in shown["tasks"]] == ["cancelled"] * 10  # Spark returns no result of a cancelled job
     alerts = tmp_path / "work" / "state" / "t" / "alerts.json"
     assert not alerts.exists() or '"consecutive_failures": 0' in alerts.read_text().replace(" ", "").replace('"consecutive_failures":0', '"consecutive_failures": 0')
     job["converters"].pop(0)
@@ -239,3 +242,43 @@ def test_ctrl_c_during_the_tasks_is_one_line_exit_130_a_cancelled_run_and_the_ne
     assert again.returncode == 0, again.stdout + again.stderr
     snap = snapshot(tmp_path / "output")
     assert sum(snap["records"].values()) == 2998 and duplicates(snap) == 0
+
+
+def test_ctrl_c_in_a_pipeline_whose_reader_is_gone_is_a_cancelled_run_with_its_tasks(tmp_path: Path) -> None:
+    """`gobblin-py run job.yaml 2>&1 | tee log` and Ctrl-C: tee dies first, the next line written hits a closed pipe.
+    Before the fix that was "failed: internal error: BrokenPipeError" or exit 1 (counted for alerts), the event log
+    said JobFailed, and `history show` listed no tasks."""
+    from gobblin_py.state.events import EventLog
+    from support.jobs import example_job, write_job
+
+    job = example_job(tmp_path)  # small: its tasks run in the driver, one after another
+    job["converters"].insert(0, {"class": "gobblin_py.testing.faults:SlowConverter", "seconds_per_record": 0.002})
+    write_job(tmp_path, job)
+    proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        seen = b""
+        while b"tasks: 0/10 done" not in seen:
+            chunk = proc.stdout.read1(4096)
+            assert chunk, seen.decode()
+            seen += chunk
+        time.sleep(2.5)  # a few tasks of ~0.8 s each done, the others not
+        proc.stdout.close()  # the reader of the pipeline is gone
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 130
+    (run,) = json.loads(run_cli("history", "list", "job.yaml", "--json", cwd=tmp_path).stdout)
+    assert run["status"] == "cancelled", run
+    shown = json.loads(run_cli("history", "show", "job.yaml", run["run_id"], "--json", cwd=tmp_path).stdout)
+    statuses = [t["status"] for t in shown["tasks"]]
+    events = EventLog(tmp_path / "work", "t").read()
+    finished = [e for e in events if e["name"] == "TaskFinished"]
+    assert len(statuses) == 10 and "cancelled" in statuses and set(statuses) <= {"succeeded", "cancelled"}, statuses
+    assert statuses.count("succeeded") == len(finished)  # each task as it really ended
+    assert events[-1]["name"] == "JobCancelled"
+    assert not (tmp_path / "work" / "state" / "t" / "alerts.json").exists() or \
+        '"consecutive_failures": 0' in (tmp_path / "work" / "state" / "t" / "alerts.json").read_text()

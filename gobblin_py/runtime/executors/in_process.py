@@ -6,7 +6,7 @@ from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.runtime.executors.base import ProgressCallback
 from gobblin_py.runtime.executors.interrupt import raise_if_interrupted
 from gobblin_py.runtime.task.pipeline import TaskSpec, run_task
-from gobblin_py.runtime.task.results import WorkUnitResult
+from gobblin_py.runtime.task.results import TasksCancelled, WorkUnitResult
 
 
 class InProcessExecutor:
@@ -25,11 +25,14 @@ class InProcessExecutor:
 
     def run(self, tasks: list[TaskSpec], progress: ProgressCallback | None = None) -> list[WorkUnitResult]:
         out: list[WorkUnitResult] = []
-        for i, t in enumerate(tasks):
-            raise_if_interrupted()  # a scheduler cancelling its runs at shutdown: between tasks
-            if progress:
-                progress(i, 1, 0, len(tasks))
-            out.extend(run_task(t))
+        try:
+            for i, t in enumerate(tasks):
+                raise_if_interrupted()  # a scheduler cancelling its runs at shutdown: between tasks
+                if progress:
+                    progress(i, 1, 0, len(tasks))
+                out.extend(run_task(t))
+        except KeyboardInterrupt:
+            raise TasksCancelled(out) from None
         if progress:
             progress(len(tasks), 0, 0, len(tasks))
         return out

@@ -22,7 +22,7 @@ from gobblin_py.fs import Location
 from gobblin_py.runtime.executors.base import ProgressCallback, SessionSource, in_driver_why, small_plan_bytes
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.executors.interrupt import raise_if_interrupted
-from gobblin_py.runtime.task.results import TaskStatus, WorkUnitResult
+from gobblin_py.runtime.task.results import TaskStatus, TasksCancelled, WorkUnitResult
 from gobblin_py.runtime.task.pipeline import TaskSpec, run_task
 
 log = logging.getLogger(__name__)
@@ -171,21 +171,25 @@ class SparkExecutor:
         group = f"gobblin-py-{self.job.name}-{time.monotonic_ns()}"
         sc.setJobGroup(group, f"{self.job.name}: {len(tasks)} tasks")
         watcher = _StatusWatcher(sc, group, len(tasks), progress) if progress else None
+        finished = False
         try:
-            return sc.parallelize(tasks, len(tasks)).flatMap(run_task).collect()
+            results = sc.parallelize(tasks, len(tasks)).flatMap(run_task).collect()
+            finished = True
+            return results
         except KeyboardInterrupt:
             _cancelled(sc, group, force=True)
-            raise
+            raise TasksCancelled([]) from None  # the finished tasks' results never reached the driver
         except Exception as exc:  # noqa: BLE001 - a lost executor or a crashed worker fails the Spark job
             if _cancelled(sc, group):
-                raise KeyboardInterrupt from None
+                raise TasksCancelled([]) from None
+            finished = True
             message = spark_failure(exc)
             log.error("the Spark job failed: %s", message)
             return [WorkUnitResult(workunit=wu, status=TaskStatus.FAILED, attempts=1, error=f"Spark job failed: {message}")
                     for t in tasks for wu in t.workunits]
         finally:
             if watcher is not None:
-                watcher.stop()
+                watcher.stop(finished)
 
     def stop(self, exiting: bool = False) -> None:
         """`exiting` (a command about to end, on a local master, not verbose): do not wait ~1 s for
@@ -258,10 +262,12 @@ class _StatusWatcher:
                 self.progress(*counts, self.total)
                 last = counts
 
-    def stop(self) -> None:
+    def stop(self, finished: bool) -> None:
+        """Stop polling; the bar shows every task done only when the Spark job did end (not when it was cancelled)."""
         self._stop.set()
         self._thread.join()
-        self.progress(self.total, 0, 0, self.total)
+        if finished:
+            self.progress(self.total, 0, 0, self.total)
 
 
 class SparkTasks:

@@ -12,6 +12,7 @@ from gobblin_py.api.types import WatermarkValue
 class TaskStatus(str, enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # the run was interrupted before the task ended (or before its result reached the driver)
 
 
 @dataclass
@@ -64,3 +65,12 @@ class WorkUnitResult:
             "files": [f.rel_path for f in self.files],
             "counters": {name: c.to_json() for name, c in self.counters.items()},
         }
+
+
+class TasksCancelled(KeyboardInterrupt):
+    """Ctrl-C during the tasks, with the results of those that had finished (the runner adds the others as
+    CANCELLED), so the run's record lists every task as it really ended."""
+
+    def __init__(self, results: list[WorkUnitResult]) -> None:
+        super().__init__()
+        self.results = results
