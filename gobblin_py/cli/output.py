@@ -24,9 +24,22 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+class ConsoleLogHandler(logging.Handler):
+    """On a terminal, log lines go through the console the live progress bar draws on (`err`), so rich prints each
+    above the bar instead of the line landing inside it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            err.print(self.format(record), markup=False, highlight=False, soft_wrap=True)
+        except Exception:  # noqa: BLE001 - as logging.StreamHandler: a failed log line never fails the run
+            self.handleError(record)
+
+
 def setup_logging(level: str, verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else getattr(logging, level),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True)
+    """The log's level and format; on a terminal through `err`, elsewhere (cron, pipes) plain lines on stderr."""
+    handler = ConsoleLogHandler() if sys.stderr.isatty() else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else getattr(logging, level), handlers=[handler], force=True)
     for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):  # after Ctrl-C py4j logs every broken call
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.CRITICAL)
     if not verbose:  # py4j also logs through the root logger ("KeyboardInterrupt while sending command" + a traceback)

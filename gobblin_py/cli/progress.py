@@ -16,20 +16,25 @@ class LogProgress:
     def __init__(self, every_s: float = 5.0) -> None:
         self.every_s = every_s
         self._last = 0.0
+        self.detail = logging.INFO  # a continuous run: DEBUG, its checkpoint line says it
+
+    def continuous_started(self) -> None:
+        self.detail = logging.DEBUG
 
     def tasks_progress(self, done: int, running: int, failed: int, total: int) -> None:
         now = time.monotonic()
         if done == total or now - self._last >= self.every_s:
             self._last = now
-            log.info("tasks: %d/%d done, %d running, %d failed", done, total, running, failed)
+            log.log(self.detail, "tasks: %d/%d done, %d running, %d failed", done, total, running, failed)
 
     def task_finished(self, result: Any) -> None:
         if result.attempts > 1:
             log.info("task %s needed %d attempts", result.workunit.id, result.attempts)
 
     def dataset_committed(self, summary: Any) -> None:
-        log.info("dataset %s: %s, %d records written, %d files", summary.dataset, summary.status.value,
-                 summary.records_written, summary.files_published)
+        ok = summary.status.value.startswith("committed")
+        log.log(self.detail if ok else logging.WARNING, "dataset %s: %s, %d records written, %d files", summary.dataset,
+                summary.status.value, summary.records_written, summary.files_published)
 
     def checkpoint_finished(self, result: Any, row: dict[str, Any]) -> None:
         idle = row["status"] == "succeeded" and not row["records_written"] and not row["lag"]
@@ -40,19 +45,23 @@ class RichProgress:
     """In a terminal: a live bar of tasks (done / running / failed) and a line per committed dataset."""
 
     def __init__(self) -> None:
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.console = Console(stderr=True)
+        from gobblin_py.cli.output import err
+
+        self.console = err  # the console the log prints through too: log lines go above the bar, never into it
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=self.console, transient=True)
         self.task: Any = None
+        self.continuous = False  # one line per checkpoint: no bar, no line per dataset
+
+    def continuous_started(self) -> None:
+        self.continuous = True
 
     def workunits_created(self, workunits: int, tasks: int, datasets: list[str]) -> None:
-        self.console.print(f"planned {workunits} work units in {tasks} tasks over {len(datasets)} datasets")
-        if tasks:
+        if tasks and not self.continuous:  # the runner's log line says what was planned; where the tasks run, the executor's
             self.progress.start()
-            self.task = self.progress.add_task("tasks", total=tasks, detail="starting the executors…")  # Spark takes seconds
+            self.task = self.progress.add_task("tasks", total=tasks, detail="waiting for the first task")
 
     def tasks_progress(self, done: int, running: int, failed: int, total: int) -> None:
         if self.task is not None:
@@ -60,6 +69,8 @@ class RichProgress:
 
     def dataset_committed(self, summary: Any) -> None:
         self.stop()
+        if self.continuous and summary.status.value.startswith("committed"):
+            return
         self.console.print(f"  {summary.dataset}: {summary.status.value} ({summary.records_written} records, "
                            f"{summary.files_published} files)")
 

@@ -22,6 +22,9 @@ class RunObserver(Protocol):
 
     def dataset_committed(self, summary: DatasetSummary) -> None: ...
 
+    def continuous_started(self) -> None:
+        """The run is continuous: one line per checkpoint (`checkpoint_finished`); the rest of each is detail."""
+
     def checkpoint_finished(self, result: JobResult, row: dict[str, Any]) -> None:
         """A continuous run's checkpoint ended (`row`: what history keeps of it); the run goes on."""
 

@@ -54,7 +54,7 @@ class JobRunner:
         self.store = CommitStepStore(work, step_registry(job), job_confinement(job))
         self.state = StateStore(work, job.name)
         self.publishing = PublishPath(job, executor, self.store, self.state)
-        self.quiet_when_idle = False  # a continuous run logs a checkpoint with no new data at DEBUG only
+        self.continuous = False  # a continuous run: one line per checkpoint, its planning and tasks at DEBUG
 
     def run(self) -> JobResult:
         """One bounded run."""
@@ -155,7 +155,7 @@ class JobRunner:
             log.error("dataset %s is skipped this run: %s", dataset, exc)
             blocked[dataset] = DatasetRecovery(dataset, Outcome.CORRUPT, str(exc))
         workunits = flatten(planned.units)
-        log.log(logging.INFO if workunits or not self.quiet_when_idle else logging.DEBUG,
+        log.log(logging.DEBUG if self.continuous else logging.INFO,
                 "planned %d work units in %d tasks", len(workunits), len(planned.units))
         self.observe.workunits_created(len(workunits), len(planned.units), sorted({w.dataset for w in workunits}))
         return planned

@@ -168,6 +168,7 @@ def _fold(result: JobResult, checkpoint: JobResult, row: dict[str, Any]) -> None
 
 def run_continuous(runner: JobRunner, stop: threading.Event, after_checkpoint: Callable[[JobResult], None] | None = None) -> JobResult:
     """A continuous run of `runner`'s job until `stop` is set (or too many checkpoints fail in a row)."""
-    runner.quiet_when_idle = True
+    runner.continuous = True
+    runner.observe.continuous_started()
     return runner.held(CheckpointLoop(runner, stop, after_checkpoint))
 

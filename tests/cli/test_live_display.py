@@ -73,8 +73,8 @@ def test_the_live_display_shows_progress_and_no_spark_lines(tmp_path: Path) -> N
     text = plain(screen)
     assert code == 0, text
     assert "\x1b[2K" in screen  # the live display redraws its line (the log-line progress for pipes does not)
-    assert "planned 10 work units in 10 tasks over 2 datasets" in text
-    assert "starting the executors…" in text
+    assert text.count("planned 10 work units in 10 tasks") == 1
+    assert "waiting for the first task" in text
     assert re.search(r"^tasks .* 10/10 0 running, 0 failed", text, re.MULTILINE), text
     assert "  clicks: committed (2000 records, 5 files)" in text and "  orders: committed (998 records, 5 files)" in text
     assert re.search(r"^SUCCEEDED job example run \S+ in [\d.]+s$", text, re.MULTILINE), text
@@ -90,6 +90,19 @@ def test_verbose_shows_sparks_own_lines(tmp_path: Path) -> None:
     code, screen = run_in_terminal(["run", "jobs/example.yaml", "--verbose"], tmp_path)
     text = plain(screen)
     assert code == 0, text
-    assert "starting the executors…" in text
+    assert "waiting for the first task" in text
     assert "Setting default log level" in text  # what the quiet run keeps off the terminal is really there to keep off
     assert [p.pattern for p in SPARK_LINES if p.search(text)], text  # and the patterns above do see it
+
+
+def test_log_lines_never_land_inside_the_progress_bar(tmp_path: Path) -> None:
+    """Before the fix the log wrote to stderr behind rich's back: `… 0/10 starting the executors… 0:00:002026-11-26
+    … INFO … running 10 task(s) in the driver` on one line, and "planned" printed twice."""
+    shutil.copytree(REPO / "jobs", tmp_path / "jobs")  # small: its tasks run in the driver, Spark never starts
+    code, screen = run_in_terminal(["run", "jobs/example.yaml"], tmp_path)
+    lines = [line for line in plain(screen).splitlines() if line.strip()]
+    assert code == 0, lines
+    assert any(re.match(r"tasks\W+10/10", line) for line in lines), lines  # the bar was drawn
+    assert any("running 10 task(s) in the driver" in line for line in lines)  # a log line while it was
+    assert not [line for line in lines if " INFO " in line and "/10 " in line], lines
+    assert sum("planned 10 work units" in line for line in lines) == 1

@@ -113,6 +113,10 @@ def test_files_arriving_during_a_continuous_run_are_each_committed_once_and_sigt
     assert sum(r["records_written"] for r in body["checkpoints"]) == sum(reference["snapshot"]["records"].values())
     names = _events(tmp_path)
     assert names.count("CheckpointStarted") == body["checkpoints_total"] == names.count("CheckpointCommitted")
+    info = [line.split(": ", 1)[1] for line in err.splitlines() if " INFO " in line]
+    chatter = [line for line in info if not line.startswith(("checkpoint ", "job t run ", "continuous run "))]
+    assert not chatter, chatter  # one line per checkpoint: planning, tasks and datasets are --verbose detail
+    assert sum(line.startswith("checkpoint ") for line in info) >= len(DAYS)
 
 
 def test_sigterm_during_a_checkpoint_lets_it_commit_and_a_second_signal_stops_at_once(tmp_path: Path, reference: dict) -> None:

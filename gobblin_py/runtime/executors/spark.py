@@ -49,6 +49,7 @@ class SparkExecutor:
         self.master = job.spark.master
         self.startup_s = 0.0  # time the driver waited for Spark to come up
         self._paths_checked = False
+        self._said_in_driver = False
 
     def start(self) -> None:
         if self._thread is None:
@@ -164,7 +165,9 @@ class SparkExecutor:
         limit = self.job.spark.in_driver_limit
         small = small_plan_bytes([t.estimated_bytes for t in tasks], limit) if self._thread is None and self._session is None else None
         if small is not None and limit is not None:
-            log.info("running %d task(s) in the driver, not on Spark: %s", len(tasks), in_driver_why(small, limit))
+            first, self._said_in_driver = not self._said_in_driver, True  # said once, not at every checkpoint
+            log.log(logging.INFO if first else logging.DEBUG, "running %d task(s) in the driver, not on Spark: %s",
+                    len(tasks), in_driver_why(small, limit))
             return InProcessExecutor().run(tasks, progress)
         sc = self.session().sparkContext
         self._check_paths_once()
