@@ -22,7 +22,7 @@ from gobblin_py.fs.exchange_steps import FsExchangeDirsCommitStep, FsRemoveRepla
 from gobblin_py.fs.publish_steps import publish_step
 from gobblin_py.compaction.plan import CompactionOptions, CompactionWork, PartitionWork, TablePartitionWork, plan_compaction
 from gobblin_py.compaction.task import PartitionResult, compact_partition
-from gobblin_py.runtime.executors.base import TaskExecutor
+from gobblin_py.runtime.executors.base import TaskExecutor, in_driver_why, small_plan_bytes
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
 from gobblin_py.runtime.publish import commit_id
 from gobblin_py.runtime.runner import JobRunner
@@ -173,7 +173,14 @@ class Compactor:
         fails every partition of it, and nothing of them is published."""
         if not works:
             return []
-        tasks = self.executor.commit_tasks(start=True) or ThreadTasks(self.job.job.commit_parallelism)
+        tasks = self.executor.commit_tasks(start=False)  # Spark already up (a warm scheduler): use it
+        limit = self.job.spark.in_driver_limit
+        small = small_plan_bytes([sum(f.size for f in w.inputs) for w in works], limit) if tasks is None else None
+        if small is not None and limit is not None:  # as `run`: less work than Spark's start takes
+            log.info("compacting %d partition(s) in the driver, not on Spark: %s", len(works), in_driver_why(small, limit))
+        elif tasks is None:
+            tasks = self.executor.commit_tasks(start=True)
+        tasks = tasks or ThreadTasks(self.job.job.commit_parallelism)
         try:
             return list(tasks.flat_map(compact_partition, works))
         except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job
