@@ -166,3 +166,14 @@ def test_retries_exhausted_fails_the_workunit(tmp_path: Path) -> None:
                writer={"class": "jsonl"})
     r = _run(tmp_path, job, f)
     assert r.status is TaskStatus.FAILED and r.attempts == 3 and "injected failure on attempt 3" in r.error
+
+
+def test_the_summary_shows_watermarks_in_one_short_line() -> None:
+    """A database's keys held a published sub-range each (`done.1 = (…, …] planned at high=…`): ~350 characters."""
+    from gobblin_py.runtime.job_result import watermark_summary
+
+    assert watermark_summary({}, {"0": 120, "1": 98}) == "0=120 1=98"
+    assert watermark_summary({"a": 1}, {f"f{i}": i for i in range(12)}) == "12 keys (+11)"
+    jdbc = {"high": "2026-01-05T10:00:00.123456",
+            "done.1": "(2026-01-05T10:00:00.123456, 2026-01-05T11:00:00.000000] planned at high=2026-01-05T10:00:00.123456"}
+    assert watermark_summary({}, jdbc) == "high=2026-01-05T10:00:00.123456 (+1 more)"
