@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from gobblin_py.cli.compact_command import compact_command
+from gobblin_py.cli.infer_command import infer_command
 from gobblin_py.cli.plan_command import plan_command
 from gobblin_py.errors import ConfigError, GobblinError
 
@@ -303,6 +304,7 @@ from gobblin_py.cli.state_commands import history_app, state_app  # noqa: E402
 
 app.command("plan")(plan_command)
 app.command("compact")(compact_command)
+app.command("infer")(infer_command)
 app.add_typer(state_app, name="state")
 app.add_typer(history_app, name="history")
 

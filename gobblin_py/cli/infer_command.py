@@ -1,0 +1,91 @@
+"""`gobblin-py infer`: sample a job's input and write the Avro schema (`.avsc`) its `json_to_avro` converter needs."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from gobblin_py.errors import ConfigError, GobblinError
+
+
+def sample_records(job: Any, limit: int, datasets: list[str] | None) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Up to `limit` records of each dataset of the job's whole input (planned as a first run would: from no committed
+    state), with their dataset; read by the Source's own extractors, nothing written, no lock, no Spark."""
+    from gobblin_py.api import SourceState, TaskContext, flatten
+
+    source = job.source.create()
+    units = [wu for wu in flatten(source.get_workunits(SourceState({}))) if not datasets or wu.dataset in datasets]
+    taken: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="gobblin-py-infer-") as staging:
+        for wu in units:
+            if taken.get(wu.dataset, 0) >= limit:
+                continue
+            context = TaskContext(job_name=job.name, run_id="infer", workunit=wu, attempt=1, staging_dir=Path(staging),
+                                  reject=lambda _record, _reason, _location: None)
+            extractor = source.get_extractor(wu, context)
+            try:
+                for record in extractor.read_records():
+                    if isinstance(record, Mapping):
+                        yield wu.dataset, record
+                        taken[wu.dataset] = taken.get(wu.dataset, 0) + 1
+                    if taken.get(wu.dataset, 0) >= limit:
+                        break
+            finally:
+                extractor.close()
+
+
+def infer_command(
+    job_file: Annotated[Path, typer.Argument(help="the job file (YAML, or an Apache Gobblin .pull/.job/.properties/.conf)", show_default=False)],
+    out_file: Annotated[Optional[Path], typer.Option("--out", "-o", help="write the schema to this .avsc file (else print it)")] = None,
+    records: Annotated[int, typer.Option("--records", "-n", min=1, help="how many records to sample of each dataset")] = 1000,
+    dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
+    name: Annotated[str, typer.Option("--name", help="the record's Avro name")] = "Record",
+    force: Annotated[bool, typer.Option("--force", help="overwrite --out if it exists")] = False,
+) -> None:
+    """Sample the job's input (files, Kafka JSON, a table) and write an Avro schema every sampled record fits: a field
+    missing or null in some record is nullable, CSV text that is numbers, booleans or ISO-8601 times gets those types.
+    Reads only: no lock, no Spark, no state. Check the result (a field always null is typed string) before using it.
+
+    Example: gobblin-py infer jobs/example.yaml --out jobs/schemas/inferred.avsc
+    """
+    from gobblin_py.builtin.schemas.infer import infer_schema, schema_text
+    from gobblin_py.cli.output import err, fail, out
+    from gobblin_py.config import load_job
+
+    try:
+        if out_file is not None and out_file.exists() and not force:
+            raise ConfigError(f"--out {out_file} exists; pass --force to overwrite it")
+        job = load_job(job_file)
+        seen: dict[str, int] = {}
+
+        def counted() -> Iterator[Mapping[str, Any]]:
+            for ds, record in sample_records(job, records, dataset):
+                seen[ds] = seen.get(ds, 0) + 1
+                yield record
+
+        inferred = infer_schema(counted(), name=name)
+        if not inferred.records:
+            which = f" of dataset(s) {', '.join(dataset)}" if dataset else ""
+            raise ConfigError(f"{job_file}: the input{which} held no records to infer a schema from "
+                              f"(source {job.source.name}: is its path, topic or table right?)")
+    except GobblinError as exc:
+        fail(exc)
+        return
+    text = schema_text(inferred.schema)
+    from_where = ", ".join(f"{ds} {n}" for ds, n in sorted(seen.items()))
+    if inferred.unnamed:
+        err.print(f"left out field(s) whose name Avro cannot carry: {', '.join(inferred.unnamed)}", markup=False)
+    for note in inferred.notes:
+        err.print(note, markup=False)
+    if out_file is None:
+        print(text, end="")
+        err.print(f"inferred from {inferred.records} records ({from_where})", markup=False)
+        return
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(text)
+    out.print(f"wrote {out_file}: {len(inferred.schema['fields'])} fields inferred from {inferred.records} records "
+              f"({from_where}); use it with\n  converters:\n    - {{class: json_to_avro, schema: {out_file}}}", markup=False)
