@@ -1,6 +1,6 @@
-"""The long soak of the model-based test (tests/support/world.py): histories with random seeds, each in a fresh
+"""The long soak of the model-based test (tests/support/world_files.py): histories with random seeds, each in a fresh
 directory, until `--histories` ran or `--minutes` passed; prints the seed and step of any history that breaks a rule,
-which `History(seed, steps).run(dir)` replays exactly.
+which `FilesHistory(seed, steps).run(dir)` replays exactly.
 
     .venv/bin/python scripts/soak_world.py [--histories 1000] [--steps 20] [--minutes 600] [--seed N]
 """
@@ -18,7 +18,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from support.world import History, Violation  # noqa: E402
+from support.world import Violation
+from support.world_files import FilesHistory
 
 
 def main() -> int:
@@ -36,7 +37,7 @@ def main() -> int:
             break
         root = Path(tempfile.mkdtemp(prefix=f"soak-{seed}-"))
         try:
-            History(seed, args.steps).run(root)
+            FilesHistory(seed, args.steps).run(root)
         except Violation as exc:
             failed += 1
             print(f"VIOLATION {exc} (kept in {root})", flush=True)
