@@ -42,3 +42,21 @@ def test_files_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> No
                    FilesHistory(2, STEPS, include=("disk_full", "dangling_symlink", "delete_file"))], tmp_path)
     drew(log, "run on Spark", "state reset", "disk full", "dangling symlink", "deleted")
 
+
+@pytest.mark.kafka
+def test_kafka_histories_publish_every_id_as_often_as_owed(tmp_path: Path, broker) -> None:
+    from support.world_kafka import KafkaHistory
+
+    log = run_all([KafkaHistory(1, STEPS, broker.bootstrap, include=("recreate_topic", "state_reset")),
+                   KafkaHistory(2, STEPS, broker.bootstrap, include=("continuous_killed", "concurrent_runs"))], tmp_path)
+    drew(log, "topic re-created", "state reset", "continuous run", "concurrent runs")
+
+
+def test_iceberg_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> None:
+    pytest.importorskip("pyiceberg")
+    pytest.importorskip("duckdb")
+    from support.world_iceberg import IcebergHistory
+
+    log = run_all([IcebergHistory(1, STEPS, include=("run_job", "rename_column", "add_column")),
+                   IcebergHistory(2, STEPS, include=("run_job", "add_column", "rename_column"))], tmp_path)
+    drew(log, "renamed", "column note added")
