@@ -1,13 +1,14 @@
 """The files world of the model-based test (see world.py): a files → Avro job over two datasets of JSON-lines files,
 read back with the Apache `avro` package.
 
-Its rules, besides those every world has (run, run killed at a commit point or at random, recover, recover --abandon,
-compact with and without dedup, a second run at the same time, `state reset`): a new file; lines appended to a file
-(with a line still being written at the end, as a tailing writer leaves it); a file the job cannot read as a file (a
-dangling symlink, removed again by the next such step); a file deleted upstream after it was ingested; a disk full
-for one run (RLIMIT_FSIZE in the child, SIGXFSZ ignored, so a write past the limit fails with EFBIG: the run fails
-saying why, or succeeds). `state reset --dataset D` drops the dataset's watermarks: the next
-run reads each of its files again from the start, so every whole line of them is owed once more."""
+Its rules, besides those every world has (a run in the driver or on real local Spark, a run killed at a commit point
+or at random, recover, recover --abandon, compact with and without dedup, a second run at the same time, `state
+reset`): a new file; lines appended to a file (with a line still being written at the end, as a tailing writer leaves
+it); a file the job cannot read as a file (a dangling symlink, removed again by the next such step); a file deleted
+upstream after it was ingested; a disk full for one run (RLIMIT_FSIZE in the child, SIGXFSZ ignored, so a write past
+the limit fails with EFBIG: the run fails saying why, or succeeds). `state reset --dataset D` drops the dataset's
+watermarks: the next run reads each of its files again from the start, so every whole line of them is owed once more
+(at most; see World.reread)."""
 
 from __future__ import annotations
 

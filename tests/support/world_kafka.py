@@ -1,15 +1,15 @@
 """The Kafka world of the model-based test (see world.py): a Kafka → Avro job over one topic of a local Tansu broker
 (tests/support/kafka_broker.py), read back with the Apache `avro` package.
 
-Its rules, besides those every world has (run, run killed at a commit point or at random, recover, recover --abandon,
-compact with and without dedup, a second run at the same time): records produced to some partitions, each partition
-sealed with a one-record batch (Tansu's end offset after a multi-record batch is its base offset + 1); the topic
-deleted and created again (the job sets `on_topic_recreated: earliest`: what was published of the old topic stays,
-once, the rest of it may be lost with it, and every record of the new topic is owed once); `run --continuous` killed
-after a few checkpoints, with records produced between them; `state reset --to P=K` back to an offset at or before
-the first record of partition P not yet published (one further ahead would skip records on purpose; one of a topic
-the state does not know yet is read from its start anyway), after which every record of P from K on is owed once
-more.
+Its rules, besides those every world has (a run in the driver or on real local Spark, a run killed at a commit point
+or at random, recover, recover --abandon, compact with and without dedup, a second run at the same time): records
+produced to some partitions, each partition sealed with a one-record batch (Tansu's end offset after a multi-record
+batch is its base offset + 1); the topic deleted and created again (the job sets `on_topic_recreated: earliest`: what
+was published of the old topic stays, once, the rest of it may be lost with it, and every record of the new topic is
+owed once); `run --continuous` killed after a few checkpoints, with records produced between them; `state reset --to
+P=K` back to an offset at or before the first record of partition P not yet published (one further ahead would skip
+records on purpose; one of a topic the state does not know yet is read from its start anyway), after which every
+record of P from K on is owed once more.
 
 Left out: a partition added to the topic, since Tansu has no CreatePartitions (the broker answers it with an error),
 so the world cannot change that way here."""
