@@ -1,52 +1,90 @@
 """The long soak of the model-based test (tests/support/world.py): histories with random seeds, each in a fresh
-directory, until `--histories` ran or `--minutes` passed; prints the seed and step of any history that breaks a rule,
-which `History(seed, steps).run(dir)` replays exactly.
+directory, until `--histories` ran or `--minutes` passed; prints the world, seed, step and steps of any history that
+breaks a rule, which `--world W --seed N` (with the same `--steps`) replays. `--world mix` draws a world per history;
+a Kafka world runs against a local Tansu broker the soak starts.
 
-    .venv/bin/python scripts/soak_world.py [--histories 1000] [--steps 20] [--minutes 600] [--seed N]
+    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|mix] [--histories 1000] [--steps 20]
+                                           [--minutes 600] [--seed N]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from support.world import History, Violation  # noqa: E402
+from support.world import History, Violation
+
+WORLDS = ("files", "kafka", "iceberg")
+
+
+def history(world: str, seed: int, steps: int, broker: Any) -> History:
+    """The history of `world` for `seed`; a Kafka one on `broker`, started on first use."""
+    if world == "kafka":
+        from support.world_kafka import KafkaHistory
+
+        return KafkaHistory(seed, steps, broker().bootstrap)
+    if world == "iceberg":
+        from support.world_iceberg import IcebergHistory
+
+        return IcebergHistory(seed, steps)
+    from support.world_files import FilesHistory
+
+    return FilesHistory(seed, steps)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--world", choices=[*WORLDS, "mix"], default="files")
     p.add_argument("--histories", type=int, default=1000)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--minutes", type=float, default=600.0)
     p.add_argument("--seed", type=int, default=None, help="replay one history")
     args = p.parse_args()
-    seeds = [args.seed] if args.seed is not None else [random.SystemRandom().randrange(2**32) for _ in range(args.histories)]
+    system = random.SystemRandom()
+    seeds = [args.seed] if args.seed is not None else [system.randrange(2**32) for _ in range(args.histories)]
     deadline = time.monotonic() + args.minutes * 60
-    ran = failed = 0
-    for seed in seeds:
-        if time.monotonic() > deadline:
-            break
-        root = Path(tempfile.mkdtemp(prefix=f"soak-{seed}-"))
-        try:
-            History(seed, args.steps).run(root)
-        except Violation as exc:
-            failed += 1
-            print(f"VIOLATION {exc} (kept in {root})", flush=True)
-            continue
-        ran += 1
-        shutil.rmtree(root, ignore_errors=True)
-        if ran % 10 == 0:
-            print(f"{ran + failed} histories, {failed} violations", flush=True)
-    print(f"{ran + failed} histories of {args.steps} steps, {failed} violations")
-    return 1 if failed else 0
+    ran: dict[str, int] = dict.fromkeys(WORLDS, 0)
+    failed: dict[str, int] = dict.fromkeys(WORLDS, 0)
+    with contextlib.ExitStack() as stack:
+        started: list[Any] = []
+
+        def broker() -> Any:
+            if not started:
+                from support.kafka_broker import LocalBroker
+
+                started.append(stack.enter_context(LocalBroker()))
+            return started[0]
+
+        for seed in seeds:
+            if time.monotonic() > deadline:
+                break
+            world = system.choice(WORLDS) if args.world == "mix" else args.world
+            root = Path(tempfile.mkdtemp(prefix=f"soak-{world}-{seed}-"))
+            ran[world] += 1
+            try:
+                history(world, seed, args.steps, broker).run(root)
+            except Violation as exc:
+                failed[world] += 1
+                steps = "\n    ".join(exc.log)
+                print(f"VIOLATION --world {world} --seed {seed}: {exc} (kept in {root})\n    {steps}", flush=True)
+                continue
+            shutil.rmtree(root, ignore_errors=True)
+            if sum(ran.values()) % 10 == 0:
+                print(f"{sum(ran.values())} histories, {sum(failed.values())} violations", flush=True)
+    for world in WORLDS:
+        if ran[world]:
+            print(f"{world}: {ran[world]} histories of {args.steps} steps, {failed[world]} violations")
+    return 1 if any(failed.values()) else 0
 
 
 if __name__ == "__main__":

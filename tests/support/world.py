@@ -1,35 +1,35 @@
-"""A model-based test of runs × crashes × world changes: a generator of histories over one files → Avro job, each step
-a real `gobblin-py` command in a child process (or a change to the world around it), checked by an oracle that reads
-the output with the Apache `avro` package (a reader gobblin-py did not write).
+"""The machinery of the model-based test of runs × crashes × world changes (issue 26): a seeded generator of
+histories, each step a real `gobblin-py` command in a child process (or a change to the world around the job), and an
+oracle that counts every produced id in what an independent reader sees. Each job shape is a world of its own that
+subclasses `History`: world_files.py (files → Avro), world_kafka.py (Kafka → Avro on a local Tansu broker),
+world_iceberg.py (files → an Iceberg table); `WORLDS` names them for the soak (`scripts/soak_world.py`).
 
-The model knows every id it produced and which of them a successful run must have published: after every step no id
-is in the output twice, no id is there that was never produced, and after a successful run every id complete before
-it started is there; a command that does not succeed must say why (exit 1 or 2 with a message, or SIGKILL by the
-history itself). A history is a seed: `History(seed, steps).run(tmp)` replays it exactly; the soak
-(`scripts/soak_world.py`) runs many and prints the seed of any that breaks a rule.
-
-Rules (each a step the generator draws): append a new file; append lines to a file (with a line still being written
-at the end, as a tailing writer leaves it); run; run killed at a commit point; run killed at a random time; recover;
-recover --abandon; compact (with and without dedup); a second run while one holds the lock; a file the job cannot read
-as a file (a dangling symlink, removed again by the next such step); a file deleted upstream after it was ingested."""
+The oracle: every id has a number of copies the output must hold at the end (one once produced, one more for each
+`state reset` that asks for it to be read again) and never holds more, after any step; an id the world took back (its
+file deleted, its topic deleted) or a dedup compaction merged may end with fewer, down to what was published when
+that happened. A command that does not succeed must say why (exit 1 or 2 with a message and no traceback; a run
+failing while the world is broken names what broke), or be killed by the history itself. A history is a seed:
+`KIND(seed, steps).run(dir)` replays it."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, ClassVar
 
 import yaml
 
-from gobblin_py.crashpoints import ENV
-from gobblin_py.testing.crash import SIGKILLED, cli
+from gobblin_py.crashpoints import ENV, WINDOW_ENV
+from gobblin_py.testing.crash import SIGKILLED
 
 SCHEMA = {"type": "record", "name": "Event", "fields": [
     {"name": "id", "type": "long"}, {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
@@ -39,6 +39,9 @@ START_MS = 1_767_225_600_000  # 2026-01-01
 CRASH_POINTS = ("commit.before_store_write", "commit.store_write_midway", "commit.after_store_write",
                 "commit.after_step:1", "commit.after_step:2", "commit.after_step:3", "commit.after_step:5",
                 "commit.before_record_removal", "commit.after_record_removal", "recovery.before_commit")
+RUN = ["run", "job.yaml", "--in-process"]
+
+Rule = Callable[["World", int], None]
 
 
 @dataclass
@@ -49,6 +52,7 @@ class Violation(AssertionError):
     step: int
     rule: str
     detail: str
+    log: list[str] = field(default_factory=list)  # the history's steps up to the violation
 
     def __str__(self) -> str:
         return f"seed {self.seed}, step {self.step} ({self.rule}): {self.detail}"
@@ -56,162 +60,229 @@ class Violation(AssertionError):
 
 @dataclass
 class World:
-    """The job's directory and what the model knows: ids produced, ids complete (a whole line) at each moment."""
+    """The job's directory and what the model knows: how many copies of each id the output must end with."""
 
     root: Path
     next_id: int = 1
-    complete: set[int] = field(default_factory=set)    # ids on a whole line of a file the job may read
-    partial: dict[Path, tuple[int, str]] = field(default_factory=dict)  # a file's unfinished last line: (id, rest)
-    withdrawn: set[int] = field(default_factory=set)    # ids whose file the world rewrote: may be in the output or not
-    broken: list[Path] = field(default_factory=list)    # paths that make a run fail until repaired
+    expected: Counter[int] = field(default_factory=Counter)  # id → copies at the end, and at most at any time
+    lowest: dict[int, int] = field(default_factory=dict)     # id → fewer copies the end may hold (taken back, merged)
+    broken: dict[str, Callable[[], None]] = field(default_factory=dict)  # what a failing run names → its repair
     log: list[str] = field(default_factory=list)
 
-    @property
-    def data(self) -> Path:
-        return self.root / "data"
-
-    def line(self, day: int) -> tuple[int, str]:
+    def record(self, day: int) -> tuple[int, dict[str, Any]]:
+        """A new record with the next id, on day `day` of 2026."""
         i = self.next_id
         self.next_id += 1
-        return i, json.dumps({"id": i, "ts": START_MS + day * DAY_MS + i, "v": f"v{i}"}) + "\n"
+        return i, {"id": i, "ts": START_MS + day * DAY_MS + i, "v": f"v{i}"}
+
+    def produced(self, ids: list[int] | set[int]) -> None:
+        """Ids the job can now read: each must end in the output once."""
+        for i in ids:
+            self.expected[i] = 1
+
+    def withdraw(self, ids: list[int] | set[int], now: Counter[int]) -> None:
+        """Ids the world took back: what is published of them stays; the rest may never be."""
+        for i in ids:
+            self.lowest[i] = min(now[i], self.lowest.get(i, self.expected[i]))
+
+    def reread(self, ids: list[int] | set[int], now: Counter[int]) -> None:
+        """Ids a `state reset` asked to be read again: at most one more copy than the output holds now, and at least
+        the one owed. (A re-read of the very range published before makes the very file names, whose publication
+        then finds the files there, byte-identical, and takes them for its own replay: no second copy.)"""
+        for i in ids:
+            self.expected[i] = now[i] + 1
+            self.lowest[i] = min(max(now[i], 1), self.lowest.get(i, now[i] + 1))
+
+    def merged(self) -> None:
+        """A dedup compaction ran: an id read more than once may end with one copy."""
+        for i, n in self.expected.items():
+            if n > 1:
+                self.lowest[i] = min(1, self.lowest.get(i, n))
+
+
+def command(args: list[str]) -> list[str]:
+    """`gobblin-py ARGS` as a child process runs it."""
+    return [sys.executable, "-m", "gobblin_py.cli.main", *args]
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without any crash point, plus `extra`."""
+    return {k: v for k, v in os.environ.items() if k not in (ENV, WINDOW_ENV)} | (extra or {})
+
+
+def start(world: World, args: list[str], env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[str]:
+    """`gobblin-py ARGS` started in the world's directory, in a process group of its own (Spark's JVM joins it)."""
+    popen.setdefault("stdout", subprocess.DEVNULL)
+    popen.setdefault("stderr", subprocess.DEVNULL)
+    return subprocess.Popen(command(args), cwd=world.root, env=child_env(env), text=True, start_new_session=True,
+                            **popen)
+
+
+def reap(proc: subprocess.Popen[str], kill: bool = False) -> int:
+    """SIGKILL the child if `kill`, wait for it, then SIGKILL what is left of its group; its return code."""
+    if kill and proc.poll() is None:
+        proc.kill()
+    rc = proc.wait(timeout=300)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return rc
+
+
+def avro_ids(directory: Path) -> Counter[int]:
+    """id → copies in the Avro files under `directory`, read by the Apache `avro` package (staged, hidden skipped)."""
+    from avro.datafile import DataFileReader
+    from avro.io import DatumReader
+
+    found: Counter[int] = Counter()
+    for path in sorted(directory.rglob("*.avro")):
+        if any(part.startswith((".", "_")) for part in path.relative_to(directory).parts):
+            continue  # staged or hidden: readers skip them
+        with open(path, "rb") as f, DataFileReader(f, DatumReader()) as reader:
+            found.update(r["id"] for r in reader)
+    return found
 
 
 class History:
-    """One seeded history of `steps` steps over a fresh world in `root`."""
+    """One seeded history of `steps` steps over a fresh world; a subclass gives the job, its world and its rules.
+    `include` names rules taken once each at evenly spaced steps (so a short history in CI has its rare ones)."""
 
-    def __init__(self, seed: int, steps: int) -> None:
+    kind: ClassVar[str] = ""
+
+    def __init__(self, seed: int, steps: int, include: tuple[str, ...] = ()) -> None:
         self.seed, self.steps = seed, steps
         self.rng = random.Random(seed)
+        self.include = {steps * (n + 1) // (len(include) + 1): name for n, name in enumerate(include)}
+
+    # --- what a world gives ---------------------------------------------------------------------------------
+
+    def new_world(self, root: Path) -> World:
+        """A fresh world in `root`, before its job file is written."""
+        raise NotImplementedError
 
     def job(self, world: World) -> dict[str, Any]:
-        schema = world.root / "event.avsc"
-        schema.write_text(json.dumps(SCHEMA))
-        return {
-            "job": {"name": "w", "work_dir": str(world.root / "work"), "max_task_retries": 1, "commit_parallelism": 1,
-                    "commit_max_attempts": 100},
-            "source": {"class": "files", "path": str(world.data), "ingest_appended": True},
-            "converters": [{"class": "json_to_avro", "schema": str(schema)}],
-            "writer": {"class": "avro", "codec": "null", "partition": {"column": "ts", "granularity": "DAY",
-                                                                       "pattern": "yyyy/MM/dd"}},
-            "publisher": {"final_dir": str(world.root / "output")},
-            "spark": {"master": "local[1]"},
-        }
-
-    def run(self, root: Path) -> World:
-        world = World(root)
-        world.data.mkdir(parents=True)
-        (root / "job.yaml").write_text(yaml.safe_dump(self.job(world), sort_keys=False))
-        rules: list[tuple[int, Callable[[World, int], None]]] = [
-            (4, self.new_file), (3, self.append), (4, self.run_job), (3, self.run_killed_at_point),
-            (1, self.run_killed_at_random), (1, self.recover), (1, self.abandon), (1, self.compact),
-            (1, self.concurrent_runs), (1, self.dangling_symlink), (1, self.delete_file)]
-        weights = [w for w, _ in rules]
-        self.new_file(world, 0)
-        for step in range(1, self.steps + 1):
-            _, rule = self.rng.choices(rules, weights)[0]
-            rule(world, step)
-            self.check(world, step, rule.__name__, final=False)
-        self.finish(world)
-        return world
-
-    # --- the oracle -------------------------------------------------------------------------------------------
+        """The job's settings, paths inside the world."""
+        raise NotImplementedError
 
     def output_ids(self, world: World) -> Counter[int]:
-        from avro.datafile import DataFileReader
-        from avro.io import DatumReader
+        """id → copies in the output, as a reader gobblin-py did not write sees it."""
+        raise NotImplementedError
 
-        found: Counter[int] = Counter()
-        for path in sorted((world.root / "output").rglob("*.avro")):
-            if any(part.startswith((".", "_")) for part in path.relative_to(world.root / "output").parts):
-                continue  # staged or hidden: readers skip them
-            with open(path, "rb") as f, DataFileReader(f, DatumReader()) as reader:
-                found.update(r["id"] for r in reader)
-        return found
+    def produce(self, world: World, step: int) -> None:
+        """New input the job can read."""
+        raise NotImplementedError
+
+    def rules(self) -> list[tuple[int, Rule]]:
+        """(weight, rule) of every step the generator draws; Spark runs are slow, so rare."""
+        return [(4, self.produce), (4, self.run_job), (3, self.run_killed_at_point), (1, self.run_killed_at_random),
+                (1, self.recover), (1, self.abandon), (1, self.compact), (1, self.concurrent_runs),
+                (1, self.state_reset), (1, self.run_on_spark)]
+
+    # --- the history ----------------------------------------------------------------------------------------
+
+    def run(self, root: Path) -> World:
+        world = self.new_world(root)
+        (root / "job.yaml").write_text(yaml.safe_dump(self.job(world), sort_keys=False))
+        rules = self.rules()
+        weights = [w for w, _ in rules]
+        try:
+            self.produce(world, 0)
+            for step in range(1, self.steps + 1):
+                _, rule = self.rng.choices(rules, weights)[0]
+                if step in self.include:
+                    rule = getattr(self, self.include[step])
+                rule(world, step)
+                self.check(world, step, rule.__name__, final=False)
+            self.finish(world)
+        except Violation as exc:
+            exc.log = world.log
+            raise
+        return world
 
     def check(self, world: World, step: int, rule: str, final: bool) -> None:
+        """Every id at most as often as expected; at the end, at least as often as the world leaves it owed."""
         ids = self.output_ids(world)
-        doubled = sorted(i for i, n in ids.items() if n > 1)
-        if doubled:
-            raise Violation(self.seed, step, rule, f"{len(doubled)} id(s) published twice, e.g. {doubled[:5]}")
-        unknown = sorted(set(ids) - world.complete - world.withdrawn)
+        unknown = sorted(set(ids) - set(world.expected))
         if unknown:
-            raise Violation(self.seed, step, rule, f"ids never produced as a whole line: {unknown[:5]}")
+            raise Violation(self.seed, step, rule, f"ids never produced: {unknown[:5]}")
+        extra = sorted(i for i, n in ids.items() if n > world.expected[i])
+        if extra:
+            raise Violation(self.seed, step, rule, f"{len(extra)} id(s) published more often than expected, e.g. "
+                                                   + ", ".join(f"{i} ×{ids[i]} (≤ {world.expected[i]})" for i in extra[:5]))
         if final:
-            missing = sorted(world.complete - world.withdrawn - set(ids))
-            if missing:
-                raise Violation(self.seed, step, rule, f"{len(missing)} id(s) never published, e.g. {missing[:5]}")
+            owed = sorted(i for i, n in world.expected.items() if ids[i] < world.lowest.get(i, n))
+            if owed:
+                raise Violation(self.seed, step, rule, f"{len(owed)} id(s) published too few times, e.g. "
+                                + ", ".join(f"{i} ×{ids[i]} (≥ {world.lowest.get(i, world.expected[i])})" for i in owed[:5]))
 
     def finish(self, world: World) -> None:
-        """Repair the world, recover, run until nothing is new: then every complete id is published once."""
-        for path in world.broken:
-            path.unlink(missing_ok=True)
+        """Repair the world, recover, run until nothing is new: then every id is there as often as owed."""
+        for repair in world.broken.values():
+            repair()
         world.broken.clear()
         self.cli(world, ["recover", "job.yaml", "--all"], self.steps + 1, "recover", ok=(0, 1))
-        for _ in range(2):
-            done = self.cli(world, ["run", "job.yaml", "--in-process"], self.steps + 1, "final run", ok=(0,))
+        for _ in range(3):
+            done = self.cli(world, RUN, self.steps + 1, "final run", ok=(0,))
             if "no new data" in done.stdout:
                 break
         self.check(world, self.steps + 1, "final", final=True)
 
     def cli(self, world: World, args: list[str], step: int, rule: str, ok: tuple[int, ...], crash_at: str | None = None,
+            preexec: Callable[[], None] | None = None, known_traceback: str | None = None,
             ) -> subprocess.CompletedProcess[str]:
-        done = cli(args, world.root, crash_at=crash_at)
-        world.log.append(f"{step} {rule}: {' '.join(args)} {crash_at or ''} -> {done.returncode}")
-        if done.returncode not in ok:
-            raise Violation(self.seed, step, rule, f"`{' '.join(args)}` exited {done.returncode}: "
-                                                   f"{(done.stderr or done.stdout).strip()[-600:]}")
-        if done.returncode in (1, 2) and not (done.stderr or done.stdout).strip():
+        """`gobblin-py ARGS` to its end; a violation unless it exits as `ok` allows, saying why when it fails (and
+        without a traceback, but for one after each `known_traceback` line: a product bug already reported)."""
+        proc = start(world, args, {ENV: crash_at} if crash_at else None, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, preexec_fn=preexec)
+        try:
+            stdout, stderr = proc.communicate(timeout=300)
+        finally:
+            rc = reap(proc, kill=True)
+        done = subprocess.CompletedProcess(args, rc, stdout, stderr)
+        said = (stderr or stdout).strip()
+        world.log.append(f"{step} {rule}: {' '.join(args)} {crash_at or ''} -> {rc}")
+        if rc not in ok:
+            raise Violation(self.seed, step, rule, f"`{' '.join(args)}` exited {rc}: {stdout.strip()[-1200:]}\n"
+                                                   f"{stderr.strip()[-1200:]}")
+        if rc in (1, 2) and not said:
             raise Violation(self.seed, step, rule, f"`{' '.join(args)}` failed without saying why")
-        if "Traceback" in done.stdout + done.stderr:
-            raise Violation(self.seed, step, rule, f"a traceback without --verbose: {done.stderr[-600:]}")
+        tracebacks = (stdout + stderr).count("Traceback")
+        if tracebacks and tracebacks != (stderr.count(known_traceback) if known_traceback else 0):
+            raise Violation(self.seed, step, rule, f"a traceback without --verbose: {stderr[-800:]}")
         return done
 
-    # --- rules ------------------------------------------------------------------------------------------------
+    def failed_naming_the_break(self, world: World, step: int, rule: str, done: subprocess.CompletedProcess[str]) -> None:
+        """A run that failed while the world is broken must name what broke."""
+        said = done.stdout + done.stderr
+        if done.returncode == 1 and not any(name in said for name in world.broken):
+            raise Violation(self.seed, step, rule, f"failed without naming any of {sorted(world.broken)}: "
+                                                   f"{said.strip()[-800:]}")
 
-    def new_file(self, world: World, step: int) -> None:
-        dataset = self.rng.choice(["a", "b"])
-        directory = world.data / dataset
-        directory.mkdir(exist_ok=True)
-        lines = [world.line(self.rng.randrange(3)) for _ in range(self.rng.randint(1, 30))]
-        path = directory / f"f{world.next_id}.jsonl"
-        path.write_text("".join(text for _, text in lines))
-        world.complete.update(i for i, _ in lines)
-
-    def append(self, world: World, step: int) -> None:
-        files = sorted(p for p in world.data.rglob("*.jsonl") if p.is_file() and not p.is_symlink())
-        if not files:
-            return self.new_file(world, step)
-        path = self.rng.choice(files)
-        text = ""
-        if path in world.partial:  # finish the line left half-written
-            i, rest = world.partial.pop(path)
-            text += rest
-            world.complete.add(i)
-        lines = [world.line(self.rng.randrange(3)) for _ in range(self.rng.randint(1, 10))]
-        text += "".join(t for _, t in lines)
-        world.complete.update(i for i, _ in lines)
-        if self.rng.random() < 0.4:  # a line still being written when the next run plans
-            i, line = world.line(self.rng.randrange(3))
-            cut = self.rng.randint(1, len(line) - 2)
-            text += line[:cut]
-            world.partial[path] = (i, line[cut:])
-        with path.open("a") as f:
-            f.write(text)
+    # --- rules every world has ------------------------------------------------------------------------------
 
     def run_job(self, world: World, step: int) -> None:
-        self.cli(world, ["run", "job.yaml", "--in-process"], step, "run", ok=(0, 1) if world.broken else (0,))
+        done = self.cli(world, RUN, step, "run", ok=(0, 1) if world.broken else (0,))
+        self.failed_naming_the_break(world, step, "run", done)
+
+    def run_on_spark(self, world: World, step: int) -> None:
+        """A run on real local Spark (the job sets spark.in_driver_below: 0), half the time killed at a commit point."""
+        point = self.rng.choice(CRASH_POINTS) if self.rng.random() < 0.5 else None
+        ok = (0, 1) if world.broken else (0,)
+        done = self.cli(world, ["run", "job.yaml"], step, "run on Spark", ok=(*ok, SIGKILLED) if point else ok,
+                        crash_at=point)
+        self.failed_naming_the_break(world, step, "run on Spark", done)
 
     def run_killed_at_point(self, world: World, step: int) -> None:
         point = self.rng.choice(CRASH_POINTS)
-        self.cli(world, ["run", "job.yaml", "--in-process"], step, "run killed", ok=(0, 1, SIGKILLED), crash_at=point)
+        done = self.cli(world, RUN, step, "run killed", ok=(0, 1, SIGKILLED) if world.broken else (0, SIGKILLED),
+                        crash_at=point)
+        self.failed_naming_the_break(world, step, "run killed", done)
 
     def run_killed_at_random(self, world: World, step: int) -> None:
-        env = {k: v for k, v in os.environ.items() if k != ENV}
-        proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--in-process"],
-                                cwd=world.root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = start(world, RUN)
         time.sleep(self.rng.uniform(0.2, 2.0))
-        proc.kill()
-        world.log.append(f"{step} run killed at random -> {proc.wait()}")
+        world.log.append(f"{step} run killed at random -> {reap(proc, kill=True)}")
 
     def recover(self, world: World, step: int) -> None:
         self.cli(world, ["recover", "job.yaml", "--all"], step, "recover", ok=(0, 1))
@@ -221,39 +292,42 @@ class History:
 
     def compact(self, world: World, step: int) -> None:
         args = ["compact", "job.yaml", "--in-process", "--min-files", "2"]
-        if self.rng.random() < 0.5:
+        dedup = self.rng.random() < 0.5
+        if dedup:
             args += ["--dedup-key", "id"]
-        self.cli(world, args, step, "compact", ok=(0, 1))
+        if self.cli(world, args, step, "compact", ok=(0, 1)).returncode == 0 and dedup:
+            world.merged()
 
     def concurrent_runs(self, world: World, step: int) -> None:
         """Two runs at once: the job lock lets one through; the other exits 1 saying the job is running."""
-        env = {k: v for k, v in os.environ.items() if k != ENV}
-        cmd = [sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--in-process"]
-        procs = [subprocess.Popen(cmd, cwd=world.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for _ in range(2)]
-        codes = [p.wait(timeout=300) for p in procs]
+        procs = [start(world, RUN, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+        outs = [p.communicate(timeout=300) for p in procs]
+        codes = [reap(p) for p in procs]
         world.log.append(f"{step} concurrent runs -> {codes}")
-        if any(c not in (0, 1) for c in codes):
-            raise Violation(self.seed, step, "concurrent runs", f"exit codes {codes}")
+        allowed = (0, 1)
+        for code, (stdout, stderr) in zip(codes, outs):
+            if code not in allowed or (code == 1 and not (stdout + stderr).strip()) or "Traceback" in stdout + stderr:
+                raise Violation(self.seed, step, "concurrent runs", f"exit codes {codes}: {(stderr or stdout)[-800:]}")
 
-    def dangling_symlink(self, world: World, step: int) -> None:
-        if world.broken:  # repair: the next runs can succeed again
-            for path in world.broken:
-                path.unlink(missing_ok=True)
-            world.broken.clear()
-            return
-        link = world.data / self.rng.choice(["a", "b"]) / f"gone{step}.jsonl"
-        link.parent.mkdir(exist_ok=True)
-        link.symlink_to(world.root / "nowhere.jsonl")
-        world.broken.append(link)
+    def state_reset(self, world: World, step: int) -> None:
+        """`state reset` to a position: what lies after it is read again, a re-ingest the user asked for."""
+        args, ids = self.reset_to(world)
+        now = self.output_ids(world)
+        if self.cli(world, ["state", "reset", "job.yaml", "--yes", *args], step, "state reset", ok=(0, 1, 2)).returncode == 0:
+            world.reread(ids(), now)
 
-    def delete_file(self, world: World, step: int) -> None:
-        """A file removed upstream (retention): what was published of it stays, once; nothing of it is required."""
-        files = sorted(p for p in world.data.rglob("*.jsonl") if p.is_file() and not p.is_symlink() and p not in world.partial)
-        if not files:
-            return
-        path = self.rng.choice(files)
-        old = {json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()}
-        world.withdrawn |= old & world.complete
-        world.complete -= old
-        path.unlink()  # the source never re-reads a removed file; its published records stay
+    def reset_to(self, world: World) -> tuple[list[str], Callable[[], set[int]]]:
+        """A `state reset`'s arguments, and the ids it makes the next run read again (asked once it succeeded)."""
+        raise NotImplementedError
+
+
+def load_events(world: World, job: str) -> list[dict[str, Any]]:
+    """The job's event log; a last line torn by a kill is left out."""
+    path = world.root / "work" / "events" / f"{job}.jsonl"
+    out = []
+    for line in path.read_bytes().splitlines() if path.exists() else []:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out

@@ -1,0 +1,170 @@
+"""The files world of the model-based test (see world.py): a files → Avro job over two datasets of JSON-lines files,
+read back with the Apache `avro` package.
+
+Its rules, besides those every world has (a run in the driver or on real local Spark, a run killed at a commit point
+or at random, recover, recover --abandon, compact with and without dedup, a second run at the same time, `state
+reset`): a new file; lines appended to a file (with a line still being written at the end, as a tailing writer leaves
+it); a file the job cannot read as a file (a dangling symlink, removed again by the next such step); a file deleted
+upstream after it was ingested; a disk full for one run (RLIMIT_FSIZE in the child, SIGXFSZ ignored, so a write past
+the limit fails with EFBIG: the run fails saying why, or succeeds). `state reset --dataset D` drops the dataset's
+watermarks: the next run reads each of its files again from the start, so every whole line of them is owed once more
+(at most; see World.reread)."""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from support.world import RUN, SCHEMA, History, Rule, World, avro_ids
+
+DATASETS = ("a", "b")
+
+
+@dataclass
+class FilesWorld(World):
+    """A world of input files; a file's unfinished last line is not yet an id the job may read."""
+
+    partial: dict[Path, tuple[int, str]] = field(default_factory=dict)  # a file's unfinished last line: (id, rest)
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def line(self, day: int) -> tuple[int, str]:
+        i, record = self.record(day)
+        return i, json.dumps(record) + "\n"
+
+    def files(self, dataset: str | None = None) -> list[Path]:
+        """The regular input files (of one dataset), in a stable order."""
+        under = self.data / dataset if dataset else self.data
+        return sorted(p for p in under.rglob("*.jsonl") if p.is_file() and not p.is_symlink())
+
+
+def whole_lines(path: Path) -> set[int]:
+    """The ids on the whole lines of an input file (a torn last line is not one)."""
+    return {json.loads(line)["id"] for line in path.read_text().splitlines(keepends=True) if line.endswith("\n")}
+
+
+class FilesHistory(History):
+    """A history of a files → Avro job (see the module's docstring)."""
+
+    kind = "files"
+    world_type: ClassVar[type[FilesWorld]] = FilesWorld
+
+    def new_world(self, root: Path) -> World:
+        world = self.world_type(root)
+        world.data.mkdir(parents=True)
+        return world
+
+    def job(self, world: World) -> dict[str, Any]:
+        schema = world.root / "event.avsc"
+        schema.write_text(json.dumps(SCHEMA))
+        return {
+            "job": {"name": "w", "work_dir": str(world.root / "work"), "max_task_retries": 1, "commit_parallelism": 1,
+                    "commit_max_attempts": 100},
+            "source": {"class": "files", "path": str(world.root / "data"), "ingest_appended": True},
+            "converters": [{"class": "json_to_avro", "schema": str(schema)}],
+            "writer": self.writer(),
+            "publisher": self.publisher(world),
+            "spark": {"master": "local[1]", "in_driver_below": 0},
+        }
+
+    def writer(self) -> dict[str, Any]:
+        return {"class": "avro", "codec": "null", "partition": {"column": "ts", "granularity": "DAY", "pattern": "yyyy/MM/dd"}}
+
+    def publisher(self, world: World) -> dict[str, Any]:
+        return {"final_dir": str(world.root / "output")}
+
+    def output_ids(self, world: World) -> Counter[int]:
+        return avro_ids(world.root / "output")
+
+    def rules(self) -> list[tuple[int, Rule]]:
+        return [*super().rules(), (3, self.append), (1, self.dangling_symlink), (1, self.delete_file),
+                (1, self.disk_full)]
+
+    # --- rules ------------------------------------------------------------------------------------------------
+
+    def produce(self, world: World, step: int) -> None:
+        """A new file in one of the datasets."""
+        assert isinstance(world, FilesWorld)
+        directory = world.data / self.rng.choice(DATASETS)
+        directory.mkdir(exist_ok=True)
+        lines = [world.line(self.rng.randrange(3)) for _ in range(self.rng.randint(1, 30))]
+        path = directory / f"f{world.next_id}.jsonl"
+        path.write_text("".join(text for _, text in lines))
+        world.produced([i for i, _ in lines])
+
+    def append(self, world: World, step: int) -> None:
+        assert isinstance(world, FilesWorld)
+        files = world.files()
+        if not files:
+            return self.produce(world, step)
+        path = self.rng.choice(files)
+        text = ""
+        if path in world.partial:  # finish the line left half-written
+            i, rest = world.partial.pop(path)
+            text += rest
+            world.produced([i])
+        lines = [world.line(self.rng.randrange(3)) for _ in range(self.rng.randint(1, 10))]
+        text += "".join(t for _, t in lines)
+        world.produced([i for i, _ in lines])
+        if self.rng.random() < 0.4:  # a line still being written when the next run plans
+            i, line = world.line(self.rng.randrange(3))
+            cut = self.rng.randint(1, len(line) - 2)
+            text += line[:cut]
+            world.partial[path] = (i, line[cut:])
+        with path.open("a") as f:
+            f.write(text)
+
+    def dangling_symlink(self, world: World, step: int) -> None:
+        """A dangling symlink among the inputs: runs fail naming it until the next such step removes it."""
+        assert isinstance(world, FilesWorld)
+        links = [name for name in world.broken if name.startswith("gone")]
+        for name in links:
+            world.broken.pop(name)()
+        if links:
+            return
+        link = world.data / self.rng.choice(DATASETS) / f"gone{step}.jsonl"
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(world.root / "nowhere.jsonl")
+        world.broken[link.name] = lambda: link.unlink(missing_ok=True)
+        world.log.append(f"{step} dangling symlink {link.relative_to(world.root)}")
+
+    def delete_file(self, world: World, step: int) -> None:
+        """A file removed upstream (retention): what was published of it stays, once; nothing more of it is owed."""
+        assert isinstance(world, FilesWorld)
+        files = [p for p in world.files() if p not in world.partial]
+        if not files:
+            return
+        path = self.rng.choice(files)
+        world.withdraw(whole_lines(path), self.output_ids(world))
+        path.unlink()  # the source never re-reads a removed file; its published records stay
+        world.log.append(f"{step} deleted {path.relative_to(world.root)}")
+
+    def disk_full(self, world: World, step: int) -> None:
+        """A run on a disk that fills up: no file it writes may grow past a few KiB (EFBIG, as ENOSPC would fail)."""
+        limit = self.rng.choice((512, 4096, 32768))
+        # TODO(issue 26): the event log's EFBIG is logged with a traceback (runtime/observers.py logs a failed run
+        # observer with exc_info); tolerated here until the runtime's environment-fault handling says it in one line.
+        self.cli(world, RUN, step, f"run, disk full at {limit} bytes", ok=(0, 1), preexec=file_size_limit(limit),
+                 known_traceback="ERROR gobblin_py.runtime.observers: run observer EventLog.")
+
+    def reset_to(self, world: World) -> tuple[list[str], Callable[[], set[int]]]:
+        """Drop one dataset's watermarks: every whole line of its files is read again."""
+        assert isinstance(world, FilesWorld)
+        dataset = self.rng.choice(DATASETS)
+        return ["--dataset", dataset], lambda: {i for p in world.files(dataset) for i in whole_lines(p)}
+
+
+def file_size_limit(limit: int) -> Callable[[], None]:
+    """For a child's preexec_fn: no file it writes may grow past `limit` bytes, and a write past it fails (EFBIG)."""
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
