@@ -548,3 +548,19 @@ def test_a_dataset_with_a_dot_in_a_one_level_catalog_is_refused_before_anything_
     assert not list((tmp_path / "warehouse").rglob("*public.clicks*"))  # nothing published
     assert not CommitStepStore(tmp_path / "work").exists("t", "public.clicks")  # nothing pending: the next run starts clean
     assert next(d for d in result.datasets if d.dataset == "orders").status is DatasetStatus.COMMITTED
+
+
+def test_a_state_reset_re_reads_into_the_table_once_and_the_dataset_goes_on(tmp_path: Path, reference: dict) -> None:
+    """Found by the model-based test: the re-read writes the files the table already references (same input, same
+    range, same names), and every later run failed "Cannot add files that are already referenced by table"."""
+    job = iceberg_job(tmp_path)
+    assert _run(tmp_path, job).succeeded
+    reset = run_cli("state", "reset", "job.yaml", "--dataset", "clicks", "--yes", cwd=tmp_path)
+    assert reset.returncode == 0, reset.stderr
+    _new_clicks(tmp_path, 50_000, 10)  # and new records since
+    result = _run(tmp_path, job)
+    assert result.succeeded, result.error
+    table = catalog(tmp_path).load_table("db.clicks")
+    ids = table_ids(table)
+    assert set(ids.values()) == {1} and set(ids) == set(reference["clicks"]) | set(range(50_000, 50_010))
+    assert _run(tmp_path, job).succeeded  # and the dataset goes on

@@ -10,10 +10,9 @@ there). So while `v` is renamed a run may fail, naming it; its rows keep their v
 reads `v` under its current name and wants `v<id>` for every row, never NULL); once it is renamed back, the job
 publishes what it held back, each id once.
 
-Left out: `state reset`. A reset dataset's next run writes the files it wrote before under the same names (a name is
-a function of the input file and range), and the table refuses them ("Cannot add files that are already referenced by
-table"): the dataset stays blocked, and `recover --abandon` only makes the next run write the same names again. A
-product bug, reported; the files world keeps the rule, where the same files are found byte-identical and kept."""
+`state reset` is a rule as in the files world: the re-read writes the files of the names the table already lists
+(found byte-identical by publishing), which the commit does not add again (a product bug until the model found it:
+"Cannot add files that are already referenced by table" blocked the dataset for good)."""
 
 from __future__ import annotations
 
@@ -47,7 +46,7 @@ class IcebergHistory(FilesHistory):
         return {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(world.root / "warehouse")}
 
     def rules(self) -> list[tuple[int, Rule]]:
-        return [*(r for r in super().rules() if r[1] != self.state_reset), (1, self.rename_column), (1, self.add_column)]
+        return [*super().rules(), (1, self.rename_column), (1, self.add_column)]
 
     # --- the oracle -------------------------------------------------------------------------------------------
 

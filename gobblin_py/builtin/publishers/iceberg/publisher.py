@@ -15,7 +15,8 @@ are, nothing is rewritten) as one snapshot whose summary carries `gobblin-py.com
 snapshots of the table's current state, as Flink's Iceberg committer looks for its max committed checkpoint id, so a
 replay after a crash never appends twice; once snapshots were expired (the current one's ancestry no longer reaches
 the table's first), by the commit's files instead: all of them live in the table means committed, some of them is a
-CommitError naming the table. The watermark step still comes after.
+CommitError naming the table. A range read again (`state reset`) writes files of the names the table already lists,
+which publishing found byte-identical: those are not added again, only the rest. The watermark step still comes after.
 
 The table's identities are recorded and checked. The files carry no Iceberg field ids (`add_files` takes none), so
 readers map their columns to the table's by name (its name mapping); each snapshot records the field id of every
@@ -41,6 +42,7 @@ writer but `parquet`.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import string
 from typing import Any, Literal
@@ -55,6 +57,8 @@ from gobblin_py.fs.paths import FsLocation
 from gobblin_py.fs.publish_steps import publish_step
 from gobblin_py.builtin.extras import require
 from gobblin_py.builtin.publishers.iceberg.compaction import IcebergReplaceCommitStep
+
+log = logging.getLogger(__name__)
 
 DEFAULT_WAREHOUSE = "./warehouse"
 
@@ -256,6 +260,14 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
             table = t.load_table(catalog, name)
             if table is not None and t.is_committed(table, name, commit.commit_id, paths):
                 return  # a conflict's retry after the commit went through
+            fresh = paths
+            if table is not None:  # a re-read of a range the table holds (`state reset`) writes files of the same
+                live = t.live_data_paths(table)  # names, which publishing found byte-identical: they are in already
+                fresh = [p for p in paths if p not in live]
+                if not fresh:
+                    log.info("table %s: the %d file(s) of commit %s are in the table already (a range read again); "
+                             "nothing to add", name, len(paths), commit.commit_id)
+                    return
             if table is None:
                 namespace, _ = t.split_identifier(name)
                 t.ensure_namespace(catalog, namespace)
@@ -279,7 +291,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                 if t.needs_evolution(table.schema(), output):
                     with tx.update_schema() as update:
                         update.union_by_name(t.evolvable(output, table.schema()))
-            _add(tx, paths, {**properties, t.FIELD_IDS: t.field_ids(tx.table_metadata.schema(), output.names)}, name)
+            _add(tx, fresh, {**properties, t.FIELD_IDS: t.field_ids(tx.table_metadata.schema(), output.names)}, name)
 
         t.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
 

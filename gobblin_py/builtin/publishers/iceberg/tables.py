@@ -427,6 +427,13 @@ def _live_entries(table: Any) -> Iterator[Any]:
         yield from manifest.fetch_manifest_entry(table.io, discard_deleted=True)
 
 
+def live_data_paths(table: Any) -> set[str]:
+    """The paths of the data files the table's current snapshot lists."""
+    from pyiceberg.manifest import DataFileContent
+
+    return {e.data_file.file_path for e in _live_entries(table) if e.data_file.content == DataFileContent.DATA}
+
+
 def live_files(table: Any) -> list[TableFile]:
     """Every data and delete file the table's current snapshot lists (no data file is opened)."""
     from pyiceberg.manifest import DataFileContent
