@@ -193,10 +193,12 @@ def test_an_offsets_file_is_read_strictly(tmp_path: Path) -> None:
 
 def test_importing_offsets_into_a_job_that_is_not_kafka_is_refused(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
+    schema = EVENT_SCHEMA.read_text().replace("\n", " ")
     job = _job(tmp_path, f"""job.name=files
 source.class=org.apache.gobblin.source.extractor.filebased.TextFileBasedSource
 source.filebased.data.directory={tmp_path}/in
-converter.classes=org.apache.gobblin.converter.json.JsonStringToJsonIntermediateConverter
+converter.classes=org.apache.gobblin.converter.json.JsonStringToJsonIntermediateConverter,org.apache.gobblin.converter.avro.JsonIntermediateToAvroConverter
+source.schema={schema}
 data.publisher.final.dir={tmp_path}/out
 writer.file.path.type=tablename
 mr.job.root.dir={tmp_path}/work

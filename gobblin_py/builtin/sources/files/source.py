@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 
 from gobblin_py.api import Extractor, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.api.names import workunit_id
-from gobblin_py.api.types import WatermarkValue
+from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.sources.files.compression import Compression, split_compression
 from gobblin_py.builtin.sources.files.extractors import (KNOWN_EXTENSIONS, CsvExtractor, FileFormat, FileRange,
                                                          JsonLinesExtractor, format_of)
@@ -39,6 +39,11 @@ class FilesSource(Source):
     """One WorkUnit per file not yet ingested (and, with `ingest_appended`, per appended byte range)."""
 
     Settings = FilesSettings
+
+    @classmethod
+    def schema_kind(cls, settings: FilesSettings) -> SchemaKind:
+        """CSV rows and JSON objects carry no Avro schema: json_to_avro gives one."""
+        return SchemaKind.NONE
 
     def input_roots(self) -> list[str]:
         return [str(self.settings.path)]
