@@ -261,3 +261,55 @@ mr.job.root.dir={tmp_path}/work
     validated = run_cli("validate", str(job), "--strict", cwd=tmp_path)  # a warning, not an unused key
     assert validated.returncode == 0, validated.stderr
     assert load_job(job).job.lock is True
+
+
+def test_one_validation_names_every_unsupported_class_wherever_it_is_written(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    job = _job(tmp_path, f"""job.name=many
+source.class=org.apache.gobblin.source.extractor.filebased.TextFileBasedSource
+source.filebased.data.directory={tmp_path}/in
+source.skip.first.record=true
+converter.classes=org.apache.gobblin.converter.csv.CsvToJsonConverterV2,com.acme.Enricher
+writer.builder.class=com.acme.MyWriterBuilder
+writer.partitioner.class=com.acme.MyPartitioner
+fork.operator.class=com.acme.MyForkOperator
+converter.classes.0=com.acme.BranchConverter
+qualitychecker.task.policies.0=com.acme.BranchPolicy
+qualitychecker.task.policy.types.0=FAIL
+writer.builder.class.1=com.acme.OtherWriterBuilder
+data.publisher.final.dir={tmp_path}/out
+writer.file.path.type=tablename
+""")
+    result = run_cli("validate", str(job), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"error: {job}: invalid Gobblin job file (7 problems):"
+    named = {line.split(" (", 1)[0].strip(): line for line in lines[1:]}
+    assert sorted(named) == ["converter.classes", "converter.classes.0", "fork.operator.class", "qualitychecker.task.policies.0",
+                             "writer.builder.class", "writer.builder.class.1", "writer.partitioner.class"]
+    assert "'com.acme.MyPartitioner'" in named["writer.partitioner.class"]
+    assert "unsupported Gobblin fork operator class 'com.acme.MyForkOperator'" in named["fork.operator.class"]
+    assert named["converter.classes.0"].endswith("unsupported Gobblin converter class 'com.acme.BranchConverter': gobblin-py "
+                                                 "has no equivalent (a branch key: with fork.branches unset or 1, "
+                                                 "converter.classes is read, not converter.classes.0)")
+    assert "'com.acme.BranchPolicy'" in named["qualitychecker.task.policies.0"]
+    assert "'com.acme.OtherWriterBuilder'" in named["writer.builder.class.1"]
+
+
+def test_a_supported_class_in_a_branch_key_of_an_unforked_job_is_only_unused(tmp_path: Path) -> None:
+    schema = EVENT_SCHEMA.read_text().replace("\n", " ")
+    job = _job(tmp_path, f"""job.name=unforked
+source.class={KAFKA}
+kafka.brokers=127.0.0.1:9092
+converter.classes=org.apache.gobblin.converter.json.BytesToJsonConverter,org.apache.gobblin.converter.avro.JsonIntermediateToAvroConverter
+source.schema={schema}
+fork.operator.class=org.apache.gobblin.fork.IdentityForkOperator
+writer.builder.class.0=org.apache.gobblin.writer.AvroDataWriterBuilder
+writer.file.path.type=tablename
+data.publisher.final.dir={tmp_path}/out
+mr.job.root.dir={tmp_path}/work
+""")
+    result = run_cli("validate", str(job), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert ("warning: writer.builder.class.0 (job.pull:7): not used: a branch key; with fork.branches unset or 1, "
+            "writer.builder.class is read, not writer.builder.class.0") in result.stderr.splitlines()
