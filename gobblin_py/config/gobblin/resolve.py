@@ -8,6 +8,7 @@ directory wins), then the job file itself. `include=FILE` inserts a file's keys 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ class Resolved:
     settings: dict[str, Setting]
     warnings: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    file: Path | None = None  # the job file, whose name names a job that sets no job.name
 
 
 def resolve_job(path: Path, env: Mapping[str, str] | None = None) -> Resolved:
@@ -63,7 +65,7 @@ def resolve_job(path: Path, env: Mapping[str, str] | None = None) -> Resolved:
             problems.append(f"{TEMPLATE_KEY} ({template.origin}): the template {shown(template_file)} requires "
                             f"{', '.join(m.strip() for m in missing)}, which the job file does not set")
     _interpolate_all(merged, env)
-    return Resolved(merged, warnings, problems)
+    return Resolved(merged, warnings, problems, path)
 
 
 def parent_defaults(path: Path, env: Mapping[str, str]) -> list[Path]:
@@ -146,6 +148,8 @@ def _flatten(tree: Mapping[str, Any], prefix: str) -> list[tuple[str, str]]:
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list) and any(isinstance(v, (Mapping, list)) for v in value):
+        return json.dumps(value)  # a JSON schema written bare (`schema=[{"columnName": …}]`): the JSON it is
     if isinstance(value, list):
         return ",".join(_text(v) for v in value)
     return "" if value is None else str(value)

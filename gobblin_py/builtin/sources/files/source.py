@@ -129,7 +129,8 @@ class FilesSource(Source):
         file = FileRange(path, int(workunit.props.get("start", 0)), int(workunit.expected_high_watermark or 0))
         fmt, _ = format_of(path.name)
         if fmt is FileFormat.CSV:
-            return CsvExtractor(file, context, self.settings.csv_delimiter, self.settings.csv_field_size_limit)
+            s = self.settings
+            return CsvExtractor(file, context, s.csv_delimiter, s.csv_field_size_limit, s.csv_columns)
         if fmt is FileFormat.JSON_LINES:
             return JsonLinesExtractor(file, context)
         raise SourceError(f"input file {path}: its format cannot be told from its name")
