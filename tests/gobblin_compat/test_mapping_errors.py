@@ -143,11 +143,55 @@ def test_convert_writes_a_yaml_job_that_validates_alone(tmp_path: Path, monkeypa
     document = yaml.safe_load(written.read_text())
     assert document["converters"] == [{"class": "json_to_avro", "schema": f"converted/{schemas[0].name}"}]
     assert document["writer"] == {"class": "avro", "partition": {"column": "ts", "granularity": "DAY", "pattern": "yyyy/MM/dd"}}
-    assert document["publisher"] == {"class": "fs", "final_dir": f"{tmp_path}/gw/job-output"}
+    assert document["publisher"] == {"class": "fs", "final_dir": "${GOBBLIN_WORK_DIR}/job-output"}
     assert "# warning: extract.table.type" in written.read_text()
     monkeypatch.chdir(tmp_path)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
     spec = load_job(written)
     assert spec.name == "CsvToAvro" and spec.source.settings.root_dataset == "orders"
+
+
+def test_convert_keeps_env_references_instead_of_this_machines_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs = Path(__file__).parent / "jobs"
+    here = {"INPUT": str(tmp_path / "here" / "in"), "GOBBLIN_WORK_DIR": str(tmp_path / "here" / "gw")}
+    (tmp_path / "here" / "in" / "orders").mkdir(parents=True)
+    result = run_cli("convert", str(jobs / "csv-to-avro.pull"), "-o", "csv.yaml", cwd=tmp_path, env=here)
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "csv.yaml").read_text()
+    assert str(tmp_path / "here") not in text  # nothing of the converting machine's environment is baked in
+    assert "# ${VAR} is read from the environment when the job runs, as Gobblin's ${env:VAR}: GOBBLIN_WORK_DIR, INPUT" in text
+    document = yaml.safe_load(text)
+    assert document["job"]["work_dir"] == "${GOBBLIN_WORK_DIR}/working"
+    assert document["source"]["path"] == "${INPUT}/orders"
+    there = tmp_path / "there"
+    (there / "in" / "orders").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INPUT", str(there / "in"))
+    monkeypatch.setenv("GOBBLIN_WORK_DIR", str(there / "gw"))
+    spec = load_job(tmp_path / "csv.yaml")  # where the job runs, its own environment decides
+    assert spec.job.work_dir == there / "gw" / "working"
+    assert str(spec.source.settings.path) == str(there / "in" / "orders")
+    assert spec.branches[0].publisher.settings.final_dir == str(there / "gw" / "job-output")
+
+
+def test_an_env_reference_read_while_translating_is_written_as_its_value_with_a_warning(tmp_path: Path) -> None:
+    schema = EVENT_SCHEMA.read_text().replace("\n", " ")
+    job = _job(tmp_path, f"""job.name=retries
+source.class={KAFKA}
+kafka.brokers=${{env:BROKERS}}
+converter.classes=org.apache.gobblin.converter.json.BytesToJsonConverter,org.apache.gobblin.converter.avro.JsonIntermediateToAvroConverter
+source.schema={schema}
+task.maxretries=${{env:RETRIES}}
+writer.file.path.type=tablename
+data.publisher.final.dir={tmp_path}/out
+mr.job.root.dir={tmp_path}/work
+""")
+    result = run_cli("convert", str(job), "-o", "retries.yaml", cwd=tmp_path, env={"BROKERS": "127.0.0.1:9092", "RETRIES": "4"})
+    assert result.returncode == 0, result.stderr
+    assert "warning: each ${env:VAR} of the file is written as its value here" in result.stderr
+    document = yaml.safe_load((tmp_path / "retries.yaml").read_text())
+    assert document["job"]["max_task_retries"] == 4 and document["source"]["bootstrap_servers"] == ["127.0.0.1:9092"]
 
 
 def test_the_mapping_table_covers_what_the_readme_lists() -> None:
