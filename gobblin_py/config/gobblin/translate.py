@@ -14,6 +14,7 @@ from typing import Any
 from gobblin_py.config.gobblin.mapping import (CLASSES, INJECTED_SCHEMA, RULES, SUFFIXED, Parse, Role, canonical_class,
                                               rule_for)
 from gobblin_py.config.gobblin.resolve import REQUIRED_KEY, TEMPLATE_KEY, Resolved
+from gobblin_py.config.gobblin.compaction import compaction_problems, is_compaction_job
 from gobblin_py.config.gobblin.schema import avro_schema
 from gobblin_py.config.model import MAX_NAME
 
@@ -102,6 +103,9 @@ class _Props:
 def translate(resolved: Resolved) -> Translation:
     """The gobblin-py job document for a resolved Gobblin job; problems, warnings and unused keys alongside."""
     out = Translation(document={}, origins={}, warnings=list(resolved.warnings), problems=list(resolved.problems))
+    if is_compaction_job(resolved.settings):  # refused as what it is, not for the ingestion keys it lacks
+        out.problems += compaction_problems(resolved.settings)
+        return out
     props = _Props(resolved, out)
     translator = _Translator(props, out, resolved.file.stem if resolved.file else "")
     translator.run()
