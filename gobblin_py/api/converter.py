@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from gobblin_py.api.context import TaskContext
 from gobblin_py.api.plugin import Plugin
-from gobblin_py.api.types import Record, Schema
+from gobblin_py.api.types import Record, Schema, SchemaKind
 
 
 @dataclass
@@ -53,6 +53,12 @@ class Converter(Plugin, abc.ABC):
     Any other exception `convert_record` raises for one record (ValueError, KeyError …) makes that
     record a bad record too; OSError, MemoryError and TaskError fail the task (see `RecordError`).
     """
+
+    @classmethod
+    def schema_kind(cls, settings: typing.Any) -> SchemaKind:
+        """Hook: the schema `convert_schema` gives (AVRO, or KEPT: the one it is given), so validation can tell
+        whether a writer needing an Avro schema gets one. Default: cannot tell."""
+        return SchemaKind.UNKNOWN
 
     def open(self, context: TaskContext) -> None:
         """Hook: called once per task before `convert_schema`."""

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from gobblin_py.api.context import TaskContext
 from gobblin_py.api.plugin import Plugin
-from gobblin_py.api.types import Record, Schema, WatermarkValue
+from gobblin_py.api.types import Record, Schema, SchemaKind, WatermarkValue
 from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit
 
 
@@ -92,6 +92,12 @@ class Source(Plugin, abc.ABC):
     @abc.abstractmethod
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
         """Plan this run from the committed state; a WorkUnit's id must be deterministic."""
+
+    @classmethod
+    def schema_kind(cls, settings: Any) -> SchemaKind:
+        """Hook: whether records come with an Avro record schema, so validation refuses an avro or parquet writer
+        that would fail asking for one. Default: cannot tell."""
+        return SchemaKind.UNKNOWN
 
     def input_roots(self) -> list[str]:
         """Hook: the directories (paths or URLs) this source reads under; the loader refuses a job whose output,

@@ -65,6 +65,9 @@ class DataWriter(Plugin, abc.ABC):
     guarantee: typing.ClassVar[Delivery] = Delivery.EXACTLY_ONCE
     """What this writer supports; a job asking for more is refused at validation."""
 
+    needs_avro_schema: typing.ClassVar[bool] = False
+    """True when `open` needs an Avro record schema: validation refuses a job where nothing before it gives one."""
+
     @abc.abstractmethod
     def open(self, schema: Schema, target: WriterTarget) -> None:
         """Prepare to write records of `schema` under `target.staging_dir`."""

@@ -19,6 +19,7 @@ from gobblin_py.api.committer import PublishContext
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.secrets import secret_paths
 from gobblin_py.api.source import Source
+from gobblin_py.api.types import SchemaKind
 from gobblin_py.api.writer import Delivery
 from gobblin_py.config.model import (
     BadRecordPolicy,
@@ -346,6 +347,8 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
     rows, task_policies, bad_records = _quality(merged.get("quality"), "quality", errors)
     fork, fork_extra = _plugin(Kind.FORK, merged.get("fork") or {"class": "identity"}, "fork", errors, ("branches",))
     branches = _branches(fork_extra, merged, task_policies, errors)
+    if source is not None:
+        _check_schemas(source, converters, branches, errors)
 
     if job is not None and not errors.problems:
         branches = [_complete_publisher(b, job, spark, errors) for b in branches]
@@ -395,6 +398,36 @@ def _complete_publisher(branch: BranchConfig, job: JobSection, spark: SparkSecti
     if problems or settings is publisher.settings:
         return branch
     return dataclasses.replace(branch, publisher=dataclasses.replace(publisher, settings=settings))
+
+
+def _check_schemas(source: PluginConfig, converters: list[PluginConfig], branches: list[BranchConfig],
+                   errors: _Collector) -> None:
+    """Refuse a writer that needs an Avro record schema where nothing before it gives one: the job would pass
+    validation and then fail every task asking for a schema."""
+    top = source.cls().schema_kind(source.settings)
+    for converter in converters:
+        top = _after(converter, top)
+    refused: set[str] = set()
+    for branch in branches:
+        kind = top
+        for converter in branch.converters:
+            kind = _after(converter, kind)
+        writer = branch.writer
+        if kind is not SchemaKind.NONE or not writer.cls().needs_avro_schema or writer.key in refused:
+            continue
+        refused.add(writer.key)
+        where = f"{branch.converters[0].key.rsplit('[', 1)[0]}" if branch.converters else "converters"
+        errors.add(f"{writer.key}.class", f"{writer.name or writer.path} needs an Avro record schema, and no converter "
+                                          f"gives one: source {source.name or source.path} reads records without one; add "
+                                          f"a json_to_avro converter naming an .avsc file to {where} (for example "
+                                          "converters: [{class: json_to_avro, schema: records.avsc}]), or write JSON "
+                                          "lines (writer: {class: jsonl})")
+
+
+def _after(converter: PluginConfig, kind: SchemaKind) -> SchemaKind:
+    """The schema kind after `converter`, given the kind it is handed."""
+    out = converter.cls().schema_kind(converter.settings)
+    return kind if out is SchemaKind.KEPT else out
 
 
 def _check_delivery(delivery: Delivery, branches: list[BranchConfig], errors: _Collector) -> None:

@@ -246,6 +246,19 @@ def test_csv_extractor_custom_delimiter(tmp_path: Path) -> None:
     assert [loc for _, _, loc in rejects.items] == [f"{file}:3"]
 
 
+def test_headerless_csv_takes_its_column_names_from_csv_columns(tmp_path: Path) -> None:
+    file = _write(tmp_path / "in" / "ds" / "orders.csv", "1,u1,2.5\n2,u2\n3,u3,7\n")
+    extractor, records, rejects = _extract(tmp_path, file, csv_columns=["id", "user", "amount"])
+    assert records == [{"id": "1", "user": "u1", "amount": "2.5"}, {"id": "3", "user": "u3", "amount": "7"}]
+    assert [(rec, loc) for rec, _, loc in rejects.items] == [("2,u2", f"{file}:2")]
+    assert extractor.get_schema()["fields"] == ["id", "user", "amount"]
+
+
+def test_csv_columns_must_each_be_named_once(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="column names repeated: id"):
+        _source(tmp_path, csv_columns=["id", "user", "id"])
+
+
 def test_csv_extractor_empty_file_has_no_records(tmp_path: Path) -> None:
     file = _write(tmp_path / "in" / "ds" / "empty.csv", "")
     _, records, rejects = _extract(tmp_path, file)

@@ -18,7 +18,7 @@ from gobblin_py.runtime.task.committables import commit_writer
 from gobblin_py.api import OutputFile, WriterTarget
 from gobblin_py.builtin.writers.avro import AvroWriter
 from gobblin_py.builtin.writers.jsonl import JsonLinesWriter
-from gobblin_py.errors import RecordError, TaskError
+from gobblin_py.errors import ConfigError, RecordError
 
 SCHEMA: dict[str, Any] = {
     "type": "record", "name": "Event", "namespace": "test",
@@ -159,7 +159,8 @@ def test_avro_bad_partition_value_is_record_error(tmp_path: Path) -> None:
 
 
 def test_avro_needs_an_avro_record_schema(tmp_path: Path) -> None:
-    with pytest.raises(TaskError, match="json_to_avro"):
+    """A configuration fault, not retried: every attempt would fail the same way."""
+    with pytest.raises(ConfigError, match="json_to_avro"):
         _avro().open({"type": "json"}, _target(tmp_path))
 
 

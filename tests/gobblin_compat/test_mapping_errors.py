@@ -143,11 +143,55 @@ def test_convert_writes_a_yaml_job_that_validates_alone(tmp_path: Path, monkeypa
     document = yaml.safe_load(written.read_text())
     assert document["converters"] == [{"class": "json_to_avro", "schema": f"converted/{schemas[0].name}"}]
     assert document["writer"] == {"class": "avro", "partition": {"column": "ts", "granularity": "DAY", "pattern": "yyyy/MM/dd"}}
-    assert document["publisher"] == {"class": "fs", "final_dir": f"{tmp_path}/gw/job-output"}
+    assert document["publisher"] == {"class": "fs", "final_dir": "${GOBBLIN_WORK_DIR}/job-output"}
     assert "# warning: extract.table.type" in written.read_text()
     monkeypatch.chdir(tmp_path)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
     spec = load_job(written)
     assert spec.name == "CsvToAvro" and spec.source.settings.root_dataset == "orders"
+
+
+def test_convert_keeps_env_references_instead_of_this_machines_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs = Path(__file__).parent / "jobs"
+    here = {"INPUT": str(tmp_path / "here" / "in"), "GOBBLIN_WORK_DIR": str(tmp_path / "here" / "gw")}
+    (tmp_path / "here" / "in" / "orders").mkdir(parents=True)
+    result = run_cli("convert", str(jobs / "csv-to-avro.pull"), "-o", "csv.yaml", cwd=tmp_path, env=here)
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "csv.yaml").read_text()
+    assert str(tmp_path / "here") not in text  # nothing of the converting machine's environment is baked in
+    assert "# ${VAR} is read from the environment when the job runs, as Gobblin's ${env:VAR}: GOBBLIN_WORK_DIR, INPUT" in text
+    document = yaml.safe_load(text)
+    assert document["job"]["work_dir"] == "${GOBBLIN_WORK_DIR}/working"
+    assert document["source"]["path"] == "${INPUT}/orders"
+    there = tmp_path / "there"
+    (there / "in" / "orders").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INPUT", str(there / "in"))
+    monkeypatch.setenv("GOBBLIN_WORK_DIR", str(there / "gw"))
+    spec = load_job(tmp_path / "csv.yaml")  # where the job runs, its own environment decides
+    assert spec.job.work_dir == there / "gw" / "working"
+    assert str(spec.source.settings.path) == str(there / "in" / "orders")
+    assert spec.branches[0].publisher.settings.final_dir == str(there / "gw" / "job-output")
+
+
+def test_an_env_reference_read_while_translating_is_written_as_its_value_with_a_warning(tmp_path: Path) -> None:
+    schema = EVENT_SCHEMA.read_text().replace("\n", " ")
+    job = _job(tmp_path, f"""job.name=retries
+source.class={KAFKA}
+kafka.brokers=${{env:BROKERS}}
+converter.classes=org.apache.gobblin.converter.json.BytesToJsonConverter,org.apache.gobblin.converter.avro.JsonIntermediateToAvroConverter
+source.schema={schema}
+task.maxretries=${{env:RETRIES}}
+writer.file.path.type=tablename
+data.publisher.final.dir={tmp_path}/out
+mr.job.root.dir={tmp_path}/work
+""")
+    result = run_cli("convert", str(job), "-o", "retries.yaml", cwd=tmp_path, env={"BROKERS": "127.0.0.1:9092", "RETRIES": "4"})
+    assert result.returncode == 0, result.stderr
+    assert "warning: each ${env:VAR} of the file is written as its value here" in result.stderr
+    document = yaml.safe_load((tmp_path / "retries.yaml").read_text())
+    assert document["job"]["max_task_retries"] == 4 and document["source"]["bootstrap_servers"] == ["127.0.0.1:9092"]
 
 
 def test_the_mapping_table_covers_what_the_readme_lists() -> None:
@@ -193,10 +237,12 @@ def test_an_offsets_file_is_read_strictly(tmp_path: Path) -> None:
 
 def test_importing_offsets_into_a_job_that_is_not_kafka_is_refused(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
+    schema = EVENT_SCHEMA.read_text().replace("\n", " ")
     job = _job(tmp_path, f"""job.name=files
 source.class=org.apache.gobblin.source.extractor.filebased.TextFileBasedSource
 source.filebased.data.directory={tmp_path}/in
-converter.classes=org.apache.gobblin.converter.json.JsonStringToJsonIntermediateConverter
+converter.classes=org.apache.gobblin.converter.json.JsonStringToJsonIntermediateConverter,org.apache.gobblin.converter.avro.JsonIntermediateToAvroConverter
+source.schema={schema}
 data.publisher.final.dir={tmp_path}/out
 writer.file.path.type=tablename
 mr.job.root.dir={tmp_path}/work
@@ -259,3 +305,55 @@ mr.job.root.dir={tmp_path}/work
     validated = run_cli("validate", str(job), "--strict", cwd=tmp_path)  # a warning, not an unused key
     assert validated.returncode == 0, validated.stderr
     assert load_job(job).job.lock is True
+
+
+def test_one_validation_names_every_unsupported_class_wherever_it_is_written(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    job = _job(tmp_path, f"""job.name=many
+source.class=org.apache.gobblin.source.extractor.filebased.TextFileBasedSource
+source.filebased.data.directory={tmp_path}/in
+source.skip.first.record=true
+converter.classes=org.apache.gobblin.converter.csv.CsvToJsonConverterV2,com.acme.Enricher
+writer.builder.class=com.acme.MyWriterBuilder
+writer.partitioner.class=com.acme.MyPartitioner
+fork.operator.class=com.acme.MyForkOperator
+converter.classes.0=com.acme.BranchConverter
+qualitychecker.task.policies.0=com.acme.BranchPolicy
+qualitychecker.task.policy.types.0=FAIL
+writer.builder.class.1=com.acme.OtherWriterBuilder
+data.publisher.final.dir={tmp_path}/out
+writer.file.path.type=tablename
+""")
+    result = run_cli("validate", str(job), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"error: {job}: invalid Gobblin job file (7 problems):"
+    named = {line.split(" (", 1)[0].strip(): line for line in lines[1:]}
+    assert sorted(named) == ["converter.classes", "converter.classes.0", "fork.operator.class", "qualitychecker.task.policies.0",
+                             "writer.builder.class", "writer.builder.class.1", "writer.partitioner.class"]
+    assert "'com.acme.MyPartitioner'" in named["writer.partitioner.class"]
+    assert "unsupported Gobblin fork operator class 'com.acme.MyForkOperator'" in named["fork.operator.class"]
+    assert named["converter.classes.0"].endswith("unsupported Gobblin converter class 'com.acme.BranchConverter': gobblin-py "
+                                                 "has no equivalent (a branch key: with fork.branches unset or 1, "
+                                                 "converter.classes is read, not converter.classes.0)")
+    assert "'com.acme.BranchPolicy'" in named["qualitychecker.task.policies.0"]
+    assert "'com.acme.OtherWriterBuilder'" in named["writer.builder.class.1"]
+
+
+def test_a_supported_class_in_a_branch_key_of_an_unforked_job_is_only_unused(tmp_path: Path) -> None:
+    schema = EVENT_SCHEMA.read_text().replace("\n", " ")
+    job = _job(tmp_path, f"""job.name=unforked
+source.class={KAFKA}
+kafka.brokers=127.0.0.1:9092
+converter.classes=org.apache.gobblin.converter.json.BytesToJsonConverter,org.apache.gobblin.converter.avro.JsonIntermediateToAvroConverter
+source.schema={schema}
+fork.operator.class=org.apache.gobblin.fork.IdentityForkOperator
+writer.builder.class.0=org.apache.gobblin.writer.AvroDataWriterBuilder
+writer.file.path.type=tablename
+data.publisher.final.dir={tmp_path}/out
+mr.job.root.dir={tmp_path}/work
+""")
+    result = run_cli("validate", str(job), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert ("warning: writer.builder.class.0 (job.pull:7): not used: a branch key; with fork.branches unset or 1, "
+            "writer.builder.class is read, not writer.builder.class.0") in result.stderr.splitlines()

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from gobblin_py.api import Converter, OneToOneConverter, Settings
-from gobblin_py.api.types import Record, Schema
+from gobblin_py.api.types import Record, Schema, SchemaKind
 from gobblin_py.errors import RecordError, TaskError
 
 
@@ -34,6 +34,10 @@ class SelectFieldsConverter(OneToOneConverter):
 
     Settings = SelectFieldsSettings
 
+    @classmethod
+    def schema_kind(cls, settings: Any) -> SchemaKind:
+        return SchemaKind.KEPT
+
     def convert_schema(self, schema: Schema) -> Schema:
         fields = _avro_fields(schema)
         if fields is None:
@@ -56,6 +60,10 @@ class RenameFieldsConverter(OneToOneConverter):
     """Renames fields per `mapping: {old: new}` (1:1)."""
 
     Settings = RenameFieldsSettings
+
+    @classmethod
+    def schema_kind(cls, settings: Any) -> SchemaKind:
+        return SchemaKind.KEPT
 
     def convert_schema(self, schema: Schema) -> Schema:
         fields = _avro_fields(schema)
@@ -81,6 +89,10 @@ class ExplodeConverter(Converter):
     """One output record per element of the list in `field` (1:N; an empty list gives 1:0)."""
 
     Settings = ExplodeSettings
+
+    @classmethod
+    def schema_kind(cls, settings: Any) -> SchemaKind:
+        return SchemaKind.KEPT
 
     def convert_schema(self, schema: Schema) -> Schema:
         fields = _avro_fields(schema)

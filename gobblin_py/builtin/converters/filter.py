@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from gobblin_py.api import Converter, Settings
-from gobblin_py.api.types import Record, Schema
+from gobblin_py.api.types import Record, Schema, SchemaKind
 
 _OPS = {
     "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
@@ -27,6 +27,10 @@ class FilterConverter(Converter):
     """`action: drop` removes matching records; `action: keep` removes all others."""
 
     Settings = FilterSettings
+
+    @classmethod
+    def schema_kind(cls, settings: FilterSettings) -> SchemaKind:
+        return SchemaKind.KEPT
 
     def __init__(self, settings: Any = None) -> None:
         super().__init__(settings)

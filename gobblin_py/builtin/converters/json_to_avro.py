@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field
 
 from gobblin_py.api import BatchConverter, OneToOneConverter, RawBatch, Settings, TaskCounter
-from gobblin_py.api.types import Record, Schema
+from gobblin_py.api.types import Record, Schema, SchemaKind
 from gobblin_py.builtin.schemas.avro_files import load_avro_schema
 from gobblin_py.builtin.schemas.avro_values import AvroTypeChecker
 from gobblin_py.builtin.converters.json_arrow import JsonArrowReader
@@ -163,6 +163,10 @@ class JsonToAvroConverter(OneToOneConverter, BatchConverter):
     A batch of raw JSON values becomes one Arrow batch where that gives the same records (see `json_arrow`)."""
 
     Settings = JsonToAvroSettings
+
+    @classmethod
+    def schema_kind(cls, settings: JsonToAvroSettings) -> SchemaKind:
+        return SchemaKind.AVRO
 
     def __init__(self, settings: Any = None) -> None:
         super().__init__(settings)

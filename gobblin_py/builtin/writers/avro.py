@@ -67,6 +67,7 @@ class AvroWriter(DataWriter, BatchWriter, FileMerger):
     """
 
     Settings = AvroWriterSettings
+    needs_avro_schema = True
     merged_format = "Avro"
     merged_suffix = ".avro"
 
@@ -87,7 +88,8 @@ class AvroWriter(DataWriter, BatchWriter, FileMerger):
 
     def open(self, schema: Schema, target: WriterTarget) -> None:
         if not (isinstance(schema, dict) and schema.get("type") == "record"):
-            raise TaskError("the avro writer needs an Avro record schema; add a json_to_avro converter before it")
+            raise ConfigError("the avro writer needs an Avro record schema, and its records have none; add a json_to_avro "
+                              "converter naming an .avsc file before it, or write JSON lines (writer: {class: jsonl})")
         self.schema = fastavro.parse_schema(schema)
         self._raw_schema = schema
         s = self.settings

@@ -73,6 +73,7 @@ class ParquetWriter(DataWriter, BatchWriter, FileMerger):
     schema (the columnar path) are written as they are."""
 
     Settings = ParquetWriterSettings
+    needs_avro_schema = True
     merged_format = "Parquet"
     merged_suffix = ".parquet"
     leaves_own_merge_alone = True

@@ -9,14 +9,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+import os
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from gobblin_py.config.gobblin.mapping import KEYS
-from gobblin_py.config.gobblin.resolve import HOCON_SUFFIXES, PROPERTIES_SUFFIXES, resolve_job
+from gobblin_py.config.gobblin.resolve import ENV_REF, HOCON_SUFFIXES, PROPERTIES_SUFFIXES, resolve_job
 from gobblin_py.config.gobblin.translate import Translation, translate
 from gobblin_py.config.loader import SECTIONS, defaults_files, load_document
 from gobblin_py.config.model import JobSpec
@@ -31,9 +34,11 @@ def is_gobblin_job(path: Path) -> bool:
     return path.suffix.lower() in GOBBLIN_SUFFIXES
 
 
-def translate_file(path: Path, *, strict: bool = False, env: Mapping[str, str] | None = None) -> Translation:
-    """The translation of a Gobblin job file; ConfigError listing every problem (unused keys too with `strict`)."""
-    translation = translate(resolve_job(path, env))
+def translate_file(path: Path, *, strict: bool = False, env: Mapping[str, str] | None = None,
+                   keep_env_refs: bool = False) -> Translation:
+    """The translation of a Gobblin job file; ConfigError listing every problem (unused keys too with `strict`).
+    `keep_env_refs`: each `${env:VAR}` stays a reference (`ENV_REF`), for `convert`."""
+    translation = translate(resolve_job(path, env, keep_env_refs))
     problems = translation.problems + (translation.unused if strict else [])
     if problems:
         plural = "s" if len(problems) != 1 else ""
@@ -117,6 +122,43 @@ def _origin(key: str, origins: dict[str, str]) -> str | None:
     return None
 
 
+_YAML_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MARKED = re.compile(ENV_REF.format("(.*?)"))
+
+
+def _with_env_refs(path: Path, translation: Translation, strict: bool, target: Path,
+                   warnings: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The document to write, with each `${env:VAR}` of the Gobblin file as the YAML loader's `${VAR}` (and a literal
+    `${` escaped as `$${`), and the variables kept. Where a reference cannot stay one (its value is parsed while
+    translating, or its name is not one the YAML loader reads) the values are written instead, with a warning."""
+    try:
+        refs = translate_file(path, strict=strict, keep_env_refs=True)
+        place_schemas(refs, target.parent, prefix=f"{target.stem}.")
+    except ConfigError:
+        refs = None
+    names = sorted({m.group(1) for m in _MARKED.finditer(json.dumps(refs.document, ensure_ascii=False))}) if refs is not None else []
+    env = {name: os.environ.get(name, "") for name in names}
+    same = refs is not None and _walk(refs.document, lambda s: _MARKED.sub(lambda m: env[m.group(1)], s)) == translation.document
+    if names and same and all(_YAML_VAR.fullmatch(n) for n in names):
+        return _walk(refs.document, lambda s: _MARKED.sub(lambda m: f"${{{m.group(1)}}}", s.replace("${", "$${"))), names
+    if refs is None or names:
+        warnings.append("each ${env:VAR} of the file is written as its value here: one is read while translating "
+                        "(a number, a class, a schema) or names no variable the YAML loader reads (write ${VAR} "
+                        "by hand where the value should come from the environment)")
+    return _walk(translation.document, lambda s: s.replace("${", "$${")), []
+
+
+def _walk(value: Any, fn: Callable[[str], str]) -> Any:
+    """`value` with `fn` applied to every string in it (mappings' values, lists' items)."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _walk(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(v, fn) for v in value]
+    return value
+
+
 @dataclass(frozen=True)
 class Converted:
     """A Gobblin job as gobblin-py YAML, what to tell the user, and the schema files written beside it."""
@@ -136,9 +178,12 @@ def convert_job(path: Path, output: Path | None, *, strict: bool = False) -> Con
         load_document(path, translation.document)
     except ConfigError as exc:
         raise ConfigError(_with_origins(exc.message, translation.origins)) from None
-    document = {k: translation.document[k] for k in SECTIONS if k in translation.document}
     warnings = warnings_of(translation, strict)
+    written, kept = _with_env_refs(path, translation, strict, target, warnings)
+    document = {k: written[k] for k in SECTIONS if k in written}
     header = [f"# Converted by gobblin-py convert from {path}", "# Relative paths are relative to the directory gobblin-py runs in."]
+    if kept:
+        header.append(f"# ${{VAR}} is read from the environment when the job runs, as Gobblin's ${{env:VAR}}: {', '.join(kept)}")
     header += [f"# warning: {w}" for w in warnings] + [f"# note: {n}" for n in translation.notes]
     text = "\n".join(header) + "\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
     if output is not None:

@@ -42,6 +42,11 @@ class GobblinClass:
     becomes: str | None
     note: str = ""
     parses: Parse | None = None  # a converter absorbed into the source's parsing
+    injects_schema: bool = False  # StringSchemaInjector: the converters after it see INJECTED_SCHEMA's schema
+
+
+INJECTED_SCHEMA = "gobblin.converter.schemaInjector.schema"
+"""The key whose schema StringSchemaInjector hands the converters after it, in place of source.schema."""
 
 
 _G = "org.apache.gobblin."
@@ -60,7 +65,7 @@ CLASSES: dict[str, GobblinClass] = {c.name: c for c in (
                  "the files directly in source.filebased.data.directory are the dataset extract.table.name; a file "
                  "is read once, its watermark the bytes ingested, and one that changes afterwards is reported, not "
                  "skipped; the format comes from the file's extension (.csv, .json/.jsonl, optionally compressed), "
-                 "so CSV files must end in .csv and start with a header row; sub-directories are datasets of their own"),
+                 "so CSV files must end in .csv; sub-directories are datasets of their own"),
     GobblinClass(_G + "source.extractor.hadoop.AvroFileSource", Role.SOURCE, None,
                  "the files source reads JSON-lines and CSV files, not Avro files"),
     GobblinClass(_G + "example.simplejson.SimpleJsonSource", Role.SOURCE, None,
@@ -68,8 +73,12 @@ CLASSES: dict[str, GobblinClass] = {c.name: c for c in (
                  "directory of .json files with JsonStringToJsonIntermediateConverter"),
     # converters
     GobblinClass(_G + "converter.csv.CsvToJsonConverterV2", Role.CONVERTER, None,
-                 "the files source parses CSV itself, naming columns by the header row (Gobblin names them by "
-                 "source.schema's order): the header must hold the schema's column names", parses=Parse.CSV),
+                 "the files source parses CSV itself (\"-quoted fields as RFC 4180 reads them); with "
+                 "source.skip.first.record=true the header row names the columns (Gobblin names them by the schema's "
+                 "order): it must hold the schema's column names; unset or false, every row is a record and the "
+                 "schema (source.schema, or StringSchemaInjector's) names its columns in order, as in Gobblin; a row "
+                 "with more or fewer fields than columns goes to the error file (Gobblin drops or nulls them), and "
+                 "the text null stays text (an empty field of a nullable column is null)", parses=Parse.CSV),
     GobblinClass(_G + "converter.csv.CsvToJsonConverter", Role.CONVERTER, None,
                  "as CsvToJsonConverterV2", parses=Parse.CSV),
     GobblinClass(_G + "converter.json.JsonStringToJsonIntermediateConverter", Role.CONVERTER, None,
@@ -77,6 +86,10 @@ CLASSES: dict[str, GobblinClass] = {c.name: c for c in (
     GobblinClass(_G + "converter.json.BytesToJsonConverter", Role.CONVERTER, None,
                  "the Kafka source parses JSON itself (deserializer json)", parses=Parse.JSON),
     GobblinClass(_G + "converter.IdentityConverter", Role.CONVERTER, None, "", parses=Parse.NOTHING),
+    GobblinClass(_G + "converter.StringSchemaInjector", Role.CONVERTER, None,
+                 "its schema, gobblin.converter.schemaInjector.schema, is the one the converters after it use in place "
+                 "of source.schema: the CSV columns' names and JsonIntermediateToAvroConverter's schema",
+                 parses=Parse.NOTHING, injects_schema=True),
     GobblinClass(_G + "converter.avro.JsonIntermediateToAvroConverter", Role.CONVERTER, "json_to_avro",
                  "the schema is source.schema (JSON-intermediate or Avro), written to an .avsc; date and timestamp "
                  "columns are longs with logicalType timestamp-millis and take ISO-8601 text or epoch millis "
@@ -141,7 +154,7 @@ class KeyRule:
 
 
 KEYS: tuple[KeyRule, ...] = (
-    KeyRule("job.name", "job.name"),
+    KeyRule("job.name", "job.name", "unset: the job file's name (csvToAvro.conf → csvToAvro), with a warning"),
     KeyRule("job.description", "job.description"),
     KeyRule("job.schedule", "job.schedule", "Quartz cron, as Gobblin's"),
     KeyRule("job.lock.enabled", "job.lock", "false is kept on, with a warning: without the lock two overlapping runs would "
@@ -162,10 +175,14 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("source.filebased.data.directory", "source.path"),
     KeyRule("extract.table.name", "source.root_dataset", "the files source's dataset name"),
     KeyRule("extract.namespace", "", "a directory level of the output with namespace_table"),
-    KeyRule("source.skip.first.record", "", "must be true for CSV: the header row names the columns"),
+    KeyRule("source.skip.first.record", "source.csv_columns", "true: the CSV files' first row is a header naming "
+            "the columns; unset or false: every row is a record, its columns named by the schema (source.schema or "
+            "gobblin.converter.schemaInjector.schema) in order"),
     KeyRule("converter.csv.to.json.delimiter", "source.csv_delimiter"),
     KeyRule("source.schema", "converters[].schema", "JSON-intermediate ([{columnName, dataType, isNullable}]) or an "
             "Avro record schema, written to an .avsc file"),
+    KeyRule(INJECTED_SCHEMA, "converters[].schema", "StringSchemaInjector's schema, in place of source.schema: "
+            "JSON-intermediate or Avro, written to an .avsc file; names the columns of headerless CSV"),
     KeyRule("converter.classes", "converters", "per branch with .N"),
     KeyRule("converter.avro.fields", "select_fields.fields"),
     KeyRule("kafka.brokers", "source.bootstrap_servers"),

@@ -8,6 +8,7 @@ directory wins), then the job file itself. `include=FILE` inserts a file's keys 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -24,6 +25,9 @@ JOBCONF_DIR_ENV = "GOBBLIN_JOB_CONFIG_DIR"
 TEMPLATE_KEY = "job.template"
 REQUIRED_KEY = "gobblin.template.required_attributes"
 _VAR = re.compile(r"\$\{([^}]*)\}")
+ENV_REF = "\ue000{}\ue001"
+"""What `${env:VAR}` becomes when references are kept (for `convert`): private-use marks around the name, which no
+job file holds, so the YAML written can say `${VAR}` where the Gobblin file said `${env:VAR}`."""
 
 
 @dataclass
@@ -40,10 +44,12 @@ class Resolved:
     settings: dict[str, Setting]
     warnings: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    file: Path | None = None  # the job file, whose name names a job that sets no job.name
 
 
-def resolve_job(path: Path, env: Mapping[str, str] | None = None) -> Resolved:
-    """Read a `.pull`/`.job`/`.properties`/`.conf` job with its defaults, template and includes, interpolated."""
+def resolve_job(path: Path, env: Mapping[str, str] | None = None, keep_env_refs: bool = False) -> Resolved:
+    """Read a `.pull`/`.job`/`.properties`/`.conf` job with its defaults, template and includes, interpolated;
+    with `keep_env_refs` a set `${env:VAR}` becomes `ENV_REF` of its name instead of its value."""
     env = os.environ if env is None else env
     warnings: list[str] = []
     problems: list[str] = []
@@ -62,8 +68,8 @@ def resolve_job(path: Path, env: Mapping[str, str] | None = None) -> Resolved:
         if missing:
             problems.append(f"{TEMPLATE_KEY} ({template.origin}): the template {shown(template_file)} requires "
                             f"{', '.join(m.strip() for m in missing)}, which the job file does not set")
-    _interpolate_all(merged, env)
-    return Resolved(merged, warnings, problems)
+    _interpolate_all(merged, env, keep_env_refs)
+    return Resolved(merged, warnings, problems, path)
 
 
 def parent_defaults(path: Path, env: Mapping[str, str]) -> list[Path]:
@@ -146,6 +152,8 @@ def _flatten(tree: Mapping[str, Any], prefix: str) -> list[tuple[str, str]]:
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list) and any(isinstance(v, (Mapping, list)) for v in value):
+        return json.dumps(value)  # a JSON schema written bare (`schema=[{"columnName": …}]`): the JSON it is
     if isinstance(value, list):
         return ",".join(_text(v) for v in value)
     return "" if value is None else str(value)
@@ -178,12 +186,13 @@ def _interpolated(key: str, settings: dict[str, Setting], env: Mapping[str, str]
     return setting.value
 
 
-def _interpolate_all(settings: dict[str, Setting], env: Mapping[str, str]) -> None:
+def _interpolate_all(settings: dict[str, Setting], env: Mapping[str, str], keep_env_refs: bool = False) -> None:
     for key in list(settings):
-        _interpolate_one(key, settings, env, ())
+        _interpolate_one(key, settings, env, (), keep_env_refs)
 
 
-def _interpolate_one(key: str, settings: dict[str, Setting], env: Mapping[str, str], stack: tuple[str, ...]) -> None:
+def _interpolate_one(key: str, settings: dict[str, Setting], env: Mapping[str, str], stack: tuple[str, ...],
+                     keep_env_refs: bool = False) -> None:
     """Replace `${name}` (another key) and `${env:VAR}` in one value; what cannot be replaced is its `problem`."""
     setting = settings[key]
     if "${" not in setting.value or setting.problem:
@@ -194,13 +203,13 @@ def _interpolate_one(key: str, settings: dict[str, Setting], env: Mapping[str, s
         if name.startswith("env:"):
             var = name[4:]
             if var in env:
-                return env[var]
+                return ENV_REF.format(var) if keep_env_refs else env[var]
             raise _Unresolved(f"environment variable {var} is not set (named by ${{{name}}})")
         if name in stack or name == key:
             raise _Unresolved(f"${{{name}}} refers back to itself ({' → '.join((*stack, key, name))})")
         if name not in settings:
             raise _Unresolved(f"${{{name}}} names no key of the job (write ${{env:{name}}} for an environment variable)")
-        _interpolate_one(name, settings, env, (*stack, key))
+        _interpolate_one(name, settings, env, (*stack, key), keep_env_refs)
         if settings[name].problem:
             raise _Unresolved(f"${{{name}}}: {settings[name].problem}")
         return settings[name].value

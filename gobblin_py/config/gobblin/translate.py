@@ -11,9 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gobblin_py.config.gobblin.mapping import CLASSES, RULES, SUFFIXED, Parse, Role, canonical_class, rule_for
+from gobblin_py.config.gobblin.mapping import (CLASSES, INJECTED_SCHEMA, RULES, SUFFIXED, Parse, Role, canonical_class,
+                                              rule_for)
 from gobblin_py.config.gobblin.resolve import REQUIRED_KEY, TEMPLATE_KEY, Resolved
+from gobblin_py.config.gobblin.compaction import compaction_problems, is_compaction_job
 from gobblin_py.config.gobblin.schema import avro_schema
+from gobblin_py.config.model import MAX_NAME
 
 PASSTHROUGH = "gobblin-py."
 _DEFAULT_WRITER = "org.apache.gobblin.writer.AvroDataWriterBuilder"
@@ -100,20 +103,31 @@ class _Props:
 def translate(resolved: Resolved) -> Translation:
     """The gobblin-py job document for a resolved Gobblin job; problems, warnings and unused keys alongside."""
     out = Translation(document={}, origins={}, warnings=list(resolved.warnings), problems=list(resolved.problems))
+    if is_compaction_job(resolved.settings):  # refused as what it is, not for the ingestion keys it lacks
+        out.problems += compaction_problems(resolved.settings)
+        return out
     props = _Props(resolved, out)
-    translator = _Translator(props, out)
+    translator = _Translator(props, out, resolved.file.stem if resolved.file else "")
     translator.run()
     _leftovers(props, out, translator.branches)
     return out
 
 
+def job_name_of(stem: str) -> str:
+    """A job name from a file name: what a job name may not hold becomes `-` (`my job.conf` → `my-job`)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", stem).lstrip("._-")[:MAX_NAME]
+    return name or "job"
+
+
 class _Translator:
-    def __init__(self, props: _Props, out: Translation) -> None:
+    def __init__(self, props: _Props, out: Translation, file_stem: str = "") -> None:
+        self.file_stem = file_stem
         self.p = props
         self.out = out
         self.doc = out.document
         self.parse: Parse | None = None
         self.branches = 1
+        self.schema_key = "source.schema"  # where the schema the converters see is written (StringSchemaInjector: its key)
 
     def set(self, path: str, value: Any, key: str) -> None:
         """Set `a.b.c` in the document and remember the Gobblin key it came from."""
@@ -173,6 +187,8 @@ class _Translator:
         if quality:
             self.doc["quality"] = quality
         if branches == 1:
+            if "fork.operator.class" in self.p.settings:  # Gobblin runs it with one branch too: an unsupported one is named
+                self.gobblin_class("fork.operator.class", Role.FORK)
             self.writer(None, "writer")
             self.publisher(None, "publisher")
         else:
@@ -182,7 +198,15 @@ class _Translator:
     # --- job ------------------------------------------------------------------------------------
     def job(self) -> None:
         p = self.p
-        self.copy("job.name", required="the job's name (its state, lock and commits are kept under it)")
+        if "job.name" in p.settings or not self.file_stem:
+            self.copy("job.name", required="the job's name (its state, lock and commits are kept under it)")
+        else:
+            name = job_name_of(self.file_stem)
+            self.set("job.name", name, "job.name")
+            self.out.origins["job.name"] = "job.name, not set: named after the file"
+            self.out.warnings.append(f"job.name is not set: the job is named {name!r} after its file name (its state, "
+                                     "lock and commits are kept under that name; set job.name to keep them when the "
+                                     "file is renamed)")
         for key in ("job.description", "job.schedule", "mr.job.root.dir"):
             self.copy(key)
         self.copy("writer.output.dir", convert=lambda path: self.on_fs(path, "writer.fs.uri"))
@@ -284,9 +308,27 @@ class _Translator:
         if self.parse is Parse.CSV:
             self.copy("converter.csv.to.json.delimiter")
             if not p.boolean("source.skip.first.record"):
-                p.problem("source.skip.first.record" if "source.skip.first.record" in p.settings else "converter.classes",
-                          "CSV files must start with a header row naming the columns: gobblin-py reads it (set "
-                          "source.skip.first.record=true); headerless CSV is not supported")
+                self.csv_columns()
+
+    def csv_columns(self) -> None:
+        """Headerless CSV (source.skip.first.record unset or false): the columns are the schema's, in order, as
+        Gobblin's CsvToJsonConverter names them."""
+        p = self.p
+        text = p.get(self.schema_key)
+        skip = "source.skip.first.record"
+        if text is None:
+            p.problem(skip if skip in p.settings else "converter.classes",
+                      f"CSV files with no header row (source.skip.first.record unset or false) take their column names "
+                      f"from {self.schema_key}, which is not set: set it (a JSON-intermediate list of columns or an Avro "
+                      f"record schema), or set source.skip.first.record=true for files whose first row names the columns")
+            return
+        schema, problems = avro_schema(text, "columns", None)
+        if problems:
+            return  # reported where the schema is read for JsonIntermediateToAvroConverter
+        columns = [f["name"] for f in schema.get("fields", [])]
+        self.set("source.csv_columns", columns, self.schema_key)
+        self.out.notes.append(f"{skip} is not true: every row of the CSV files is a record, its columns named by "
+                              f"{self.schema_key} in order ({', '.join(columns)})")
 
     # --- converters and quality -----------------------------------------------------------------
     def converters(self, key: str, pre_fork: bool) -> list[dict[str, Any]]:
@@ -298,6 +340,12 @@ class _Translator:
                 self.p.problem(key, f"unsupported Gobblin converter class {raw!r}: {why}")
                 continue
             self.note(mapped)
+            if mapped.injects_schema:
+                if any(c["class"] == "json_to_avro" for c in out):
+                    self.p.problem(key, f"{raw!r} must come before JsonIntermediateToAvroConverter, which writes the "
+                                        "schema it injects")
+                self.schema_key = INJECTED_SCHEMA
+                continue
             if mapped.parses is not None:
                 if mapped.parses is Parse.NOTHING:
                     continue
@@ -320,16 +368,17 @@ class _Translator:
         for fmt in ("converter.avro.date.format", "converter.avro.timestamp.format", "converter.avro.time.format"):
             if self.p.get(fmt) is not None:
                 self.p.problem(fmt, "date and time patterns are not supported: gobblin-py reads ISO-8601 text or epoch millis")
-        text = self.p.get("source.schema")
+        text = self.p.get(self.schema_key)
         if text is None:
-            self.p.problem(key, "JsonIntermediateToAvroConverter needs source.schema (JSON-intermediate or an Avro record schema)")
+            self.p.problem(key, f"JsonIntermediateToAvroConverter needs {self.schema_key} (JSON-intermediate or an Avro "
+                                "record schema)")
             return converter
         table = self.p.settings.get("extract.table.name")
         name = table.value if table else (self.p.settings["job.name"].value if "job.name" in self.p.settings else "record")
         namespace = self.p.settings.get("extract.namespace")
         schema, problems = avro_schema(text, name, namespace.value if namespace else None)
         for problem in problems:
-            self.p.problem("source.schema", problem)
+            self.p.problem(self.schema_key, problem)
         if not problems:
             self.out.schemas.append((converter, schema, name))
         return converter
@@ -400,6 +449,7 @@ class _Translator:
         key = p.branch_key("writer.builder.class", branch)
         found = self.gobblin_class(key, Role.WRITER, _DEFAULT_WRITER)
         if found is None:
+            self.partition(branch)  # checked all the same, so one validation names every unsupported class
             return {}
         alias = found[1].becomes
         writer: dict[str, Any] = {"class": alias}
@@ -529,10 +579,51 @@ class _Translator:
                 self.set(rest, value, key)
 
 
+_CLASS_KEYS = {"source.class": Role.SOURCE, "converter.classes": Role.CONVERTER, "writer.builder.class": Role.WRITER,
+               "data.publisher.type": Role.PUBLISHER, "fork.operator.class": Role.FORK,
+               "qualitychecker.row.policies": Role.ROW_POLICY, "qualitychecker.task.policies": Role.TASK_POLICY,
+               "writer.partitioner.class": Role.PARTITIONER}
+"""Keys (and their branch variants `.N`) whose value names Gobblin classes."""
+
+
+def _unsupported_classes(key: str, value: str, branches: int) -> list[str]:
+    """What is wrong with each class a key nobody read names (a branch key of an unforked job, say): so one
+    validation names every unsupported class of the file, wherever it is written."""
+    base, dot, last = key.rpartition(".")
+    branch_key = bool(dot) and last.isdigit() and base in _CLASS_KEYS
+    role = _CLASS_KEYS.get(base if branch_key else key)
+    if role is None:
+        return []
+    if branch_key and branches <= 1:
+        read = f" (a branch key: with fork.branches unset or 1, {base} is read, not {key})"
+    elif branch_key:
+        read = f" (a branch key; the job has {branches} branches, numbered from 0)"
+    else:
+        read = ""
+    out = []
+    for raw in (v.strip() for v in value.split(",")):
+        mapped = CLASSES.get(canonical_class(raw)) if raw else None
+        if not raw or (mapped is not None and mapped.role is role and (mapped.becomes or mapped.parses)):
+            continue
+        why = (mapped.note if mapped is not None and mapped.role is role else
+               f"it is a Gobblin {mapped.role.value}, not a {role.value}" if mapped is not None else "gobblin-py has no equivalent")
+        out.append(f"unsupported Gobblin {role.value} class {raw!r}: {why}{read}")
+    return out
+
+
 def _leftovers(props: _Props, out: Translation, branches: int) -> None:
     """Keys nobody read: refused ones are errors, known ones without effect are warnings, the rest unused."""
     for key in props.settings:
         if key in props.used:
+            continue
+        unsupported = _unsupported_classes(key, props.settings[key].value, branches)
+        if unsupported:
+            out.problems += [f"{key} ({props.settings[key].origin}): {u}" for u in unsupported]
+            continue
+        base, dot, last = key.rpartition(".")
+        if branches <= 1 and dot and last.isdigit() and base.startswith(SUFFIXED):
+            out.unused.append(f"{key} ({props.settings[key].origin}): not used: a branch key; with fork.branches unset "
+                              f"or 1, {base} is read, not {key}")
             continue
         if branches > 1 and key.startswith(SUFFIXED) and not key.rpartition(".")[2].isdigit():
             out.unused.append(f"{key} ({props.settings[key].origin}): not used: with fork.branches={branches} each "

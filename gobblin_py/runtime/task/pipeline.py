@@ -133,8 +133,11 @@ def _endpoints(job: JobSpec, wu: WorkUnit) -> set[str]:
 
 
 def _short_trace(exc: BaseException) -> str:
+    """A failed attempt in one line; the source line it failed at only under --verbose (debug logging), since the
+    message is what the user acts on and a path inside the package tells them nothing."""
     frames = traceback.extract_tb(exc.__traceback__)
-    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    verbose = frames and logging.getLogger(__name__).isEnabledFor(logging.DEBUG)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if verbose else ""
     return f"{describe(exc)}{where}"
 
 

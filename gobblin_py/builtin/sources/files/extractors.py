@@ -154,15 +154,17 @@ class JsonLinesExtractor(_FileExtractor):
 
 
 class CsvExtractor(_FileExtractor):
-    """CSV with a header row; a row with the wrong number of columns, invalid UTF-8 or a field over
-    `field_size_limit` characters goes to the bad-record handling. A range after the file's start reads
-    the header from the start, then the range's rows."""
+    """CSV with a header row, or with none and `columns` naming them; a row with the wrong number of columns,
+    invalid UTF-8 or a field over `field_size_limit` characters goes to the bad-record handling. A range after
+    the file's start reads the header from the start, then the range's rows."""
 
-    def __init__(self, file: FileRange, context: TaskContext, delimiter: str, field_size_limit: int) -> None:
+    def __init__(self, file: FileRange, context: TaskContext, delimiter: str, field_size_limit: int,
+                 columns: list[str] | None = None) -> None:
         super().__init__(file, context)
         self.delimiter = delimiter
         self.field_size_limit = field_size_limit
-        self._header: list[str] | None = None
+        self.headerless = columns is not None
+        self._header: list[str] | None = list(columns) if columns is not None else None
         self._bad_lines: dict[int, str] = {}  # line number → the UnicodeDecodeError, for lines of the current row
         self._last: str = ""
 
@@ -199,7 +201,7 @@ class CsvExtractor(_FileExtractor):
         bad = self._bad_lines
         with self._open(self.file.start, self.file.end) as f:
             reader = self._reader(f)
-            if not self.file.start and next(reader, None) is None:
+            if not self.file.start and not self.headerless and next(reader, None) is None:
                 return
             bad.clear()
             while True:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from gobblin_py.api import Settings
 from gobblin_py.builtin.sources.files.extractors import KNOWN_EXTENSIONS
@@ -17,8 +17,23 @@ class FilesSettings(Settings):
     include: list[str] = Field(default_factory=lambda: list(DEFAULT_INCLUDE),
                                description="file name patterns; the format comes from the extension under any .gz/.bz2/.zst/.xz")
     csv_delimiter: str = Field(default=",", min_length=1, max_length=1)
+    csv_columns: list[str] | None = Field(
+        default=None, min_length=1,
+        description="the column names of CSV files with no header row, in order (every row is a record); unset: the first row of each file names them")
     csv_field_size_limit: int = Field(default=16 * 1024 * 1024, ge=1,
                                       description="characters; a row with a longer field goes to the error file")
     root_dataset: str | None = Field(default=None, pattern=r"^[^/\\\x00.][^/\\\x00]*$",
                                      description="dataset of the files directly under path (default: path's last component)")
     ingest_appended: bool = Field(default=False, description="read bytes appended to an ingested uncompressed file")
+
+    @field_validator("csv_columns")
+    @classmethod
+    def _named_once(cls, columns: list[str] | None) -> list[str] | None:
+        """Each column named, and once: a record is a mapping of name to value, so a repeated name would lose one."""
+        if columns is not None:
+            if any(not c for c in columns):
+                raise ValueError("a column name is empty")
+            repeated = sorted({c for c in columns if columns.count(c) > 1})
+            if repeated:
+                raise ValueError(f"column names repeated: {', '.join(repeated)}")
+        return columns

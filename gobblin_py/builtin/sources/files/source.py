@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 
 from gobblin_py.api import Extractor, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.api.names import workunit_id
-from gobblin_py.api.types import WatermarkValue
+from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.sources.files.compression import Compression, split_compression
 from gobblin_py.builtin.sources.files.extractors import (KNOWN_EXTENSIONS, CsvExtractor, FileFormat, FileRange,
                                                          JsonLinesExtractor, format_of)
@@ -39,6 +39,11 @@ class FilesSource(Source):
     """One WorkUnit per file not yet ingested (and, with `ingest_appended`, per appended byte range)."""
 
     Settings = FilesSettings
+
+    @classmethod
+    def schema_kind(cls, settings: FilesSettings) -> SchemaKind:
+        """CSV rows and JSON objects carry no Avro schema: json_to_avro gives one."""
+        return SchemaKind.NONE
 
     def input_roots(self) -> list[str]:
         return [str(self.settings.path)]
@@ -124,7 +129,8 @@ class FilesSource(Source):
         file = FileRange(path, int(workunit.props.get("start", 0)), int(workunit.expected_high_watermark or 0))
         fmt, _ = format_of(path.name)
         if fmt is FileFormat.CSV:
-            return CsvExtractor(file, context, self.settings.csv_delimiter, self.settings.csv_field_size_limit)
+            s = self.settings
+            return CsvExtractor(file, context, s.csv_delimiter, s.csv_field_size_limit, s.csv_columns)
         if fmt is FileFormat.JSON_LINES:
             return JsonLinesExtractor(file, context)
         raise SourceError(f"input file {path}: its format cannot be told from its name")

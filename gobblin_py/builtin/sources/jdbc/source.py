@@ -37,6 +37,7 @@ from typing import Any
 
 from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.api.names import workunit_id
+from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.sources.jdbc.bounds import far_from_clock
 from gobblin_py.builtin.sources.jdbc.columns import Column, avro_schema, check_mapped
 from gobblin_py.builtin.sources.jdbc.dialect import Failure, first_line, timeout_error
@@ -69,6 +70,11 @@ class JdbcSource(Source):
 
     Settings = JdbcSettings
     keeps_key_stats = True
+
+    @classmethod
+    def schema_kind(cls, settings: JdbcSettings) -> SchemaKind:
+        """Each table's Avro schema is made from its columns."""
+        return SchemaKind.AVRO
 
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
         s: JdbcSettings = self.settings

@@ -26,6 +26,7 @@ from typing import Any
 
 from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.api.names import workunit_id
+from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.sources.packing import worst_fit_decreasing
 from gobblin_py.builtin.sources.kafka.settings import (TOPIC_PREFIX_CHARS, KafkaSettings, broker_endpoint, consumer_settings,
                                                    open_consumer)
@@ -142,6 +143,11 @@ class KafkaSource(Source):
 
     Settings = KafkaSettings
     keeps_key_stats = True
+
+    @classmethod
+    def schema_kind(cls, settings: KafkaSettings) -> SchemaKind:
+        """Messages read with `deserializer: avro` carry its avro_schema; JSON, text and bytes carry none."""
+        return SchemaKind.AVRO if settings.deserializer == "avro" else SchemaKind.NONE
 
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
         from kafka import TopicPartition
