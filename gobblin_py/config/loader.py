@@ -420,7 +420,8 @@ def _check_schemas(source: PluginConfig, converters: list[PluginConfig], branche
         errors.add(f"{writer.key}.class", f"{writer.name or writer.path} needs an Avro record schema, and no converter "
                                           f"gives one: source {source.name or source.path} reads records without one; add "
                                           f"a json_to_avro converter naming an .avsc file to {where} (for example "
-                                          "converters: [{class: json_to_avro, schema: records.avsc}]), or write JSON "
+                                          "converters: [{class: json_to_avro, schema: records.avsc}]; `gobblin-py infer "
+                                          "JOB --out records.avsc` writes one from a sample of the input), or write JSON "
                                           "lines (writer: {class: jsonl})")
 
 
