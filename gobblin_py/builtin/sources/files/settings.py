@@ -13,10 +13,10 @@ DEFAULT_INCLUDE = [f"*{ext}{comp}" for ext in KNOWN_EXTENSIONS for comp in COMPR
 
 
 class FilesSettings(Settings):
-    path: ExistingDirLocation
+    path: ExistingDirLocation = Field(description="the input directory or URL (s3://bucket/in): one dataset per sub-directory")
     include: list[str] = Field(default_factory=lambda: list(DEFAULT_INCLUDE),
                                description="file name patterns; the format comes from the extension under any .gz/.bz2/.zst/.xz")
-    csv_delimiter: str = Field(default=",", min_length=1, max_length=1)
+    csv_delimiter: str = Field(default=",", min_length=1, max_length=1, description="one character between CSV fields")
     csv_field_size_limit: int = Field(default=16 * 1024 * 1024, ge=1,
                                       description="characters; a row with a longer field goes to the error file")
     root_dataset: str | None = Field(default=None, pattern=r"^[^/\\\x00.][^/\\\x00]*$",
