@@ -18,7 +18,8 @@ class TableSettings(Settings):
     table: str = Field(description="PostgreSQL: schema-qualified (public.orders); MySQL: orders or database.orders")
     watermark_column: str = Field(description="timestamp, timestamptz, datetime, date or an integer type")
     primary_key: str | list[str] = Field(description="a column or a list: the order of rows within one watermark value")
-    columns: list[str] | None = Field(default=None, description="default: every column")
+    columns: list[str] | None = Field(
+        default=None, description="the columns to extract (default: every column); the watermark and key columns are always included")
     where: str | None = Field(default=None, description="an SQL condition ANDed to every query")
     watermark_lag: str | int | float = Field(
         default=0, description=(
