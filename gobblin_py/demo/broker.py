@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from gobblin_py.errors import ConfigError
 
@@ -69,7 +69,7 @@ class LocalBroker:
         """`127.0.0.1:<port>`, for `source.bootstrap_servers`."""
         return f"{HOST}:{self.port}"
 
-    def __enter__(self) -> LocalBroker:
+    def __enter__(self) -> Self:
         url = f"tcp://{self.bootstrap}"
         cmd = [broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
                "--storage-engine", "memory://tansu/", "--cluster-id", self.cluster_id]

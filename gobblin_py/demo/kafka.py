@@ -19,7 +19,13 @@ from typing import Any
 
 import yaml
 
-from gobblin_py.demo.broker import LocalBroker, create_topic, free_port, port_free, produce_json
+from gobblin_py.demo.broker import (
+    LocalBroker,
+    create_topic,
+    free_port,
+    port_free,
+    produce_json,
+)
 
 TOPICS = ("events", "clicks")
 PARTITIONS = 4
