@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import Field
+
 from gobblin_py.api import ForkOperator, Settings
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.errors import TaskError
@@ -24,9 +26,9 @@ class IdentityFork(ForkOperator):
 
 
 class ByFieldSettings(Settings):
-    field: str
-    routes: dict[str, list[Any]]
-    default: str | None = None
+    field: str = Field(description="the field whose value picks the branches")
+    routes: dict[str, list[Any]] = Field(description="{branch: [values]}: a record goes to each branch listing its value")
+    default: str | None = Field(default=None, description="the branch of a record no route lists (unset: such a record is dropped)")
 
 
 class ByFieldFork(ForkOperator):

@@ -13,7 +13,7 @@ from gobblin_py.builtin.schemas.avro_values import AvroTypeChecker
 
 
 class RequiredFieldsSettings(Settings):
-    fields: list[str] = Field(min_length=1)
+    fields: list[str] = Field(min_length=1, description="a record fails when one is missing, null or empty")
 
 
 class RequiredFieldsPolicy(RowPolicy):
@@ -47,7 +47,7 @@ class SchemaCheckPolicy(RowPolicy):
 
 
 class RowCountSettings(Settings):
-    min: int = Field(default=0, ge=0)
+    min: int = Field(default=0, ge=0, description="records the branch must write at least")
 
 
 class RowCountPolicy(TaskPolicy):
@@ -65,7 +65,7 @@ class RowCountPolicy(TaskPolicy):
 
 
 class RowCountRangeSettings(Settings):
-    range: float = Field(default=0.05, ge=0)
+    range: float = Field(default=0.05, ge=0, description="records written may differ from records extracted by this fraction")
 
 
 class RowCountRangePolicy(TaskPolicy):

@@ -300,6 +300,7 @@ def convert(
     out.print(f"{job_file}: wrote {output}{schemas}", markup=False)
 
 
+from gobblin_py.cli.demo_command import demo_app  # noqa: E402
 from gobblin_py.cli.state_commands import history_app, state_app  # noqa: E402
 
 app.command("plan")(plan_command)
@@ -307,6 +308,7 @@ app.command("compact")(compact_command)
 app.command("infer")(infer_command)
 app.add_typer(state_app, name="state")
 app.add_typer(history_app, name="history")
+app.add_typer(demo_app, name="demo")
 
 
 INTERNAL_ERROR = 4

@@ -56,29 +56,31 @@ MAX_NAME = 100
 class JobSection(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_NAME,
                       description=f"names the job's lock, state and commit directories: at most {MAX_NAME} characters")
-    description: str = ""
-    work_dir: AbsPath
+    description: str = Field(default="", description="free text")
+    work_dir: AbsPath = Field(description="staging, task output, state store, commit log, lock; a local path (on a cluster: a shared mount)")
     task_output_dir: FsLocation | None = Field(
         default=None, description="where tasks leave their files until the commit (unset: <work_dir>/task-output); a URL such as s3://bucket/prefix")
     filesystems: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="fsspec options per URL scheme, e.g. {s3: {endpoint_url: ...}}; credentials from the environment")
-    commit_policy: CommitPolicy = CommitPolicy.FULL
-    max_task_retries: int = Field(default=3, ge=0)
-    lock: bool = True
-    delivery: Delivery = Delivery.EXACTLY_ONCE
-    commit_max_attempts: int = Field(default=3, ge=1)
-    commit_parallelism: int = Field(default=4, ge=1)
+    commit_policy: CommitPolicy = Field(
+        default=CommitPolicy.FULL, description="full: a dataset publishes only if all its tasks succeeded; successful: its successful tasks publish")
+    max_task_retries: int = Field(default=3, ge=0, description="retries of a failed task inside the run; a task still failing is retried by the next run")
+    lock: bool = Field(default=True, description="refuse a concurrent run of the job; false only with delivery: at_least_once")
+    delivery: Delivery = Field(
+        default=Delivery.EXACTLY_ONCE, description="exactly_once (the commit log) or at_least_once (publish, then persist: a crash between them publishes twice)")
+    commit_max_attempts: int = Field(default=3, ge=1, description="failed commit attempts before a dataset is quarantined")
+    commit_parallelism: int = Field(default=4, ge=1, description="datasets committed, and recovered, at the same time in the driver")
     commit_on_executors_from: int | None = Field(
         default=None, ge=0, description="datasets from which commits run as Spark tasks (0: never; unset: 64 on a cluster, never in local mode)")
-    retention_runs: int = Field(default=50, ge=1)
+    retention_runs: int = Field(default=50, ge=1, description="run records kept per job (history)")
     schedule: str | None = Field(default=None, description="cron expression (Quartz style, seconds first) for `gobblin-py schedule`")
     mode: Literal["bounded", "continuous"] = Field(default="bounded", description="continuous: one run checkpoints every checkpoint_interval until stopped")
     checkpoint_interval: Seconds = Field(default=10.0, gt=0, description="continuous runs: from the start of one checkpoint to the next")
     checkpoint_max_records: int | None = Field(
         default=None, ge=1, description="at most this many records per checkpoint (and per bounded run), where the source counts them before reading (Kafka)")
-    continuous: ContinuousSettings = Field(default_factory=ContinuousSettings)
+    continuous: ContinuousSettings = Field(default_factory=ContinuousSettings, description="how a continuous run copes with failing checkpoints")
     columnar: bool = Field(default=True, description="let a task whose plugins all can (e.g. kafka → json_to_avro → parquet) convert and write Arrow batches; false: record by record")
-    alert: AlertSettings | None = None
+    alert: AlertSettings | None = Field(default=None, description="consecutive-failure alerts by email and/or a command")
 
     @field_validator("work_dir")
     @classmethod
@@ -113,8 +115,8 @@ class JobSection(_Strict):
 class DedupSettings(_Strict):
     """`compaction.dedup`: one record per value of `key` in each partition."""
 
-    key: str
-    keep: Literal["latest", "first"] = "latest"
+    key: str = Field(description="the field whose value identifies a record")
+    keep: Literal["latest", "first"] = Field(default="latest", description="which of a key's records stays: the largest order_by value, or the smallest")
     order_by: str | None = Field(default=None, description="the field that orders a key's records (unset: the order files were written in)")
 
 
@@ -126,7 +128,7 @@ class CompactionSection(_Strict):
     older_than: Seconds | None = Field(default=None, description="only partitions not written to for this long (closed time partitions)")
     partition: str | None = Field(default=None, description="only partitions under this path prefix")
     datasets: list[str] = Field(default_factory=list, description="only these datasets (empty: all)")
-    dedup: DedupSettings | None = None
+    dedup: DedupSettings | None = Field(default=None, description="keep one record per key in each partition")
     schedule: str | None = Field(default=None, description="cron expression: `gobblin-py schedule` runs the compaction on it")
 
     @field_validator("schedule")
@@ -147,9 +149,9 @@ IN_DRIVER_BELOW = 16 * 1024 * 1024
 
 
 class SparkSection(_Strict):
-    master: str = "local[*]"
-    app_name: str | None = None
-    conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    master: str = Field(default="local[*]", description="any Spark master URL (--master overrides it)")
+    app_name: str | None = Field(default=None, description="the Spark application name (unset: gobblin-py:<job>)")
+    conf: dict[str, str | int | float | bool] = Field(default_factory=dict, description="extra Spark settings")
     in_driver_below: Annotated[Literal[0] | ByteSize | None, BeforeValidator(_size_or_off)] = Field(
         default=None,
         description="a run whose Source estimates its work under this size runs its tasks in the driver, one after "
@@ -164,8 +166,8 @@ class SparkSection(_Strict):
 
 
 class LoggingSection(_Strict):
-    level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
-    spark_level: str = Field(default="ERROR", pattern=r"^(ALL|DEBUG|INFO|WARN|ERROR|FATAL|OFF)$")
+    level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="gobblin-py's own log lines (stderr)")
+    spark_level: str = Field(default="ERROR", pattern=r"^(ALL|DEBUG|INFO|WARN|ERROR|FATAL|OFF)$", description="Spark's log level unless --verbose")
 
 
 @dataclass(frozen=True)

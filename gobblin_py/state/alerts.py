@@ -28,11 +28,11 @@ log = logging.getLogger(__name__)
 
 
 class EmailAlert(Settings):
-    host: str
-    port: int = Field(default=25, ge=1, le=65535)
-    from_: str = Field(alias="from")
-    to: list[str] = Field(min_length=1)
-    username: str | None = None
+    host: str = Field(description="the SMTP server")
+    port: int = Field(default=25, ge=1, le=65535, description="the SMTP server's port")
+    from_: str = Field(alias="from", description="the sender's address")
+    to: list[str] = Field(min_length=1, description="the recipients' addresses")
+    username: str | None = Field(default=None, description="the SMTP login (the password: password_env)")
     password_env: str | None = Field(default=None, description="name of the environment variable holding the password")
     starttls: bool = Field(default=True, description="require STARTTLS: a server that does not offer it gets nothing, "
                                                       "no password and no message (false: send in clear, for a trusted relay)")
@@ -41,9 +41,11 @@ class EmailAlert(Settings):
 
 
 class AlertSettings(Settings):
-    after_failures: int = Field(default=3, ge=1)
-    email: EmailAlert | None = None
-    command: str | list[str] | None = None
+    after_failures: int = Field(default=3, ge=1, description="consecutive failed runs before one alert (and one more when the job succeeds again)")
+    email: EmailAlert | None = Field(default=None, description="send the alert by email (smtplib)")
+    command: str | list[str] | None = Field(
+        default=None, description="run this command with GOBBLIN_PY_JOB, GOBBLIN_PY_RUN_ID, GOBBLIN_PY_ALERT (failing / recovered), "
+        "GOBBLIN_PY_CONSECUTIVE_FAILURES and GOBBLIN_PY_ERROR in its environment")
 
 
 class FailureTracker:

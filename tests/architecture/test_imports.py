@@ -23,7 +23,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "compaction": {"compaction", "api", "commit", "config", "runtime", "state", *SHARED},
     "scheduling": {"scheduling", "api", "commit", "compaction", "config", "runtime", "state", *SHARED},
     "testing": {"testing", "api", "builtin", "commit", "config", "runtime", "state", *SHARED},
-    "cli": {"cli", "api", "builtin", "commit", "compaction", "config", "runtime", "scheduling", "state", "testing", *SHARED},
+    "demo": {"demo", *SHARED},
+    "cli": {"cli", "api", "builtin", "commit", "compaction", "config", "demo", "runtime", "scheduling", "state", "testing", *SHARED},
 }
 """Top-level layer → the layers it may import."""
 

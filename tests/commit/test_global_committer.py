@@ -1,7 +1,7 @@
 """A publisher's GlobalCommitter: one commit per dataset per run, between the file steps and the watermarks,
 exactly once under SIGKILL at every commit point, and a partly done commit finished by `filter_recovered`.
 
-The manifest publisher is README's worked example, taken from README itself."""
+The manifest publisher is docs/plugins.md's worked example, taken from that page itself."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ RUN = ["run", "job.yaml", "--in-process"]
 
 
 def readme_example() -> str:
-    """The python block of README's "Your own Committer and GlobalCommitter"."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The python block of docs/plugins.md's "Your own Committer and GlobalCommitter"."""
+    text = (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
     [code] = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "class ManifestPublisher" in b]
     return code
 

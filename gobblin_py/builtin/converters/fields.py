@@ -26,7 +26,7 @@ def _with_fields(schema: Schema, fields: list[dict[str, Any]]) -> Schema:
 
 
 class SelectFieldsSettings(Settings):
-    fields: list[str] = Field(min_length=1)
+    fields: list[str] = Field(min_length=1, description="the fields to keep, in this order")
 
 
 class SelectFieldsConverter(OneToOneConverter):
@@ -53,7 +53,7 @@ class SelectFieldsConverter(OneToOneConverter):
 
 
 class RenameFieldsSettings(Settings):
-    mapping: dict[str, str] = Field(min_length=1)
+    mapping: dict[str, str] = Field(min_length=1, description="{old: new} field names")
 
 
 class RenameFieldsConverter(OneToOneConverter):
@@ -82,7 +82,7 @@ class RenameFieldsConverter(OneToOneConverter):
 
 
 class ExplodeSettings(Settings):
-    field: str
+    field: str = Field(description="the list field: one output record per element")
 
 
 class ExplodeConverter(Converter):

@@ -6,6 +6,8 @@ import operator
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from pydantic import Field
+
 from gobblin_py.api import Converter, Settings
 from gobblin_py.api.types import Record, Schema, SchemaKind
 
@@ -17,10 +19,11 @@ _OPS = {
 
 
 class FilterSettings(Settings):
-    field: str
-    op: Literal["eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "missing", "present"] = "eq"
-    value: Any = None
-    action: Literal["drop", "keep"] = "drop"
+    field: str = Field(description="the field compared")
+    op: Literal["eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "missing", "present"] = Field(
+        default="eq", description="how the field is compared with value (missing, present: value is not used)")
+    value: Any = Field(default=None, description="the value compared with (a list for in, not_in)")
+    action: Literal["drop", "keep"] = Field(default="drop", description="drop the matching records, or keep only them")
 
 
 class FilterConverter(Converter):

@@ -3,13 +3,15 @@ renames atomically, else copied, verified by checksum, and its source deleted.""
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from gobblin_py.api import CommitStep, DataPublisher, OutputFile, Settings
 from gobblin_py.fs.publish_steps import publish_step
 from gobblin_py.fs.paths import FsLocation
 
 
 class FsPublisherSettings(Settings):
-    final_dir: FsLocation
+    final_dir: FsLocation = Field(description="where datasets are published, <final_dir>/<dataset>/...: a path or a URL (s3://bucket/events)")
 
 
 class FsPublisher(DataPublisher):

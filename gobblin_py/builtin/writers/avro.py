@@ -16,8 +16,8 @@ from gobblin_py.api import DataWriter, FileMerger, MergedFiles, MergeSpec, Setti
 from gobblin_py.api.batches import BatchWriter
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.schemas.avro_values import AvroTypeChecker
-from gobblin_py.builtin.writers.partitioned_files import PartitionedFiles, RollSettings
-from gobblin_py.builtin.writers.time_partitioner import PartitionSettings
+from gobblin_py.builtin.writers.partitioned_files import ROLL_HELP, PartitionedFiles, RollSettings
+from gobblin_py.builtin.writers.time_partitioner import PARTITION_HELP, PartitionSettings
 from gobblin_py.errors import ConfigError, RecordError, TaskError, is_record_fault
 
 if TYPE_CHECKING:
@@ -25,11 +25,11 @@ if TYPE_CHECKING:
 
 
 class AvroWriterSettings(Settings):
-    codec: Literal["null", "deflate", "snappy", "zstandard"] = "deflate"
-    codec_level: int | None = None
-    sync_interval: int = Field(default=16000 * 64, ge=1024)
-    partition: PartitionSettings | None = None
-    roll: RollSettings | None = None
+    codec: Literal["null", "deflate", "snappy", "zstandard"] = Field(default="deflate", description="the block compression")
+    codec_level: int | None = Field(default=None, description="the codec's level (deflate 1-9, zstandard 1-22; unset: its default)")
+    sync_interval: int = Field(default=16000 * 64, ge=1024, description="bytes of records per block, before compression")
+    partition: PartitionSettings | None = Field(default=None, description=PARTITION_HELP)
+    roll: RollSettings | None = Field(default=None, description=ROLL_HELP)
 
 
 class _Open:

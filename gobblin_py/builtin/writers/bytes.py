@@ -10,8 +10,8 @@ from pydantic import Field, field_validator
 
 from gobblin_py.api import DataWriter, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
-from gobblin_py.builtin.writers.partitioned_files import PartitionedFiles, RollSettings
-from gobblin_py.builtin.writers.time_partitioner import PartitionSettings
+from gobblin_py.builtin.writers.partitioned_files import ROLL_HELP, PartitionedFiles, RollSettings
+from gobblin_py.builtin.writers.time_partitioner import PARTITION_HELP, PartitionSettings
 from gobblin_py.errors import RecordError
 
 
@@ -21,8 +21,8 @@ class BytesWriterSettings(Settings):
     prepend_size: bool = Field(default=False, description="an 8-byte big-endian length of the record (and its delimiter) before it")
     extension: str = Field(default="txt", pattern=r"^([A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*)?$",
                            description="the files' extension, without the dot; empty: none")
-    partition: PartitionSettings | None = None
-    roll: RollSettings | None = None
+    partition: PartitionSettings | None = Field(default=None, description=PARTITION_HELP)
+    roll: RollSettings | None = Field(default=None, description=ROLL_HELP)
 
     @field_validator("delimiter")
     @classmethod

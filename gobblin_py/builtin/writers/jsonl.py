@@ -7,20 +7,21 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 import orjson
+from pydantic import Field
 
 from gobblin_py.api import DataWriter, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
-from gobblin_py.builtin.writers.partitioned_files import PartitionedFiles, RollSettings
-from gobblin_py.builtin.writers.time_partitioner import PartitionSettings
+from gobblin_py.builtin.writers.partitioned_files import ROLL_HELP, PartitionedFiles, RollSettings
+from gobblin_py.builtin.writers.time_partitioner import PARTITION_HELP, PartitionSettings
 from gobblin_py.errors import RecordError
 
 _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 
 
 class JsonLinesSettings(Settings):
-    compression: Literal["none", "gzip"] = "none"
-    partition: PartitionSettings | None = None
-    roll: RollSettings | None = None
+    compression: Literal["none", "gzip"] = Field(default="none", description="none, or gzip (files end .jsonl.gz)")
+    partition: PartitionSettings | None = Field(default=None, description=PARTITION_HELP)
+    roll: RollSettings | None = Field(default=None, description=ROLL_HELP)
 
 
 class JsonLinesWriter(DataWriter):

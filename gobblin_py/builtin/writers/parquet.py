@@ -28,8 +28,8 @@ from pydantic import Field, model_validator
 from gobblin_py.api import BatchWriter, DataWriter, FileMerger, MergedFiles, MergeSpec, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.schemas.arrow import ArrowMapping
-from gobblin_py.builtin.writers.partitioned_files import PartitionedFiles, RollSettings
-from gobblin_py.builtin.writers.time_partitioner import PartitionSettings
+from gobblin_py.builtin.writers.partitioned_files import ROLL_HELP, PartitionedFiles, RollSettings
+from gobblin_py.builtin.writers.time_partitioner import PARTITION_HELP, PartitionSettings
 from gobblin_py.errors import ConfigError, TaskError
 from gobblin_py.builtin.extras import require
 
@@ -38,12 +38,12 @@ if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
 class ParquetWriterSettings(Settings):
-    compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
+    compression: Literal["zstd", "snappy", "gzip", "none"] = Field(default="zstd", description="the column chunks' compression")
     compression_level: int | None = Field(default=None, description="the codec's level (zstd 1-22, gzip 1-9)")
     row_group_records: int = Field(default=131_072, ge=1, description="rows per row group (a file's last may hold fewer)")
     batch_records: int = Field(default=65_536, ge=1, description="records buffered before they are converted to Arrow")
-    partition: PartitionSettings | None = None
-    roll: RollSettings | None = None
+    partition: PartitionSettings | None = Field(default=None, description=PARTITION_HELP)
+    roll: RollSettings | None = Field(default=None, description=ROLL_HELP + " (by bytes: once the row groups written reach it)")
     dictionary: Literal["auto", "all", "none"] | list[str] = Field(
         default="auto", description="dictionary-encoded columns: auto (top-level text and binary ones), all, none, or a list")
 

@@ -17,6 +17,10 @@ H = TypeVar("H")
 
 
 
+ROLL_HELP = "start a new file once the open one holds {max_records, max_bytes}: either or both"
+"""The `roll:` setting's description, shared by the file writers."""
+
+
 class RollSettings(Settings):
     """A writer's `roll:`: start a new file of the partition once the open one holds this many records or bytes."""
 

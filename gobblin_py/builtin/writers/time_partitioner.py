@@ -17,12 +17,18 @@ _JAVA_TOKENS = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M"}
 _BUCKET_MS = {"MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
 
 
+PARTITION_HELP = "one directory per time bucket: {column, granularity, pattern, unit}; unset: none"
+"""The `partition:` setting's description, shared by the file writers."""
+
+
 class PartitionSettings(Settings):
-    column: str
-    granularity: Granularity = "DAY"
+    """A writer's `partition:`: one directory per time bucket of a record's column (Gobblin's TimeBasedAvroWriterPartitioner)."""
+
+    column: str = Field(description="the time column: epoch millis (or seconds, see unit), in UTC")
+    granularity: Granularity = Field(default="DAY", description="MINUTE, HOUR, DAY, MONTH or YEAR: the time bucket of a directory")
     pattern: str = Field(default="yyyy/MM/dd", pattern=r"^[A-Za-z/_=.-]+$",
                          description="the partition's directories under the dataset's: a relative path without '..'")
-    unit: Literal["millis", "seconds"] = "millis"
+    unit: Literal["millis", "seconds"] = Field(default="millis", description="what the column's numbers count")
 
     @field_validator("pattern")
     @classmethod

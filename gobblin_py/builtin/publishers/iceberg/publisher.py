@@ -67,8 +67,8 @@ class TablePartition(Settings):
     """The table's time partitioning: `{column: ts, granularity: DAY}` is `day(ts)`. The loader fills it from
     `writer.partition`, whose files hold one partition each (as `add_files` requires)."""
 
-    column: str
-    granularity: Literal["HOUR", "DAY", "MONTH", "YEAR"] = "DAY"
+    column: str = Field(description="the timestamp column the table is partitioned by")
+    granularity: Literal["HOUR", "DAY", "MONTH", "YEAR"] = Field(default="DAY", description="the transform: hour, day, month or year")
 
 
 def default_catalog(work_dir: Any) -> dict[str, str]:
@@ -83,7 +83,7 @@ class IcebergPublisherSettings(Settings):
     catalog: dict[str, str] = Field(default_factory=dict,
                                     description="pyiceberg catalog properties (load_catalog); unset: SQLite under the work directory")
     errors_dir: FsLocation | None = Field(default=None, description="where error files go (unset: <warehouse>/_errors)")
-    partition: TablePartition | None = None
+    partition: TablePartition | None = Field(default=None, description="filled from writer.partition by the loader: leave it out")
     commit_attempts: int = Field(default=8, ge=1, description="tries of a commit that conflicts with concurrent commits")
 
     @model_validator(mode="after")

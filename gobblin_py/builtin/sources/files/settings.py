@@ -13,10 +13,10 @@ DEFAULT_INCLUDE = [f"*{ext}{comp}" for ext in KNOWN_EXTENSIONS for comp in COMPR
 
 
 class FilesSettings(Settings):
-    path: ExistingDirLocation
+    path: ExistingDirLocation = Field(description="the input directory or URL (s3://bucket/in): one dataset per sub-directory")
     include: list[str] = Field(default_factory=lambda: list(DEFAULT_INCLUDE),
                                description="file name patterns; the format comes from the extension under any .gz/.bz2/.zst/.xz")
-    csv_delimiter: str = Field(default=",", min_length=1, max_length=1)
+    csv_delimiter: str = Field(default=",", min_length=1, max_length=1, description="one character between CSV fields")
     csv_columns: list[str] | None = Field(
         default=None, min_length=1,
         description="the column names of CSV files with no header row, in order (every row is a record); unset: the first row of each file names them")

@@ -17,8 +17,9 @@ from gobblin_py.builtin.sources.jdbc.dialect import DIALECTS, Dialect, dialect_f
 class TableSettings(Settings):
     table: str = Field(description="PostgreSQL: schema-qualified (public.orders); MySQL: orders or database.orders")
     watermark_column: str = Field(description="timestamp, timestamptz, datetime, date or an integer type")
-    primary_key: str | list[str]
-    columns: list[str] | None = Field(default=None, description="default: every column")
+    primary_key: str | list[str] = Field(description="a column or a list: the order of rows within one watermark value")
+    columns: list[str] | None = Field(
+        default=None, description="the columns to extract (default: every column); the watermark and key columns are always included")
     where: str | None = Field(default=None, description="an SQL condition ANDed to every query")
     watermark_lag: str | int | float = Field(
         default=0, description=(
@@ -68,12 +69,12 @@ class JdbcSettings(Settings):
     url: str = Field(description="postgresql://user@host:5432/database or mysql://user@host:3306/database "
                                  "(mariadb:// too; no password: see password_env)")
     password_env: str | None = Field(default=None, description="the environment variable holding the password")
-    tables: list[TableSettings] = Field(min_length=1)
+    tables: list[TableSettings] = Field(min_length=1, description="the tables to extract, one dataset each")
     partitions: int = Field(default=4, ge=1, description="sub-ranges (tasks) per table and run")
     max_workunits: int = Field(default=64, ge=1, description="sub-ranges are packed into at most this many tasks")
     fetch_rows: int = Field(default=10_000, ge=1, description="rows per round trip of the server-side cursor")
     statement_timeout: str | int = Field(default="15min", description="timeout of every query: 300ms, 30s, 15min (0: none)")
-    connect_timeout_s: int = Field(default=10, ge=1)
+    connect_timeout_s: int = Field(default=10, ge=1, description="seconds to wait for a connection to the database")
     null_watermark: Literal["warn", "report"] = Field(
         default="warn", description="rows whose watermark is NULL (after the first load) or ±infinity (never "
                                     "extracted): warn logs their count, report makes it an input problem (exit 1)")

@@ -18,11 +18,12 @@ TOPIC_PREFIX_CHARS = 40
 
 
 class KafkaSettings(Settings):
-    bootstrap_servers: str | list[str]
-    topics: list[str] | None = None
-    topic_pattern: str | None = None
+    bootstrap_servers: str | list[str] = Field(description="host:port, or a list of them (Gobblin kafka.brokers)")
+    topics: list[str] | None = Field(default=None, description="the topics to read, one dataset each (this or topic_pattern)")
+    topic_pattern: str | None = Field(default=None, description="a regex over the broker's topics (this or topics; Gobblin topic.whitelist)")
     exclude_topics: list[str] = Field(default_factory=list, description="regexes (Gobblin topic.blacklist)")
-    bootstrap_with_offset: Literal["earliest", "latest"] = "earliest"
+    bootstrap_with_offset: Literal["earliest", "latest"] = Field(
+        default="earliest", description="where a partition never seen starts (Gobblin bootstrap.with.offset)")
     reset_on_offset_out_of_range: Literal["earliest", "latest", "fail"] = Field(
         default="earliest", description="a committed offset the broker no longer has (retention deleted it, or the partition "
         "is shorter): earliest/latest go on from that end and name the lost offsets in the run's summary; fail stops the run")
@@ -30,18 +31,19 @@ class KafkaSettings(Settings):
         default="fail", description="the topic was deleted and created again since the last commit (its id changed; its "
         "offsets start at 0 again): fail skips the topic, names both ids and exits 1; earliest reads the new topic from its "
         "first offset, and the summary says so. The committed offsets never carry over to the new topic")
-    max_workunits: int = Field(default=8, ge=1)
+    max_workunits: int = Field(default=8, ge=1, description="partitions are bin-packed (by last run's bytes per record) into at most this many tasks")
     min_records_per_workunit: int = Field(
         default=50_000, ge=1, description="fewer tasks for a small run or checkpoint: each reads at least this many records where it can (a task costs Spark ~0.1 s)")
-    deserializer: Literal["json", "avro", "string", "bytes"] = "json"
+    deserializer: Literal["json", "avro", "string", "bytes"] = Field(
+        default="json", description="json, avro (a schemaless datum of avro_schema), string or bytes (as {\"value\": ...})")
     client: Literal["kafka-python", "confluent"] = Field(
         default="kafka-python", description="confluent: librdkafka, a quarter of kafka-python's CPU per record (pip install 'gobblin-py[confluent]')")
-    avro_schema: ExistingFile | None = None
-    fetch_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
-    max_partition_fetch_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    avro_schema: ExistingFile | None = Field(default=None, description="the .avsc file for deserializer: avro")
+    fetch_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, description="bytes one fetch may return: large for throughput")
+    max_partition_fetch_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, description="bytes one fetch may return per partition")
     fetch_max_wait_ms: int = Field(default=200, ge=1, description="never 0: some brokers spin and return nothing")
-    max_poll_records: int = Field(default=20_000, ge=1)
-    request_timeout_ms: int = Field(default=30_000, ge=1000)
+    max_poll_records: int = Field(default=20_000, ge=1, description="records per poll")
+    request_timeout_ms: int = Field(default=30_000, ge=1000, description="how long a request to the broker may take")
     idle_timeout_s: float = Field(default=60.0, gt=0, description="give up when a partition makes no progress this long")
     consumer_config: dict[str, Any] = Field(default_factory=dict, description="extra kafka-python consumer settings (security, …)")
 
