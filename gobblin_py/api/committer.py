@@ -179,6 +179,11 @@ class TableCompaction(abc.ABC):
     def table_files(self, table: str) -> list[TableFile] | None:
         """Hook: every data and delete file `table`'s current state lists; None when the table does not exist (yet)."""
 
+    def changed_since_written(self, table: str) -> str | None:
+        """Hook: why `table` cannot take files merged as the job writes them now (another writer renamed or dropped
+        one of the job's columns since), naming what changed; None when it can. Its partitions are then left alone."""
+        return None
+
     @abc.abstractmethod
     def compacted_dir(self, dataset: str, partition: str) -> str:
         """Hook: where a compaction publishes the merged files of `dataset`'s table partition `partition` (a path or

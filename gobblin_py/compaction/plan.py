@@ -340,6 +340,10 @@ def _plan_tables(job: JobSpec, branch: BranchConfig, datasets: list[str], option
         if live is None:
             plan.skipped[name] = "the table does not exist (yet)"
             continue
+        changed = publisher.changed_since_written(name)
+        if changed is not None:
+            plan.skipped[name] = changed
+            continue
         by_partition: dict[str, list[TableFile]] = {}
         for f in live:
             by_partition.setdefault(f.partition, []).append(f)

@@ -229,3 +229,19 @@ def test_a_table_job_that_cannot_be_compacted_is_refused_naming_the_key(tmp_path
     done = compact(tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not (tmp_path / "work" / "locks").exists()
+
+
+def test_a_table_whose_column_another_writer_renamed_is_left_alone_naming_it(tmp_path: Path) -> None:
+    """Found by the model-based test: the merged files carry the job's column names, and the replace snapshot failed
+    after they were published ("PyArrow table contains more columns: v"), leaving a commit pending that blocked the
+    dataset's runs, its error naming no column."""
+    make_table_job(tmp_path, files=4, per_file=50)
+    ingest(tmp_path)
+    before = ids(tmp_path)
+    with table(tmp_path).update_schema() as update:
+        update.rename_column("country", "nation")
+    done = compact(tmp_path, "--min-files", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{TABLE}  left alone: table {TABLE}: column 'country'" in done.stdout and "renamed to 'nation'" in done.stdout
+    assert ids(tmp_path) == before and not compaction_snapshots(tmp_path)
+    assert not CommitStepStore(tmp_path / "work").datasets("c")  # nothing pending: the job's runs go on

@@ -356,6 +356,17 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         found = load_table(self.catalog(), table)
         return None if found is None else live_files(found)
 
+    def changed_since_written(self, table: str) -> str | None:
+        """A column the job's commits recorded (by field id) that another writer renamed or dropped since: merged
+        files carry the job's names, as its runs' files do, so the table is refused as a run's commit would be."""
+        from types import SimpleNamespace
+
+        from gobblin_py.builtin.publishers.iceberg import tables as t
+
+        found = t.load_table(self.catalog(), table)
+        recorded = t.recorded_field_ids(found) if found is not None else {}
+        return t.changed_identity(found, SimpleNamespace(names=list(recorded)), table) if recorded else None
+
     def replace_step(self, replace: TableReplace) -> CommitStep:
         """One snapshot replacing the merged files with the published merged ones, tagged with the compaction's commit
         id; the step names this publisher by `module:Class` with its settings, to rebuild it on a replay."""
