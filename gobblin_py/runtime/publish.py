@@ -160,8 +160,8 @@ class PublishPath:
     state: StateStore
 
     def recover(self) -> RecoveryReport:
-        """Every pending sequence replayed (Spark started for it when as many datasets are pending as are
-        committed on the executors)."""
+        """Every pending sequence replayed whose backoff has passed (`job.commit_retry_backoff`; Spark started for it
+        when as many datasets are pending as are committed on the executors)."""
         settings = self.job.job
         count = len(self.store.datasets(self.job.name))
         tasks = self._tasks(count, start=True)
@@ -169,7 +169,7 @@ class PublishPath:
             log.info("recovering %d datasets on the executors", count)
         return recover_many(tasks, self.store, self.job.name,
                             settings.commit_max_attempts, groups=self._groups(tasks, count),
-                            filesystems=settings.filesystems)
+                            filesystems=settings.filesystems, backoff=settings.commit_retry_backoff)
 
     def publish(self, run_id: str, results: list[WorkUnitResult], planned: Plan,
                 blocked: dict[str, DatasetRecovery]) -> list[DatasetSummary]:

@@ -40,6 +40,7 @@ class CheckpointLoop:
         schedule = runner.job.compaction.schedule
         self.compaction = Cron.parse(schedule) if schedule else None
         self.next_compaction = self.compaction.next_after(dt.datetime.now()) if self.compaction else None
+        self.raised = False  # the last checkpoint ended in an error, not in a verdict on its datasets
 
     def __call__(self, result: JobResult) -> None:
         self.started = time.monotonic()
@@ -55,7 +56,7 @@ class CheckpointLoop:
         while not self.stop.is_set():
             started = time.monotonic()
             checkpoint = last = self._checkpoint(result, result.checkpoints_total + 1)
-            failures = 0 if checkpoint.succeeded else failures + 1
+            failures = 0 if checkpoint.succeeded or (not self.raised and _waits_only(checkpoint)) else failures + 1
             if failures >= self.limits.max_consecutive_failures:
                 result.succeeded = False
                 result.error = f"{failures} checkpoints failed in a row (job.continuous.max_consecutive_failures); the last: {checkpoint.error}"
@@ -102,10 +103,11 @@ class CheckpointLoop:
                                started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), duration_s=0.0)
         runner.events.emit("CheckpointStarted", run_id=result.run_id, checkpoint=n)
         t0 = time.monotonic()
+        self.raised = False
         try:
             runner.checkpoint(checkpoint)
         except GobblinError as exc:  # a source down, the state unreadable: this checkpoint fails, the run goes on
-            checkpoint.error = str(exc)
+            self.raised, checkpoint.error = True, str(exc)
             log.error("checkpoint %d: %s", n, exc)
         checkpoint.duration_s = time.monotonic() - t0
         row = _row(n, checkpoint)
@@ -118,6 +120,16 @@ class CheckpointLoop:
         if self.after is not None:
             self.after(result)
         return checkpoint
+
+
+def _waits_only(checkpoint: JobResult) -> bool:
+    """Whether all that failed the checkpoint is datasets whose commits wait out their backoff (a disk or a catalog
+    down): each is retried on its own schedule, so the checkpoint does not count towards `max_consecutive_failures`."""
+    waiting = {r.dataset for r in checkpoint.recovery.datasets if r.retry_at is not None}
+    fine = (DatasetStatus.COMMITTED, DatasetStatus.PARTIAL, DatasetStatus.NO_NEW_DATA)
+    bad = {d.dataset for d in checkpoint.datasets if d.status not in fine or d.input_problems}
+    failed_tasks = any(t.status.value == "failed" for t in checkpoint.tasks)
+    return bool(waiting) and not failed_tasks and bad <= waiting
 
 
 def _row(n: int, checkpoint: JobResult) -> dict[str, Any]:
