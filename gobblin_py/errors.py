@@ -181,6 +181,13 @@ def is_environment_fault(exc: BaseException) -> bool:
     return False
 
 
+def os_fault(exc: OSError) -> str:
+    """An OSError in one line that names what failed and where: `No space left on device: /work/state/t/runs.json`."""
+    where = ", ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+    what = exc.strerror or describe(exc)
+    return f"{what}: {where}" if where else what
+
+
 def is_retriable(exc: BaseException) -> bool:
     """False when a failed task attempt would fail the same way again: a bad record under `FAIL`, a FAIL
     quality policy, a bad configuration. Anything else (IO, a lost connection, a plugin's own failure) is retried."""
