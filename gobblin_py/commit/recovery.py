@@ -67,6 +67,8 @@ def next_attempt(seq: CommitSequence, backoff: float) -> dt.datetime | None:
         last = dt.datetime.fromisoformat(seq.last_attempt)
     except ValueError:
         return None  # not a time: attempt it, and the failure records one
+    if last.tzinfo is None:  # written by hand without a zone: taken as UTC, as the store writes it
+        last = last.replace(tzinfo=dt.timezone.utc)
     return last + dt.timedelta(seconds=wait)
 
 
