@@ -6,6 +6,7 @@ names the file, key, dataset or record at fault and says what to do.
 
 from __future__ import annotations
 
+import errno
 import re
 
 
@@ -13,6 +14,8 @@ class GobblinError(Exception):
     """Root of every error gobblin-py raises on purpose."""
 
     exit_code: int = 1
+    environmental: bool = False
+    """A fault of the machine or of a service, that the operator fixes or that clears by itself (see `is_environment_fault`)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -71,6 +74,8 @@ class UnreachableError(RetriableTaskError):
     run for one service: once a task of the run gives up on `endpoint`, the run's other tasks that need it fail
     at once (see `gobblin_py.runtime.task.giveups`). `remedy` says what the operator should check."""
 
+    environmental = True
+
     def __init__(self, message: str, endpoint: str, remedy: str) -> None:
         super().__init__(message)
         self.endpoint = endpoint  # as messages name it: "Kafka broker 127.0.0.1:9092"
@@ -110,6 +115,13 @@ class CommitError(JobError):
     """A commit step could not be verified or executed; the sequence stays pending."""
 
 
+class CatalogUnavailableError(CommitError):
+    """A table catalog (an Iceberg catalog's database or service) cannot be reached or refuses access: the commit stays
+    pending and is retried after `job.commit_retry_backoff`, as other faults of the environment are."""
+
+    environmental = True
+
+
 class CorruptCommitRecordError(CommitError):
     """A commit store record is torn, has a bad checksum or an unknown version."""
 
@@ -120,6 +132,8 @@ class StateStoreError(JobError):
 
 class FileSystemError(JobError):
     """An operation on a filesystem (an S3 bucket, HDFS …) failed; the message names the operation and URL."""
+
+    environmental = True
 
 
 # --- what the runner does next -----------------------------------------------------------
@@ -140,6 +154,38 @@ def is_record_fault(exc: BaseException) -> bool:
     if isinstance(exc, RecordError):
         return True
     return isinstance(exc, Exception) and not isinstance(exc, _NOT_ONE_RECORD)
+
+
+ENVIRONMENT_ERRNOS = frozenset({
+    errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS, errno.EACCES, errno.EPERM, errno.EMFILE,
+    errno.ENFILE, errno.ENOMEM, errno.ESTALE, errno.EAGAIN, errno.ETIMEDOUT, errno.ECONNREFUSED, errno.ECONNRESET,
+    errno.ECONNABORTED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ENETDOWN, errno.ENOTCONN,
+})
+"""What an OSError says when the machine is at fault: a disk full, read-only or failing, a permission, a limit, a network."""
+
+
+def is_environment_fault(exc: BaseException) -> bool:
+    """True when `exc`, or what caused it, is a fault of the machine or a service that the operator fixes or that clears
+    by itself (a full, read-only or failing disk, a permission, an unreachable service or catalog): a commit failing so
+    is retried after `job.commit_retry_backoff`, even once quarantined. Anything else (a foreign file in the way, a lost
+    input, a table another writer changed) waits for a person."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if getattr(current, "environmental", False) or isinstance(current, (ConnectionError, TimeoutError)):
+            return True
+        if isinstance(current, OSError) and current.errno in ENVIRONMENT_ERRNOS:
+            return True
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return False
+
+
+def os_fault(exc: OSError) -> str:
+    """An OSError in one line that names what failed and where: `No space left on device: /work/state/t/runs.json`."""
+    where = ", ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+    what = exc.strerror or describe(exc)
+    return f"{what}: {where}" if where else what
 
 
 def is_retriable(exc: BaseException) -> bool:

@@ -44,6 +44,7 @@ def inspect(job_file: Path | None, work_dir: Path | None, datasets: list[str] | 
                 out.print(f"{v.job} / {v.dataset}: CORRUPT record {v.path}: {v.corrupt}", markup=False)
                 continue
             out.print(f"{v.job} / {v.dataset}: run {v.run_id}, created {v.created}, {v.attempts} failed attempt(s)"
+                      + (f", the last at {v.last_attempt} ({v.fault})" if v.last_attempt else "")
                       + (f", last error: {v.last_error}" if v.last_error else ""), markup=False)
             for s in v.steps:
                 out.print(f"  {s.index:>4}  {s.status:<8} {s.type:<15} {s.description}", markup=False)

@@ -71,6 +71,7 @@ class RecoveryGroup(_Group):
     datasets: tuple[str, ...]
     max_attempts: int
     force: bool
+    backoff: float = 0.0
 
 
 def commit_group(group: CommitGroup) -> list[tuple[str, str | None]]:
@@ -92,7 +93,7 @@ def commit_group(group: CommitGroup) -> list[tuple[str, str | None]]:
 def recover_group(group: RecoveryGroup) -> list[DatasetRecovery]:
     """Replay the pending sequence of each dataset of the group, as `recovery.recover` does in a thread."""
     store = group.store()
-    return [recover_dataset(store, group.job, d, group.max_attempts, group.force) for d in group.datasets]
+    return [recover_dataset(store, group.job, d, group.max_attempts, group.force, group.backoff) for d in group.datasets]
 
 
 def _on_tasks(tasks: CommitTasks, items: Sequence[T], groups: int, make: Callable[[tuple[T, ...]], _Group],
@@ -130,9 +131,10 @@ def _where(tasks: CommitTasks) -> str:
 
 def recover_many(tasks: CommitTasks, store: CommitStepStore, job: str, max_attempts: int,
                  datasets: list[str] | None = None, force: bool = False, groups: int = 4,
-                 filesystems: dict[str, dict[str, Any]] | None = None) -> RecoveryReport:
+                 filesystems: dict[str, dict[str, Any]] | None = None, backoff: float = 0.0) -> RecoveryReport:
     """`recovery.recover` as tasks: the driver lists the pending datasets and spreads them over `groups`
-    tasks, each loading and replaying its datasets' sequences; the report lists them in the same order.
+    tasks, each loading and replaying its datasets' sequences (those whose `backoff` has passed, see
+    `recovery.recover_dataset`); the report lists them in the same order.
 
     If the Spark job fails (a worker dies, an executor is lost for good), a dataset whose record is gone was
     recovered; every other one is FAILED without an attempt counted, and the next run replays it.
@@ -140,7 +142,7 @@ def recover_many(tasks: CommitTasks, store: CommitStepStore, job: str, max_attem
     todo = pending(store, job, datasets)
     try:
         results = _on_tasks(tasks, todo, groups,
-                            lambda part: RecoveryGroup(store, filesystems or {}, job, part, max_attempts, force),
+                            lambda part: RecoveryGroup(store, filesystems or {}, job, part, max_attempts, force, backoff),
                             recover_group)
     except Exception as exc:  # noqa: BLE001 - Py4J's error for a failed Spark job; the records say what is done
         reason = spark_failure(exc)

@@ -27,6 +27,8 @@ class PendingView:
     created: str | None = None
     attempts: int = 0
     last_error: str | None = None
+    last_attempt: str | None = None  # when the last failed attempt ended
+    fault: str | None = None         # what failed it: `environment` (retried after its backoff) or `refused`
     corrupt: str | None = None
     steps: list[StepView] = field(default_factory=list)
 
@@ -49,6 +51,7 @@ def pending(store: CommitStepStore, jobs: list[str], datasets: list[str] | None 
                 out.append(view)
                 continue
             view.run_id, view.created, view.attempts, view.last_error = seq.run_id, seq.created, seq.attempts, seq.last_error
+            view.last_attempt, view.fault = seq.last_attempt, seq.fault.value if seq.fault is not None else None
             for i, step in enumerate(seq.steps):
                 description = step.describe()
                 try:

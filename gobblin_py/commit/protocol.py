@@ -8,10 +8,10 @@ from pathlib import Path
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.commit.confinement import Confinement
 from gobblin_py.crashpoints import crash_point
-from gobblin_py.commit.sequence import CommitSequence
+from gobblin_py.commit.sequence import CommitSequence, Fault, utc_now
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.durable import fsync_dir
-from gobblin_py.errors import CommitError
+from gobblin_py.errors import CommitError, is_environment_fault
 
 
 class StepFailed(Exception):
@@ -61,8 +61,8 @@ def commit_sequence(store: CommitStepStore, seq: CommitSequence) -> None:
 def replay(store: CommitStepStore, seq: CommitSequence) -> None:
     """Run each step of a logged sequence not already done, in order; then remove its record (recovery starts here).
 
-    On failure (an OSError such as a full disk included) the record stays, with the attempt counted and the
-    failing step named, unless the record itself cannot be rewritten (then the error says so); a CommitError
+    On failure (an OSError such as a full disk included) the record stays, with the attempt counted, its time, the
+    failing step and the kind of fault (`Fault`: what decides when runs attempt it again) named, unless the record itself cannot be rewritten (then the error says so); a CommitError
     names the dataset either way.
     """
     try:
@@ -70,6 +70,8 @@ def replay(store: CommitStepStore, seq: CommitSequence) -> None:
     except StepFailed as failed:
         seq.attempts += 1
         seq.failed_step = failed.index
+        seq.last_attempt = utc_now()
+        seq.fault = Fault.ENVIRONMENT if is_environment_fault(failed.cause) else Fault.REFUSED
         seq.last_error = f"step {failed.index + 1}/{len(seq.steps)} ({seq.steps[failed.index].describe()}): {failed.cause}"
         unrecorded = ""
         try:

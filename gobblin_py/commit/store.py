@@ -16,7 +16,7 @@ from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.commit.confinement import Confinement
 from gobblin_py.crashpoints import crash_point
 from gobblin_py.commit.global_step import GlobalCommitStep
-from gobblin_py.commit.sequence import CommitSequence
+from gobblin_py.commit.sequence import CommitSequence, Fault
 from gobblin_py.commit.steps import BUILTIN_STEPS
 from gobblin_py.durable import remove_durably
 from gobblin_py.errors import CorruptCommitRecordError
@@ -76,6 +76,7 @@ class CommitStepStore:
         body = {
             "job": seq.job, "dataset": seq.dataset, "run_id": seq.run_id, "created": seq.created,
             "attempts": seq.attempts, "last_error": seq.last_error, "failed_step": seq.failed_step,
+            "last_attempt": seq.last_attempt, "fault": seq.fault.value if seq.fault is not None else None,
             "meta": seq.meta,
             "steps": [{"type": self.registry.name_of(s), "args": s.to_dict()} for s in seq.steps],
         }
@@ -89,13 +90,17 @@ class CommitStepStore:
         try:
             steps = [self.registry.load(s["type"], s["args"], path) for s in body["steps"]]
             self.confinement.check(steps, f"commit record {path}")
+            fault = body.get("fault")
             return CommitSequence(
                 job=body["job"], dataset=body["dataset"], run_id=body["run_id"], steps=steps,
                 created=body["created"], attempts=body["attempts"], last_error=body.get("last_error"),
-                failed_step=body.get("failed_step"), meta=body.get("meta") or {},
+                failed_step=body.get("failed_step"), last_attempt=body.get("last_attempt"),
+                fault=Fault(fault) if fault is not None else None, meta=body.get("meta") or {},
             )
         except (KeyError, TypeError) as exc:
             raise CorruptCommitRecordError(f"commit record {path} lacks {exc}; it was not applied") from None
+        except ValueError as exc:  # an unknown fault kind
+            raise CorruptCommitRecordError(f"commit record {path}: {exc}; it was not applied") from None
 
     def exists(self, job: str, dataset: str) -> bool:
         return self.path(job, dataset).exists()

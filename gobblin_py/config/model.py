@@ -68,7 +68,12 @@ class JobSection(_Strict):
     lock: bool = Field(default=True, description="refuse a concurrent run of the job; false only with delivery: at_least_once")
     delivery: Delivery = Field(
         default=Delivery.EXACTLY_ONCE, description="exactly_once (the commit log) or at_least_once (publish, then persist: a crash between them publishes twice)")
-    commit_max_attempts: int = Field(default=3, ge=1, description="failed commit attempts before a dataset is quarantined")
+    commit_max_attempts: int = Field(default=3, ge=1, description="failed commit attempts of a dataset before it is quarantined")
+    commit_retry_backoff: Seconds = Field(
+        default=60.0, description="the wait after a dataset's failed commit attempt before a run attempts it again, doubling "
+                                  "with each (attempts at 0, 1 and 3 minutes); a dataset quarantined by a fault of its "
+                                  "environment (a full or read-only disk, a permission, a catalog down) is retried after it "
+                                  "too, at most an hour apart. 0: at once, and a quarantine waits for `gobblin-py recover`")
     commit_parallelism: int = Field(default=4, ge=1, description="datasets committed, and recovered, at the same time in the driver")
     commit_on_executors_from: int | None = Field(
         default=None, ge=0, description="datasets from which commits run as Spark tasks (0: never; unset: 64 on a cluster, never in local mode)")

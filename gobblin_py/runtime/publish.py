@@ -23,7 +23,7 @@ from gobblin_py.commit.steps import DatasetStateCommitStep, HighWatermarkCommitS
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.commit.tasks import CommitTasks, ThreadTasks
 from gobblin_py.config.model import CommitPolicy, JobSpec
-from gobblin_py.errors import GobblinError, StateStoreError
+from gobblin_py.errors import GobblinError, StateStoreError, os_fault
 from gobblin_py.runtime.executors.base import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, sum_counters, watermark_summary
 from gobblin_py.runtime.planning import Plan
@@ -160,8 +160,8 @@ class PublishPath:
     state: StateStore
 
     def recover(self) -> RecoveryReport:
-        """Every pending sequence replayed (Spark started for it when as many datasets are pending as are
-        committed on the executors)."""
+        """Every pending sequence replayed whose backoff has passed (`job.commit_retry_backoff`; Spark started for it
+        when as many datasets are pending as are committed on the executors)."""
         settings = self.job.job
         count = len(self.store.datasets(self.job.name))
         tasks = self._tasks(count, start=True)
@@ -169,7 +169,7 @@ class PublishPath:
             log.info("recovering %d datasets on the executors", count)
         return recover_many(tasks, self.store, self.job.name,
                             settings.commit_max_attempts, groups=self._groups(tasks, count),
-                            filesystems=settings.filesystems)
+                            filesystems=settings.filesystems, backoff=settings.commit_retry_backoff)
 
     def publish(self, run_id: str, results: list[WorkUnitResult], planned: Plan,
                 blocked: dict[str, DatasetRecovery]) -> list[DatasetSummary]:
@@ -202,14 +202,15 @@ class PublishPath:
         return [summaries[d] for d in sorted(summaries)]
 
     def _sequences(self, run_id: str, ok: dict[str, list[WorkUnitResult]]) -> tuple[list[CommitSequence], dict[str, str]]:
-        """Each dataset's sequence; the datasets a publisher's `check` refused, with its message (nothing logged)."""
+        """Each dataset's sequence; the datasets a publisher's `check` refused (or a fault of the machine stopped), with
+        the message (nothing logged)."""
         sequences, refused = [], {}
         for dataset, results in ok.items():
             try:
                 sequences.append(build_sequence(self.job, run_id, dataset, results, self.state.dir))
-            except GobblinError as exc:
-                log.error("dataset %s is not committed: %s", dataset, exc)
-                refused[dataset] = str(exc)
+            except (GobblinError, OSError) as exc:  # a check refusing it, or a fault of the machine, named
+                refused[dataset] = str(exc) if isinstance(exc, GobblinError) else os_fault(exc)
+                log.error("dataset %s is not committed: %s", dataset, refused[dataset])
         return sequences, refused
 
     def commit(self, sequences: list[CommitSequence], logged: bool | None = None) -> dict[str, str | None]:

@@ -215,7 +215,7 @@ class JobRunner:
         try:
             sent = FailureTracker(self.state.dir, self.job.name, self.job.job.alert).record(result.run_id, result.succeeded, result.error)
         except (OSError, GobblinError) as exc:
-            log.error("could not update the failure count of %s: %s", self.job.name, exc)
+            log.error("could not update the failure count of %s in %s: %s", self.job.name, self.state.dir, exc)
             return
         if sent:
             self.events.emit("AlertSent", alert=sent)
@@ -225,7 +225,7 @@ class JobRunner:
         try:
             self.state.write_run(result.to_json(), self.job.job.retention_runs)
         except (OSError, GobblinError) as exc:
-            log.error("could not write the run state of %s: %s", result.run_id, exc)
+            log.error("could not write the run state of %s in %s: %s", result.run_id, self.state.dir, exc)
 
 
 class _Phases:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gobblin_py.cron import Cron, CronError
-from gobblin_py.errors import GobblinError
+from gobblin_py.errors import GobblinError, os_fault
 from gobblin_py.compaction.plan import compaction_options
 from gobblin_py.compaction.compactor import CompactionReport, Compactor
 from gobblin_py.runtime.job_result import DatasetStatus, JobResult
@@ -40,6 +40,7 @@ class CheckpointLoop:
         schedule = runner.job.compaction.schedule
         self.compaction = Cron.parse(schedule) if schedule else None
         self.next_compaction = self.compaction.next_after(dt.datetime.now()) if self.compaction else None
+        self.raised = False  # the last checkpoint ended in an error, not in a verdict on its datasets
 
     def __call__(self, result: JobResult) -> None:
         self.started = time.monotonic()
@@ -55,15 +56,17 @@ class CheckpointLoop:
         while not self.stop.is_set():
             started = time.monotonic()
             checkpoint = last = self._checkpoint(result, result.checkpoints_total + 1)
-            failures = 0 if checkpoint.succeeded else failures + 1
+            # a checkpoint that only found datasets waiting out their commit backoff neither counts nor slows the next
+            waited = not checkpoint.succeeded and not self.raised and _waits_only(checkpoint)
+            failures = 0 if checkpoint.succeeded else failures if waited else failures + 1
             if failures >= self.limits.max_consecutive_failures:
                 result.succeeded = False
                 result.error = f"{failures} checkpoints failed in a row (job.continuous.max_consecutive_failures); the last: {checkpoint.error}"
                 log.error("%s", result.error)
                 return
             self._compact_when_due()
-            wait = self.interval if not failures else min(self.limits.max_backoff, self.interval * 2 ** failures)
-            if failures:
+            wait = self.interval if not failures or waited else min(self.limits.max_backoff, self.interval * 2 ** failures)
+            if failures and not waited:
                 log.warning("checkpoint %d failed (%d in a row); the next in %.1fs: %s", result.checkpoints_total, failures,
                             wait, checkpoint.error)
             self.stop.wait(max(0.0, wait - (time.monotonic() - started)))
@@ -102,11 +105,15 @@ class CheckpointLoop:
                                started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), duration_s=0.0)
         runner.events.emit("CheckpointStarted", run_id=result.run_id, checkpoint=n)
         t0 = time.monotonic()
+        self.raised = False
         try:
             runner.checkpoint(checkpoint)
         except GobblinError as exc:  # a source down, the state unreadable: this checkpoint fails, the run goes on
-            checkpoint.error = str(exc)
+            self.raised, checkpoint.error = True, str(exc)
             log.error("checkpoint %d: %s", n, exc)
+        except OSError as exc:  # a full or read-only work directory: so does a fault of the machine, named
+            self.raised, checkpoint.error = True, os_fault(exc)
+            log.error("checkpoint %d: %s", n, checkpoint.error)
         checkpoint.duration_s = time.monotonic() - t0
         row = _row(n, checkpoint)
         _fold(result, checkpoint, row)
@@ -118,6 +125,17 @@ class CheckpointLoop:
         if self.after is not None:
             self.after(result)
         return checkpoint
+
+
+def _waits_only(checkpoint: JobResult) -> bool:
+    """Whether all that failed the checkpoint is datasets whose commits wait out their backoff (a disk or a catalog
+    down): each is retried on its own schedule, so the checkpoint does not count towards `max_consecutive_failures`
+    (their failed attempts do) and the next comes after `checkpoint_interval`, for the other datasets."""
+    waiting = {r.dataset for r in checkpoint.recovery.datasets if r.retry_at is not None}
+    fine = (DatasetStatus.COMMITTED, DatasetStatus.PARTIAL, DatasetStatus.NO_NEW_DATA)
+    bad = {d.dataset for d in checkpoint.datasets if d.status not in fine or d.input_problems}
+    failed_tasks = any(t.status.value == "failed" for t in checkpoint.tasks)
+    return bool(waiting) and not failed_tasks and bad <= waiting
 
 
 def _row(n: int, checkpoint: JobResult) -> dict[str, Any]:

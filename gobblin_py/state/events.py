@@ -3,6 +3,7 @@ Gobblin's tracking events (name, namespace, timestamp, metadata)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -11,21 +12,37 @@ import orjson
 
 NAMESPACE = "gobblin_py.runtime"
 
+log = logging.getLogger(__name__)
+
 
 class EventLog:
-    """Appends events for one job; each line is written whole (one write call, O_APPEND)."""
+    """Appends events for one job; each line is written whole (one write call, O_APPEND).
+
+    Events report a run, they never stop one: an event that cannot be written (a full or read-only work directory)
+    is dropped, and the log says so once, naming the file and the fault, then again when writing works again."""
 
     def __init__(self, work_dir: Path, job: str) -> None:
         self.path = work_dir / "events" / f"{job}.jsonl"
         self.job = job
         self.run_id = ""
+        self.dropped = 0  # events not written since the last one that was
 
     def emit(self, name: str, **metadata: Any) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         event = {"name": name, "namespace": NAMESPACE, "timestamp": int(time.time() * 1000),
                  "metadata": {"job": self.job, "run_id": self.run_id, **metadata}}
-        with open(self.path, "ab") as f:
-            f.write(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE, default=str))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "ab") as f:
+                f.write(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE, default=str))
+        except OSError as exc:
+            if not self.dropped:
+                log.error("event log %s: cannot append (%s); events are dropped until it can", self.path,
+                          exc.strerror or exc)
+            self.dropped += 1
+            return
+        if self.dropped:
+            log.warning("event log %s: written again; %d events were dropped", self.path, self.dropped)
+            self.dropped = 0
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():

@@ -79,6 +79,9 @@ def test_a_corrupt_record_blocks_only_its_dataset_and_is_named(job_dir: Path, tm
 
 def test_quarantine_after_max_attempts_then_recover_and_abandon(job_dir: Path, tmp_path_factory) -> None:
     reference = _clean_reference(tmp_path_factory.mktemp("ref"))
+    job = _serial_job(job_dir)
+    job["job"]["commit_retry_backoff"] = 0  # each run attempts it (the wait between attempts: tests/commit/test_commit_faults.py)
+    write_job(job_dir, job)
     assert cli(RUN, job_dir, crash_at="commit.after_store_write:1").returncode == SIGKILLED
     clicks = next(v for v in _pending(job_dir) if v["dataset"] == "clicks")
     lost_src = json.loads((job_dir / "work" / "commits" / "t" / "clicks.json").read_text())["body"]["steps"][2]["args"]["src"]

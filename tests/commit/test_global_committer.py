@@ -137,7 +137,8 @@ class PartialCatalog(FsPublisher, GlobalCommitter):
 
 def test_a_partly_done_global_commit_is_finished_with_what_filter_recovered_keeps(tmp_path: Path) -> None:
     output = tmp_path / "output"
-    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "commit_parallelism": 1},
+    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "commit_parallelism": 1,
+                                     "commit_retry_backoff": 0},  # the next run retries at once
                       publisher={"class": f"{__name__}:PartialCatalog", "final_dir": str(output)})
     spec = load_job(write_job(tmp_path, job))
     output.mkdir()

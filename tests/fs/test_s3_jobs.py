@@ -56,7 +56,7 @@ def test_example_job_publishes_to_s3_exactly_as_to_local_disk(tmp_path, spark, s
 
 def test_a_missing_bucket_keeps_the_commit_pending_until_it_exists(tmp_path, spark, s3, local_reference):
     bucket = f"later-{tmp_path.name[-8:].lower().replace('_', '-')}"
-    job = _job(tmp_path, s3, f"s3://{bucket}/events")
+    job = _job(tmp_path, s3, f"s3://{bucket}/events", commit_retry_backoff=0)  # the next run retries at once
     first = _run(tmp_path, spark, job)
     assert not first.succeeded
     failed = {d.dataset: d for d in first.datasets}

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from gobblin_py import checked_json
+from gobblin_py.errors import CorruptCommitRecordError
 from gobblin_py.crashpoints import ENV, WINDOW_ENV
 from gobblin_py.state.events import EventLog
 from gobblin_py.state.store import StateStore
@@ -197,3 +199,72 @@ def test_failing_checkpoints_back_off_and_end_the_run_after_the_limit(tmp_path: 
     assert StateStore(tmp_path / "work", "t").watermarks() == {} and not (tmp_path / "output").exists()
     [run] = StateStore(tmp_path / "work", "t").runs()
     assert [r["status"] for r in run["checkpoints"]] == ["failed"] * 3
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    assert proc.poll() is None, "the run ended by itself: " + "".join(proc.communicate())
+    proc.send_signal(signal.SIGTERM)
+    return proc.communicate(timeout=60)
+
+
+def test_a_full_work_directory_fails_checkpoints_naming_it_and_the_run_goes_on_once_it_has_room(
+        tmp_path: Path, reference: dict, mount, fill_disk) -> None:
+    """Issue 26 item 14: the event log's write into a full work directory killed the run (exit 4, then exit 1 naming
+    no path); now each checkpoint fails naming the path, and the files that arrived meanwhile are committed once the
+    disk has room again."""
+    work = mount(["-t", "tmpfs", "-o", "size=8m", "tmpfs"], tmp_path / "work")
+    _job(tmp_path, continuous={"max_backoff": "1s"})
+    proc = _start(tmp_path)
+    try:
+        _arrive(tmp_path, DAYS[0])
+        _wait_for(lambda: DAYS[0] in _committed(tmp_path))
+        fill_disk(work)
+        for name in DAYS[1:]:
+            _arrive(tmp_path, name)
+        time.sleep(4)  # checkpoints fail on the full disk
+        assert proc.poll() is None, "the run ended on a full work directory: " + "".join(proc.communicate())
+        (work / "filler").unlink()
+        _wait_for(lambda: all(name in _committed(tmp_path) for name in DAYS))
+        out, err = _stop(proc)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out + err
+    assert "internal error" not in err and "Traceback" not in err
+    assert f"event log {work / 'events' / 't.jsonl'}: cannot append (No space left on device)" in err, err
+    assert f"event log {work / 'events' / 't.jsonl'}: written again; " in err and " events were dropped" in err
+    _assert_exactly_once(tmp_path, reference)
+
+
+def test_a_continuous_run_retries_a_dataset_quarantined_by_a_full_output_disk_once_it_has_room(
+        tmp_path: Path, reference: dict, mount, fill_disk) -> None:
+    """Issue 26 item 14: a short output-disk fault spent every commit attempt in seconds and the dataset stayed
+    quarantined until a person ran `recover`; now the attempts are spread by job.commit_retry_backoff and the run
+    itself commits the dataset once the disk has room, the other checkpoints going on meanwhile."""
+    output = mount(["-t", "tmpfs", "-o", "size=4m", "tmpfs"], tmp_path / "output")
+    _job(tmp_path, commit_max_attempts=2, commit_retry_backoff="1s", continuous={"max_backoff": "1s", "max_consecutive_failures": 4})
+    fill_disk(output)
+    record = tmp_path / "work" / "commits" / "t" / "clicks.json"
+
+    def attempts() -> dict:
+        try:
+            return checked_json.read(record, CorruptCommitRecordError, "commit record")
+        except CorruptCommitRecordError:  # not there yet, or being rewritten
+            return {"attempts": 0}
+
+    proc = _start(tmp_path)
+    try:
+        for name in DAYS:
+            _arrive(tmp_path, name)
+        _wait_for(lambda: attempts()["attempts"] >= 2)
+        time.sleep(2)  # quarantined: more checkpoints than max_consecutive_failures, but they only find it waiting
+        body = attempts()
+        assert body["fault"] == "environment" and body["attempts"] <= 3, "attempts a second and more apart, not one per checkpoint"
+        (output / "filler").unlink()
+        _wait_for(lambda: all(name in _committed(tmp_path) for name in DAYS))
+        out, err = _stop(proc)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out + err
+    assert "dataset clicks is quarantined and is skipped this run: quarantined after 2 failed attempts by a fault of " \
+           "its environment; retried automatically at " in err, err
+    _assert_exactly_once(tmp_path, reference)

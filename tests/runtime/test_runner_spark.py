@@ -112,7 +112,8 @@ def test_many_datasets_are_committed_on_the_executors(tmp_path: Path, spark, cap
 
 def test_many_pending_datasets_are_recovered_on_the_executors(tmp_path: Path, spark, caplog) -> None:
     """From job.commit_on_executors_from pending datasets, the next run replays them as Spark tasks."""
-    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "commit_on_executors_from": 2})
+    job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "commit_on_executors_from": 2,
+                                     "commit_retry_backoff": 0})  # the next run retries at once
     for dataset in ("clicks", "orders"):  # a file where the dataset's output directory goes: every commit fails
         (tmp_path / "output").mkdir(exist_ok=True)
         (tmp_path / "output" / dataset).write_text("in the way")

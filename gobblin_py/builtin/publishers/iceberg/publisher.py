@@ -41,11 +41,13 @@ writer but `parquet`.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 import string
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -61,6 +63,22 @@ from gobblin_py.builtin.publishers.iceberg.compaction import IcebergReplaceCommi
 log = logging.getLogger(__name__)
 
 DEFAULT_WAREHOUSE = "./warehouse"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _catalog_faults(doing: str) -> Callable[[F], F]:
+    """A publisher method in which the catalog unreachable or refusing access is a CatalogUnavailableError naming it
+    and `doing` (`tables.catalog_faults`): retried after job.commit_retry_backoff, never an internal error."""
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def guarded(self: IcebergPublisher, *args: Any, **kwargs: Any) -> Any:
+            from gobblin_py.builtin.publishers.iceberg.tables import catalog_faults, catalog_label
+
+            with catalog_faults(catalog_label(self.settings.catalog), doing):
+                return method(self, *args, **kwargs)
+        return guarded  # type: ignore[return-value]
+    return wrap
 
 
 class TablePartition(Settings):
@@ -188,22 +206,24 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
     def catalog(self) -> Any:
         """The configured catalog, its warehouse and FileIO defaulting to this publisher's (the job's filesystems)."""
         from gobblin_py.builtin.publishers.iceberg.io import IO_IMPL
-        from gobblin_py.builtin.publishers.iceberg.tables import load_catalog
+        from gobblin_py.builtin.publishers.iceberg.tables import catalog_faults, catalog_label, load_catalog
 
         props = dict(self.settings.catalog)
         if not props:
             raise CommitError("publisher.catalog is empty: run the job through its job file (the loader sets the "
                               "embedded SQLite catalog under job.work_dir) or name a catalog")
         uri = props.get("uri", "")
-        if uri.startswith("sqlite:///"):
-            Location(uri.removeprefix("sqlite:///")).parent.path.mkdir(parents=True, exist_ok=True)
-        props.setdefault("warehouse", table_uri(self.settings.warehouse))
-        props.setdefault("py-io-impl", IO_IMPL)
-        return load_catalog(props)
+        with catalog_faults(catalog_label(props), "opening it"):
+            if uri.startswith("sqlite:///"):
+                Location(uri.removeprefix("sqlite:///")).parent.path.mkdir(parents=True, exist_ok=True)
+            props.setdefault("warehouse", table_uri(self.settings.warehouse))
+            props.setdefault("py-io-impl", IO_IMPL)
+            return load_catalog(props)
 
     def _data_uris(self, commit: DatasetCommit) -> list[str]:
         return [table_uri(self.data_location(commit.dataset, f)) for f in commit.files if f.kind == "data"]
 
+    @_catalog_faults("looking for a commit in its table")
     def is_committed(self, commit: DatasetCommit) -> bool:
         """The table's current state has the snapshot tagged with this commit id or, once that was expired, every
         file the commit adds (trivially: no data files)."""
@@ -216,6 +236,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         table = t.load_table(self.catalog(), name)
         return table is not None and t.is_committed(table, name, commit.commit_id, paths)
 
+    @_catalog_faults("checking the table before the commit")
     def check(self, commit: DatasetCommit) -> None:
         """Before any file is published: the files' schema (read from their footers in task output) must fit the
         table if it exists; a breaking change fails the dataset here, naming the field, with nothing moved."""
@@ -239,6 +260,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                               "watermarks did not move: change the table so the records fit (Spark's ALTER TABLE), or the "
                               "job's schema so they fit the table, and run again")
 
+    @_catalog_faults("committing to the table")
     def commit(self, commit: DatasetCommit) -> None:
         """One transaction: create the table if missing, evolve its schema by name, add the files as one snapshot."""
         from pyiceberg.io import load_file_io
@@ -297,6 +319,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
 
     # --- what the table says ---------------------------------------------------------------------------------------
 
+    @_catalog_faults("reading the watermarks its tables carry")
     def committed_watermarks(self, job: str, datasets: list[str]) -> dict[str, Any]:
         """dataset → the TableMark of its newest snapshot by `job` (datasets the table has none for are left out)."""
         from gobblin_py.builtin.publishers.iceberg.tables import latest_marks, load_table
@@ -312,6 +335,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
             out.update({d: marks[d] for d in names if d in marks})
         return out
 
+    @_catalog_faults("reading the watermarks its tables carry")
     def resume_watermarks(self, job: str, datasets: list[str]) -> dict[str, TargetWatermarks]:
         """dataset → the watermarks `job`'s snapshots of it in its table carry (merged, newest first), for datasets the
         state store lost. CommitError naming the table when they do not add up to the whole (see `resumable_marks`),
@@ -349,6 +373,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
 
     # --- compaction (`gobblin-py compact`) -------------------------------------------------------------------------
 
+    @_catalog_faults("listing a table's files")
     def table_files(self, table: str) -> list[TableFile] | None:
         """Every file the table's current snapshot lists, read from its manifests; None when there is no such table."""
         from gobblin_py.builtin.publishers.iceberg.tables import live_files, load_table

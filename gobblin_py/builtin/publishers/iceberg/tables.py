@@ -5,10 +5,12 @@ with merged ones in one snapshot. pyiceberg is imported here only, inside the fu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gobblin_py.api import TableFile
-from gobblin_py.errors import CommitError
+from gobblin_py.errors import CatalogUnavailableError, CommitError, is_environment_fault, os_fault
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +74,82 @@ def _load_catalog(props: dict[str, str]) -> Any:
     name = props.pop("name", "gobblin_py")
     loaded: list[Any] = []
     try:  # another process (an executor, a concurrent job) may be creating the SQL catalog's tables right now
-        with_retries(f"Iceberg catalog {name!r}", 5, lambda: loaded.append(_load(name, **props)))
+        with catalog_faults(catalog_label({"name": name, **props}), "loading it"):
+            with_retries(f"Iceberg catalog {name!r}", 5, lambda: loaded.append(_load(name, **props)))
         return loaded[0]
+    except CatalogUnavailableError:
+        raise
     except Exception as exc:  # noqa: BLE001 - each catalog type raises its own
         raise CommitError(f"cannot load the Iceberg catalog {name!r} (type {props.get('type', '?')}): "
                           f"{type(exc).__name__}: {exc}; check publisher.catalog and the catalog's service") from exc
+
+
+def catalog_label(props: Mapping[str, str]) -> str:
+    """How messages name a catalog: `'gobblin_py' (sql, sqlite:////work/iceberg/catalog.db)`, a URI's password left out."""
+    uri = re.sub(r"(//[^/:@]*):[^/@]*@", r"\1:***@", props.get("uri", ""))
+    kind = props.get("type", "")
+    return f"{props.get('name', 'gobblin_py')!r}" + (f" ({', '.join(x for x in (kind, uri) if x)})" if kind or uri else "")
+
+
+_CONFLICT = re.compile(r"database (table )?is locked|\bbusy\b|deadlock|could not serialize|serialization failure|"
+                       r"already exists|unique constraint|duplicate key", re.IGNORECASE)
+_ACCESS = re.compile(r"read-?only|permission denied|access denied|not authori[sz]ed|forbidden|authentication failed|"
+                     r"password", re.IGNORECASE)
+_UNREACHABLE = re.compile(r"unable to open database file|connection refused|could not connect|connection failed|"
+                          r"timed? ?out|no route to host|name or service not known|could not translate host name|"
+                          r"server closed the connection|connection reset|network is unreachable|unavailable",
+                          re.IGNORECASE)
+
+
+def _sql_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("sqlalchemy") and type(exc).__name__ in (
+        "OperationalError", "InterfaceError", "DatabaseError", "InternalError")
+
+
+def catalog_fault(exc: BaseException) -> str | None:
+    """What stops the catalog when `exc` says it cannot be reached or used (`unreachable`, `refuses access`, `fails`),
+    not that a concurrent commit won: None for a conflict (retried) or anything else (a bug, a bad table)."""
+    from pyiceberg import exceptions as ice
+
+    text = str(exc)
+    rest = [getattr(ice, n) for n in ("ServiceUnavailableError", "ServerError", "UnauthorizedError", "ForbiddenError")
+            if hasattr(ice, n)]
+    if _sql_error(exc):
+        if _CONFLICT.search(text):
+            return None
+    elif isinstance(exc, tuple(rest)):
+        pass
+    elif isinstance(exc, OSError) and is_environment_fault(exc):
+        return "refuses access" if isinstance(exc, PermissionError) or _ACCESS.search(text) else \
+            "is unreachable" if isinstance(exc, (ConnectionError, TimeoutError)) else "fails"
+    elif type(exc).__module__.startswith("requests") and type(exc).__name__ in ("ConnectionError", "Timeout", "ConnectTimeout"):
+        return "is unreachable"
+    else:
+        return None
+    return "refuses access" if _ACCESS.search(text) else "is unreachable" if _UNREACHABLE.search(text) else "fails"
+
+
+@contextlib.contextmanager
+def catalog_faults(label: str, doing: str) -> Iterator[None]:
+    """Inside: a catalog that cannot be reached or refuses access (`catalog_fault`) is a CatalogUnavailableError naming
+    it and what failed, which a commit retries after `job.commit_retry_backoff`, never an internal error or a conflict."""
+    try:
+        yield
+    except CatalogUnavailableError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - only what `catalog_fault` recognises is translated
+        how = catalog_fault(exc)
+        if how is None:
+            raise
+        detail = os_fault(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {_first_line(exc)}"
+        raise CatalogUnavailableError(
+            f"Iceberg catalog {label} {how} ({doing}): {detail}. Check the catalog's service, its database file and the "
+            "permissions on it and its warehouse; a pending commit is retried after job.commit_retry_backoff") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    """A library error's own line (SQLAlchemy appends the statement and its parameters)."""
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
 
 
 def split_identifier(table: str) -> tuple[str, str]:
@@ -396,8 +469,11 @@ def retryable(exc: BaseException) -> bool:
 
     if isinstance(exc, (CommitFailedException, CommitStateUnknownException, TableAlreadyExistsError, NamespaceAlreadyExistsError)):
         return True
-    # a SQL catalog: the database busy, or a row a concurrent committer inserted first (the same new table)
-    return type(exc).__module__.startswith("sqlalchemy") and type(exc).__name__ in ("OperationalError", "IntegrityError")
+    # a SQL catalog: the database busy, or a row a concurrent committer inserted first (the same new table); not the
+    # database unreachable or read-only, which `catalog_faults` names (retrying it here only took seconds)
+    if type(exc).__module__.startswith("sqlalchemy"):
+        return type(exc).__name__ == "IntegrityError" or (type(exc).__name__ == "OperationalError" and bool(_CONFLICT.search(str(exc))))
+    return False
 
 
 def with_retries(what: str, attempts: int, action: Callable[[], None], sleep: Callable[[float], None] = time.sleep) -> None:
