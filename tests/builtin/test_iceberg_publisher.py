@@ -564,3 +564,26 @@ def test_a_state_reset_re_reads_into_the_table_once_and_the_dataset_goes_on(tmp_
     ids = table_ids(table)
     assert set(ids.values()) == {1} and set(ids) == set(reference["clicks"]) | set(range(50_000, 50_010))
     assert _run(tmp_path, job).succeeded  # and the dataset goes on
+
+
+def test_a_lost_catalog_never_makes_a_new_empty_table_over_the_old_one(tmp_path: Path, reference: dict) -> None:
+    """The SQLite catalog file removed (or the catalog replaced) while the warehouse keeps the table: before the fix
+    the next run created a new table at the same location holding only its own rows, and every row committed before
+    was gone from what readers see, while the run said committed."""
+    job = iceberg_job(tmp_path)
+    assert _run(tmp_path, job).succeeded
+    (tmp_path / "work" / "iceberg" / "catalog.db").unlink()  # the catalog lost
+    _new_clicks(tmp_path, 70_000, 5)
+    done = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)  # a new process: a new catalog file
+    assert done.returncode == 1, done.stdout + done.stderr
+    for said in ("table db.clicks", "metadata", "register_table"):
+        assert said in done.stdout, done.stdout
+    assert not CommitStepStore(tmp_path / "work").exists("t", "clicks")  # refused before anything was published
+    metadata = sorted((tmp_path / "warehouse" / "db" / "clicks" / "metadata").glob("*.metadata.json"))[-1]
+    cat = catalog(tmp_path)
+    cat.create_namespace_if_not_exists("db")
+    cat.register_table("db.clicks", f"file://{metadata}")  # the repair the error names
+    again = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    ids = table_ids(cat.load_table("db.clicks"))
+    assert set(ids.values()) == {1} and set(ids) == set(reference["clicks"]) | set(range(70_000, 70_005))

@@ -164,6 +164,24 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
     def table_name(self, dataset: str) -> str:
         return self.settings.table.replace("{dataset}", dataset)
 
+    def _check_no_table_there(self, dataset: str, name: str) -> None:
+        """The catalog has no table `name`, yet its location holds a table's metadata: the catalog was lost or replaced
+        (a new SQLite file) or the table dropped without purge. Creating it anew there would leave every row committed
+        before out of what readers see, so it is refused, naming the metadata to register."""
+        from gobblin_py.fs import filesystem_for
+
+        metadata = self.table_dir(dataset) / "metadata"
+        fs = filesystem_for(metadata)
+        found = sorted(str(p) for p in fs.listdir(metadata) if str(p).endswith(".metadata.json")) if fs.exists(metadata) else []
+        if not found:
+            return
+        raise CommitError(f"table {name} is not in the catalog, but its location holds a table's metadata ({found[-1]}, "
+                          f"{len(found)} version(s)): the catalog was lost or replaced, or the table dropped without "
+                          "purging it. Nothing of dataset " + dataset + " was published and its watermarks did not move. "
+                          "Register the table again (pyiceberg: catalog.register_table("
+                          f"{name!r}, {found[-1]!r})) and run again, or, to start the table over, move {self.table_dir(dataset)} "
+                          "away (and `gobblin-py state reset JOB.yaml --dataset " + dataset + "` to load it from the input's start)")
+
     def _check_dataset_in_name(self, dataset: str) -> None:
         """A dataset named with a '.' (a database table `public.t`) put into `{dataset}` adds a namespace level, which
         only a REST catalog has: refused here, before anything moves, rather than by the catalog at the table commit."""
@@ -252,6 +270,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         catalog = self.catalog()
         table = t.load_table(catalog, name)
         if table is None:
+            self._check_no_table_there(commit.dataset, name)
             return
         output = t.read_schemas(load_file_io(catalog.properties, paths[0]), paths)
         problem = t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
