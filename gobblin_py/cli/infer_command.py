@@ -59,7 +59,7 @@ def infer_command(
     try:
         if out_file is not None and out_file.exists() and not force:
             raise ConfigError(f"--out {out_file} exists; pass --force to overwrite it")
-        job = load_job(job_file)
+        job = load_job(job_file, writer_schema=False)  # the schema it would need is what this writes
         seen: dict[str, int] = {}
 
         def counted() -> Iterator[Mapping[str, Any]]:

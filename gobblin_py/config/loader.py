@@ -310,13 +310,14 @@ def _branches(fork_extra: dict[str, Any], top: dict[str, Any], task_policies: li
     return out
 
 
-def load_yaml_job(path: Path, *, master: str | None = None) -> JobSpec:
+def load_yaml_job(path: Path, *, master: str | None = None, writer_schema: bool = True) -> JobSpec:
     """Read a YAML job file, merge it over the defaults and validate it; ConfigError lists every problem."""
-    return load_document(path, _read_yaml(path), master=master)
+    return load_document(path, _read_yaml(path), master=master, writer_schema=writer_schema)
 
 
-def load_document(path: Path, document: dict[str, Any], *, master: str | None = None) -> JobSpec:
-    """Merge a job document (a YAML file's, or a translated Gobblin job's) over the defaults and validate it."""
+def load_document(path: Path, document: dict[str, Any], *, master: str | None = None, writer_schema: bool = True) -> JobSpec:
+    """Merge a job document (a YAML file's, or a translated Gobblin job's) over the defaults and validate it;
+    `writer_schema=False` (for `gobblin-py infer`, which writes that schema) skips the check that the writer gets one."""
     substituted = substitute(document, os.environ)
     raw = substituted.data
     job_dir = str(path.absolute().parent)
@@ -347,7 +348,7 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
     rows, task_policies, bad_records = _quality(merged.get("quality"), "quality", errors)
     fork, fork_extra = _plugin(Kind.FORK, merged.get("fork") or {"class": "identity"}, "fork", errors, ("branches",))
     branches = _branches(fork_extra, merged, task_policies, errors)
-    if source is not None:
+    if source is not None and writer_schema:
         _check_schemas(source, converters, branches, errors)
 
     if job is not None and not errors.problems:

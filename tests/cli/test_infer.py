@@ -60,3 +60,17 @@ def test_an_input_with_no_records_is_an_error_naming_the_job(tmp_path: Path) -> 
     write_job(tmp_path, job)
     done = cli(["infer", "job.yaml"], tmp_path)
     assert done.returncode == 2 and "held no records" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_job_with_no_converter_yet_is_what_infer_is_for(tmp_path: Path) -> None:
+    """validate refuses such a job and names `infer` as the fix, so `infer` must take it."""
+    job = example_job(tmp_path)
+    del job["converters"]
+    write_job(tmp_path, job)
+    refused = cli(["validate", "job.yaml"], tmp_path)
+    assert refused.returncode == 2 and "gobblin-py infer" in refused.stderr
+    done = cli(["infer", "job.yaml", "--out", "first.avsc"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    job["converters"] = [{"class": "json_to_avro", "schema": str(tmp_path / "first.avsc")}]
+    write_job(tmp_path, job)
+    assert cli(["validate", "job.yaml"], tmp_path).returncode == 0

@@ -52,7 +52,7 @@ def warnings_of(translation: Translation, strict: bool) -> list[str]:
     return translation.warnings + ([] if strict else translation.unused)
 
 
-def load_gobblin_job(path: Path, *, master: str | None = None, strict: bool = False) -> JobSpec:
+def load_gobblin_job(path: Path, *, master: str | None = None, strict: bool = False, writer_schema: bool = True) -> JobSpec:
     """A Gobblin job file as a validated JobSpec; the derived Avro schemas are written under the job's work dir."""
     translation = translate_file(path, strict=strict)
     labelled = logging.getLogger().hasHandlers()  # the CLI's log format names the level; a bare stderr does not
@@ -66,7 +66,7 @@ def load_gobblin_job(path: Path, *, master: str | None = None, strict: bool = Fa
         name = document.get("job", {}).get("name", path.stem)
         place_schemas(translation, Path(work_dir) / "gobblin-compat" / str(name))
     try:
-        return load_document(path, document, master=master)
+        return load_document(path, document, master=master, writer_schema=writer_schema)
     except ConfigError as exc:
         raise ConfigError(_with_origins(exc.message, translation.origins)) from None
 
