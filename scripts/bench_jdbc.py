@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # the local server is a test helper: tests/jdbc/pg_server.py
 
-from jdbc.pg_server import PASSWORD, LocalPostgres  # noqa: E402
+from gobblin_py.demo.pg_server import PASSWORD, LocalPostgres  # noqa: E402
 from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 TABLE = "public.bench"

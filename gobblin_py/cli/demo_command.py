@@ -39,3 +39,33 @@ def kafka_command(
         fail(exc)
         return
     raise typer.Exit(code)
+
+
+@demo_app.command("postgres")
+def postgres_command(
+    directory: Annotated[Path, typer.Option("--dir", help="where the job file, its work directory and output go")] = Path("postgres-demo"),
+    rows: Annotated[int, typer.Option("--rows", min=1, help="orders in the table before the first run")] = 1000,
+    rate: Annotated[int, typer.Option("--rate", min=1, help="orders inserted per second after the first run (half as many shipped)")] = 50,
+    seconds: Annotated[float, typer.Option("--seconds", min=0, help="stop writing after this long (0: at Ctrl-C)")] = 0.0,
+    once: Annotated[bool, typer.Option("--once", help="stop after the first run instead of writing on")] = False,
+) -> None:
+    """Start a local PostgreSQL 16 (the pgserver wheel's, on a free 127.0.0.1 port), fill a table of orders, write a
+    JDBC job file for it under --dir and run it once; then keep inserting and updating orders, so that each further run
+    of the printed command extracts the row versions written since, exactly once. Needs pip install 'gobblin-py[demo]'.
+
+    Example: gobblin-py demo postgres --dir postgres-demo
+    """
+    from gobblin_py.cli.output import fail, setup_logging
+    from gobblin_py.errors import ConfigError
+
+    setup_logging("WARNING", False)
+    try:
+        try:
+            from gobblin_py.demo.postgres import DemoOptions, demo
+        except ImportError as exc:
+            raise ConfigError(f"the postgres demo needs the demo extra: pip install 'gobblin-py[demo]' ({exc})") from None
+        code = demo(DemoOptions(directory=directory, rows=rows, rate=rate, seconds=seconds, once=once))
+    except GobblinError as exc:
+        fail(exc)
+        return
+    raise typer.Exit(code)

@@ -102,16 +102,23 @@ def sum_counters(results: list[WorkUnitResult]) -> dict[str, dict[str, Any]]:
     return {n: c.to_json() for n, c in TaskCounter.sum(r.counters for r in results).items()}
 
 
-SHORT_VALUE = 32
+SHOWN_WIDTH = 40
 
 
 def watermark_summary(before: dict, after: dict) -> str:
-    """`0=120 1=98` for a few keys (Kafka partitions), `12 keys (+3)` for many (files); a long value (a database's
-    published sub-range) is counted, not shown, so the summary row stays one readable line."""
-    short = [(k, v) for k, v in sorted(after.items()) if len(str(v)) <= SHORT_VALUE]
-    if 0 < len(after) <= 4 and short:
-        rest = len(after) - len(short)
-        return " ".join(f"{k}={v}" for k, v in short) + (f" (+{rest} more)" if rest else "")
+    """`0=120 1=98` for a few keys (Kafka partitions), `12 keys (+3)` for many (files); of a few keys with long values
+    (a database's published sub-ranges) the shortest that fit are shown and the rest counted, so the row stays short."""
+    if 0 < len(after) <= 4:
+        texts = [f"{k}={v}" for k, v in sorted(after.items())]
+        fits: set[str] = set()
+        for text in sorted(texts, key=len):  # the shortest first, shown in key order
+            if sum(len(t) + 1 for t in fits) + len(text) > SHOWN_WIDTH:
+                break
+            fits.add(text)
+        shown = [t for t in texts if t in fits]
+        if shown:
+            rest = len(after) - len(shown)
+            return " ".join(shown) + (f" (+{rest} more)" if rest else "")
     grown = len(after) - len(before)
     return f"{len(after)} keys" + (f" (+{grown})" if grown else "")
 

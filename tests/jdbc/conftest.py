@@ -18,7 +18,7 @@ def pg() -> Iterator[Any]:
     """The server (initdb + start ≈ 3 s), stopped and deleted after the session."""
     pytest.importorskip("pgserver", reason="needs pgserver (pip install -e '.[test]')")
     pytest.importorskip("psycopg", reason="needs psycopg (pip install -e '.[test]')")
-    from jdbc.pg_server import PASSWORD, LocalPostgres
+    from gobblin_py.demo.pg_server import PASSWORD, LocalPostgres
 
     os.environ[PASSWORD_ENV] = PASSWORD  # the CLI children inherit it
     with LocalPostgres() as server:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jdbc.jdbc_jobs import PASSWORD_ENV, jdbc_job, run_job
-from jdbc.pg_server import PASSWORD, free_port
+from gobblin_py.demo.pg_server import PASSWORD, free_port
 
 TABLE = {"table": "public.t", "watermark_column": "updated", "primary_key": "id"}
 

@@ -12,7 +12,7 @@ import pytest
 from gobblin_py.testing.crash import SIGKILLED, cli
 
 from jdbc.jdbc_jobs import jdbc_job
-from jdbc.pg_server import PASSWORD
+from gobblin_py.demo.pg_server import PASSWORD
 from support.jobs import write_job
 
 pytest.importorskip("pyiceberg")

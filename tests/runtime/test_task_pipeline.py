@@ -177,3 +177,5 @@ def test_the_summary_shows_watermarks_in_one_short_line() -> None:
     jdbc = {"high": "2026-01-05T10:00:00.123456",
             "done.1": "(2026-01-05T10:00:00.123456, 2026-01-05T11:00:00.000000] planned at high=2026-01-05T10:00:00.123456"}
     assert watermark_summary({}, jdbc) == "high=2026-01-05T10:00:00.123456 (+1 more)"
+    ranges = {"high": 125, **{f"done.{i}": f"({i * 125}, {i * 125 + 125}] planned at high=none" for i in (1, 2, 3)}}
+    assert watermark_summary({}, ranges) == "high=125 (+3 more)"

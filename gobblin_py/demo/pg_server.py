@@ -1,33 +1,37 @@
-"""A real PostgreSQL 16 (the binaries of the `pgserver` wheel) on a free 127.0.0.1 port, with password
-authentication, for the JDBC source's tests and benchmark. As root it runs as the unprivileged `pgserver`
-user (PostgreSQL refuses to run as root)."""
+"""A real PostgreSQL 16 (the binaries of the `pgserver` wheel, the `demo` extra) on a free 127.0.0.1 port, with
+password authentication: `gobblin-py demo postgres`, and the JDBC source's tests and benchmark. As root it runs as the
+unprivileged `pgserver` user (PostgreSQL refuses to run as root).
+
+Our own start-up rather than `pgserver.get_server`: that one listens on a Unix socket with trust authentication,
+and the JDBC source connects over TCP with a password, as it does to a real server."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from gobblin_py.demo.broker import free_port
+
+__all__ = ["PASSWORD", "USER", "LocalPostgres", "free_port"]
+
 USER = "gobblin"
 PASSWORD = "s3cret-pw-not-in-messages"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocalPostgres:
     """`with LocalPostgres() as pg:` a started server; `pg.url(db)` without the password, `pg.connect(db)`."""
 
     def __init__(self) -> None:
-        from pgserver._commands import POSTGRES_BIN_PATH
+        import warnings
+
+        with warnings.catch_warnings():  # platformdirs warns of an unset XDG_RUNTIME_DIR (a container): not ours to say
+            warnings.simplefilter("ignore")
+            from pgserver._commands import POSTGRES_BIN_PATH
 
         self.bin = Path(POSTGRES_BIN_PATH)
         self.port = free_port()

@@ -1,0 +1,32 @@
+"""`gobblin-py demo postgres` works from a plain install: it starts PostgreSQL, fills its table, writes its own job
+(nothing of the checkout's jobs/ or tests/), runs it once and every row is in the output exactly once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from support.jobs import REPO
+
+from gobblin_py.testing.outputs import read_avro_dir
+
+pytestmark = pytest.mark.postgres
+
+
+def test_the_postgres_demo_runs_its_job_once_from_a_directory_outside_the_checkout(tmp_path: Path) -> None:
+    pytest.importorskip("pgserver", reason="needs pgserver (pip install -e '.[demo]')")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GOBBLIN_PY_DEFAULTS")}
+    env["PYTHONPATH"] = str(REPO)  # the package only: tests/support is not importable from the child
+    done = subprocess.run([sys.executable, "-m", "gobblin_py.cli.main", "demo", "postgres", "--dir", "demo", "--once",
+                           "--rows", "300"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "table orders: 300 orders" in done.stdout and "Warning" not in done.stderr
+    assert any(line.split()[:4] == ["orders", "committed", "300", "300"] for line in done.stdout.splitlines()), done.stdout
+    ids = Counter(r["id"] for r in read_avro_dir(tmp_path / "demo" / "output" / "orders"))
+    assert len(ids) == 300 and set(ids.values()) == {1}
+    job = (tmp_path / "demo" / "postgres-demo.yaml").read_text()
+    assert "password_env: DEMO_PG_PASSWORD" in job
