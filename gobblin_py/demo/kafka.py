@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -98,9 +99,10 @@ def produce(bootstrap: str, maker: EventMaker, per_partition: int) -> int:
                for topic in TOPICS)
 
 
-def run_job(job: Path) -> int:
-    """One `gobblin-py run` of the demo job in a child process, its output on ours; its exit code."""
-    return subprocess.run([sys.executable, "-m", "gobblin_py.cli.main", "run", str(job)], check=False).returncode
+def run_job(job: Path, env: dict[str, str] | None = None) -> int:
+    """One `gobblin-py run` of a demo's job in a child process (`env` added to ours), its output on ours; its exit code."""
+    return subprocess.run([sys.executable, "-m", "gobblin_py.cli.main", "run", str(job)],
+                          env={**os.environ, **(env or {})}, check=False).returncode
 
 
 def demo(options: DemoOptions, say: Callable[[str], None] = print) -> int:

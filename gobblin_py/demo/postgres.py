@@ -7,8 +7,6 @@ extracts the row versions written since the last one, exactly once.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -18,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from gobblin_py.demo.kafka import run_job
 from gobblin_py.demo.pg_server import PASSWORD, LocalPostgres
 
 DATABASE = "shop"
@@ -74,12 +73,6 @@ def write_job(directory: Path, url: str) -> Path:
     return path
 
 
-def run_job(job: Path) -> int:
-    """One `gobblin-py run` of the demo job in a child process, its output on ours; its exit code."""
-    env = {**os.environ, PASSWORD_ENV: PASSWORD}
-    return subprocess.run([sys.executable, "-m", "gobblin_py.cli.main", "run", str(job)], env=env, check=False).returncode
-
-
 def demo(options: DemoOptions, say: Callable[[str], None] = print) -> int:
     """Start PostgreSQL, fill the table, run the job once, then (unless `once`) write orders until stopped; the run's
     exit code."""
@@ -91,7 +84,7 @@ def demo(options: DemoOptions, say: Callable[[str], None] = print) -> int:
         say(f"PostgreSQL 16 on {server.host}:{server.port} (deleted when the demo stops); database {DATABASE}, table "
             f"{TABLE}: {options.rows} orders")
         say(f"running: {PASSWORD_ENV}={PASSWORD} gobblin-py run {job}")
-        code = run_job(job)
+        code = run_job(job, {PASSWORD_ENV: PASSWORD})
         say(f"output: {directory / 'output'} (Avro, one directory per table)")
         if options.once:
             return code
