@@ -52,6 +52,10 @@ class BatchExtractor(Extractor):
     def records_of(self, batch: RawBatch) -> Iterator[Record]:
         """The row path of one batch: its decoded records, with `location()` at each and bad values rejected."""
 
+    def columnar_path(self) -> None:
+        """Told before `read_batches` when the task takes the columnar path: an extractor whose batches can come
+        straight from a native Arrow reader may switch to it (its `records_of` must still take any batch)."""
+
     makes_arrow: bool = False
     """True for an extractor whose `to_arrow` turns its own batches into Arrow (a task without converters)."""
 

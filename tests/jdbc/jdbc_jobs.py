@@ -48,10 +48,11 @@ def read_with_apache_avro(output: Path) -> tuple[list[dict[str, Any]], Any]:
     return rows, schema
 
 
-def run_both_paths(tmp: Path, make_job: Callable[[Path], dict[str, Any]],
-                   dataset: str) -> tuple[dict[bool, JobResult], dict[bool, dict[str, bytes]]]:
-    """Run in-process the job `make_job(folder)` gives, with `job.columnar` on and off, each in a folder of its own
-    under `tmp`: per setting, the succeeded JobResult and the dataset's published Avro files (path → bytes)."""
+def run_both_paths(tmp: Path, make_job: Callable[[Path], dict[str, Any]], dataset: str,
+                   reader: str = "rows", suffix: str = ".avro") -> tuple[dict[bool, JobResult], dict[bool, dict[str, bytes]]]:
+    """Run in-process the job `make_job(folder)` gives, with `job.columnar` on (reading with `source.reader`) and off,
+    each in a folder of its own under `tmp`: per setting, the succeeded JobResult and the dataset's published files
+    (path → bytes)."""
     from gobblin_py.config import load_job
     from gobblin_py.runtime.executors.in_process import InProcessExecutor
     from gobblin_py.runtime.runner import JobRunner
@@ -64,10 +65,11 @@ def run_both_paths(tmp: Path, make_job: Callable[[Path], dict[str, Any]],
         folder.mkdir()
         job = make_job(folder)
         job["job"]["columnar"] = columnar
+        job["source"]["reader"] = reader if columnar else "rows"
         results[columnar] = JobRunner(load_job(write_job(folder, job)), InProcessExecutor()).run()
         assert results[columnar].succeeded, results[columnar].error
         out = folder / "output" / dataset
-        outputs[columnar] = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.avro"))}
+        outputs[columnar] = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob(f"*{suffix}"))}
     return results, outputs
 
 

@@ -89,3 +89,49 @@ def test_without_psycopg_the_job_says_what_to_install(tmp_path: Path, pg, table)
     code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [TABLE]), env={"PYTHONPATH": str(blocker)})
     assert code == 2, text
     assert "the jdbc source needs psycopg 3: pip install 'gobblin-py[jdbc]'" in text
+
+
+SLOW_VIEW = """CREATE FUNCTION slow(i int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS 'BEGIN PERFORM pg_sleep(0.05); RETURN i; END';
+CREATE VIEW v AS SELECT id, updated, slow(id) AS x FROM t"""
+VIEW = {"table": "public.v", "watermark_column": "updated", "primary_key": "id"}
+
+
+@pytest.fixture
+def slow_view(pg, table) -> str:
+    """A view whose column `x` takes 50 ms a row to read (5 s for the 100 rows); planning never reads it."""
+    with pg.connect(table) as conn:
+        conn.execute(SLOW_VIEW)
+    return table
+
+
+@pytest.mark.parametrize("reader", ["rows", "native"])
+def test_a_read_cancelled_by_the_timeout_names_the_range_and_the_setting(tmp_path: Path, pg, slow_view, reader) -> None:
+    job = jdbc_job(tmp_path, pg, slow_view, [VIEW], statement_timeout="1s", partitions=1, reader=reader)
+    code, text = _run(tmp_path, job)
+    assert code == 1, text
+    assert "table public.v: reading (None, 100] was cancelled after statement_timeout 1s; raise source.statement_timeout" in text
+
+
+@pytest.mark.parametrize("reader", ["rows", "native"])
+def test_a_connection_ended_by_the_server_mid_read_is_named_and_nothing_committed(tmp_path: Path, pg, slow_view,
+                                                                                 reader) -> None:
+    import threading
+
+    def terminate() -> None:  # as an operator's pg_terminate_backend, or a failover, would
+        with pg.connect(slow_view) as admin:
+            for _ in range(100):
+                ended = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                                      "application_name = 'gobblin-py' AND state = 'active' AND now() - query_start > "
+                                      "interval '0.5 s'").fetchone()[0]  # the read: planning's queries are quick
+                if ended:
+                    return
+                threading.Event().wait(0.1)
+
+    killer = threading.Thread(target=terminate)
+    killer.start()
+    job = jdbc_job(tmp_path, pg, slow_view, [VIEW], partitions=1, reader=reader)
+    code, text = _run(tmp_path, job)
+    killer.join()
+    assert code != 0, text
+    assert f"lost the connection to PostgreSQL 127.0.0.1:{pg.port} reading public.v (None, 100]" in text
+    assert not (tmp_path / "output").exists() or not list((tmp_path / "output").rglob("*.avro"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,19 @@ def test_a_column_added_upstream_is_read_from_then_on_and_reported(tmp_path: Pat
     with pg.connect(db) as conn:
         conn.execute("ALTER TABLE orders DROP COLUMN note")
     assert "public.orders: column(s) note no longer in public.orders" in run()
+
+
+def test_a_small_tables_first_load_is_estimated_from_the_catalog_and_stays_in_the_driver(tmp_path: Path, pg, db) -> None:
+    """20,000 rows: 1 KiB a row (nothing known yet) would send them to Spark; the table's own size keeps them here."""
+    with pg.connect(db) as conn:
+        _create_orders(conn)
+        conn.execute("INSERT INTO orders SELECT i, i, 'x', now() - interval '1 day' + i * interval '1 second' "
+                     "FROM generate_series(1, 20000) i")
+        table_bytes = conn.execute("SELECT pg_table_size('orders')").fetchone()[0]
+    write_job(tmp_path, jdbc_job(tmp_path, pg, db, [ORDERS]))
+    shown = run_cli("plan", "job.yaml", "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    planned = json.loads(shown.stdout)
+    assert planned["runs_in"] == "driver"
+    total = sum(w["estimated_bytes"] for t in planned["tasks"] for w in t["workunits"])
+    assert 0.9 * table_bytes <= total <= 1.1 * table_bytes < 20000 * 1024

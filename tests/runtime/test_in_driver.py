@@ -10,7 +10,7 @@ import pytest
 
 from gobblin_py.api import MultiWorkUnit, SourceState, WorkUnit
 from gobblin_py.builtin.sources.files.source import FilesSource
-from gobblin_py.builtin.sources.jdbc.source import JdbcSource
+from gobblin_py.builtin.sources.jdbc.source import JdbcSource, catalog_row_bytes
 from gobblin_py.builtin.sources.kafka.source import KafkaSource
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError
@@ -139,3 +139,12 @@ def test_jdbc_estimates_planned_rows_times_the_tables_last_bytes_per_row() -> No
     stats = {"public.t": {"high": {"records": 900, "bytes": 90_000, "seconds": 1.0},
                           "low": {"records": 100, "bytes": 10_000, "seconds": 1.0}}}
     assert source.estimated_bytes(wu, SourceState({}, stats)) == 2000 * 100.0
+    wu.props["catalog_row_bytes"] = 130.0  # a first load: the table's size in the catalog
+    assert source.estimated_bytes(wu, SourceState({})) == 2000 * 130.0
+    assert source.estimated_bytes(wu, SourceState({}, stats)) == 2000 * 100.0  # what was written wins
+
+
+def test_jdbc_bytes_per_row_from_the_catalog_fall_back_to_the_planned_rows_before_any_analyze() -> None:
+    assert catalog_row_bytes((1_300_000.0, 10_000.0), 9_000) == 130.0
+    assert catalog_row_bytes((1_300_000.0, -1.0), 10_000) == 130.0  # reltuples -1: never vacuumed or analyzed
+    assert catalog_row_bytes(None, 10_000) is None and catalog_row_bytes((0.0, 0.0), 10) is None

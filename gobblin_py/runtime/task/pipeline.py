@@ -452,6 +452,7 @@ class _Pipeline:
         record by record."""
         convert = steps[0].converter.convert_batch if steps else extractor.to_arrow  # type: ignore[attr-defined]
         write_batch = branch.writer.write_batch  # type: ignore[attr-defined]
+        extractor.columnar_path()
         for batch in extractor.read_batches():
             arrow = convert(batch)
             if arrow is not None and write_batch(arrow):

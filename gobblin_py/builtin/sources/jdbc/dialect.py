@@ -76,6 +76,11 @@ class TableQueries(ABC):
         """Rows (under `where`) whose watermark is ±infinity: in no range (the database has no such value: none)."""
         return 0
 
+    def table_size(self, conn: Any) -> tuple[float, float] | None:
+        """(bytes, rows) of the whole table as the database's catalog keeps them (no scan; rows ≤ 0: not counted yet),
+        for a first load's estimate; None when the catalog does not say."""
+        return None
+
     @abstractmethod
     def select(self, r: Range) -> tuple[Any, list[Any]]:
         """The extraction query of one sub-range `(lo, hi]`, ordered by watermark and primary key."""
@@ -152,6 +157,19 @@ class Dialect(ABC):
         """The rows of `query`, a round trip of a streaming cursor (`fetch_rows` rows) at a time: never the whole
         result in memory."""
 
+    native_install = "this database has no native reader here: give reader auto or rows"
+    """What to install for `reader: native` (a ConfigError when it is missing)."""
+
+    def native_reader_installed(self) -> bool:
+        """Whether this database's native Arrow reader can be imported here (`reader: auto` then uses it)."""
+        return False
+
+    def read_arrow(self, conn: Any, s: JdbcSettings, query: Any, params: list[Any]) -> Iterator[Any]:
+        """Hook: the rows of `query` read straight into Arrow by the database's native reader, as `pyarrow.RecordBatch`es
+        of the reader's own types and sizes (`rebatch` cuts them); called only where `native_reader_installed`.
+        `conn` is the task's driver connection (to render the query), the reader opens its own."""
+        raise NotImplementedError(f"{self.name} has no native reader")
+
     @abstractmethod
     def failure(self, exc: BaseException) -> Failure | None:
         """What a driver exception means; None when `exc` is not the driver's."""
@@ -224,3 +242,23 @@ def unreachable(s: JdbcSettings, text: str, in_task: bool) -> Exception:
     run's other tasks give up on the database at once."""
     message = f"cannot connect to {s.endpoint}, database {s.database}: {text}"
     return UnreachableError(message, s.endpoint, REMEDY) if in_task else SourceError(f"{message}. {REMEDY}")
+
+
+def rebatch(batches: Iterator[Any], rows: int) -> Iterator[Any]:
+    """Arrow record batches of exactly `rows` rows (the last one shorter), whatever sizes `batches` come in: a native
+    reader's batches cut as the row stream's round trips are, so both paths hand the writer the same batches."""
+    import pyarrow as pa
+
+    held: list[Any] = []
+    count = 0
+    for batch in batches:
+        while batch.num_rows:
+            take = min(rows - count, batch.num_rows)
+            held.append(batch.slice(0, take))
+            count += take
+            batch = batch.slice(take)
+            if count == rows:
+                yield held[0] if len(held) == 1 else pa.Table.from_batches(held).combine_chunks().to_batches()[0]
+                held, count = [], 0
+    if count:
+        yield held[0] if len(held) == 1 else pa.Table.from_batches(held).combine_chunks().to_batches()[0]

@@ -1,10 +1,16 @@
 """Reads one sub-range `(lo, hi]` of a table through the dialect's streaming cursor (PostgreSQL server-side, MySQL
 unbuffered), `fetch_rows` rows per round trip, ordered by watermark and primary key: never the whole range in memory.
-Each round trip is a batch: on the columnar path its rows become one Arrow record batch (`to_arrow`)."""
+Each round trip is a batch: on the columnar path its rows become one Arrow record batch (`to_arrow`).
+
+On the columnar path with a native reader (`reader: auto|native`), the rows come as Arrow record batches of the
+driver's types, cut to `fetch_rows` rows, and `to_arrow` casts them to the schema's Arrow mapping; a batch a cast
+refuses (a NaN numeric, a timestamp past year 9999) takes the row path from the same values as Python rows, equal to
+what the row driver gives, so the writer accepts or refuses each row as it would on that path."""
 
 from __future__ import annotations
 
 import logging
+from decimal import Decimal
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +18,7 @@ from gobblin_py.api import TaskContext, WorkUnit
 from gobblin_py.api.batches import ROW_VALUES, BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.jdbc.ranges import Range, decode
-from gobblin_py.builtin.sources.jdbc.dialect import REMEDY, Failure, timeout_error
+from gobblin_py.builtin.sources.jdbc.dialect import REMEDY, Failure, rebatch, timeout_error
 from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 
@@ -39,6 +45,7 @@ class JdbcExtractor(BatchExtractor):
         self.last: Record | None = None
         self.rows = 0
         self._arrow_schema: Any = None
+        self.native = False  # set when the task takes the columnar path and the native reader may serve it
 
     def get_schema(self) -> Schema:
         return self.workunit.props["avro_schema"]
@@ -53,14 +60,25 @@ class JdbcExtractor(BatchExtractor):
         keys = ", ".join(f"{k}={self.last.get(k)!r}" for k in t.key_columns)
         return f"{self.table} row {self.rows} ({t.watermark_column}={self.last.get(t.watermark_column)!s}, {keys})"
 
+    def columnar_path(self) -> None:
+        self.native = self.settings.reader != "rows" and self.dialect.native_reader_installed()
+
     def read_batches(self) -> Iterator[RawBatch]:
         s = self.settings
         self.conn = conn = self.dialect.connect(s, in_task=True)
         query, params = self.queries.select(self.range)
         names = self.workunit.props["columns"]
-        batches = self.dialect.stream(conn, query, params, s.fetch_rows, f"gobblin_{self.workunit.id[-32:]}", names,
-                                      self.workunit.props.get("casts") or {})
         try:
+            if self.native:
+                log.debug("%s: read by %s's native reader", self.location(), self.dialect.name)
+                for arrow in rebatch(self.dialect.read_arrow(conn, s, query, params), s.fetch_rows):
+                    before = self.rows
+                    yield RawBatch("arrow", arrow)
+                    self.rows = before + arrow.num_rows
+                    self.last = _last_row(arrow)
+                return
+            batches = self.dialect.stream(conn, query, params, s.fetch_rows, f"gobblin_{self.workunit.id[-32:]}", names,
+                                          self.workunit.props.get("casts") or {})
             for rows in batches:
                 before = self.rows
                 yield RawBatch("rows", rows)
@@ -73,6 +91,9 @@ class JdbcExtractor(BatchExtractor):
             raise self._read_error(failure, exc) from None
 
     def records_of(self, batch: RawBatch) -> Iterator[Record]:
+        if batch.format == "arrow":
+            yield from self._native_records(batch.values)
+            return
         names = self.workunit.props["columns"]
         for row in batch.values:
             record = dict(zip(names, row))
@@ -80,15 +101,36 @@ class JdbcExtractor(BatchExtractor):
             self.rows += 1
             yield record
 
+    def _native_records(self, arrow: Any) -> Iterator[Record]:
+        """A native batch's rows as the row driver gives them: numerics as Decimals; a value Python cannot hold (a
+        timestamp past year 9999) is the SourceError the row driver's refusal would be."""
+        decimals = [f.name for f in self._schema() if _is_decimal(f.type)]
+        try:
+            records = arrow.to_pylist()
+        except (OverflowError, ValueError) as exc:
+            raise self._read_error(Failure.BAD_VALUE, exc) from None
+        for record in records:
+            for name in decimals:
+                if record[name] is not None:
+                    record[name] = Decimal(record[name])
+            self.last = record
+            self.rows += 1
+            yield record
+
+    def _schema(self) -> Any:
+        if self._arrow_schema is None:
+            self._arrow_schema = _arrow_schema(self.get_schema())
+        return self._arrow_schema
+
     def to_arrow(self, batch: RawBatch) -> Any | None:
         """The batch's rows as one Arrow record batch of the schema's Arrow mapping, each value converted by
         pyarrow as the Avro writer would encode it; None when pyarrow refuses one (an int out of range, a decimal
         with more digits than its scale): the row path then refuses or writes that row itself."""
         import pyarrow as pa
 
-        schema = self._arrow_schema
-        if schema is None:
-            schema = self._arrow_schema = _arrow_schema(self.get_schema())
+        schema = self._schema()
+        if batch.format == "arrow":
+            return _conform(batch.values, schema)
         columns = list(zip(*batch.values))
         try:
             arrays = [pa.array(values, type=field.type, from_pandas=False) for values, field in zip(columns, schema)]
@@ -130,3 +172,45 @@ def _arrow_schema(avro_schema: dict[str, Any]) -> Any:
 
     schema = ArrowMapping(avro_schema).schema
     return pa.schema([f.with_metadata({ROW_VALUES: b"datetime"}) if pa.types.is_timestamp(f.type) else f for f in schema])
+
+
+def _is_decimal(t: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_decimal(t))
+
+
+def _last_row(arrow: Any) -> Record | None:
+    """The batch's last row, for `location()`; None when Python cannot hold one of its values."""
+    try:
+        return arrow.slice(arrow.num_rows - 1).to_pylist()[0] if arrow.num_rows else None
+    except (OverflowError, ValueError):
+        return None
+
+
+def _conform(arrow: Any, schema: Any) -> Any | None:
+    """A native reader's batch cast to the schema's Arrow mapping (smallint → int32, numeric text → decimal, timestamp →
+    UTC micros); None when a value does not cast exactly (NaN, a scale it would lose, a NULL in a NOT NULL field)
+    or holds a time Python cannot (the row path then decides as it would)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrays = []
+    try:
+        for column, field in zip(arrow.columns, schema):
+            if isinstance(column.type, pa.ExtensionType):
+                column = column.storage  # numeric, uuid, json: their text
+            if column.type != field.type:
+                column = column.cast(field.type, safe=True)
+            if pa.types.is_timestamp(field.type) and column.null_count < len(column):
+                low, high = pc.min_max(column).values()
+                if not (_PY_MIN_US <= low.cast(pa.int64()).as_py() and high.cast(pa.int64()).as_py() <= _PY_MAX_US):
+                    return None
+            arrays.append(column)
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return None
+
+
+_PY_MIN_US = -62135596800 * 1_000_000  # 0001-01-01T00:00:00, Python's datetime.min, in microseconds since 1970
+_PY_MAX_US = 253402300799 * 1_000_000 + 999_999  # 9999-12-31T23:59:59.999999

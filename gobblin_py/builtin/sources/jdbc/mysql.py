@@ -217,6 +217,12 @@ class MySqlQueries(TableQueries):
             tiles = cur.fetchall()
         return sum(int(n) for n, _ in tiles), inner_bounds(r, [top for _, top in tiles[:-1]])
 
+    def table_size(self, conn: Any) -> tuple[float, float] | None:
+        """information_schema's data_length and table_rows (InnoDB's estimates, from its statistics)."""
+        row = self._one(conn, "SELECT data_length, table_rows FROM information_schema.tables WHERE table_schema = %s "
+                              "AND table_name = %s", [self.schema_name, self.table_name])
+        return (float(row[0]), float(row[1] or 0)) if row is not None and row[0] is not None else None
+
     def count_nulls(self, conn: Any) -> int:
         return int(self._one(conn, f"SELECT COUNT(*) FROM {self.table} WHERE {self.wm} IS NULL{self.where}", [])[0])
 

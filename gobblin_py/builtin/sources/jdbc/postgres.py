@@ -1,13 +1,17 @@
 """PostgreSQL for the jdbc source, through psycopg 3: connect with `statement_timeout`, pg_catalog columns, the SQL
-(`percentile_disc` for the split), and rows streamed in binary format through a named server-side cursor."""
+(`percentile_disc` for the split), and rows streamed in binary format through a named server-side cursor; or, as
+the native reader, the ADBC PostgreSQL driver's `COPY … (FORMAT binary)` decoded straight into Arrow in C."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gobblin_py.builtin.sources.jdbc.bounds import Bound, time_bound
-from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, TableQueries, inner_bounds)
+from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, TableQueries, inner_bounds,
+                                                     read_password)
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import WATERMARK_KINDS, Column, read_columns
 from gobblin_py.errors import ConfigError
@@ -67,7 +71,38 @@ class PostgresDialect(Dialect):
                     return
                 yield batch
 
+    native_install = "reader native needs the ADBC PostgreSQL driver: pip install 'gobblin-py[jdbc]'"
+
+    def native_reader_installed(self) -> bool:
+        return importlib.util.find_spec("adbc_driver_postgresql") is not None
+
+    def read_arrow(self, conn: Any, s: JdbcSettings, query: Any, params: list[Any]) -> Iterator[Any]:
+        import psycopg
+        from adbc_driver_postgresql import dbapi
+        from psycopg.conninfo import make_conninfo
+
+        # the parameters rendered as literals by psycopg's own quoting: ADBC reads a query without parameters by COPY
+        text = psycopg.ClientCursor(conn).mogrify(query, params)
+        info = make_conninfo(s.url, password=read_password(s), connect_timeout=s.connect_timeout_s,
+                             application_name="gobblin-py", options=f"-c statement_timeout={s.statement_timeout}")
+        with dbapi.connect(info) as native, native.cursor() as cur:
+            cur.execute(text)
+            reader = cur.fetch_record_batch()
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                except OSError as exc:  # the stream's error: libpq's message, without its SQLSTATE
+                    raise NativeReadError(_stream_failure(str(exc)), str(exc)) from None
+                yield batch
+
     def failure(self, exc: BaseException) -> Failure | None:
+        if isinstance(exc, NativeReadError):
+            return exc.failure
+        adbc = _adbc_failure(exc)
+        if adbc is not None:
+            return adbc
         import psycopg
 
         if isinstance(exc, psycopg.errors.QueryCanceled):
@@ -91,6 +126,48 @@ class PostgresDialect(Dialect):
         except psycopg.Error:
             pass  # the connection is lost: closing it is all there is left to do
         conn.close()
+
+
+class NativeReadError(Exception):
+    """The native reader's stream failed mid-read; `failure` says how (what the SQLSTATE would have said)."""
+
+    def __init__(self, failure: Failure, text: str) -> None:
+        super().__init__(text.removeprefix("[libpq] ").replace("Execution error [PGRES_FATAL_ERROR]: ", "")
+                         .replace("ERROR:  ", "").strip())
+        self.failure = failure
+
+
+STREAM_FAILURES = (("canceling statement due to statement timeout", Failure.TIMEOUT),
+                   ("does not exist", Failure.UNKNOWN_COLUMN),
+                   ("terminating connection", Failure.CONNECTION_LOST),
+                   ("server closed the connection", Failure.CONNECTION_LOST),
+                   ("connection", Failure.CONNECTION_LOST),
+                   ("out of range", Failure.BAD_VALUE),
+                   ("invalid input", Failure.BAD_VALUE))
+"""An Arrow stream's error carries libpq's message but not its SQLSTATE: the failure by the server's own words."""
+
+
+def _stream_failure(text: str) -> Failure:
+    lowered = text.lower()
+    return next((failure for words, failure in STREAM_FAILURES if words in lowered), Failure.OTHER)
+
+
+def _adbc_failure(exc: BaseException) -> Failure | None:
+    """What an ADBC driver exception means, by its SQLSTATE (or, without one, its status: IO is a lost connection);
+    None when `exc` is not ADBC's."""
+    manager = sys.modules.get("adbc_driver_manager")
+    if manager is None or not isinstance(exc, manager.Error):
+        return None
+    state = getattr(exc, "sqlstate", None) or ""
+    if state == "57014":
+        return Failure.TIMEOUT
+    if state in ("42703", "42P01"):
+        return Failure.UNKNOWN_COLUMN
+    if state.startswith("08") or state.startswith("57P") or exc.status_code == manager.AdbcStatusCode.IO:
+        return Failure.CONNECTION_LOST
+    if state.startswith("22"):
+        return Failure.BAD_VALUE
+    return Failure.OTHER
 
 
 class PostgresQueries(TableQueries):
@@ -165,6 +242,13 @@ class PostgresQueries(TableQueries):
         query = self.sql.SQL("SELECT count(*) FROM {t} WHERE ({wm} = 'infinity' OR {wm} = '-infinity'){where}").format(
             t=self.table, wm=self.wm, where=self.where)
         return int(conn.execute(query, []).fetchone()[0])  # params given: `%%` in where is read as `%`
+
+    def table_size(self, conn: Any) -> tuple[float, float] | None:
+        """pg_table_size (heap and TOAST, no indexes) and pg_class.reltuples (-1 before the first VACUUM/ANALYZE)."""
+        query = self.sql.SQL("SELECT pg_table_size(c.oid)::float8, c.reltuples::float8 FROM pg_class c "
+                             "WHERE c.oid = to_regclass(%s)")
+        row = conn.execute(query, [self.table.as_string(conn)]).fetchone()
+        return (row[0], row[1]) if row is not None and row[0] is not None else None
 
     def select(self, r: Range) -> tuple[Any, list[Any]]:
         sql, t = self.sql, self.settings

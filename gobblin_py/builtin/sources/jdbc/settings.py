@@ -72,7 +72,13 @@ class JdbcSettings(Settings):
     tables: list[TableSettings] = Field(min_length=1, description="the tables to extract, one dataset each")
     partitions: int = Field(default=4, ge=1, description="sub-ranges (tasks) per table and run")
     max_workunits: int = Field(default=64, ge=1, description="sub-ranges are packed into at most this many tasks")
-    fetch_rows: int = Field(default=10_000, ge=1, description="rows per round trip of the server-side cursor")
+    fetch_rows: int = Field(default=10_000, ge=1, description="rows per round trip of the server-side cursor (per batch "
+                                                               "of the native reader)")
+    reader: Literal["auto", "native", "rows"] = Field(
+        default="auto", description="how a task reads its rows: native reads them straight into Arrow in the database "
+                                    "client's native code (PostgreSQL: the ADBC driver's binary COPY, the jdbc extra) "
+                                    "when the task writes columnar; rows reads them as Python rows (psycopg, pymysql); "
+                                    "auto is native where the database has a native reader installed")
     statement_timeout: str | int = Field(default="15min", description="timeout of every query: 300ms, 30s, 15min (0: none)")
     connect_timeout_s: int = Field(default=10, ge=1, description="seconds to wait for a connection to the database")
     null_watermark: Literal["warn", "report"] = Field(
@@ -102,6 +108,8 @@ class JdbcSettings(Settings):
         if self.password_env is not None and self.password_env not in os.environ:
             raise ValueError("password_env: the environment variable it names is not set (its value is not repeated: it must be "
                              "the variable's name, not the password)")
+        if self.reader == "native" and not dialect.native_reader_installed():
+            raise ValueError(f"reader native: {dialect.native_install}")
         names = [t.table for t in self.tables]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:

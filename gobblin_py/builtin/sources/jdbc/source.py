@@ -97,9 +97,13 @@ class JdbcSource(Source):
         return worst_fit_decreasing(units, s.max_workunits, lambda u: self.estimated_bytes(u, state))
 
     def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
-        """Estimated rows × the table's bytes per row of its last extraction (1 KiB when unknown)."""
+        """Estimated rows × the table's bytes per row: of its last extraction, else the catalog's (a first load),
+        else 1 KiB."""
         last = [v for v in state.key_stats(workunit.dataset).values() if v.get("records")]
-        per_row = sum(v["bytes"] for v in last) / sum(v["records"] for v in last) if last else 1024.0
+        if last:
+            per_row = sum(v["bytes"] for v in last) / sum(v["records"] for v in last)
+        else:
+            per_row = float(workunit.props.get("catalog_row_bytes") or 1024.0)
         return float(workunit.props.get("estimated_rows", 0)) * per_row
 
     def _resolve(self, conn: Any, t: TableSettings, label: str) -> TablePlan:
@@ -168,11 +172,13 @@ class JdbcSource(Source):
         slots = done.free_slots()
         units: list[WorkUnit] = []
         ranges: list[Range] = []
+        planned = 0
         for r in [*holes, *([fresh] if fresh else [])]:
             rows, bounds = q.split(conn, r, parts)
             if r is fresh and rows == 0:
                 continue  # nothing new: no task, the watermark stays (the next run's range starts there)
             ranges.append(r)
+            planned += rows
             edges = [r.lo, *bounds, r.hi]
             for lo, hi in zip(edges, edges[1:]):
                 sub = Range(lo, hi)
@@ -180,6 +186,10 @@ class JdbcSource(Source):
                 units.append(self._workunit(plan, sub, key, done, schema, rows / (len(edges) - 1)))
         if not units:
             return []
+        if not any(v.get("records") for v in state.key_stats(plan.dataset).values()):
+            per_row = catalog_row_bytes(q.table_size(conn), planned)
+            for unit in units:
+                unit.props["catalog_row_bytes"] = per_row
         log.info("%s: extracting %s in %d work unit(s)", plan.where_label,
                  ", ".join(f"({encode(r.lo)}, {encode(r.hi)}]" for r in ranges), len(units))
         return units
@@ -232,6 +242,15 @@ class JdbcSource(Source):
         from gobblin_py.builtin.sources.jdbc.extractor import JdbcExtractor
 
         return JdbcExtractor(self.settings, workunit, context)
+
+
+def catalog_row_bytes(size: tuple[float, float] | None, planned: int) -> float | None:
+    """Bytes per row from the catalog's table size and row estimate (the planned rows when it has none yet: a table
+    not analyzed since its load); None when the catalog does not say."""
+    if size is None or size[0] <= 0:
+        return None
+    table_bytes, rows = size
+    return table_bytes / max(rows if rows > 0 else planned, 1)
 
 
 def planning_error(s: JdbcSettings, table: str, label: str, i: int, failure: Failure, exc: BaseException) -> Exception:
