@@ -19,6 +19,7 @@ from gobblin_py.config.loader import PACKAGE_CONF
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import JobError, spark_failure
 from gobblin_py.fs import Location
+from gobblin_py.runtime.executors.class_archive import java_options
 from gobblin_py.runtime.executors.base import ProgressCallback, SessionSource, in_driver_why, small_plan_bytes
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.executors.interrupt import raise_if_interrupted
@@ -78,6 +79,10 @@ class SparkExecutor:
         if not conf.contains("spark.driver.extraJavaOptions"):
             # the driver JVM only coordinates: C1 JIT and serial GC start it ~1 s sooner
             options = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+            if spark.class_archive:
+                import pyspark
+
+                options += java_options(pyspark.__version__)
             if not self.verbose and _LOG4J.is_file():
                 options.append(f"-Dlog4j2.configurationFile=file:{_LOG4J}")
             conf.set("spark.driver.extraJavaOptions", " ".join(options))
