@@ -246,14 +246,14 @@ def data_files(root: Path, suffix: str) -> list[Path]:
 
 @dataclass
 class Tool:
-    """One contender: the command for a fresh round directory (it may write files there first, a job file), how to
-    read back what it wrote, and any figures of its own (gobblin-py's phases)."""
+    """One contender: the command and environment for a fresh round directory (the command may write files there
+    first, a job file), how to read back what it wrote, and any figures of its own (gobblin-py's phases)."""
 
     name: str
     writes: str  # the format of its output, as the summary shows it
     command: Callable[[Path], list[str]]
     read_back: Callable[[Path], ReadBack]
-    env: dict[str, str] | None = None
+    env: Callable[[Path], dict[str, str]] | None = None
     details: Callable[[Path, Measured], dict[str, Any]] | None = None
     keep_last: bool = False  # keep the last round's directory (to run again on it)
 
@@ -273,7 +273,7 @@ def run_rounds(tools: list[Tool], rounds: int, expected: int, scratch: Path,
             d = round_dir(scratch, r, tool)
             d.mkdir(parents=True)
             server0 = server_cpu() if server_cpu else 0.0
-            m = measure(tool.command(d), d, env=tool.env, check=False)
+            m = measure(tool.command(d), d, env=tool.env(d) if tool.env else None, check=False)
             server = server_cpu() - server0 if server_cpu else 0.0
             entry: dict[str, Any] = {"round": r + 1, "wall_s": m.wall_s, "rows_per_s": expected / m.wall_s,
                                      "cpu_s": m.cpu_s, "peak_rss": m.peak_rss, "cpu_pressure": m.cpu_pressure,
