@@ -1,6 +1,6 @@
 """The tool a user would pick instead of gobblin-py for a PostgreSQL table → Parquet files: a dlt pipeline with the
 `sql_table` source on ConnectorX's backend (the table read in Rust into Arrow) into the `filesystem` destination,
-loader file format parquet, dlt's defaults otherwise.
+loader file format parquet, dlt's defaults otherwise (snappy; numeric as decimal128(38, 10)).
 
     DLT_DATA_DIR=/tmp/x/dlt RUNTIME__DLTHUB_TELEMETRY=false \\
         .venv/bin/python scripts/baseline_jdbc_dlt.py postgresql://user@127.0.0.1:5432/db public.bench OUT_DIR

@@ -1,7 +1,8 @@
 """The one-process pipeline a competent engineer writes for a PostgreSQL table → Parquet, which gobblin-py's jdbc
 source is measured against: ADBC's PostgreSQL driver streams the query's result as Arrow record batches
 (`cursor.fetch_record_batch()`, the binary COPY protocol underneath), each written as it comes by one
-`pq.ParquetWriter` (zstd, as gobblin-py's parquet writer) into one file.
+`pq.ParquetWriter` (zstd, as gobblin-py's parquet writer) into one file. The driver gives `numeric` as text (an
+Arrow extension type over strings), where gobblin-py and dlt write decimals.
 
     .venv/bin/python scripts/baseline_jdbc_to_parquet.py postgresql://user@127.0.0.1:5432/db public.bench out.parquet
 

@@ -49,7 +49,7 @@ def generate(directory: Path, records: int, files: int) -> int:
     """`records` events spread over `files` JSON-lines files (ids 0..N-1, each once); returns the bytes written."""
     directory.mkdir(parents=True)
     rng = random.Random(7)
-    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     per, size = -(-records // files), 0
     for f in range(files):
         lines = []
