@@ -41,7 +41,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_kafka  # noqa: E402  (its import puts the repo and tests/ on sys.path and binds Spark to 127.0.0.1)
-from bench_kafka import PARTITIONS, LocalBroker, create_topic, end_offsets, gobblin_job, run_measured  # noqa: E402
+from bench_kafka import PARTITIONS, LocalBroker, create_topic, end_offsets, gobblin_job  # noqa: E402
+from bench_common import process_tree, rss, run_measured  # noqa: E402
 
 from gobblin_py.state.store import StateStore  # noqa: E402
 from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
@@ -143,10 +144,10 @@ class Continuous:
     def _sample(self) -> None:
         while not self._stop.is_set():
             sums = {"driver": 0, "jvm": 0, "python_workers": 0}
-            for pid, cmd in bench_kafka._tree(self.proc.pid):
+            for pid, cmd in process_tree(self.proc.pid):
                 kind = "driver" if pid == self.proc.pid else "jvm" if "java" in cmd else "python_workers" if "python" in cmd else None
                 if kind:
-                    sums[kind] += bench_kafka._rss(pid)
+                    sums[kind] += rss(pid)
             self.samples.append((time.monotonic() - self.t0, sums))
             self._stop.wait(0.5)
 

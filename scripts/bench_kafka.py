@@ -1,13 +1,16 @@
-"""Benchmark: gobblin-py against the hand-written single-process pipeline, in one run.
+"""Benchmark: gobblin-py against the one-process pipeline a user would write instead, in one run.
 
     .venv/bin/python scripts/bench_kafka.py [--records 2000000] [--rounds 3] [--codec deflate] [--client kafka-python]
                                             [--sink avro|parquet|iceberg]
 
 Starts a local broker (Tansu, 127.0.0.1), produces N ~100-byte JSON events into 4 sealed partitions with
-confluent-kafka, then alternates, `rounds` times each: the baseline (scripts/baseline_kafka_to_avro.py) and
-`gobblin-py run` on local[2] from a fresh work directory. Prints records/s, the gobblin-py / baseline ratios
-(whole job, Spark start included; and the task phase alone), peak RSS of the driver and of the executors,
-the fixed cost of a run with no new data, and writes everything to scripts/results/bench_kafka-<N>-<client>-<sink>.json.
+confluent-kafka, then alternates, `rounds` times each: the baseline and `gobblin-py run` on local[2] from a fresh
+work directory. The baseline is scripts/baseline_kafka_to_avro.py (kafka-python → fastavro) for `--sink avro`, and
+scripts/baseline_kafka_to_parquet.py (confluent-kafka `consume` → orjson → pyarrow, one Parquet file) for parquet
+and iceberg. Both outputs are read back (fastavro, pyarrow): a run that loses or doubles a record is WRONG and never
+the fastest. Prints records/s, the baseline / gobblin-py ratios (above 1: gobblin-py is faster; whole job, Spark
+start included; and the task phase alone), peak RSS of the driver and of the executors, the fixed cost of a run with
+no new data, and writes everything to scripts/results/bench_kafka-<N>-<client>-<sink>.json.
 
 On a machine shared with other work the wall-time ratios swing with its load (two cores for the job against
 one for the script), so each run also gives the CPU time per record of both, which does not, the share of its
@@ -26,9 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -39,7 +40,9 @@ sys.path.insert(0, str(REPO / "tests"))  # the local broker is a test helper: te
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to 127.0.0.1 only
 
 from support.kafka_broker import LocalBroker, create_topic, end_offsets  # noqa: E402
-from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+from bench_common import (  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+    ReadBack, avro_read_back, cpu_seconds, data_files, measure, other_cores, parquet_read_back, pressure_text)
+from bench_results import save  # noqa: E402
 
 PARTITIONS = 4
 TOPIC = "bench"
@@ -82,167 +85,12 @@ def produce(bootstrap: str, n: int) -> dict[int, int]:
     return end_offsets(bootstrap, TOPIC)
 
 
-class TreeSampler:
-    """Peak RSS and CPU seconds of a process tree, split into the driver (the root), the JVM and the Python workers.
-    CPU is each process's user + system time as last sampled (every 0.1 s), so a process loses at most its last
-    0.1 s: the CPU per record it gives does not depend on how busy the machine is, where the wall time does."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.peak = {"driver": 0, "jvm": 0, "executors": 0}
-        self._cpu: dict[int, tuple[str, float]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> TreeSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def cpu(self) -> dict[str, float]:
-        """CPU seconds per part of the tree (driver, jvm, executors)."""
-        out = {"driver": 0.0, "jvm": 0.0, "executors": 0.0}
-        for kind, seconds in self._cpu.values():
-            out[kind] += seconds
-        return out
-
-    def _run(self) -> None:
-        while True:
-            tree = _tree(self.pid)
-            sums = {"driver": 0, "jvm": 0, "executors": 0}
-            for pid, cmd in tree:
-                kind = "driver" if pid == self.pid else "jvm" if "java" in cmd else "executors" if "python" in cmd else None
-                if kind is None:
-                    continue
-                sums[kind] += _rss(pid)
-                seconds = _cpu_seconds(pid)
-                if seconds is not None:
-                    self._cpu[pid] = (kind, seconds)
-            for k, v in sums.items():
-                self.peak[k] = max(self.peak[k], v)
-            if self._stop.wait(0.1):
-                return
-
-
-def cpu_pressure_us() -> int | None:
-    """Microseconds some runnable task of the machine waited for a CPU (Linux PSI), or None where not reported."""
-    try:
-        for line in open("/proc/pressure/cpu"):
-            if line.startswith("some"):
-                return int(line.rsplit("total=", 1)[1])
-    except (OSError, IndexError, ValueError):
-        pass
-    return None
-
-
-def _children() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            out.setdefault(ppid, []).append(int(d))
-    return out
-
-
-def _tree(root: int) -> list[tuple[int, str]]:
-    kids = _children()
-    todo, out = [root], []
-    while todo:
-        pid = todo.pop()
-        try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        out.append((pid, cmd))
-        todo.extend(kids.get(pid, []))
-    return out
-
-
-def _rss(pid: int) -> int:
-    try:
-        for line in open(f"/proc/{pid}/status"):
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used (to show what the broker costs)."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    try:
-        return cpu_seconds(pid)
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-@dataclass
-class Measured:
-    """One command's run: wall time, peak RSS and CPU seconds per part of its process tree, the share of the
-    wall time in which some task of the machine waited for a CPU (ours included; None where Linux has no PSI), and
-    the CPU the whole machine used meanwhile (what other work took of it is that less this tree's and the broker's)."""
-
-    wall_s: float
-    peak_rss: dict[str, int]
-    cpu_s: dict[str, float]
-    cpu_pressure: float | None
-    machine_busy_s: float  # CPU seconds every process of the machine used meanwhile, this tree's and the broker's included
-    done: subprocess.CompletedProcess[str]
-
-
-def machine_busy_s() -> float:
-    """CPU seconds all cores of the machine have been busy since boot (/proc/stat: all but idle and iowait)."""
-    ticks = [int(x) for x in open("/proc/stat").readline().split()[1:9]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def measure(cmd: list[str], cwd: Path) -> Measured:
-    pressure, busy = cpu_pressure_us(), machine_busy_s()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with TreeSampler(proc.pid) as sampler:
-        out, err = proc.communicate()
-    took = time.perf_counter() - t0
-    waited, busy = cpu_pressure_us(), machine_busy_s() - busy
-    done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{out}\n{err}")
-    share = (waited - pressure) / (took * 1e6) if pressure is not None and waited is not None else None
-    return Measured(took, sampler.peak, sampler.cpu, share, busy, done)
-
-
-def run_measured(cmd: list[str], cwd: Path) -> tuple[float, dict[str, int], subprocess.CompletedProcess[str]]:
-    """Wall time, peak RSS per part of the tree, and the finished process (see `measure` for CPU as well)."""
-    m = measure(cmd, cwd)
-    return m.wall_s, m.peak_rss, m.done
-
-
 SINKS = {
     "avro": None,  # the writer takes --codec
     "parquet": ({"class": "parquet"}, None),
     "iceberg": ({"class": "parquet"}, {"class": "iceberg", "table": "bench.{dataset}"}),
 }
 
-
-def _pressure(share: float | None) -> str:
-    return "" if share is None else f"cpu pressure {share:.0%}"
-
-
-def _other_cores(m: Measured, broker_cpu_s: float) -> float:
-    """Cores' worth of CPU the rest of the machine (other work, not this run or the broker) used during `m`."""
-    return max(0.0, m.machine_busy_s - sum(m.cpu_s.values()) - broker_cpu_s) / m.wall_s
 
 
 def gobblin_job(tmp: Path, bootstrap: str, codec: str, client: str, sink: str = "avro") -> Path:
@@ -268,6 +116,26 @@ def gobblin_job(tmp: Path, bootstrap: str, codec: str, client: str, sink: str = 
     return path
 
 
+# the one-process script a user would write instead, per sink: Avro files (kafka-python → fastavro), or one Parquet
+# file (confluent-kafka → orjson → pyarrow) for the Parquet sink and the Iceberg one (whose data files are Parquet)
+BASELINES = {"avro": "baseline_kafka_to_avro.py", "parquet": "baseline_kafka_to_parquet.py",
+             "iceberg": "baseline_kafka_to_parquet.py"}
+
+
+def baseline_command(sink: str, bootstrap: str, out: Path, ends_arg: str, codec: str) -> list[str]:
+    """The baseline's command line for `sink`, writing under `out`."""
+    script = str(REPO / "scripts" / BASELINES[sink])
+    if sink == "avro":
+        return [sys.executable, script, bootstrap, TOPIC, str(out), "--ends", ends_arg, "--codec", codec]
+    return [sys.executable, script, bootstrap, TOPIC, str(out / f"{TOPIC}.parquet"), "--ends", ends_arg]
+
+
+def read_back(root: Path, suffix: str) -> ReadBack:
+    """Rows and distinct ids of the data files under `root`."""
+    files = data_files(root, suffix)
+    return parquet_read_back(files) if suffix == ".parquet" else avro_read_back(files)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=2_000_000)
@@ -278,6 +146,7 @@ def main() -> int:
                     help="what gobblin-py writes: avro files (--codec), parquet files (zstd), or parquet into an iceberg table")
     args = ap.parse_args()
     py = sys.executable
+    suffix = ".avro" if args.sink == "avro" else ".parquet"
     figures: dict[str, list] = {"baseline": [], "gobblin": [], "no_new_data_s": []}
     with LocalBroker() as broker, tempfile.TemporaryDirectory(prefix="bench-kafka-") as scratch:
         create_topic(broker.bootstrap, TOPIC, PARTITIONS)
@@ -289,18 +158,18 @@ def main() -> int:
         for r in range(args.rounds):
             tmp = Path(scratch) / f"round{r}"
             broker_cpu = cpu_seconds(broker.pid)
-            m = measure([py, str(REPO / "scripts" / "baseline_kafka_to_avro.py"), broker.bootstrap, TOPIC,
-                         str(tmp / "baseline"), "--ends", ends_arg, "--codec", args.codec], REPO)
-            base = json.loads(m.done.stdout.strip().splitlines()[-1])
-            assert base["records"] == total, base
+            m = measure(baseline_command(args.sink, broker.bootstrap, tmp / "baseline", ends_arg, args.codec), REPO)
+            found = read_back(tmp / "baseline", suffix)
             base_broker = cpu_seconds(broker.pid) - broker_cpu
             took, rss = m.wall_s, m.peak_rss
-            other = _other_cores(m, base_broker)
+            other = other_cores(m, base_broker)
             figures["baseline"].append({"wall_s": took, "records_per_s": total / took, "peak_rss": rss, "broker_cpu_s": base_broker,
-                                        "cpu_s": m.cpu_s["driver"], "cpu_pressure": m.cpu_pressure, "other_work_cores": other})
+                                        "cpu_s": m.cpu_s["driver"], "cpu_pressure": m.cpu_pressure, "other_work_cores": other,
+                                        "rows": found.rows, "distinct_ids": found.distinct_ids, "verdict": found.verdict(total)})
             print(f"round {r + 1}: baseline  {took:6.2f}s  {total / took:9.0f} rec/s  rss {rss['driver'] / 2**20:.0f} MiB  "
                   f"broker cpu {base_broker:.1f}s  cpu {m.cpu_s['driver'] / total * 1e6:.2f} µs/record  "
-                  f"{_pressure(m.cpu_pressure)}, other work {other:.2f} cores", flush=True)
+                  f"{pressure_text(m.cpu_pressure)}, other work {other:.2f} cores; read back {found.rows} rows, "
+                  f"{found.distinct_ids} ids: {found.verdict(total)}", flush=True)
             broker_cpu = cpu_seconds(broker.pid)
 
             job = gobblin_job(tmp, broker.bootstrap, args.codec, args.client, args.sink)
@@ -308,7 +177,7 @@ def main() -> int:
             took, rss = m.wall_s, m.peak_rss
             run_state = json.loads(next((tmp / "work" / "state" / "bench" / "runs").glob("*.json")).read_text())["body"]
             written = sum(t["records_written"] for t in run_state["tasks"])
-            assert written == total, (written, total)
+            found = read_back(tmp / ("warehouse" if args.sink == "iceberg" else "output"), suffix)
             phases = run_state["phases"]
             gob_broker = cpu_seconds(broker.pid) - broker_cpu
             figures["gobblin"].append({"wall_s": took, "records_per_s": total / took, "tasks_s": phases["tasks"],
@@ -316,14 +185,16 @@ def main() -> int:
                                        "task_cpu_s": sum(t["duration_s"] for t in run_state["tasks"]),
                                        "records_columnar": sum(t.get("records_columnar", 0) for t in run_state["tasks"]),
                                        "cpu_s": m.cpu_s, "cpu_pressure": m.cpu_pressure,
-                                       "other_work_cores": _other_cores(m, gob_broker)})
+                                       "other_work_cores": other_cores(m, gob_broker), "records_written": written,
+                                       "rows": found.rows, "distinct_ids": found.distinct_ids, "verdict": found.verdict(total)})
             print(f"round {r + 1}: gobblin   {took:6.2f}s  {total / took:9.0f} rec/s  tasks {phases['tasks']:.2f}s  "
                   f"spark start {phases.get('executor_start', 0):.2f}s  commit {phases['commit']:.3f}s  "
                   f"rss driver {rss['driver'] / 2**20:.0f} MiB, jvm {rss['jvm'] / 2**20:.0f} MiB, "
                   f"executors {rss['executors'] / 2**20:.0f} MiB, broker cpu {gob_broker:.1f}s, "
                   f"sum of task times {figures['gobblin'][-1]['task_cpu_s']:.1f}s, cpu µs/record: "
-                  f"{', '.join(f'{k} {v / total * 1e6:.2f}' for k, v in m.cpu_s.items())}  {_pressure(m.cpu_pressure)}, "
-                  f"other work {figures['gobblin'][-1]['other_work_cores']:.2f} cores", flush=True)
+                  f"{', '.join(f'{k} {v / total * 1e6:.2f}' for k, v in m.cpu_s.items())}  {pressure_text(m.cpu_pressure)}, "
+                  f"other work {figures['gobblin'][-1]['other_work_cores']:.2f} cores; read back {found.rows} rows, "
+                  f"{found.distinct_ids} ids: {found.verdict(total)}", flush=True)
             t1 = time.perf_counter()
             subprocess.run([py, "-m", "gobblin_py.cli.main", "run", str(job)], cwd=tmp, capture_output=True, check=True)
             figures["no_new_data_s"].append(time.perf_counter() - t1)
@@ -332,8 +203,13 @@ def main() -> int:
     base_wall = med(f["wall_s"] for f in figures["baseline"])
     gob_wall = med(f["wall_s"] for f in figures["gobblin"])
     gob_tasks = med(f["tasks_s"] for f in figures["gobblin"])
+    verdicts = {k: [f["verdict"] for f in figures[k]] for k in ("baseline", "gobblin")}
+    right = {k: w for k, w in (("baseline", base_wall), ("gobblin", gob_wall)) if set(verdicts[k]) == {"ok"}}
     summary = {
         "records": total, "codec": args.codec, "client": args.client, "sink": args.sink, "rounds": args.rounds,
+        "baseline_script": BASELINES[args.sink],
+        # ok: every record read back once; WRONG: rows lost or doubled (such a tool is never the fastest)
+        "verdicts": verdicts, "fastest": min(right, key=right.get) if right else None,
         "baseline_records_per_s": total / base_wall, "gobblin_records_per_s": total / gob_wall,
         "ratio_whole_job": base_wall / gob_wall,
         "ratio_tasks_alone": base_wall / gob_tasks,

@@ -25,7 +25,8 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kafka import PARTITIONS, REPO, TOPIC, gobblin_job, produce, run_measured  # noqa: E402
+from bench_kafka import PARTITIONS, REPO, TOPIC, gobblin_job, produce  # noqa: E402
+from bench_common import run_measured  # noqa: E402
 
 from support.kafka_broker import LocalBroker, create_topic  # noqa: E402  (on the path through bench_kafka)
 from support.kafka_broker import produce as produce_records  # noqa: E402

@@ -1,0 +1,57 @@
+"""What a competent engineer writes instead of gobblin-py to turn a directory of JSON-lines files into Parquet, with an
+explicit schema each (no inference pass): plain PySpark on local[2], `spark.read.schema(...).json(dir).write.parquet(out)`
+(a directory of part files), or DuckDB, `COPY (SELECT * FROM read_json(..., columns={...})) TO out (FORMAT parquet)`
+(one file). Each writes with its own default codec (snappy).
+
+    .venv/bin/python scripts/baseline_files_to_parquet.py spark IN_DIR OUT_DIR
+    .venv/bin/python scripts/baseline_files_to_parquet.py duckdb IN_DIR OUT.parquet
+
+IN_DIR holds the *.jsonl files of scripts/bench_files.py. Prints one JSON line: {"seconds": S}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+SPARK_SCHEMA = ("id BIGINT, user_id INT, session STRING, page STRING, country STRING, amount DOUBLE, score DOUBLE, "
+                "qty INT, ts TIMESTAMP, ok BOOLEAN")
+DUCKDB_COLUMNS = {"id": "BIGINT", "user_id": "INTEGER", "session": "VARCHAR", "page": "VARCHAR", "country": "VARCHAR",
+                  "amount": "DOUBLE", "score": "DOUBLE", "qty": "INTEGER", "ts": "TIMESTAMPTZ", "ok": "BOOLEAN"}
+
+
+def with_spark(in_dir: str, out: str) -> None:
+    """Spark's JSON reader and Parquet writer on local[2] (the UI off, as gobblin-py's session has it)."""
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("baseline-files-to-parquet")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    try:
+        spark.read.schema(SPARK_SCHEMA).json(in_dir).write.parquet(out)
+    finally:
+        spark.stop()
+
+
+def with_duckdb(in_dir: str, out: str) -> None:
+    """DuckDB's JSON reader and Parquet writer, on every core."""
+    import duckdb
+
+    columns = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in DUCKDB_COLUMNS.items()) + "}"
+    duckdb.sql(f"COPY (SELECT * FROM read_json('{in_dir}/*.jsonl', format = 'newline_delimited', columns = {columns})) "
+               f"TO '{out}' (FORMAT parquet)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("engine", choices=("spark", "duckdb"))
+    ap.add_argument("in_dir")
+    ap.add_argument("out")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    (with_spark if args.engine == "spark" else with_duckdb)(args.in_dir, args.out)
+    print(json.dumps({"seconds": time.perf_counter() - t0}))
+
+
+if __name__ == "__main__":
+    main()
