@@ -71,3 +71,15 @@ def test_query_timeout_names_the_setting(tmp_path: Path, maria, table) -> None:
     code, text = _run(tmp_path, mysql_job(tmp_path, maria, table, [slow], statement_timeout="300ms"))
     assert code == 1, text
     assert "table t: planning (the range's row count and quantiles) was cancelled after statement_timeout 300ms" in text
+
+
+@pytest.mark.parametrize("reader", ["rows", "native"])
+def test_a_read_cancelled_by_the_timeout_names_the_range_and_the_setting(tmp_path: Path, maria, table, reader) -> None:
+    """A view whose column `x` sleeps 0.5 s a row: planning never reads it, the read runs past the timeout."""
+    maria.execute(table, "CREATE VIEW v AS SELECT id, updated, SLEEP(0.5) AS x FROM t")
+    view = {"table": "v", "watermark_column": "updated", "primary_key": "id"}
+    job = mysql_job(tmp_path, maria, table, [view], statement_timeout="1s", partitions=1, reader=reader)
+    job["writer"] = {"class": "parquet"}
+    code, text = _run(tmp_path, job)
+    assert code == 1, text
+    assert "table v: reading (None, 3] was cancelled after statement_timeout 1s; raise source.statement_timeout" in text

@@ -47,6 +47,21 @@ class Failure(Enum):
     OTHER = "other"  # any other database error (bad SQL in `where` …)
 
 
+class NativeReadError(Exception):
+    """A native reader failed mid-read; `failure` says how, read from the database's own words (the Arrow stream's
+    error carries the server's message but not its error code)."""
+
+    def __init__(self, failure: Failure, text: str) -> None:
+        super().__init__(text)
+        self.failure = failure
+
+
+def failure_by_words(text: str, words: tuple[tuple[str, Failure], ...]) -> Failure:
+    """The first failure whose words are in `text` (case-insensitive); OTHER when none is."""
+    lowered = text.lower()
+    return next((failure for w, failure in words if w in lowered), Failure.OTHER)
+
+
 class ConnectFailure(Enum):
     """Why a connection failed, whatever the database: each is named to the user the same way (`Dialect.connect`)."""
 
@@ -160,9 +175,16 @@ class Dialect(ABC):
     native_install = "this database has no native reader here: give reader auto or rows"
     """What to install for `reader: native` (a ConfigError when it is missing)."""
 
+    native_by_default = True
+    """Whether `reader: auto` uses the native reader (else only `reader: native` does)."""
+
     def native_reader_installed(self) -> bool:
         """Whether this database's native Arrow reader can be imported here (`reader: auto` then uses it)."""
         return False
+
+    def native_reads(self, columns: list[Column]) -> bool:
+        """Whether the native reader gives these columns' values exactly (else the table is read as rows)."""
+        return True
 
     def read_arrow(self, conn: Any, s: JdbcSettings, query: Any, params: list[Any]) -> Iterator[Any]:
         """Hook: the rows of `query` read straight into Arrow by the database's native reader, as `pyarrow.RecordBatch`es

@@ -61,7 +61,9 @@ class JdbcExtractor(BatchExtractor):
         return f"{self.table} row {self.rows} ({t.watermark_column}={self.last.get(t.watermark_column)!s}, {keys})"
 
     def columnar_path(self) -> None:
-        self.native = self.settings.reader != "rows" and self.dialect.native_reader_installed()
+        reader, dialect = self.settings.reader, self.dialect
+        wanted = reader == "native" or (reader == "auto" and dialect.native_by_default)
+        self.native = wanted and self.workunit.props.get("native", False) and dialect.native_reader_installed()
 
     def read_batches(self) -> Iterator[RawBatch]:
         s = self.settings
@@ -102,16 +104,18 @@ class JdbcExtractor(BatchExtractor):
             yield record
 
     def _native_records(self, arrow: Any) -> Iterator[Record]:
-        """A native batch's rows as the row driver gives them: numerics as Decimals; a value Python cannot hold (a
-        timestamp past year 9999) is the SourceError the row driver's refusal would be."""
-        decimals = [f.name for f in self._schema() if _is_decimal(f.type)]
+        """A native batch's rows as the row driver gives them: each column cast to the schema's type where it casts
+        exactly, numeric text as Decimals; a value Python cannot hold (a timestamp past year 9999) is the SourceError
+        the row driver's refusal would be."""
+        schema = self._schema()
         try:
-            records = arrow.to_pylist()
+            records = _conform(arrow, schema, whole=False).to_pylist()
         except (OverflowError, ValueError) as exc:
             raise self._read_error(Failure.BAD_VALUE, exc) from None
+        decimals = [f.name for f in schema if _is_decimal(f.type)]
         for record in records:
             for name in decimals:
-                if record[name] is not None:
+                if isinstance(record[name], str):  # PostgreSQL's NaN or Infinity, which no Arrow decimal holds
                     record[name] = Decimal(record[name])
             self.last = record
             self.rows += 1
@@ -188,28 +192,39 @@ def _last_row(arrow: Any) -> Record | None:
         return None
 
 
-def _conform(arrow: Any, schema: Any) -> Any | None:
+def _conform(arrow: Any, schema: Any, whole: bool = True) -> Any | None:
     """A native reader's batch cast to the schema's Arrow mapping (smallint → int32, numeric text → decimal, timestamp →
     UTC micros); None when a value does not cast exactly (NaN, a scale it would lose, a NULL in a NOT NULL field)
-    or holds a time Python cannot (the row path then decides as it would)."""
+    or holds a time Python cannot (the row path then decides as it would). Not `whole`: each column that casts is
+    cast and the others kept as they came, for the row path."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    arrays = []
-    try:
-        for column, field in zip(arrow.columns, schema):
-            if isinstance(column.type, pa.ExtensionType):
-                column = column.storage  # numeric, uuid, json: their text
+    arrays, fields = [], []
+    for column, field in zip(arrow.columns, schema):
+        if isinstance(column.type, pa.ExtensionType):
+            column = column.storage  # numeric, uuid, json: their text
+        try:
             if column.type != field.type:
                 column = column.cast(field.type, safe=True)
-            if pa.types.is_timestamp(field.type) and column.null_count < len(column):
+            if whole and pa.types.is_timestamp(field.type) and column.null_count < len(column):
                 low, high = pc.min_max(column).values()
                 if not (_PY_MIN_US <= low.cast(pa.int64()).as_py() and high.cast(pa.int64()).as_py() <= _PY_MAX_US):
                     return None
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            if whole:
+                return None
             arrays.append(column)
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
-    except (pa.ArrowException, OverflowError, TypeError, ValueError):
-        return None
+            fields.append(pa.field(field.name, column.type))
+            continue
+        arrays.append(column)
+        fields.append(field)
+    try:
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+    except (pa.ArrowException, ValueError):
+        if whole:
+            return None
+        return pa.RecordBatch.from_arrays(arrays, names=[f.name for f in fields])
 
 
 _PY_MIN_US = -62135596800 * 1_000_000  # 0001-01-01T00:00:00, Python's datetime.min, in microseconds since 1970

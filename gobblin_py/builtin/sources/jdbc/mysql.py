@@ -1,18 +1,21 @@
 """MySQL 8 and MariaDB 10.2+ for the jdbc source, through PyMySQL: connect (session in UTC, the statement timeout),
 information_schema columns, the SQL (`NTILE(n) OVER (ORDER BY wm)` and the maximum of each tile for the split, as
-there is no percentile_disc), and rows streamed through an unbuffered cursor (`SSCursor`), `fetch_rows` at a time."""
+there is no percentile_disc), and rows streamed through an unbuffered cursor (`SSCursor`), `fetch_rows` at a time; or, as the native reader for a
+table of plainly typed columns, ConnectorX's binary-protocol reader straight into Arrow in Rust."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote as url_quote, unquote, urlsplit
 
 from gobblin_py.builtin.sources.jdbc.bounds import Bound, as_utc, time_bound
-from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, TableQueries, first_line, inner_bounds)
+from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, NativeReadError, TableQueries,
+                                                     failure_by_words, first_line, inner_bounds, read_password)
 from gobblin_py.builtin.sources.jdbc.mysql_columns import read_columns, watermark_kind
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import Column
@@ -119,7 +122,45 @@ class MySqlDialect(Dialect):
             yield batch
         cur.close()  # only once the result is read: closing an unread unbuffered result would read it to the end
 
+    native_install = "reader native needs ConnectorX for MySQL/MariaDB: pip install 'gobblin-py[jdbc]'"
+    native_by_default = False  # ConnectorX stops at a zero date ('0000-00-00') where rows send it to the error file
+
+    def native_reader_installed(self) -> bool:
+        return importlib.util.find_spec("connectorx") is not None
+
+    def native_reads(self, columns: list[Column]) -> bool:
+        """Only columns ConnectorX reads exactly as PyMySQL does: no TIME, BIT, SET, unsigned BIGINT or JSON (converted
+        here, or read otherwise), no `timestamp` (its zone is the session's), no decimal beyond ConnectorX's (38,10)."""
+        return all(c.cast is None and c.type_name in NATIVE_TYPES and _fits_native(c) for c in columns)
+
+    def read_arrow(self, conn: Any, s: JdbcSettings, query: Any, params: list[Any]) -> Iterator[Any]:
+        import connectorx
+
+        text = conn.cursor().mogrify(query, params)  # PyMySQL's own quoting: ConnectorX takes no parameters
+        parts = urlsplit(s.url)
+        password = read_password(s) or ""
+        url = (f"mysql://{url_quote(unquote(parts.username or ''), safe='')}:{url_quote(password, safe='')}@"
+               f"{parts.hostname}:{parts.port or self.default_port}/{url_quote(s.database, safe='')}")
+        timeout = _timeout_s(s)
+        limit = (f"SET SESSION max_statement_time = {timeout}" if "mariadb" in conn.get_server_info().lower()
+                 else f"SET SESSION max_execution_time = {int(timeout * 1000)}")
+        try:
+            reader = connectorx.read_sql(url, text, return_type="arrow_stream", batch_size=s.fetch_rows,
+                                         pre_execution_query=["SET time_zone = '+00:00'", limit])
+            for batch in reader:
+                yield batch
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - ConnectorX's errors, and its Rust panics (not Exceptions)
+            message = first_line(str(exc).replace(password, "***") if password else str(exc))
+            if "couldn't convert the value" in message.lower():  # a zero date, a value Arrow has no type for
+                raise NativeReadError(Failure.BAD_VALUE, f"{message}; the native reader cannot read it: give "
+                                      "source.reader: rows, which sends such a row to the error file") from None
+            raise NativeReadError(failure_by_words(message, NATIVE_FAILURES), message) from None
+
     def failure(self, exc: BaseException) -> Failure | None:
+        if isinstance(exc, NativeReadError):
+            return exc.failure
         import pymysql.err
 
         if not isinstance(exc, pymysql.err.Error):
@@ -149,6 +190,27 @@ class MySqlDialect(Dialect):
                 conn.close()
         except (pymysql.err.Error, OSError):
             pass  # the connection is lost: nothing left to end
+
+
+NATIVE_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint", "year", "float", "double", "decimal", "char",
+                "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "binary", "varbinary", "tinyblob", "blob",
+                "mediumblob", "longblob", "date", "datetime"}
+"""The MySQL types whose ConnectorX Arrow values are the row path's values (cast, where need be, to the same type)."""
+
+NATIVE_FAILURES = (("max_statement_time", Failure.TIMEOUT), ("max_execution_time", Failure.TIMEOUT),
+                   ("interrupted", Failure.TIMEOUT), ("unknown column", Failure.UNKNOWN_COLUMN),
+                   ("doesn't exist", Failure.UNKNOWN_COLUMN), ("lost connection", Failure.CONNECTION_LOST),
+                   ("gone away", Failure.CONNECTION_LOST), ("connection", Failure.CONNECTION_LOST),
+                   ("broken pipe", Failure.CONNECTION_LOST), ("io error", Failure.CONNECTION_LOST))
+"""The server's and ConnectorX's words for each failure."""
+
+
+def _fits_native(c: Column) -> bool:
+    """ConnectorX reads a decimal as decimal(38,10): exact only for a scale ≤ 10 and ≤ 28 digits before the point."""
+    avro = c.avro
+    if isinstance(avro, dict) and avro.get("logicalType") == "decimal":
+        return avro["scale"] <= 10 and avro["precision"] - avro["scale"] <= 28
+    return True
 
 
 class MariaDbDialect(MySqlDialect):

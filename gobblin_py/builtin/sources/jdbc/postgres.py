@@ -10,8 +10,8 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gobblin_py.builtin.sources.jdbc.bounds import Bound, time_bound
-from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, TableQueries, inner_bounds,
-                                                     read_password)
+from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, NativeReadError, TableQueries,
+                                                     failure_by_words, inner_bounds, read_password)
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import WATERMARK_KINDS, Column, read_columns
 from gobblin_py.errors import ConfigError
@@ -94,7 +94,7 @@ class PostgresDialect(Dialect):
                 except StopIteration:
                     return
                 except OSError as exc:  # the stream's error: libpq's message, without its SQLSTATE
-                    raise NativeReadError(_stream_failure(str(exc)), str(exc)) from None
+                    raise _stream_error(str(exc)) from None
                 yield batch
 
     def failure(self, exc: BaseException) -> Failure | None:
@@ -128,15 +128,6 @@ class PostgresDialect(Dialect):
         conn.close()
 
 
-class NativeReadError(Exception):
-    """The native reader's stream failed mid-read; `failure` says how (what the SQLSTATE would have said)."""
-
-    def __init__(self, failure: Failure, text: str) -> None:
-        super().__init__(text.removeprefix("[libpq] ").replace("Execution error [PGRES_FATAL_ERROR]: ", "")
-                         .replace("ERROR:  ", "").strip())
-        self.failure = failure
-
-
 STREAM_FAILURES = (("canceling statement due to statement timeout", Failure.TIMEOUT),
                    ("does not exist", Failure.UNKNOWN_COLUMN),
                    ("terminating connection", Failure.CONNECTION_LOST),
@@ -144,12 +135,13 @@ STREAM_FAILURES = (("canceling statement due to statement timeout", Failure.TIME
                    ("connection", Failure.CONNECTION_LOST),
                    ("out of range", Failure.BAD_VALUE),
                    ("invalid input", Failure.BAD_VALUE))
-"""An Arrow stream's error carries libpq's message but not its SQLSTATE: the failure by the server's own words."""
+"""libpq's words for each failure, in an ADBC stream's error."""
 
 
-def _stream_failure(text: str) -> Failure:
-    lowered = text.lower()
-    return next((failure for words, failure in STREAM_FAILURES if words in lowered), Failure.OTHER)
+def _stream_error(text: str) -> NativeReadError:
+    """An ADBC stream's error as a NativeReadError, its message without libpq's prefixes."""
+    message = text.removeprefix("[libpq] ").replace("Execution error [PGRES_FATAL_ERROR]: ", "").replace("ERROR:  ", "")
+    return NativeReadError(failure_by_words(text, STREAM_FAILURES), message.strip())
 
 
 def _adbc_failure(exc: BaseException) -> Failure | None:

@@ -77,8 +77,9 @@ class JdbcSettings(Settings):
     reader: Literal["auto", "native", "rows"] = Field(
         default="auto", description="how a task reads its rows: native reads them straight into Arrow in the database "
                                     "client's native code (PostgreSQL: the ADBC driver's binary COPY, the jdbc extra) "
-                                    "when the task writes columnar; rows reads them as Python rows (psycopg, pymysql); "
-                                    "auto is native where the database has a native reader installed")
+                                    "when the task writes columnar (MySQL/MariaDB: ConnectorX, for tables of plain types); "
+                                    "rows reads them as Python rows (psycopg, pymysql); auto is native for PostgreSQL, "
+                                    "rows for MySQL/MariaDB (whose zero dates stop ConnectorX)")
     statement_timeout: str | int = Field(default="15min", description="timeout of every query: 300ms, 30s, 15min (0: none)")
     connect_timeout_s: int = Field(default=10, ge=1, description="seconds to wait for a connection to the database")
     null_watermark: Literal["warn", "report"] = Field(

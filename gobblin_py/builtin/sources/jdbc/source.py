@@ -230,6 +230,7 @@ class JdbcSource(Source):
         return WorkUnit(id=wu_id, dataset=plan.dataset, watermark_key=key, low_watermark=lo, expected_high_watermark=value,
                         props={"schema_name": plan.schema_name, "table_name": plan.table_name, "table": t.table,
                                "columns": columns, "casts": {c.name: c.cast for c in plan.columns if c.cast},
+                               "native": s.dialect.native_reads(plan.columns),
                                "watermark_column": t.watermark_column, "kind": plan.kind, "primary_key": t.key_columns,
                                "where": t.where, "lo": lo, "hi": hi, "avro_schema": schema, "estimated_rows": rows,
                                "state.columns": columns})  # kept at the commit: the next plan reports a change
