@@ -17,7 +17,7 @@ from gobblin_py.commit.confinement import job_confinement
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config.model import JobSpec
-from gobblin_py.errors import ConfigError, GobblinError, JobLockedError, describe
+from gobblin_py.errors import ConfigError, GobblinError, JobLockedError, StateStoreError, describe
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.runtime.executors.base import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
@@ -110,6 +110,9 @@ class JobRunner:
         """A bounded run's body, under the lock: recover, plan from the committed watermarks, run the tasks,
         publish each dataset, clean up; a continuous run calls it once per checkpoint."""
         phases = _Phases(result.phases, self.executor)
+        start_early = getattr(self.executor, "start_early", None)
+        if start_early is not None and self._last_run_on_spark():
+            start_early()
         result.recovery = self.publishing.recover()
         blocked = dict(result.recovery.blocked)
         for rec in blocked.values():
@@ -138,6 +141,14 @@ class JobRunner:
         phases.end("commit")
         self.clean_run(result.run_id)
         conclude(result)
+
+    def _last_run_on_spark(self) -> bool:
+        """Whether the job's last run waited for Spark to start (its record has an executor_start phase)."""
+        try:
+            last = self.state.last_run()
+        except StateStoreError:
+            return False  # an unreadable record predicts nothing; `history` names it
+        return bool(last and (last.get("phases") or {}).get("executor_start"))
 
     def _plan(self, blocked: dict[str, DatasetRecovery]) -> Plan:
         """The Source's work units, minus blocked datasets; a dataset whose watermark or state file is unreadable joins them."""

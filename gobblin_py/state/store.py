@@ -176,6 +176,12 @@ class StateStore:
         checked_json.write(runs[-1], run)
         return str(run.get("run_id"))
 
+    def last_run(self) -> dict[str, Any] | None:
+        """The newest kept run record (run ids sort by start time); None before the first."""
+        run_dir = self.dir / "runs"
+        newest = max(run_dir.glob("*.json"), default=None) if run_dir.is_dir() else None
+        return checked_json.read(newest, StateStoreError, "run state file") if newest is not None else None
+
     def runs(self) -> list[dict[str, Any]]:
         """Every kept run, oldest first (run ids sort by start time)."""
         run_dir = self.dir / "runs"

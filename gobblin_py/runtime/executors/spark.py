@@ -51,6 +51,7 @@ class SparkExecutor:
         self.startup_s = 0.0  # time the driver waited for Spark to come up
         self._paths_checked = False
         self._said_in_driver = False
+        self._used = False  # a run's tasks (or commits) ran on the session: a warm one takes small plans too
 
     def start(self) -> None:
         if self._thread is None:
@@ -117,7 +118,15 @@ class SparkExecutor:
         SparkContext._gateway = gateway
         SparkContext._jvm = gateway.jvm
 
+    def start_early(self) -> None:
+        """Start Spark in the background while the driver recovers and plans, for a run likely to need it (the
+        job's last run did); a plan that turns out small still runs in the driver, and the session is stopped unused."""
+        if self._thread is None:
+            log.debug("starting Spark while recovering and planning (the last run ran on Spark)")
+            self.start()
+
     def session(self) -> Any:
+        self._used = True
         waited = time.monotonic()
         self.start()
         assert self._thread is not None
@@ -129,8 +138,8 @@ class SparkExecutor:
 
     def commit_tasks(self, start: bool = False) -> CommitTasks | None:
         """Spark tasks for commits and recoveries: on the running session, or on one started now (`start`)."""
-        if self._session is None and not start:
-            return None
+        if not self._used and not start:
+            return None  # not on a session started early for tasks that then ran in the driver
         try:
             sc = self.session().sparkContext
             self._check_paths_once()  # the executors must see the store and every file it names
@@ -168,7 +177,7 @@ class SparkExecutor:
         """The tasks as one Spark job; a small plan (`spark.in_driver_below`) before Spark was ever asked to start runs
         in the driver instead, and Spark never starts."""
         limit = self.job.spark.in_driver_limit
-        small = small_plan_bytes([t.estimated_bytes for t in tasks], limit) if self._thread is None and self._session is None else None
+        small = small_plan_bytes([t.estimated_bytes for t in tasks], limit) if not self._used else None
         if small is not None and limit is not None:
             first, self._said_in_driver = not self._said_in_driver, True  # said once, not at every checkpoint
             log.log(logging.INFO if first else logging.DEBUG, "running %d task(s) in the driver, not on Spark: %s",
@@ -203,10 +212,13 @@ class SparkExecutor:
         """`exiting` (a command about to end, on a local master, not verbose): do not wait ~1 s for
         SparkContext.stop; the JVM exits when its stdin closes with this process and stops the context in its own
         shutdown hooks. A cluster's application is always stopped, so its master records it as finished."""
+        quick = exiting and not self.verbose and str(self.master).startswith("local")
         if self._thread is not None:
+            if quick and not self._used:
+                return  # started early and never needed: its JVM ends with this process, not waited for
             self._thread.join()
         if self._session is not None:
-            if not (exiting and not self.verbose and str(self.master).startswith("local")):
+            if not quick:
                 self._session.stop()
             self._session = None
 
@@ -298,11 +310,13 @@ class SharedSparkExecutor(SparkExecutor):
         self._session = session if session is not None else warm.running() if warm is not None else None
         if self._session is not None:
             self.master = self._session.sparkContext.master
+            self._used = True  # a session already up takes every plan, small ones too
 
     def start(self) -> None:
         pass
 
     def session(self) -> Any:
+        self._used = True
         if self._session is None:
             if self.warm is None:
                 raise JobError("SharedSparkExecutor was given neither a session nor a warm session to start")
