@@ -48,36 +48,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_a_local_run_exits_and_its_jvm_follows(tmp_path: Path) -> None:
-    # on Spark, however small the run; without the class archive, whose first recording is dumped at the JVM's exit
-    write_job(tmp_path, example_job(tmp_path, spark__in_driver_below=0, spark__class_archive=False))
-    proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    jvms: set[int] = set()
-    while proc.poll() is None:
-        jvms |= {p for p in _children(proc.pid) if _java(p)}
-        time.sleep(0.2)
-    out, err = proc.communicate()
-    assert proc.returncode == 0, out + err
-    assert "SUCCEEDED" in out and "Traceback" not in out + err
-    assert jvms, "no Spark JVM was seen under the run"
-    deadline = time.monotonic() + 30
-    while any(_alive(p) for p in jvms) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not any(_alive(p) for p in jvms), "the run's JVM outlived it by 30 s"
-
-
-def test_after_a_run_on_spark_the_next_starts_it_early_and_a_small_plan_still_runs_in_the_driver(tmp_path: Path) -> None:
-    """The last run waited for Spark: the next starts it while it recovers and plans. Its plan, one small new file,
-    runs in the driver all the same; the JVM started early ends with the run, not waited for."""
-    write_job(tmp_path, example_job(tmp_path, spark__in_driver_below=0, spark__class_archive=False))
-    first = subprocess.run([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml"], cwd=tmp_path,
-                           capture_output=True, text=True)
-    assert first.returncode == 0, first.stdout + first.stderr
-    new = tmp_path / "data" / "clicks" / "clicks-2026-01-06.jsonl"
-    new.write_text('{"id": 900001, "ts": 1767657600000, "user": "u0001", "kind": "click", "amount": null, "country": "US"}\n')
-    write_job(tmp_path, example_job(tmp_path, spark__class_archive=False, logging={"level": "DEBUG"}))
-    proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml"], cwd=tmp_path,
+def _run_watching_jvms(tmp: Path) -> tuple[str, str, set[int]]:
+    """`gobblin-py run job.yaml` in tmp, succeeded: its output, its errors, and every JVM seen under it."""
+    proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml"], cwd=tmp,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     jvms: set[int] = set()
     while proc.poll() is None:
@@ -85,9 +58,34 @@ def test_after_a_run_on_spark_the_next_starts_it_early_and_a_small_plan_still_ru
         time.sleep(0.1)
     out, err = proc.communicate()
     assert proc.returncode == 0, out + err
-    assert "starting Spark while recovering and planning (the last run ran on Spark)" in err
-    assert "running 1 task(s) in the driver, not on Spark" in err and "clicks   committed" in out
+    return out, err, jvms
+
+
+def _gone_within_30_s(jvms: set[int]) -> bool:
     deadline = time.monotonic() + 30
     while any(_alive(p) for p in jvms) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not any(_alive(p) for p in jvms), "the early JVM outlived the run by 30 s"
+    return not any(_alive(p) for p in jvms)
+
+
+def test_a_local_run_exits_and_its_jvm_follows(tmp_path: Path) -> None:
+    # on Spark, however small the run; without the class archive, whose first recording is dumped at the JVM's exit
+    write_job(tmp_path, example_job(tmp_path, spark__in_driver_below=0, spark__class_archive=False))
+    out, err, jvms = _run_watching_jvms(tmp_path)
+    assert "SUCCEEDED" in out and "Traceback" not in out + err
+    assert jvms, "no Spark JVM was seen under the run"
+    assert _gone_within_30_s(jvms), "the run's JVM outlived it by 30 s"
+
+
+def test_after_a_run_on_spark_the_next_starts_it_early_and_a_small_plan_still_runs_in_the_driver(tmp_path: Path) -> None:
+    """The last run waited for Spark: the next starts it while it recovers and plans. Its plan, one small new file,
+    runs in the driver all the same; the JVM started early ends with the run, not waited for."""
+    write_job(tmp_path, example_job(tmp_path, spark__in_driver_below=0, spark__class_archive=False))
+    _run_watching_jvms(tmp_path)
+    new = tmp_path / "data" / "clicks" / "clicks-2026-01-06.jsonl"
+    new.write_text('{"id": 900001, "ts": 1767657600000, "user": "u0001", "kind": "click", "amount": null, "country": "US"}\n')
+    write_job(tmp_path, example_job(tmp_path, spark__class_archive=False, logging={"level": "DEBUG"}))
+    out, err, jvms = _run_watching_jvms(tmp_path)
+    assert "starting Spark while recovering and planning (the last run ran on Spark)" in err
+    assert "running 1 task(s) in the driver, not on Spark" in err and "clicks   committed" in out
+    assert _gone_within_30_s(jvms), "the early JVM outlived the run by 30 s"
