@@ -269,6 +269,9 @@ def unreachable(s: JdbcSettings, text: str, in_task: bool) -> Exception:
 def rebatch(batches: Iterator[Any], rows: int) -> Iterator[Any]:
     """Arrow record batches of exactly `rows` rows (the last one shorter), whatever sizes `batches` come in: a native
     reader's batches cut as the row stream's round trips are, so both paths hand the writer the same batches."""
+    def joined(pieces: list[Any]) -> Any:
+        return pieces[0] if len(pieces) == 1 else pa.Table.from_batches(pieces).combine_chunks().to_batches()[0]
+
     import pyarrow as pa
 
     held: list[Any] = []
@@ -280,7 +283,7 @@ def rebatch(batches: Iterator[Any], rows: int) -> Iterator[Any]:
             count += take
             batch = batch.slice(take)
             if count == rows:
-                yield held[0] if len(held) == 1 else pa.Table.from_batches(held).combine_chunks().to_batches()[0]
+                yield joined(held)
                 held, count = [], 0
     if count:
-        yield held[0] if len(held) == 1 else pa.Table.from_batches(held).combine_chunks().to_batches()[0]
+        yield joined(held)

@@ -18,7 +18,7 @@ from gobblin_py.api import TaskContext, WorkUnit
 from gobblin_py.api.batches import ROW_VALUES, BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.jdbc.ranges import Range, decode
-from gobblin_py.builtin.sources.jdbc.dialect import REMEDY, Failure, rebatch, timeout_error
+from gobblin_py.builtin.sources.jdbc.dialect import REMEDY, Failure, NativeReadError, rebatch, timeout_error
 from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 
@@ -87,7 +87,7 @@ class JdbcExtractor(BatchExtractor):
                 self.rows = before + len(rows)  # whichever path took the batch
                 self.last = dict(zip(names, rows[-1]))
         except Exception as exc:
-            failure = self.dialect.failure(exc)
+            failure = exc.failure if isinstance(exc, NativeReadError) else self.dialect.failure(exc)
             if failure is None:
                 raise
             raise self._read_error(failure, exc) from None

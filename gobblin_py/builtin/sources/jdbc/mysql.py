@@ -15,7 +15,7 @@ from urllib.parse import quote as url_quote, unquote, urlsplit
 
 from gobblin_py.builtin.sources.jdbc.bounds import Bound, as_utc, time_bound
 from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, NativeReadError, TableQueries,
-                                                     failure_by_words, first_line, inner_bounds, read_password)
+                                                     failure_by_words, first_line, inner_bounds, read_password, scrub)
 from gobblin_py.builtin.sources.jdbc.mysql_columns import read_columns, watermark_kind
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import Column
@@ -152,15 +152,13 @@ class MySqlDialect(Dialect):
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - ConnectorX's errors, and its Rust panics (not Exceptions)
-            message = first_line(str(exc).replace(password, "***") if password else str(exc))
+            message = scrub(first_line(str(exc)), password)
             if "couldn't convert the value" in message.lower():  # a zero date, a value Arrow has no type for
                 raise NativeReadError(Failure.BAD_VALUE, f"{message}; the native reader cannot read it: give "
                                       "source.reader: rows, which sends such a row to the error file") from None
             raise NativeReadError(failure_by_words(message, NATIVE_FAILURES), message) from None
 
     def failure(self, exc: BaseException) -> Failure | None:
-        if isinstance(exc, NativeReadError):
-            return exc.failure
         import pymysql.err
 
         if not isinstance(exc, pymysql.err.Error):

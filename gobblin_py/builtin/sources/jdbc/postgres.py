@@ -5,13 +5,12 @@ the native reader, the ADBC PostgreSQL driver's `COPY … (FORMAT binary)` decod
 from __future__ import annotations
 
 import importlib.util
-import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gobblin_py.builtin.sources.jdbc.bounds import Bound, time_bound
 from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, NativeReadError, TableQueries,
-                                                     failure_by_words, inner_bounds, read_password)
+                                                     failure_by_words, first_line, inner_bounds, read_password, scrub)
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import WATERMARK_KINDS, Column, read_columns
 from gobblin_py.errors import ConfigError
@@ -83,26 +82,25 @@ class PostgresDialect(Dialect):
 
         # the parameters rendered as literals by psycopg's own quoting: ADBC reads a query without parameters by COPY
         text = psycopg.ClientCursor(conn).mogrify(query, params)
-        info = make_conninfo(s.url, password=read_password(s), connect_timeout=s.connect_timeout_s,
+        password = read_password(s)
+        info = make_conninfo(s.url, password=password, connect_timeout=s.connect_timeout_s,
                              application_name="gobblin-py", options=f"-c statement_timeout={s.statement_timeout}")
-        with dbapi.connect(info) as native, native.cursor() as cur:
-            cur.execute(text)
-            reader = cur.fetch_record_batch()
-            while True:
-                try:
-                    batch = reader.read_next_batch()
-                except StopIteration:
-                    return
-                except OSError as exc:  # the stream's error: libpq's message, without its SQLSTATE
-                    raise _stream_error(str(exc)) from None
-                yield batch
+        try:
+            with dbapi.connect(info) as native, native.cursor() as cur:
+                cur.execute(text)
+                reader = cur.fetch_record_batch()
+                while True:
+                    try:
+                        batch = reader.read_next_batch()
+                    except StopIteration:
+                        return
+                    except OSError as exc:  # the stream's error: libpq's message, without its SQLSTATE
+                        raise _stream_error(str(exc)) from None
+                    yield batch
+        except dbapi.Error as exc:  # connecting or starting the COPY: by its SQLSTATE, the password cut out
+            raise NativeReadError(_adbc_failure(exc), scrub(first_line(str(exc)), password)) from None
 
     def failure(self, exc: BaseException) -> Failure | None:
-        if isinstance(exc, NativeReadError):
-            return exc.failure
-        adbc = _adbc_failure(exc)
-        if adbc is not None:
-            return adbc
         import psycopg
 
         if isinstance(exc, psycopg.errors.QueryCanceled):
@@ -144,18 +142,16 @@ def _stream_error(text: str) -> NativeReadError:
     return NativeReadError(failure_by_words(text, STREAM_FAILURES), message.strip())
 
 
-def _adbc_failure(exc: BaseException) -> Failure | None:
-    """What an ADBC driver exception means, by its SQLSTATE (or, without one, its status: IO is a lost connection);
-    None when `exc` is not ADBC's."""
-    manager = sys.modules.get("adbc_driver_manager")
-    if manager is None or not isinstance(exc, manager.Error):
-        return None
+def _adbc_failure(exc: Any) -> Failure:
+    """What an ADBC driver error means, by its SQLSTATE (or, without one, its status: IO is a lost connection)."""
+    from adbc_driver_manager import AdbcStatusCode
+
     state = getattr(exc, "sqlstate", None) or ""
     if state == "57014":
         return Failure.TIMEOUT
     if state in ("42703", "42P01"):
         return Failure.UNKNOWN_COLUMN
-    if state.startswith("08") or state.startswith("57P") or exc.status_code == manager.AdbcStatusCode.IO:
+    if state.startswith("08") or state.startswith("57P") or exc.status_code == AdbcStatusCode.IO:
         return Failure.CONNECTION_LOST
     if state.startswith("22"):
         return Failure.BAD_VALUE
