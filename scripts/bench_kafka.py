@@ -102,7 +102,7 @@ def gobblin_job(tmp: Path, bootstrap: str, codec: str, client: str, sink: str = 
         "converters": [{"class": "json_to_avro", "schema": str(schema)}],
         "writer": {"class": "avro", "codec": codec},
         "publisher": {"final_dir": str(tmp / "output")},
-        "spark": {"master": "local[2]"},
+        "spark": {"master": "local[2]", **({"in_driver_below": os.environ["BENCH_IN_DRIVER_BELOW"]} if os.environ.get("BENCH_IN_DRIVER_BELOW") else {})},
     }
     if SINKS[sink] is not None:
         writer, publisher = SINKS[sink]

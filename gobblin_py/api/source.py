@@ -117,6 +117,14 @@ class Source(Plugin, abc.ABC):
         driver without starting Spark. Default: None, not known (the run uses Spark)."""
         return None
 
+    def native_share(self, workunit: WorkUnit, converted: bool) -> float:
+        """Hook: the share (0 to 1) of the work of `workunit`'s task done in native code that releases Python's lock
+        (a database driver's binary COPY into Arrow, Arrow's JSON parser) when the task takes the columnar path
+        (`api.batches`), its Arrow made by a batch converter (`converted`) or by the extractor itself. On a local
+        master the driver runs tasks in threads, where that share goes as fast as on Spark (see
+        `executors.base.held_bytes`). A guess costs speed, never data. Default: 0, all of it holds the lock."""
+        return 0.0
+
     @abc.abstractmethod
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
         """The Extractor that reads `workunit`; runs on an executor."""

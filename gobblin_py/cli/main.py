@@ -73,7 +73,7 @@ def run(
     from gobblin_py.runtime.runner import JobRunner
     from gobblin_py.runtime.executors.spark import SparkExecutor
 
-    from gobblin_py.runtime.executors import interrupt
+    from gobblin_py.runtime import interrupt
 
     interrupt.install()
     try:
@@ -121,7 +121,7 @@ def _run_continuously(runner: object, metrics_json: Optional[Path]) -> object:
     import threading
 
     from gobblin_py.cli.output import write_metrics
-    from gobblin_py.runtime.executors import interrupt
+    from gobblin_py.runtime import interrupt
     from gobblin_py.scheduling.continuous import run_continuous
 
     stop = threading.Event()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,7 +27,7 @@ def plan_command(
     from gobblin_py.cli.output import fail, out
     from gobblin_py.commit.store import CommitStepStore
     from gobblin_py.config import load_job
-    from gobblin_py.runtime.executors.base import in_driver_why, small_plan_bytes
+    from gobblin_py.runtime.executors.base import held_bytes, in_driver_why, local_cores, small_plan_bytes
     from gobblin_py.runtime.planning import plan
     from gobblin_py.state.store import StateStore
 
@@ -39,12 +40,14 @@ def plan_command(
     tasks: list[dict[str, Any]] = []
     for unit in planned.units:
         members = unit.workunits if isinstance(unit, MultiWorkUnit) else (unit,)
-        tasks.append({"task": unit.id, "estimated_bytes": planned.estimate(unit), "workunits": [
+        tasks.append({"task": unit.id, "estimated_bytes": planned.estimate(unit), "native_share": planned.native_share(unit), "workunits": [
             {"id": w.id, "dataset": w.dataset, "key": w.watermark_key, "low": w.low_watermark, "high": w.expected_high_watermark,
              "estimated_bytes": planned.estimated_bytes.get(w.id),
              "last_extraction": planned.key_stats.get(w.dataset, {}).get(w.watermark_key)} for w in members]})
     limit = job.spark.in_driver_limit
-    small = small_plan_bytes([t["estimated_bytes"] for t in tasks], limit)
+    slots = local_cores(job.spark.master, os.cpu_count() or 1)
+    small = small_plan_bytes([held_bytes(t["estimated_bytes"], t["native_share"], slots) for t in tasks], limit)
+    total = sum(t["estimated_bytes"] or 0.0 for t in tasks)
     view = {"job": job.name, "runs_in": "driver" if small is not None else job.spark.master, "tasks": tasks,
             "workunits": sum(len(t["workunits"]) for t in tasks),
             "datasets": sorted({w["dataset"] for t in tasks for w in t["workunits"]}),
@@ -56,7 +59,7 @@ def plan_command(
     out.print(f"job {job.name}: {view['workunits']} work units in {len(tasks)} tasks over {len(view['datasets'])} datasets"
               + ("" if tasks else " (nothing to extract)"), markup=False)
     if tasks:
-        out.print(f"  tasks run in the driver: {in_driver_why(small, limit)}" if small is not None and limit is not None
+        out.print(f"  tasks run in the driver: {in_driver_why(small, limit, total)}" if small is not None and limit is not None
                   else f"  tasks run on Spark ({job.spark.master})", markup=False)
     for t in tasks:
         out.print(f"  task {t['task']}" + (f"  (about {shown(t['estimated_bytes'])})" if t["estimated_bytes"] is not None else ""),

@@ -159,8 +159,10 @@ class SparkSection(_Strict):
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict, description="extra Spark settings")
     in_driver_below: Annotated[Literal[0] | ByteSize | None, BeforeValidator(_size_or_off)] = Field(
         default=None,
-        description="a run whose Source estimates its work under this size runs its tasks in the driver, one after "
-                    "another, and never starts Spark; 0 or off: always on Spark (unset: 16MiB on a local master, off on a cluster)")
+        description="a run whose Source estimates its work under this size runs its tasks in the driver, as many at "
+                    "once as a local master has cores, and never starts Spark; work a native reader does outside "
+                    "Python's lock weighs less (docs/performance.md); 0 or off: always on Spark (unset: 16MiB on a "
+                    "local master, off on a cluster)")
 
     class_archive: bool = Field(
         default=True, description="keep a class-data-sharing archive of the driver JVM's classes (Java AppCDS, about 100 MB "

@@ -8,6 +8,7 @@ from typing import Any
 from gobblin_py.api import MultiWorkUnit, SourceState, WorkUnit, flatten
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import GobblinError, SourceError, StateStoreError, describe
+from gobblin_py.runtime.task.pipeline import columnar_shape
 from gobblin_py.state.store import StateStore
 
 
@@ -22,6 +23,7 @@ class Plan:
     notices: dict[str, list[str]] = field(default_factory=dict)
     unreadable: dict[str, StateStoreError] = field(default_factory=dict)  # datasets whose watermark or state file is corrupt
     estimated_bytes: dict[str, float | None] = field(default_factory=dict)  # per WorkUnit id: the Source's estimate
+    native: dict[str, float] = field(default_factory=dict)  # per WorkUnit id: the share read natively (see `held`)
 
     @property
     def workunits(self) -> list[WorkUnit]:
@@ -31,6 +33,12 @@ class Plan:
         """The Source's estimate of a task's bytes: None when it cannot tell for one of its WorkUnits."""
         sizes = [self.estimated_bytes.get(wu.id) for wu in flatten([unit])]
         return None if any(size is None for size in sizes) else sum(size for size in sizes if size is not None)
+
+    def native_share(self, unit: WorkUnit | MultiWorkUnit) -> float:
+        """The share of a task's estimated work done natively, outside Python's lock (`Source.native_share`)."""
+        parts = [(self.estimated_bytes.get(wu.id) or 0.0, self.native.get(wu.id, 0.0)) for wu in flatten([unit])]
+        total = sum(size for size, _ in parts)
+        return sum(size * share for size, share in parts) / total if total else 0.0
 
 
 def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = frozenset()) -> Plan:
@@ -49,6 +57,8 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
         source = job.source.create()
         units = source.get_workunits(source_state)
         sizes = {wu.id: source.estimated_bytes(wu, source_state) for wu in flatten(units)}
+        shape = columnar_shape(job)
+        native = {} if shape is None else {wu.id: min(1.0, max(0.0, source.native_share(wu, shape))) for wu in flatten(units)}
     except GobblinError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback
@@ -56,7 +66,7 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     check_names(units, job.source.label)
     unreadable = {**read_states.errors, **marks.errors}
     return Plan(without(units, set(skip) | set(unreadable)), marks.values, stats,
-                source_state.input_problems, source_state.notices, unreadable, sizes)
+                source_state.input_problems, source_state.notices, unreadable, sizes, native)
 
 
 def _one_component(name: str) -> bool:

@@ -174,8 +174,8 @@ class JobRunner:
     def _run_tasks(self, run_id: str, planned: Plan) -> list[WorkUnitResult]:
         """One task per planned unit on the executor (Spark starts only when there is work); each result reported."""
         suffix = f".{run_id}" if self.job.job.delivery is Delivery.AT_LEAST_ONCE else ""
-        tasks = [TaskSpec(job=self.job, run_id=run_id, unit=u, file_suffix=suffix, estimated_bytes=planned.estimate(u))
-                 for u in planned.units]
+        tasks = [TaskSpec(job=self.job, run_id=run_id, unit=u, file_suffix=suffix, estimated_bytes=planned.estimate(u),
+                          native_share=planned.native_share(u)) for u in planned.units]
         try:
             results = self.executor.run(tasks, self.observe.tasks_progress) if tasks else []
         except TasksCancelled as exc:  # those finished reported, the others listed as cancelled

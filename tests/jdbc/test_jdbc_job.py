@@ -211,3 +211,28 @@ def test_a_small_tables_first_load_is_estimated_from_the_catalog_and_stays_in_th
     assert planned["runs_in"] == "driver"
     total = sum(w["estimated_bytes"] for t in planned["tasks"] for w in t["workunits"])
     assert 0.9 * table_bytes <= total <= 1.1 * table_bytes < 20000 * 1024
+
+
+def test_a_table_read_natively_stays_in_the_driver_over_the_limit_and_one_read_in_python_goes_to_spark(
+        tmp_path: Path, pg, db) -> None:
+    """The native reader's work runs outside Python's lock, as fast on the driver's two threads as on local[2]:
+    it does not count against spark.in_driver_below; the row reader's does."""
+    with pg.connect(db) as conn:
+        _create_orders(conn)
+        conn.execute("INSERT INTO orders SELECT i, i, 'x', now() - interval '1 day' + i * interval '1 second' "
+                     "FROM generate_series(1, 20000) i")
+
+    def where(reader: str) -> dict:
+        job = jdbc_job(tmp_path, pg, db, [ORDERS], reader=reader, max_workunits=2)
+        job["writer"] = {"class": "parquet"}
+        job["spark"]["in_driver_below"] = "64KiB"
+        write_job(tmp_path, job)
+        shown = run_cli("plan", "job.yaml", "--json", cwd=tmp_path)
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        return json.loads(shown.stdout)
+
+    native, rows = where("native"), where("rows")
+    assert sum(t["estimated_bytes"] for t in native["tasks"]) > 64 * 1024
+    assert native["runs_in"] == "driver" and all(t["native_share"] > 0.9 for t in native["tasks"])
+    assert rows["runs_in"] == "local[2]", rows
+    assert all(t["native_share"] == 0 for t in rows["tasks"])

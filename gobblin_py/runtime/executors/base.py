@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -51,15 +52,42 @@ class SessionSource(Protocol):
     def get(self, job: Any) -> tuple[Any, float]: ...
 
 
+def local_cores(master: str, cpus: int) -> int:
+    """The task slots of a local Spark master (`local` 1, `local[4]` 4, `local[*]` every core of `cpus`); 1 otherwise."""
+    found = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master.strip())
+    if found is None:
+        return 1
+    return max(1, cpus if found.group(1) == "*" else int(found.group(1)))
+
+
+def held_bytes(estimate: float | None, native_share: float, slots: int) -> float | None:
+    """What of a task's `estimate` weighs against `spark.in_driver_below` when the driver runs tasks on `slots` threads.
+
+    A run of W seconds of work, `native_share` s of it outside Python's lock, takes about max(W·(1−s), W/slots)
+    in the driver's threads and F + W/slots on a local Spark of as many slots (F: Spark's start). The limit stands
+    for F·slots/(slots−1) of work that all holds the lock; the same comparison for any s weighs the estimate by
+    (1 − s − 1/slots)·slots/(slots−1): nothing once s ≥ 1 − 1/slots (the threads are then as fast as Spark)."""
+    if estimate is None:
+        return None
+    if slots <= 1 or native_share <= 0:
+        return estimate
+    return estimate * max(0.0, 1.0 - native_share - 1.0 / slots) * slots / (slots - 1)
+
+
 def small_plan_bytes(estimates: Sequence[float | None], limit: int | None) -> float | None:
     """The tasks' estimated bytes when every task has one and together they stay under `limit` (no limit: None).
-    A run that small takes less time in the driver, one task after another, than Spark takes to start."""
+    A run that small takes less time in the driver than Spark takes to start; the estimates are weighed by what of
+    their work holds Python's lock (`held_bytes`)."""
     if limit is None or not estimates or any(e is None for e in estimates):
         return None
     total = sum(e or 0.0 for e in estimates)
     return total if total < limit else None
 
 
-def in_driver_why(total: float, limit: int) -> str:
-    """Why a run's tasks stay in the driver, as the run's log and `gobblin-py plan` say it."""
-    return f"about {shown(total)}, under spark.in_driver_below ({shown(limit)})"
+def in_driver_why(held: float, limit: int, total: float | None = None) -> str:
+    """Why a run's tasks stay in the driver, as the run's log and `gobblin-py plan` say it: of the `total` estimated
+    bytes, `held` weigh (see `held_bytes`)."""
+    if total is None or total - held < 1:
+        return f"about {shown(held)}, under spark.in_driver_below ({shown(limit)})"
+    return (f"about {shown(total)}, read natively enough that about {shown(held)} count against "
+            f"spark.in_driver_below ({shown(limit)})")

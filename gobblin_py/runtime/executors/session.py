@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from gobblin_py.config.model import JobSpec
-from gobblin_py.runtime.executors import interrupt
+from gobblin_py.runtime import interrupt
 from gobblin_py.runtime.executors.spark import SparkExecutor
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ import shutil
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from gobblin_py.config.model import BadRecordPolicy, BranchConfig, JobSpec, Plug
 from gobblin_py.errors import QualityError, UnreachableError, describe, is_record_fault, is_retriable
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.fs import configure as configure_filesystems
+from gobblin_py.runtime.interrupt import raise_if_interrupted
 from gobblin_py.runtime.task.error_file import ErrorFile, reason
 from gobblin_py.runtime.task.committables import commit_writer
 from gobblin_py.runtime.task.giveups import GiveUps
@@ -56,6 +57,7 @@ class TaskSpec:
     unit: WorkUnit | MultiWorkUnit
     file_suffix: str = ""  # at_least_once runs add the run id, as Gobblin's writers name files
     estimated_bytes: float | None = None  # the Source's estimate (None: unknown), to run a small plan in the driver
+    native_share: float = 0.0  # of that, the share done natively, outside Python's lock (`Plan.native_share`)
 
     @property
     def workunits(self) -> tuple[WorkUnit, ...]:
@@ -152,6 +154,21 @@ def _stage(plugin: PluginConfig, branch: str | None = None, shared: bool = False
     return f"{key} ({plugin.name or plugin.path})"
 
 
+def columnar_shape(job: JobSpec) -> bool | None:
+    """Whether the job file lets its tasks take the columnar path, as far as the plan can tell without opening its
+    plugins (`_takes_columnar` decides per task): one branch of nothing but a batch writer, no row checks, and no
+    converter (False: the extractor must make Arrow) or one batch converter (True); None: the row path. For placing
+    a run (`Source.native_share`), never for what a task does."""
+    if not job.job.columnar or len(job.branches) != 1 or job.row_policies:
+        return None
+    branch = job.branches[0]
+    if branch.converters or branch.row_policies or not issubclass(branch.writer.cls(), BatchWriter):
+        return None
+    if not job.converters:
+        return False
+    return True if len(job.converters) == 1 and issubclass(job.converters[0].cls(), BatchConverter) else None
+
+
 def _takes_columnar(job: JobSpec, extractor: Any, steps: list[_Step], branch: _Branch | None) -> bool:
     """Whether a straight task can take the columnar path: batches in, one converter that makes Arrow of them (or
     none, for an extractor that makes Arrow itself), a writer that takes Arrow (and `job.columnar` not turned off)."""
@@ -161,6 +178,15 @@ def _takes_columnar(job: JobSpec, extractor: Any, steps: list[_Step], branch: _B
     if not steps:
         return extractor.makes_arrow
     return len(steps) == 1 and isinstance(steps[0].converter, BatchConverter)
+
+
+def _interruptible(records: Iterable[Record], every: int = 4096) -> Iterator[Record]:
+    """`records`, stopping with KeyboardInterrupt once Ctrl-C was seen (checked every `every` records): a task in a
+    driver thread, which no signal reaches, stops as the columnar path does at its next batch."""
+    for i, record in enumerate(records):
+        if not i % every:
+            raise_if_interrupted()
+        yield record
 
 
 class _Dropped(Exception):
@@ -454,6 +480,7 @@ class _Pipeline:
         write_batch = branch.writer.write_batch  # type: ignore[attr-defined]
         extractor.columnar_path()
         for batch in extractor.read_batches():
+            raise_if_interrupted()
             arrow = convert(batch)
             if arrow is not None and write_batch(arrow):
                 n = len(batch.values)
@@ -488,7 +515,7 @@ class _Pipeline:
                 if straight and _takes_columnar(job, extractor, steps, single):
                     self._columnar(extractor, steps, single, top)  # type: ignore[arg-type]
                 else:
-                    self.flow(extractor.read_records(), top)
+                    self.flow(_interruptible(extractor.read_records()), top)
             extracted = top.entered
             high = extractor.actual_high_watermark()
         finally:

@@ -182,6 +182,13 @@ class Dialect(ABC):
         """Whether this database's native Arrow reader can be imported here (`reader: auto` then uses it)."""
         return False
 
+    @final
+    def reads_natively(self, reader: str, workunit_native: bool) -> bool:
+        """Whether a task reads natively: `reader` (source.reader) asks for it, the reader is installed, and its
+        WorkUnit's columns are ones it gives exactly (`workunit_native`, from `native_reads`)."""
+        wanted = reader == "native" or (reader == "auto" and self.native_by_default)
+        return wanted and workunit_native and self.native_reader_installed()
+
     def native_reads(self, columns: list[Column]) -> bool:
         """Whether the native reader gives these columns' values exactly (else the table is read as rows)."""
         return True

@@ -61,9 +61,7 @@ class JdbcExtractor(BatchExtractor):
         return f"{self.table} row {self.rows} ({t.watermark_column}={self.last.get(t.watermark_column)!s}, {keys})"
 
     def columnar_path(self) -> None:
-        reader, dialect = self.settings.reader, self.dialect
-        wanted = reader == "native" or (reader == "auto" and dialect.native_by_default)
-        self.native = wanted and self.workunit.props.get("native", False) and dialect.native_reader_installed()
+        self.native = self.dialect.reads_natively(self.settings.reader, bool(self.workunit.props.get("native")))
 
     def read_batches(self) -> Iterator[RawBatch]:
         s = self.settings

@@ -1,0 +1,137 @@
+"""A run kept in the driver runs its tasks on threads, as many at once as the local master has cores; work a Source
+reads natively (outside Python's lock) weighs less against `spark.in_driver_below`, since the threads do it as fast
+as a local Spark would; Ctrl-C stops the threads' tasks."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from gobblin_py.config import load_job
+from gobblin_py.runtime import interrupt
+from gobblin_py.runtime.executors.base import held_bytes, local_cores
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
+from gobblin_py.runtime.executors.spark import SparkExecutor
+from gobblin_py.runtime.runner import JobRunner
+from gobblin_py.runtime.task.pipeline import TaskSpec
+from gobblin_py.runtime.task.results import TasksCancelled
+
+from support.jobs import example_job, write_job
+
+GiB = 1024**3
+
+_PLUGIN = '''
+import threading
+import pyarrow as pa
+from gobblin_py.api import BatchExtractor, RawBatch, Source, WorkUnit
+from gobblin_py.runtime import interrupt
+
+TOGETHER = threading.Barrier(2, timeout=20)  # each task waits here for the other: only threads at once get past
+SHARE = {share}
+MODE = "{mode}"
+SCHEMA = {{"type": "record", "name": "r", "fields": [{{"name": "id", "type": "long"}}]}}
+
+
+class Extractor(BatchExtractor):
+    makes_arrow = True
+
+    def __init__(self, workunit):
+        self.workunit = workunit
+
+    def get_schema(self):
+        return SCHEMA
+
+    def read_batches(self):
+        base = int(self.workunit.id[1:]) * 1000
+        if MODE == "together":
+            TOGETHER.wait()
+        yield RawBatch("ids", list(range(base, base + 500)))
+        if MODE == "interrupt":
+            interrupt.request()  # Ctrl-C while the task still has batches to read
+        yield RawBatch("ids", list(range(base + 500, base + 1000)))
+
+    def records_of(self, batch):
+        for i in batch.values:
+            yield {{"id": i}}
+
+    def to_arrow(self, batch):
+        return pa.record_batch([pa.array(batch.values, pa.int64())], names=["id"])
+
+    def actual_high_watermark(self):
+        return 1
+
+
+class BigNativeSource(Source):
+    """Two work units the Source sizes at 1 GiB each, read natively (SHARE of their work outside Python's lock)."""
+
+    def get_workunits(self, state):
+        return [WorkUnit(id=f"w{{i}}", dataset="things", watermark_key=str(i), low_watermark=0, expected_high_watermark=1)
+                for i in range(2)]
+
+    def get_extractor(self, workunit, context):
+        return Extractor(workunit)
+
+    def estimated_bytes(self, workunit, state):
+        return float(1024 ** 3)
+
+    def native_share(self, workunit, converted):
+        return 0.0 if converted else SHARE
+'''
+
+
+def _job(tmp: Path, monkeypatch: pytest.MonkeyPatch, share: float, mode: str = "together") -> object:
+    (tmp / "big_native.py").write_text(_PLUGIN.format(share=share, mode=mode))
+    monkeypatch.syspath_prepend(str(tmp))
+    monkeypatch.delitem(__import__("sys").modules, "big_native", raising=False)
+    job = example_job(tmp, source={"class": "big_native:BigNativeSource"}, converters=None, quality=None,
+                      writer={"class": "parquet"}, job={"name": "native", "work_dir": str(tmp / "work"), "max_task_retries": 0})
+    return load_job(write_job(tmp, job))
+
+
+def test_the_weight_of_an_estimate_follows_the_time_its_work_takes_in_threads_and_on_spark() -> None:
+    assert [local_cores(m, 8) for m in ("local[*]", "local[3]", "local", "local[2, 4]", "spark://h:7077")] == [8, 3, 1, 2, 1]
+    assert held_bytes(100.0, 0.0, 2) == 100.0  # all of it holds the lock: the limit weighs it whole, as before
+    assert held_bytes(100.0, 0.5, 2) == 0.0  # two threads, half of it native: as fast as Spark's two slots
+    assert held_bytes(100.0, 0.7, 16) == pytest.approx(100.0 * (1 - 0.7 - 1 / 16) * 16 / 15)
+    assert held_bytes(100.0, 0.95, 1) == 100.0  # one slot: no threads to spread it over
+    assert held_bytes(None, 0.9, 2) is None  # an unknown size is never small
+
+
+def test_a_large_plan_read_natively_runs_in_the_driver_two_tasks_at_once_and_commits_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    spec = _job(tmp_path, monkeypatch, 0.9)
+    executor = SparkExecutor(spec)  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO, logger="gobblin_py"):
+        result = JobRunner(spec, executor).run()  # type: ignore[arg-type]
+    executor.stop(exiting=True)
+    assert result.succeeded, result.error  # each task waited for the other at a barrier: they ran at once
+    assert executor._thread is None and executor._session is None  # Spark was never asked to start
+    said = [r.getMessage() for r in caplog.records if "in the driver" in r.getMessage()]
+    assert said and "2 at a time" in said[0] and "about 2.0 GiB, read natively enough that about 0 B count" in said[0], said
+    ids = sorted(pq.read_table(tmp_path / "output" / "things").column("id").to_pylist())
+    assert ids == list(range(0, 1000)) + list(range(1000, 2000))
+
+
+def test_the_same_plan_read_in_python_goes_to_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = _job(tmp_path, monkeypatch, 0.0)
+    specs = [TaskSpec(job=spec, run_id="r", unit=u, estimated_bytes=GiB, native_share=0.0) for u in ("a", "b")]  # type: ignore[arg-type]
+    executor = SparkExecutor(spec)  # type: ignore[arg-type]
+    weighed = [held_bytes(t.estimated_bytes, t.native_share, local_cores(str(executor.master), 2)) for t in specs]
+    assert weighed == [GiB, GiB]  # 2 GiB against 16 MiB: Spark (not started here)
+
+
+def test_ctrl_c_stops_the_tasks_running_on_driver_threads_and_publishes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = _job(tmp_path, monkeypatch, 0.9, mode="interrupt")
+    try:
+        with pytest.raises(TasksCancelled) as cancelled:
+            JobRunner(spec, InProcessExecutor(threads=2)).run()  # type: ignore[arg-type]
+    finally:
+        interrupt._seen.clear()
+    assert cancelled.value.results and all(r.status.value == "cancelled" for r in cancelled.value.results)
+    assert not (tmp_path / "output" / "things").exists() or not any((tmp_path / "output" / "things").rglob("*.parquet"))
+    assert threading.active_count() < 10
