@@ -1,6 +1,7 @@
-"""Benchmark: the jdbc source (PostgreSQL → Parquet or Avro) against the tools a user would pick instead, in one run.
+"""Benchmark: the jdbc source (PostgreSQL or MariaDB → Parquet or Avro) against the tools a user would pick instead, in one run.
 
-    .venv/bin/python scripts/bench_jdbc.py [--rows 2000000] [--rounds 1] [--sink parquet|avro] [--changed 0.01]
+    .venv/bin/python scripts/bench_jdbc.py [--db postgres|mariadb] [--rows 2000000] [--rounds 1] [--sink parquet|avro]
+                                           [--changed 0.01]
 
 Starts a local PostgreSQL 16 (pgserver's binaries, 127.0.0.1), loads N rows of a 10-column table (bigint key,
 timestamptz watermark, int, numeric(12,2), smallint, double, text, varchar, boolean, date), then, `rounds` times,
@@ -13,15 +14,28 @@ fastavro): a tool that loses or doubles a row is WRONG and never the fastest. Pr
 and its time against gobblin-py's (above 1: gobblin-py is faster), with the machine's CPU pressure and the cores other
 work used in each round (the database's CPU not counted as other work). `--rows 20000` is the small first load.
 
+`--db mariadb` starts a local MariaDB instead (the tests' server, tests/jdbc_mysql/mariadb_server.py: Debian's
+`mariadb-server` package, 127.0.0.1, InnoDB's buffer pool grown to 1 GiB so the table is read from memory as
+PostgreSQL's is from the page cache) and loads the same table in MariaDB's types (bigint key, datetime(6) watermark
+stamped in UTC and read with `watermark_zone: UTC` — a `timestamp` column would keep ConnectorX away —, int,
+decimal(12,2), smallint, double, varchar(16), varchar(64), boolean, date) from the Sequence engine's `seq_1_to_N`.
+The contenders: gobblin-py twice, with the jdbc source's default `reader: auto` (for MySQL/MariaDB, PyMySQL's rows)
+and with `reader: native` (ConnectorX into Arrow), both as above (the first is the one the ratios are taken
+against, and the one run again incrementally); dlt on ConnectorX against the mysql:// URL; and the one-process
+ConnectorX script (scripts/baseline_jdbc_connectorx.py: `connectorx.read_sql(…, return_type="arrow")` → one
+`pq.write_table`) in the ADBC script's place. A contender that exits non-zero is reported FAILED, not fatal.
+
 After the last round, `--changed` of the rows get a new `updated_at` and gobblin-py runs again incrementally, as
 shipped (a run this small runs its tasks in the driver: `spark.in_driver_below`); then as many other rows change and
 it runs with Spark forced (`in_driver_below: 0`). Both times against the full run's.
-Writes scripts/results/bench_jdbc-<N>-<sink>.json.
+Writes scripts/results/bench_jdbc-<N>-<sink>.json (PostgreSQL) or bench_jdbc-<N>-<sink>-mariadb.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import json
 import os
 import statistics
@@ -29,6 +43,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -42,12 +58,83 @@ from bench_common import (  # noqa: E402  (scripts/ is on sys.path: these run as
     round_dir, run_rounds, server_cpu_seconds)
 from bench_results import save  # noqa: E402
 
-TABLE = "public.bench"
+TABLE = "public.bench"  # PostgreSQL's
 CREATE = """CREATE TABLE bench (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, customer int, amount numeric(12,2),
   qty smallint, price double precision, status text, note varchar(64), flag boolean, day date)"""
 LOAD = """INSERT INTO bench SELECT i, now() - interval '1 hour' - ((%s - i) * 1.3) * interval '1 second', (i * 7919) % 100000,
   ((i * 31) % 1000000) / 100.0, (i % 100)::smallint, i * 0.001, (ARRAY['new','paid','shipped','done'])[i % 4 + 1],
   'note ' || md5(i::text), i % 3 = 0, date '2026-01-01' + (i % 365)::int FROM generate_series(1::bigint, %s) i"""
+
+# MariaDB: the same table and rows. The watermark is a wall clock in UTC (datetime: ConnectorX reads no `timestamp`,
+# whose zone is the session's); `watermark_zone: UTC` bounds a run by the newest value instead of an hour before it.
+MARIA_TABLE = "bench.bench"
+MARIA_CREATE = """CREATE TABLE bench (id bigint PRIMARY KEY, updated_at datetime(6) NOT NULL, customer int,
+  amount decimal(12,2), qty smallint, price double, status varchar(16), note varchar(64), flag boolean, day date)"""
+MARIA_LOAD = """INSERT INTO bench SELECT seq, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR - INTERVAL ((%s - seq) * 1300000) MICROSECOND,
+  (seq * 7919) % 100000, ((seq * 31) % 1000000) / 100, seq % 100, seq * 0.001, ELT(seq % 4 + 1, 'new', 'paid', 'shipped', 'done'),
+  CONCAT('note ', MD5(seq)), seq % 3 = 0, DATE '2026-01-01' + INTERVAL (seq % 365) DAY FROM seq_1_to_%s"""
+MARIA_BUFFER_POOL = 1 << 30
+PEER_PASSWORD_ENV = {"postgres": "PGPASSWORD", "mariadb": "MYSQL_PWD"}  # what the baseline scripts read
+
+
+@dataclass
+class Database:
+    """The database under test: its job `url` and the peers' (no password), the table, how gobblin-py finds the
+    password, SQL to run on it, the server's root process (its CPU), and what `changed` rows' UPDATE looks like."""
+
+    kind: str  # postgres | mariadb
+    url: str
+    peer_url: str
+    table: str
+    password: str
+    password_env: str
+    execute: Callable[[str], None]
+    server_pid: int
+    update: Callable[[int, int], str]  # (every k-th id, the remainder) → the UPDATE giving those rows a new watermark
+    table_extra: dict = field(default_factory=dict)
+
+
+def load_mariadb_server():
+    """tests/jdbc_mysql/mariadb_server.py, the tests' local MariaDB, imported by its path."""
+    path = REPO / "tests" / "jdbc_mysql" / "mariadb_server.py"
+    spec = importlib.util.spec_from_file_location("bench_mariadb_server", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def start_postgres(stack: contextlib.ExitStack, rows: int) -> Database:
+    pg = stack.enter_context(LocalPostgres())
+    db = pg.create_database("bench")
+    t0 = time.perf_counter()
+    with pg.connect(db) as conn:
+        conn.execute(CREATE)
+        conn.execute(LOAD.replace("%s", str(int(rows))))
+        conn.execute("CREATE INDEX ON bench (updated_at)")
+        conn.execute("VACUUM ANALYZE bench")
+    print(f"loaded {rows} rows in {time.perf_counter() - t0:.1f}s", flush=True)
+
+    def execute(statement: str) -> None:
+        with pg.connect(db) as conn:
+            conn.execute(statement)
+
+    return Database("postgres", pg.url(db), pg.url(db), TABLE, PASSWORD, "BENCH_PG_PASSWORD", execute, postmaster_pid(pg),
+                    lambda k, step: f"UPDATE bench SET updated_at = now(), qty = qty + 1 WHERE id % {k} = {step}")
+
+
+def start_mariadb(stack: contextlib.ExitStack, rows: int) -> Database:
+    server = load_mariadb_server()
+    maria = stack.enter_context(server.LocalMariaDB())
+    db = maria.create_database("bench")
+    maria.execute(db, f"SET GLOBAL innodb_buffer_pool_size = {MARIA_BUFFER_POOL}")
+    t0 = time.perf_counter()
+    maria.execute(db, MARIA_CREATE, MARIA_LOAD.replace("%s", str(int(rows))), "CREATE INDEX updated ON bench (updated_at)",
+                  "ANALYZE TABLE bench")
+    print(f"loaded {rows} rows in {time.perf_counter() - t0:.1f}s", flush=True)
+    return Database("mariadb", maria.url(db), maria.url(db, scheme="mysql"), MARIA_TABLE, server.PASSWORD,
+                    "BENCH_DB_PASSWORD", lambda statement: maria.execute(db, statement), maria.process.pid,
+                    lambda k, step: f"UPDATE bench SET updated_at = UTC_TIMESTAMP(6), qty = qty + 1 WHERE id % {k} = {step}",
+                    {"watermark_zone": "UTC"})
 
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
@@ -59,11 +146,12 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, subpro
     return took, done
 
 
-def job_file(tmp: Path, url: str, sink: str) -> Path:
+def job_file(tmp: Path, db: Database, sink: str, reader: str | None = None) -> Path:
     writer = {"class": "parquet"} if sink == "parquet" else {"class": "avro", "codec": "deflate"}
+    table = {"table": db.table, "watermark_column": "updated_at", "primary_key": "id", **db.table_extra}
     job = {"job": {"name": "bench", "work_dir": str(tmp / "work")},
-           "source": {"class": "jdbc", "url": url, "password_env": "BENCH_PG_PASSWORD", "partitions": 4,
-                      "tables": [{"table": TABLE, "watermark_column": "updated_at", "primary_key": "id"}]},
+           "source": {"class": "jdbc", "url": db.url, "password_env": db.password_env, "partitions": 4,
+                      **({"reader": reader} if reader else {}), "tables": [table]},
            "writer": writer,
            "publisher": {"final_dir": str(tmp / "output")},
            "spark": {"master": "local[2]"}}
@@ -85,28 +173,38 @@ def gobblin_details(tmp: Path, m: Measured) -> dict:
             "records_columnar": sum(t.get("records_columnar", 0) for t in state["tasks"])}
 
 
-def tools(url: str, sink: str, env: dict[str, str]) -> list[Tool]:
-    """gobblin-py and its peers for `sink`, each writing into the round directory it is given."""
+def tools(db: Database, sink: str, env: dict[str, str]) -> list[Tool]:
+    """gobblin-py and its peers for `sink` on `db`, each writing into the round directory it is given."""
     py, scripts = sys.executable, REPO / "scripts"
     suffix = f".{sink}"
+    url, table = db.peer_url, db.table
 
     def dlt_env(d: Path) -> dict[str, str]:  # dlt keeps its pipelines and config lookups inside the round directory
         return {**env, "DLT_DATA_DIR": str(d / "dlt-data"), "DLT_PROJECT_DIR": str(d), "DLT_LOCAL_DIR": str(d),
                 "RUNTIME__DLTHUB_TELEMETRY": "false"}
 
     out = [
-        Tool(REFERENCE, sink, lambda d: [py, "-m", "gobblin_py.cli.main", "run", str(job_file(d, url, sink))],
+        Tool(REFERENCE, sink, lambda d: [py, "-m", "gobblin_py.cli.main", "run", str(job_file(d, db, sink))],
              lambda d: read_back(data_files(d / "output", suffix), sink), env=lambda d: env,
              details=gobblin_details, keep_last=True),
-        Tool("dlt+connectorx", "parquet", lambda d: [py, str(scripts / "baseline_jdbc_dlt.py"), url, TABLE, str(d / "out")],
+        Tool("dlt+connectorx", "parquet", lambda d: [py, str(scripts / "baseline_jdbc_dlt.py"), url, table, str(d / "out")],
              lambda d: parquet_read_back(data_files(d / "out", ".parquet")), env=dlt_env),
-        Tool("adbc+pyarrow", "parquet",
-             lambda d: [py, str(scripts / "baseline_jdbc_to_parquet.py"), url, TABLE, str(d / "bench.parquet")],
-             lambda d: parquet_read_back([d / "bench.parquet"]), env=lambda d: env),
     ]
+    if db.kind == "mariadb":  # the default reader (rows) above; ConnectorX's here; ConnectorX alone in place of ADBC
+        out.insert(1, Tool(f"{REFERENCE} native", sink,
+                           lambda d: [py, "-m", "gobblin_py.cli.main", "run", str(job_file(d, db, sink, "native"))],
+                           lambda d: read_back(data_files(d / "output", suffix), sink), env=lambda d: env,
+                           details=gobblin_details))
+        out.append(Tool("connectorx+pyarrow", "parquet",
+                        lambda d: [py, str(scripts / "baseline_jdbc_connectorx.py"), url, table, str(d / "bench.parquet")],
+                        lambda d: parquet_read_back([d / "bench.parquet"]), env=lambda d: env))
+        return out
+    out.append(Tool("adbc+pyarrow", "parquet",
+                    lambda d: [py, str(scripts / "baseline_jdbc_to_parquet.py"), url, table, str(d / "bench.parquet")],
+                    lambda d: parquet_read_back([d / "bench.parquet"]), env=lambda d: env))
     if sink == "avro":
         out.append(Tool("psycopg-copy+fastavro", "avro",
-                        lambda d: [py, str(scripts / "baseline_jdbc_to_avro.py"), url, TABLE, str(d / "bench.avro")],
+                        lambda d: [py, str(scripts / "baseline_jdbc_to_avro.py"), url, table, str(d / "bench.avro")],
                         lambda d: avro_read_back([d / "bench.avro"]), env=lambda d: env))
     return out
 
@@ -122,26 +220,20 @@ def postmaster_pid(pg: LocalPostgres) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--db", choices=("postgres", "mariadb"), default="postgres", help="the database read")
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--sink", choices=("parquet", "avro"), default="parquet", help="what gobblin-py writes")
     ap.add_argument("--changed", type=float, default=0.01)
     args = ap.parse_args()
     py = sys.executable
-    env = {**os.environ, "PGPASSWORD": PASSWORD, "BENCH_PG_PASSWORD": PASSWORD, "SPARK_LOCAL_IP": "127.0.0.1"}
-    with LocalPostgres() as pg, tempfile.TemporaryDirectory(prefix="bench-jdbc-") as scratch:
-        db = pg.create_database("bench")
-        t0 = time.perf_counter()
-        with pg.connect(db) as conn:
-            conn.execute(CREATE)
-            conn.execute(LOAD.replace("%s", str(int(args.rows))))
-            conn.execute("CREATE INDEX ON bench (updated_at)")
-            conn.execute("VACUUM ANALYZE bench")
-        print(f"loaded {args.rows} rows in {time.perf_counter() - t0:.1f}s", flush=True)
-        url = pg.url(db)
-        contenders = tools(url, args.sink, env)
-        server = postmaster_pid(pg)
-        figures = run_rounds(contenders, args.rounds, args.rows, Path(scratch), lambda: server_cpu_seconds(server))
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-jdbc-"))
+        db = (start_mariadb if args.db == "mariadb" else start_postgres)(stack, args.rows)
+        env = {**os.environ, PEER_PASSWORD_ENV[db.kind]: db.password, db.password_env: db.password,
+               "SPARK_LOCAL_IP": "127.0.0.1"}
+        contenders = tools(db, args.sink, env)
+        figures = run_rounds(contenders, args.rounds, args.rows, Path(scratch), lambda: server_cpu_seconds(db.server_pid))
         comparison = compare(figures, args.rows, {t.name: t.writes for t in contenders})
         print_comparison(comparison)
         run_dir = round_dir(Path(scratch), args.rounds - 1, contenders[0])
@@ -155,8 +247,7 @@ def main() -> None:
             if limit is not None:
                 job["spark"]["in_driver_below"] = limit
             (run_dir / "job.yaml").write_text(yaml.safe_dump(job, sort_keys=False))
-            with pg.connect(db) as conn:  # another `changed` rows each time: ids ≡ step (mod rows/changed)
-                conn.execute("UPDATE bench SET updated_at = now(), qty = qty + 1 WHERE id %% %s = %s" % (args.rows // changed, step))
+            db.execute(db.update(args.rows // changed, step))  # another `changed` rows each time: ids ≡ step (mod rows/changed)
             took, done = timed([py, "-m", "gobblin_py.cli.main", "run", str(run_dir / "job.yaml")], run_dir, env)
             assert ("in the driver, not on Spark" in done.stderr) == (where == "driver"), done.stderr
             state = last_run(run_dir)
@@ -176,7 +267,7 @@ def main() -> None:
     full = comparison["tools"][REFERENCE]["median_s"]
     on_spark = incremental["spark"]
     result = {
-        "rows": args.rows, "sink": args.sink, "rounds": args.rounds, "machine_cores": os.cpu_count(),
+        "db": args.db, "rows": args.rows, "sink": args.sink, "rounds": args.rounds, "machine_cores": os.cpu_count(),
         "comparison": comparison,
         "gobblin_tasks_s": med(f["phases"]["tasks"] for f in figures[REFERENCE] if "phases" in f),
         "incremental": incremental, "read_back_after_incremental": after,
@@ -194,7 +285,7 @@ def main() -> None:
         "figures": figures,
     }
     print(json.dumps({k: v for k, v in result.items() if k not in ("figures", "comparison")}, indent=1))
-    save(f"bench_jdbc-{args.rows}-{args.sink}", result)
+    save(f"bench_jdbc-{args.rows}-{args.sink}" + ("-mariadb" if args.db == "mariadb" else ""), result)
 
 
 if __name__ == "__main__":
