@@ -10,7 +10,9 @@ scripts/baseline_kafka_to_parquet.py (confluent-kafka `consume` → orjson → p
 and iceberg. Both outputs are read back (fastavro, pyarrow): a run that loses or doubles a record is WRONG and never
 the fastest. Prints records/s, the baseline / gobblin-py ratios (above 1: gobblin-py is faster; whole job, Spark
 start included; and the task phase alone), peak RSS of the driver and of the executors, the fixed cost of a run with
-no new data, and writes everything to scripts/results/bench_kafka-<N>-<client>-<sink>.json.
+no new data, and writes everything to scripts/results/bench_kafka-<N>-<client>-<sink>.json. gobblin-py places its
+tasks as shipped (on 2 cores, a columnar JSON run stays in the driver's threads); `BENCH_IN_DRIVER_BELOW=0` in the
+environment forces them onto Spark (it sets `spark.in_driver_below`).
 
 On a machine shared with other work the wall-time ratios swing with its load (two cores for the job against
 one for the script), so each run also gives the CPU time per record of both, which does not, the share of its
