@@ -53,7 +53,7 @@ def _parse(text: str) -> Any:
 
     try:
         return avro.schema.parse(text)
-    except Exception as exc:  # noqa: BLE001 - any parse failure is the client's invalid schema
+    except Exception as exc:  # any parse failure is the client's invalid schema
         raise RegistryError(422, 42201, f"Invalid schema: {exc}") from None
 
 
@@ -224,7 +224,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:  # the base class's parameter name
         pass  # quiet: tests read the registry's state, not an access log
 
     def _answer(self, status: int, body: Any) -> None:
@@ -257,13 +257,13 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError as exc:
             self._answer(400, {"error_code": 400, "message": f"Unrecognized JSON: {exc}"})
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's names
+    def do_GET(self) -> None:  # http.server's method names
         self._handle("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._handle("POST")
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         self._handle("PUT")
 
 
