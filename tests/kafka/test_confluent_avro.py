@@ -257,3 +257,46 @@ def test_settings_refuse_a_registry_without_confluent_avro_and_a_password_in_the
     s = KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="confluent_avro",
                       schema_registry={"url": "http://r:8081"}, subject="{topic}.v")
     assert s.subject_of("orders") == "orders.v"
+
+
+def test_deserializer_avro_gives_its_schema_to_the_writer_with_metadata_columns(tmp_path: Path, broker, topic: str) -> None:
+    import io
+
+    import fastavro
+
+    create_topic(broker.bootstrap, topic, 1)
+    (tmp_path / "order.avsc").write_text(json.dumps(V1))
+    parsed = fastavro.parse_schema(V1)
+
+    def datum(r: dict[str, Any]) -> bytes:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, r)
+        return buf.getvalue()
+
+    data = orders(0, 12)
+    produce(broker.bootstrap, topic, {0: [(b"\xff\xfe" if r["id"] == 5 else None, datum(r)) for r in data]})
+    job = kafka_job(tmp_path, broker.bootstrap, [topic], deserializer="avro", avro_schema=str(tmp_path / "order.avsc"),
+                    metadata_columns=["offset", "key"])
+    del job["converters"]
+    job["writer"] = {"class": "avro"}
+    result = run(tmp_path, job)
+    assert result.succeeded, result.error
+    records = sorted(read_avro(tmp_path / "output" / topic), key=lambda r: r["id"])
+    assert records == [{**r, "_kafka_offset": r["id"], "_kafka_key": None} for r in data if r["id"] != 5]
+    (error,) = read_error_files(tmp_path / "output")  # a key that is not UTF-8 under metadata_key: string
+    assert error["location"] == f"{topic}/0@5" and "the key is not UTF-8" in error["reason"]
+
+
+def test_a_task_that_cannot_reach_the_registry_fails_as_unreachable_not_as_bad_records() -> None:
+    """The registry went away after planning: fetching a writer schema is the service's fault (retried, one budget per
+    run for the registry's endpoint), never a bad record."""
+    from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
+    from gobblin_py.builtin.sources.kafka.settings import SchemaRegistrySettings
+    from gobblin_py.errors import UnreachableError
+
+    url = f"http://127.0.0.1:{free_port()}"
+    settings = SchemaRegistrySettings(url=url, max_retries=0, timeout_s=2)
+    decode = ConfluentAvroDecoder(settings, V2, 2, "orders-value")
+    with pytest.raises(UnreachableError) as down:
+        decode(b"\x00" + struct.pack(">I", 1) + b"\x02\x02c\x00\x00\x80\x3f")
+    assert down.value.endpoint == f"schema registry {url}" and url in str(down.value) and "schema id 1" in str(down.value)

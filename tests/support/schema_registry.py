@@ -295,7 +295,7 @@ class LocalSchemaRegistry:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.registry = self
         self._server, self.port = server, server.server_address[1]
-        self._thread = threading.Thread(target=server.serve_forever, name="schema-registry", daemon=True)
+        self._thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="schema-registry", daemon=True)
         self._thread.start()
         return self
 
