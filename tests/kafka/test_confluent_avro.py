@@ -166,7 +166,9 @@ def test_values_that_cannot_be_read_go_to_the_error_file_naming_offset_and_schem
     assert result.succeeded, result.error
     records = read_avro(tmp_path / "output" / topic)
     assert sorted(r["id"] for r in records) == [*range(10), 99]
-    errors = {e["location"]: e["reason"] for e in read_error_files(tmp_path / "output")}
+    entries = read_error_files(tmp_path / "output")
+    assert {e["record"] for e in entries} == {repr(v) for v in (foreign, bad, unknown, truncated)}  # each value's bytes
+    errors = {e["location"]: e["reason"] for e in entries}
     where = f"{topic}/0@"
     assert set(errors) == {f"{where}{offsets[v]}" for v in (foreign, bad, unknown, truncated)}
     assert "not in Confluent's wire format" in errors[f"{where}{offsets[foreign]}"]

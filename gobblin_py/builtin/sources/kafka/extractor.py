@@ -117,6 +117,7 @@ class KafkaExtractor(BatchExtractor):
         reject = self.context.reject
         kind = batch.format
         metadata = self._metadata
+        binary = kind in ("avro", "confluent_avro")
         details = batch.keys_and_timestamps() if metadata is not None else itertools.repeat((None, None))
         for offset, value, (key, timestamp) in zip(batch.offsets(), batch.values, details):
             self.offset = offset
@@ -127,7 +128,8 @@ class KafkaExtractor(BatchExtractor):
             try:
                 record = decode(value)
             except (ValueError, TypeError, EOFError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
-                reject(value.decode("utf-8", "replace"), f"cannot decode as {kind}: {exc}", self.location())
+                shown = value if binary else value.decode("utf-8", "replace")  # Avro's bytes kept (as their repr)
+                reject(shown, f"cannot decode as {kind}: {exc}", self.location())
                 continue
             if type(record) is not dict:
                 reject(record, f"expected a JSON object, got {type(record).__name__}", self.location())
