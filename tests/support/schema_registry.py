@@ -53,7 +53,7 @@ def _parse(text: str) -> Any:
 
     try:
         return avro.schema.parse(text)
-    except Exception as exc:  # any parse failure is the client's invalid schema
+    except Exception as exc:  # noqa: BLE001 - any parse failure is the client's invalid schema
         raise RegistryError(422, 42201, f"Invalid schema: {exc}") from None
 
 

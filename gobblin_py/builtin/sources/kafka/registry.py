@@ -166,7 +166,7 @@ class ConfluentAvroDecoder:
             return "an Avro schema with references to other subjects, which are not resolved yet"
         try:
             return fastavro.parse_schema(json.loads(schema.schema_str))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any schema fastavro refuses makes the values of this id unreadable
             return f"an Avro schema fastavro cannot parse ({describe(exc)})"
 
     def __call__(self, raw: bytes) -> dict[str, Any]:

@@ -20,10 +20,6 @@ TOPIC_PREFIX_CHARS = 40
 """How much of the topic name the readable part of an output name keeps (the hash covers all of it)."""
 
 
-METADATA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp")
-"""What `metadata_columns` may add to each record, as `_kafka_<name>`."""
-
-
 class SchemaRegistrySettings(Settings):
     """Where a Confluent schema registry is and how to log in: the password only through an environment variable."""
 
@@ -36,25 +32,24 @@ class SchemaRegistrySettings(Settings):
     timeout_s: float = Field(default=10.0, gt=0, description="how long one request to the registry may take")
     max_retries: int = Field(default=2, ge=0, description="retries of a request that failed to connect or got a 5xx/429")
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        for one in value.split(","):
-            parts = urlsplit(one.strip())
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(f"{one.strip()!r}: give http(s)://host:port")
-        return value
-
     @model_validator(mode="after")
-    def _login(self) -> SchemaRegistrySettings:
+    def _url_and_login(self) -> SchemaRegistrySettings:
+        """Checked here, where an error does not echo the url (which might hold a password)."""
         why = url_secret(self.url)
-        if why is not None:  # checked here, where the error does not echo the value
+        if why is not None:
             raise ValueError(f"url holds a secret ({why}): give the user in basic_auth_user and name the variable holding "
                              "the password in password_env")
+        for one in self.url.split(","):
+            parts = urlsplit(one.strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"url {one.strip()!r}: give http(s)://host:port")
         if self.password_env is not None and not ENV_NAME.fullmatch(self.password_env):
             raise ValueError("password_env must name an environment variable (letters, digits and _), not hold the password")
         if (self.basic_auth_user is None) != (self.password_env is None):
             raise ValueError("basic auth needs both basic_auth_user and password_env (or neither)")
+        if self.password_env is not None and self.password_env not in os.environ:
+            raise ValueError("password_env: the environment variable it names is not set (its value is not repeated: it must be "
+                             "the variable's name, not the password)")
         return self
 
     @property
@@ -69,8 +64,8 @@ class SchemaRegistrySettings(Settings):
         value = os.environ.get(self.password_env)
         if value is None:
             raise ConfigError(f"source.schema_registry.password_env: the environment variable {self.password_env} is not "
-                             "set here (on a cluster, pass it to the executors: spark.conf: {spark.executorEnv."
-                             f"{self.password_env}: ...}})")
+                              "set here (on a cluster, pass it to the executors: spark.conf: {spark.executorEnv."
+                              f"{self.password_env}: ...}})")
         return value
 
 

@@ -28,8 +28,9 @@ from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskCo
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.sources.packing import worst_fit_decreasing
-from gobblin_py.builtin.sources.kafka.registry import SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID, OutputSchema
 from gobblin_py.builtin.sources.kafka.metadata import clashes
+from gobblin_py.builtin.sources.kafka.registry import (SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID, OutputSchema, latest_schema,
+                                                   registry_client)
 from gobblin_py.builtin.sources.kafka.settings import (TOPIC_PREFIX_CHARS, KafkaSettings, broker_endpoint, consumer_settings,
                                                    open_consumer)
 from gobblin_py.errors import ConfigError, SourceError, describe
@@ -212,7 +213,8 @@ class KafkaSource(Source):
 
     def _value_schemas(self, topics: list[str], state: SourceState) -> dict[str, OutputSchema]:
         """`confluent_avro`: each topic's output schema, its subject's latest version now (the same for every task of the
-        run); a version other than the last commit's is named in the run's summary. Metadata fields must not clash."""
+        run); a version other than the last commit's is named in the run's summary. Metadata fields must clash with no
+        value field (of `avro_schema` too)."""
         s: KafkaSettings = self.settings
         if s.deserializer == "avro" and s.metadata_columns:
             from gobblin_py.builtin.schemas.avro_files import load_avro_schema
@@ -220,8 +222,6 @@ class KafkaSource(Source):
             self._check_clashes(load_avro_schema(s.avro_schema), f"avro_schema {s.avro_schema}")
         if s.deserializer != "confluent_avro" or not topics:
             return {}
-        from gobblin_py.builtin.sources.kafka.registry import latest_schema, registry_client
-
         assert s.schema_registry is not None
         client = registry_client(s.schema_registry)
         found = {}
