@@ -302,3 +302,17 @@ def test_a_task_that_cannot_reach_the_registry_fails_as_unreachable_not_as_bad_r
     with pytest.raises(UnreachableError) as down:
         decode(b"\x00" + struct.pack(">I", 1) + b"\x02\x02c\x00\x00\x80\x3f")
     assert down.value.endpoint == f"schema registry {url}" and url in str(down.value) and "schema id 1" in str(down.value)
+
+
+def test_under_bad_records_fail_a_value_not_in_the_wire_format_fails_the_run(tmp_path: Path, broker, topic: str,
+                                                                            schema_registry: LocalSchemaRegistry) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    good = serialize(serializer(schema_registry.url, V1), topic, orders(0, 4))
+    produce(broker.bootstrap, topic, {0: [*good[:2], b"plain text", *good[2:]]})
+    job = job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url})
+    job["quality"] = {"bad_records": "FAIL"}
+    result = run(tmp_path, job)
+    assert not result.succeeded
+    assert f"{topic}/0@2" in result.error and "not in Confluent's wire format" in result.error, result.error
+    assert not (tmp_path / "output").exists()
+    assert StateStore(tmp_path / "work", "k").watermarks() == {}
