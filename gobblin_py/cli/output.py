@@ -48,6 +48,9 @@ def setup_logging(level: str, verbose: bool) -> None:
     # kafka-python logs every connection error with a traceback; our own messages name broker, topic and
     # partition, so its log stays quiet unless --verbose
     logging.getLogger("kafka").setLevel(logging.INFO if verbose else logging.CRITICAL)
+    # the schema registry client's HTTP library logs every request at INFO: our messages name the registry and subject
+    for http in ("httpx", "httpx2"):
+        logging.getLogger(http).setLevel(logging.INFO if verbose else logging.WARNING)
     # pyiceberg logs "Loaded FileIO" at INFO each time a catalog loads: table commits say what they did themselves
     logging.getLogger("pyiceberg").setLevel(logging.DEBUG if verbose else logging.WARNING)
 

@@ -31,7 +31,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -371,7 +371,13 @@ def end_offsets(bootstrap: str, topic: str, *, timeout: float = 10.0) -> dict[in
     return {tp.partition: off for tp, off in sorted(offs.items())}
 
 
-def produce(bootstrap: str, topic: str, records_by_partition: Mapping[int, list[bytes]],
+def _send(producer: Any, topic: str, partition: int, record: bytes | tuple[bytes | None, bytes]) -> Any:
+    """Send one record (a value, or a `(key, value)` tuple) to `partition`; its future."""
+    key, value = record if isinstance(record, tuple) else (None, record)
+    return producer.send(topic, key=key, value=value, partition=partition)
+
+
+def produce(bootstrap: str, topic: str, records_by_partition: Mapping[int, Sequence[bytes | tuple[bytes | None, bytes]]],
             compression: str | None = None, *, seal: Callable[[int], bytes] | None = None,
             timeout: float = 60.0, producer_config: Mapping[str, Any] | None = None) -> dict[int, int]:
     """Append each partition's records, in order, then seal the partition; every partition's end offset.
@@ -382,6 +388,7 @@ def produce(bootstrap: str, topic: str, records_by_partition: Mapping[int, list[
       an empty list sends nothing.
     - `seal=f`: every record of the list is batched and `f(partition)` is appended as the sealing record,
       so a partition grows by len(list) + 1 (also for an empty list).
+    A record given as a `(key, value)` tuple is sent with that key.
     Checks that each sealed partition's end offset is the sealing record's offset + 1 and returns the end
     offsets of all the topic's partitions. `compression` is None, gzip, snappy, lz4 or zstd.
     """
@@ -403,12 +410,12 @@ def produce(bootstrap: str, topic: str, records_by_partition: Mapping[int, list[
         batched, seals = [], {}
         for p, values in records_by_partition.items():
             body = values if seal is not None else values[:-1]
-            batched.extend(producer.send(topic, value=v, partition=p) for v in body)
+            batched.extend(_send(producer, topic, p, v) for v in body)
         flush(batched)
         for p, values in records_by_partition.items():
             last = seal(p) if seal is not None else (values[-1] if values else None)
             if last is not None:
-                seals[p] = producer.send(topic, value=last, partition=p)
+                seals[p] = _send(producer, topic, p, last)
         flush(list(seals.values()))
     finally:
         producer.close(timeout=5)

@@ -75,6 +75,8 @@ def _quiet_client_logs() -> None:
     """On an executor nobody configured logging: keep client libraries' tracebacks out of the job's output
     (a failure reaches the driver in the task result, with its message)."""
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    for http in ("httpx", "httpx2"):  # the schema registry client's requests, one INFO line each
+        logging.getLogger(http).setLevel(logging.WARNING)
 
 
 def attempt_dirs(job: JobSpec, run_id: str, wu: WorkUnit, attempt_id: str) -> tuple[Path, Location]:

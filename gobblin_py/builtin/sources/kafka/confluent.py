@@ -118,6 +118,12 @@ class ConfluentKafkaExtractor(KafkaExtractor):
                 return good, err
         return good, None
 
+    @staticmethod
+    def _key_and_timestamp(message: Any) -> tuple[bytes | None, int | None]:
+        """A confluent-kafka message's key and timestamp (ms; None when the message has none)."""
+        kind, timestamp = message.timestamp()
+        return message.key(), timestamp if kind != 0 else None  # 0: TIMESTAMP_NOT_AVAILABLE
+
     def _on_error(self, err: Any) -> None:
         """librdkafka reports a lost cluster here, not through `consume()`."""
         from confluent_kafka import KafkaError

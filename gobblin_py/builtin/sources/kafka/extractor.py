@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -19,13 +20,25 @@ import orjson
 
 from gobblin_py.api import BatchExtractor, RawBatch, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
+from gobblin_py.builtin.sources.kafka.metadata import metadata_of, with_metadata
+from gobblin_py.builtin.sources.kafka.registry import SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
 
 log = logging.getLogger(__name__)
 
+def value_schema(settings: KafkaSettings, workunit: WorkUnit) -> dict[str, Any] | None:
+    """The Avro record schema values are decoded into: `avro_schema`'s, or the one planned for `confluent_avro`."""
+    if settings.deserializer == "confluent_avro":
+        return workunit.props[VALUE_SCHEMA]
+    if settings.deserializer == "avro":
+        from gobblin_py.builtin.schemas.avro_files import load_avro_schema
 
-def _decoder(settings: KafkaSettings) -> Callable[[bytes], Any]:
+        return load_avro_schema(settings.avro_schema)
+    return None
+
+
+def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any] | None) -> Callable[[bytes], Any]:
     kind = settings.deserializer
     if kind == "json":
         return orjson.loads
@@ -33,22 +46,28 @@ def _decoder(settings: KafkaSettings) -> Callable[[bytes], Any]:
         return lambda raw: {"value": raw.decode("utf-8")}
     if kind == "bytes":
         return lambda raw: {"value": raw}
+    if kind == "confluent_avro":
+        from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
+
+        assert settings.schema_registry is not None and schema is not None
+        return ConfluentAvroDecoder(settings.schema_registry, schema, int(workunit.props[VALUE_SCHEMA_ID]),
+                                    workunit.props[SUBJECT])
     import fastavro
 
-    from gobblin_py.builtin.schemas.avro_files import load_avro_schema
-
-    schema = fastavro.parse_schema(load_avro_schema(settings.avro_schema))
-    return lambda raw: fastavro.schemaless_reader(io.BytesIO(raw), schema)
+    parsed = fastavro.parse_schema(schema)
+    return lambda raw: fastavro.schemaless_reader(io.BytesIO(raw), parsed)
 
 
 @dataclass(frozen=True)
 class OffsetBatch(RawBatch):
-    """A poll's values, the offsets of its first and last, and a function giving every value's offset (for
-    `location()` on the row path; worked out only then, as a columnar batch never needs them)."""
+    """A poll's values, the offsets of its first and last, and functions giving every value's offset (for
+    `location()` on the row path; worked out only then, as a columnar batch never needs them) and its key and timestamp
+    (for `metadata_columns`)."""
 
     first: int = 0
     last: int = 0
     offsets: Callable[[], Sequence[int]] = list
+    keys_and_timestamps: Callable[[], Sequence[tuple[bytes | None, int | None]]] = list
 
 
 class KafkaExtractor(BatchExtractor):
@@ -66,12 +85,18 @@ class KafkaExtractor(BatchExtractor):
         self.next_offset = self.low
         self.consumer: Any = None
         self.where = f"{self.topic}/{self.partition} on {settings.brokers}"
-        self._decode = _decoder(settings)
+        self._value_schema = value_schema(settings, workunit)
+        self._decode = _decoder(settings, workunit, self._value_schema)
+        self._metadata = metadata_of(settings, self.topic, self.partition)
 
     def location(self) -> str:
         return f"{self.topic}/{self.partition}@{self.offset}"
 
     def get_schema(self) -> Schema:
+        """The Avro record schema of `avro` and `confluent_avro` values (with any metadata fields), which the avro and
+        parquet writers write; JSON, text and bytes carry none."""
+        if self._value_schema is not None:
+            return with_metadata(self.settings, self._value_schema)
         return {"type": "kafka", "topic": self.topic, "deserializer": self.settings.deserializer}
 
     def actual_high_watermark(self) -> WatermarkValue:
@@ -91,7 +116,10 @@ class KafkaExtractor(BatchExtractor):
         decode = self._decode
         reject = self.context.reject
         kind = batch.format
-        for offset, value in zip(batch.offsets(), batch.values):
+        metadata = self._metadata
+        binary = kind in ("avro", "confluent_avro")
+        details = batch.keys_and_timestamps() if metadata is not None else itertools.repeat((None, None))
+        for offset, value, (key, timestamp) in zip(batch.offsets(), batch.values, details):
             self.offset = offset
             self.next_offset = offset + 1
             if value is None:
@@ -100,11 +128,19 @@ class KafkaExtractor(BatchExtractor):
             try:
                 record = decode(value)
             except (ValueError, TypeError, EOFError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
-                reject(value.decode("utf-8", "replace"), f"cannot decode as {kind}: {exc}", self.location())
+                shown = value if binary else value.decode("utf-8", "replace")  # Avro's bytes kept (as their repr)
+                reject(shown, f"cannot decode as {kind}: {exc}", self.location())
                 continue
             if type(record) is not dict:
                 reject(record, f"expected a JSON object, got {type(record).__name__}", self.location())
                 continue
+            if metadata is not None:
+                try:
+                    record.update(metadata(offset, key, timestamp))
+                except UnicodeDecodeError as exc:
+                    reject(record, f"the key is not UTF-8 (metadata_key: string; bytes keeps it as it is): {exc}",
+                           self.location())
+                    continue
             yield record
 
     def _stalled(self, since: float, highwater: int | None) -> None:
@@ -167,7 +203,12 @@ class KafkaExtractor(BatchExtractor):
     def _batch(self, messages: list[Any], values: list[bytes | None], offset_of: Callable[[Any], int]) -> OffsetBatch:
         """A poll's messages (non-empty, in offset order) and their values as a batch; `offset_of(message)`."""
         return OffsetBatch(self.settings.deserializer, values, offset_of(messages[0]), offset_of(messages[-1]),
-                           lambda: [offset_of(m) for m in messages])
+                           lambda: [offset_of(m) for m in messages], lambda: [self._key_and_timestamp(m) for m in messages])
+
+    @staticmethod
+    def _key_and_timestamp(message: Any) -> tuple[bytes | None, int | None]:
+        """A kafka-python message's key and timestamp (ms)."""
+        return message.key, message.timestamp
 
     def _reset_out_of_range(self, begin: int, seek: Callable[[int], None]) -> None:
         """The broker no longer has `next_offset` (retention ran mid-read): reset per the policy, loudly."""

@@ -3,18 +3,70 @@ readers (`extractor.py`, `confluent.py`), so neither imports the other."""
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
 from gobblin_py.api import Settings
+from gobblin_py.api.secrets import ENV_NAME, url_secret
 from gobblin_py.builtin.extras import require
-from gobblin_py.errors import SourceError, UnreachableError, describe
+from gobblin_py.errors import ConfigError, SourceError, UnreachableError, describe
 from gobblin_py.fs.paths import ExistingFile
 
 TOPIC_PREFIX_CHARS = 40
 """How much of the topic name the readable part of an output name keeps (the hash covers all of it)."""
+
+
+class SchemaRegistrySettings(Settings):
+    """Where a Confluent schema registry is and how to log in: the password only through an environment variable."""
+
+    url: str = Field(description="http(s)://host:port of the registry (a comma-separated list: tried in turn); no "
+                                 "password in it: see password_env")
+    basic_auth_user: str | None = Field(default=None, description="the user for HTTP basic auth (Confluent Cloud: the API key)")
+    password_env: str | None = Field(default=None, description="the environment variable holding the basic-auth password "
+                                                               "(Confluent Cloud: the API secret); never the password itself")
+    ssl_ca_location: ExistingFile | None = Field(default=None, description="a CA bundle to check the registry's certificate")
+    timeout_s: float = Field(default=10.0, gt=0, description="how long one request to the registry may take")
+    max_retries: int = Field(default=2, ge=0, description="retries of a request that failed to connect or got a 5xx/429")
+
+    @model_validator(mode="after")
+    def _url_and_login(self) -> SchemaRegistrySettings:
+        """Checked here, where an error does not echo the url (which might hold a password)."""
+        why = url_secret(self.url)
+        if why is not None:
+            raise ValueError(f"url holds a secret ({why}): give the user in basic_auth_user and name the variable holding "
+                             "the password in password_env")
+        for one in self.url.split(","):
+            parts = urlsplit(one.strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"url {one.strip()!r}: give http(s)://host:port")
+        if self.password_env is not None and not ENV_NAME.fullmatch(self.password_env):
+            raise ValueError("password_env must name an environment variable (letters, digits and _), not hold the password")
+        if (self.basic_auth_user is None) != (self.password_env is None):
+            raise ValueError("basic auth needs both basic_auth_user and password_env (or neither)")
+        if self.password_env is not None and self.password_env not in os.environ:
+            raise ValueError("password_env: the environment variable it names is not set (its value is not repeated: it must be "
+                             "the variable's name, not the password)")
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        """The registry as messages and the run's retry budget name it: its URL(s), which hold no secret."""
+        return f"schema registry {self.url}"
+
+    def password(self) -> str | None:
+        """The password from `password_env` (None without one); read where the client is made, never stored."""
+        if self.password_env is None:
+            return None
+        value = os.environ.get(self.password_env)
+        if value is None:
+            raise ConfigError(f"source.schema_registry.password_env: the environment variable {self.password_env} is not "
+                              "set here (on a cluster, pass it to the executors: spark.conf: {spark.executorEnv."
+                              f"{self.password_env}: ...}})")
+        return value
 
 
 class KafkaSettings(Settings):
@@ -34,8 +86,22 @@ class KafkaSettings(Settings):
     max_workunits: int = Field(default=8, ge=1, description="partitions are bin-packed (by last run's bytes per record) into at most this many tasks")
     min_records_per_workunit: int = Field(
         default=50_000, ge=1, description="fewer tasks for a small run or checkpoint: each reads at least this many records where it can (a task costs Spark ~0.1 s)")
-    deserializer: Literal["json", "avro", "string", "bytes"] = Field(
-        default="json", description="json, avro (a schemaless datum of avro_schema), string or bytes (as {\"value\": ...})")
+    deserializer: Literal["json", "avro", "confluent_avro", "string", "bytes"] = Field(
+        default="json", description="json, avro (a schemaless datum of avro_schema), confluent_avro (Confluent's wire "
+        "format: magic byte 0, the schema id, an Avro datum; schemas from schema_registry), string or bytes (as "
+        "{\"value\": ...})")
+    schema_registry: SchemaRegistrySettings | None = Field(
+        default=None, description="for deserializer confluent_avro: {url, basic_auth_user, password_env, ssl_ca_location, "
+                                  "timeout_s, max_retries}")
+    subject: str = Field(
+        default="{topic}-value", description="the registry subject of a topic's values: {topic} stands for the topic's name "
+                                             "(Confluent's TopicNameStrategy, the default), or one fixed subject")
+    metadata_columns: list[Literal["key", "topic", "partition", "offset", "timestamp"]] = Field(
+        default_factory=list, description="add each message's key, topic, partition, offset and/or timestamp to its "
+        "record and the output schema as _kafka_<name> (deserializer avro or confluent_avro)")
+    metadata_key: Literal["string", "bytes"] = Field(
+        default="string", description="the type of _kafka_key (null for a message without a key); a key that is not "
+                                      "UTF-8 under string is a bad record")
     client: Literal["kafka-python", "confluent"] = Field(
         default="kafka-python", description="confluent: librdkafka, a quarter of kafka-python's CPU per record (pip install 'gobblin-py[confluent]')")
     avro_schema: ExistingFile | None = Field(default=None, description="the .avsc file for deserializer: avro")
@@ -73,6 +139,21 @@ class KafkaSettings(Settings):
             raise ValueError("give exactly one of topics: [..] or topic_pattern: REGEX")
         if self.deserializer == "avro" and self.avro_schema is None:
             raise ValueError("deserializer avro needs avro_schema: PATH.avsc")
+        if (self.deserializer == "confluent_avro") != (self.schema_registry is not None):
+            raise ValueError("deserializer confluent_avro needs schema_registry: {url: http://host:8081}"
+                             if self.schema_registry is None else "schema_registry is read only with deserializer: confluent_avro")
+        if self.deserializer == "confluent_avro":
+            require("confluent_kafka.schema_registry", "deserializer confluent_avro needs confluent-kafka's schema registry "
+                    "client", "schema-registry")
+            try:
+                self.subject.format(topic="t")
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(f"subject {self.subject!r}: only {{topic}} may stand in it ({describe(exc)})") from None
+        if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro"):
+            raise ValueError("metadata_columns needs deserializer avro or confluent_avro, whose output schema gains the "
+                             "_kafka_* fields")
+        if len(set(self.metadata_columns)) != len(self.metadata_columns):
+            raise ValueError("metadata_columns names a column twice")
         for key in ("isolation_level", "isolation.level"):
             if self.consumer_config.get(key, "read_committed") != "read_committed":
                 raise ValueError(f"consumer_config {key}: {self.consumer_config[key]!r} would read records of aborted and "
@@ -80,6 +161,10 @@ class KafkaSettings(Settings):
         if self.client == "confluent":
             require("confluent_kafka", "client confluent needs the confluent-kafka package", "confluent")
         return self
+
+    def subject_of(self, topic: str) -> str:
+        """The registry subject holding `topic`'s value schemas."""
+        return self.subject.format(topic=topic)
 
     @property
     def brokers(self) -> str:

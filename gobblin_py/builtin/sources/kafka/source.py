@@ -28,9 +28,12 @@ from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskCo
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.sources.packing import worst_fit_decreasing
+from gobblin_py.builtin.sources.kafka.metadata import clashes
+from gobblin_py.builtin.sources.kafka.registry import (SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID, OutputSchema, latest_schema,
+                                                   registry_client)
 from gobblin_py.builtin.sources.kafka.settings import (TOPIC_PREFIX_CHARS, KafkaSettings, broker_endpoint, consumer_settings,
                                                    open_consumer)
-from gobblin_py.errors import SourceError, describe
+from gobblin_py.errors import ConfigError, SourceError, describe
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +121,8 @@ def first_records(s: KafkaSettings, consumer: Any, starts: dict[Any, int], requi
 
 KEPT_IDS = "topic_ids"
 """Kept with the watermarks (`state.topic_ids`): partition → the id of the topic its committed offset belongs to."""
+KEPT_SCHEMA = "value_schema"
+"""Kept for `confluent_avro` (`state.value_schema`): the subject, version and id of the output schema last committed."""
 KEPT_FIRST = "first_records"
 """Kept instead from a broker without topic ids (`state.first_records`): partition → [offset, timestamp] of a record
 read, which the same topic still has (until retention deletes it) and a re-created one almost never does."""
@@ -152,8 +157,9 @@ class KafkaSource(Source):
 
     @classmethod
     def schema_kind(cls, settings: KafkaSettings) -> SchemaKind:
-        """Messages read with `deserializer: avro` carry its avro_schema; JSON, text and bytes carry none."""
-        return SchemaKind.AVRO if settings.deserializer == "avro" else SchemaKind.NONE
+        """Messages read with `deserializer: avro` carry its avro_schema, with `confluent_avro` their subject's
+        latest version; JSON, text and bytes carry none."""
+        return SchemaKind.AVRO if settings.deserializer in ("avro", "confluent_avro") else SchemaKind.NONE
 
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
         from kafka import TopicPartition
@@ -199,10 +205,42 @@ class KafkaSource(Source):
             raise SourceError(f"Kafka broker(s) {s.brokers}: could not read topic metadata or offsets: {describe(exc)}") from None
         finally:
             consumer.close()
-        units = [_workunit(tp, start, end, identity) for tp, start, end in ranges if identity is not None]
+        values = self._value_schemas(sorted({tp.topic for tp, _, _ in ranges}), state)
+        units = [_workunit(tp, start, end, identity, values.get(tp.topic)) for tp, start, end in ranges if identity is not None]
         records = sum(end - start for _, start, end in ranges)
         tasks = min(s.max_workunits, max(1, -(-records // s.min_records_per_workunit)))
         return worst_fit_decreasing(units, tasks, lambda u: self.estimated_bytes(u, state))
+
+    def _value_schemas(self, topics: list[str], state: SourceState) -> dict[str, OutputSchema]:
+        """`confluent_avro`: each topic's output schema, its subject's latest version now (the same for every task of the
+        run); a version other than the last commit's is named in the run's summary. Metadata fields must clash with no
+        value field (of `avro_schema` too)."""
+        s: KafkaSettings = self.settings
+        if s.deserializer == "avro" and s.metadata_columns:
+            from gobblin_py.builtin.schemas.avro_files import load_avro_schema
+
+            self._check_clashes(load_avro_schema(s.avro_schema), f"avro_schema {s.avro_schema}")
+        if s.deserializer != "confluent_avro" or not topics:
+            return {}
+        assert s.schema_registry is not None
+        client = registry_client(s.schema_registry)
+        found = {}
+        for topic in topics:
+            value = found[topic] = latest_schema(s.schema_registry, client, s.subject_of(topic), topic)
+            self._check_clashes(value.schema, value.describe())
+            before = state.kept(topic).get(KEPT_SCHEMA)
+            if isinstance(before, dict) and before.get("id") != value.schema_id:
+                notice = (f"the value schema of topic {topic!r} is now {value.describe()}, was version "
+                          f"{before.get('version')} (schema id {before.get('id')}): records are written in it from now on")
+                log.warning("%s", notice)
+                state.report_notice(topic, notice)
+        return found
+
+    def _check_clashes(self, schema: dict[str, Any], where: str) -> None:
+        taken = clashes(self.settings, schema)
+        if taken:
+            raise ConfigError(f"source.metadata_columns: {where} already has field(s) {', '.join(taken)}; drop them from "
+                              "metadata_columns")
 
     def _recreated(self, topic: str, topic_id: str | None, committed: dict[str, Any], kept: dict[str, Any], consumer: Any,
                    begins: dict[Any, int], ends: dict[Any, int]) -> Recreated | None:
@@ -299,8 +337,10 @@ class KafkaSource(Source):
         return start, end
 
     def endpoints(self, workunit: WorkUnit) -> list[str]:
-        """The brokers every task reads from: once a task of the run gives up on them, the others do not try."""
-        return [broker_endpoint(self.settings)]
+        """The brokers (and schema registry) every task reads from: once a task of the run gives up on them, the others
+        do not try."""
+        registry = self.settings.schema_registry
+        return [broker_endpoint(self.settings), *([registry.endpoint] if registry is not None else [])]
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
         if self.settings.client == "confluent":
@@ -325,12 +365,13 @@ def capped(ranges: list[tuple[Any, int, int]], limit: int | None) -> list[tuple[
     return [(tp, start, start + n) for (tp, start, end), n in zip(ranges, taken) if n > 0 or start == end]
 
 
-def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity) -> WorkUnit:
-    """The WorkUnit of offsets `[start, end)`, named by cluster, topic identity, partition and range; it keeps the
-    topic's identity with the partition's watermark (the topic id, or the range's first record), or clears an earlier
-    one when the range is empty."""
+def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity, value: OutputSchema | None = None) -> WorkUnit:
+    """The WorkUnit of offsets `[start, end)`, named by cluster, topic identity, partition, range (and output schema: a
+    range read again into another schema is another file); it keeps the topic's identity with the partition's
+    watermark (the topic id, or the range's first record), or clears an earlier one when the range is empty."""
+    schema_part = () if value is None else (f"schema:{value.schema_id}",)
     wu_id = workunit_id(f"{tp.topic[:TOPIC_PREFIX_CHARS]}.{tp.partition}.{start}-{end}", "kafka", identity.cluster_id,
-                        tp.topic, identity.of(tp, start), tp.partition, start, end)
+                        tp.topic, identity.of(tp, start), tp.partition, start, end, *schema_part)
     key = str(tp.partition)
     topic_id = identity.topic_ids.get(tp.topic)
     if topic_id:
@@ -338,5 +379,8 @@ def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity) -> WorkUni
     else:
         first = identity.first_records.get((tp.topic, tp.partition))
         kept = {f"state.{KEPT_FIRST}": {key: list(first) if first else None}}
+    if value is not None:
+        kept.update({VALUE_SCHEMA: value.schema, VALUE_SCHEMA_ID: value.schema_id, SUBJECT: value.subject,
+                     f"state.{KEPT_SCHEMA}": value.identity()})
     return WorkUnit(id=wu_id, dataset=tp.topic, watermark_key=key, low_watermark=start,
                     expected_high_watermark=end, props={"topic": tp.topic, "partition": tp.partition, **kept})

@@ -1,0 +1,191 @@
+"""Values in Confluent's wire format (magic byte 0, a 4-byte big-endian schema id, an Avro datum) and the schema
+registry that holds their schemas, through confluent-kafka's `SchemaRegistryClient` (which caches what it fetched).
+
+A run reads every value of a topic into one output schema: the subject's latest version when the run was planned,
+kept in each WorkUnit and the dataset's state. Each value is decoded with its own writer schema (fetched by id) and
+resolved into that output schema by Avro's rules (fields added with defaults, fields removed, int→long→float→double,
+string↔bytes); a value that cannot be is a bad record naming its schema id.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gobblin_py.builtin.sources.kafka.settings import SchemaRegistrySettings
+from gobblin_py.errors import ConfigError, RetriableTaskError, SourceError, UnreachableError, describe
+
+VALUE_SCHEMA = "value_schema"
+"""The WorkUnit prop holding the Avro schema a `confluent_avro` task reads values into (the subject's version planned),
+with its id (`value_schema_id`) and subject (`subject`)."""
+VALUE_SCHEMA_ID = "value_schema_id"
+SUBJECT = "subject"
+
+MAGIC = 0
+HEADER = struct.Struct(">bI")  # magic byte, schema id
+REGISTRY_REMEDY = ("Check that the schema registry is running and `source.schema_registry.url` is right; the next run "
+                   "resumes from the committed offsets.")
+
+
+class UndecodableValue(ValueError):
+    """A value that is not in Confluent's wire format, names a schema the registry does not have, or does not
+    decode into the output schema: a bad record (its reason names the schema id)."""
+
+
+@dataclass(frozen=True)
+class OutputSchema:
+    """A subject's version that a run reads every value into: where it came from and the Avro record schema."""
+
+    subject: str
+    version: int
+    schema_id: int
+    schema: dict[str, Any]
+
+    def identity(self) -> dict[str, Any]:
+        """What the dataset's state keeps of it, so the next plan can tell the schema changed."""
+        return {"subject": self.subject, "version": self.version, "id": self.schema_id}
+
+    def describe(self) -> str:
+        return f"subject {self.subject!r} version {self.version} (schema id {self.schema_id})"
+
+
+def registry_client(s: SchemaRegistrySettings) -> Any:
+    """confluent-kafka's client for the registry; the password is read from its variable here and kept nowhere else."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    conf: dict[str, Any] = {"url": s.url, "timeout": s.timeout_s, "max.retries": s.max_retries,
+                            "retries.wait.ms": 200, "retries.max.wait.ms": 2000}
+    password = s.password()
+    if s.basic_auth_user is not None and password is not None:
+        conf["basic.auth.user.info"] = f"{s.basic_auth_user}:{password}"
+    if s.ssl_ca_location is not None:
+        conf["ssl.ca.location"] = str(s.ssl_ca_location)
+    return SchemaRegistryClient(conf)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """What the client's HTTP library raises for a registry it cannot reach: confluent-kafka uses httpx2 where it is
+    installed, else httpx (either or both may be)."""
+    found: list[type[BaseException]] = [OSError]
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).TransportError)
+        except ImportError:
+            continue
+    return tuple(found)
+
+
+def ask(s: SchemaRegistrySettings, what: str, call: Callable[[], Any]) -> Any:
+    """`call()` against the registry; a registry that cannot be reached is an UnreachableError naming its URL, a refused
+    login a ConfigError naming the user and the variable. Its own answers (`SchemaRegistryError`, a 404 say) pass."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    try:
+        return call()
+    except SchemaRegistryError as exc:
+        if exc.http_status_code in (401, 403):
+            raise ConfigError(f"{s.endpoint} refused {what} (HTTP {exc.http_status_code}): check source.schema_registry."
+                              f"basic_auth_user ({s.basic_auth_user!r}) and the password in "
+                              f"${s.password_env or '(no password_env given)'}") from None
+        if exc.http_status_code >= 500 or exc.http_status_code == 429:
+            raise RetriableTaskError(f"{s.endpoint}: {what} failed: {exc}") from None
+        raise
+    except _transport_errors() as exc:
+        raise UnreachableError(f"cannot reach {s.endpoint} for {what}: {describe(exc)}", s.endpoint,
+                               REGISTRY_REMEDY) from None
+
+
+def latest_schema(s: SchemaRegistrySettings, client: Any, subject: str, topic: str) -> OutputSchema:
+    """The subject's latest version, which must be an Avro record schema without references (planning)."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    try:
+        found = ask(s, f"the latest version of subject {subject!r}", lambda: client.get_latest_version(subject))
+    except SchemaRegistryError as exc:
+        if exc.http_status_code == 404:
+            raise SourceError(f"topic {topic!r}: subject {subject!r} is not in {s.endpoint} ({exc.error_message}); "
+                              "produce with a Confluent serializer first, or set source.subject to the subject that "
+                              "holds the topic's value schemas") from None
+        raise SourceError(f"topic {topic!r}: {s.endpoint} answered {exc} for subject {subject!r}") from None
+    where = f"topic {topic!r}: subject {subject!r} version {found.version} (schema id {found.schema_id})"
+    kind = found.schema.schema_type or "AVRO"
+    if kind != "AVRO":
+        raise SourceError(f"{where} is a {kind} schema; deserializer confluent_avro reads Avro values only")
+    if found.schema.references:
+        raise SourceError(f"{where} references other subjects' schemas, which deserializer confluent_avro does not "
+                          "resolve yet")
+    schema = json.loads(found.schema.schema_str)
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        raise SourceError(f"{where} is not an Avro record schema: the avro and parquet writers need one")
+    return OutputSchema(subject, int(found.version), int(found.schema_id), schema)
+
+
+class ConfluentAvroDecoder:
+    """Decodes one value into the output schema `reader`: its writer schema fetched by id (once per id and task)."""
+
+    def __init__(self, s: SchemaRegistrySettings, reader: dict[str, Any], reader_id: int, subject: str) -> None:
+        import fastavro
+
+        self.settings = s
+        self.subject = subject
+        self.client = registry_client(s)
+        self.reader = fastavro.parse_schema(reader)
+        self.reader_id = reader_id
+        self.writers: dict[int, Any] = {}  # schema id → parsed writer schema, or the reason it cannot be used
+
+    def writer(self, schema_id: int) -> Any:
+        """The parsed writer schema of `schema_id`, or UndecodableValue saying why there is none."""
+        found = self.writers.get(schema_id)
+        if found is None:
+            found = self.writers[schema_id] = self._fetch(schema_id)
+        if isinstance(found, str):
+            raise UndecodableValue(f"schema id {schema_id}: {found}")
+        return found
+
+    def _fetch(self, schema_id: int) -> Any:
+        import fastavro
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        if schema_id == self.reader_id:
+            return self.reader
+        try:
+            schema = ask(self.settings, f"schema id {schema_id}", lambda: self.client.get_schema(schema_id))
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == 404:
+                return f"not in {self.settings.endpoint} ({exc.error_message})"
+            raise RetriableTaskError(f"{self.settings.endpoint} answered {exc} for schema id {schema_id}") from None
+        kind = schema.schema_type or "AVRO"
+        if kind != "AVRO":
+            return f"a {kind} schema, not Avro"
+        if schema.references:
+            return "an Avro schema with references to other subjects, which are not resolved yet"
+        try:
+            return fastavro.parse_schema(json.loads(schema.schema_str))
+        except Exception as exc:  # noqa: BLE001 - any schema fastavro refuses makes the values of this id unreadable
+            return f"an Avro schema fastavro cannot parse ({describe(exc)})"
+
+    def __call__(self, raw: bytes) -> dict[str, Any]:
+        import fastavro
+        from fastavro._read_common import SchemaResolutionError
+
+        if len(raw) < HEADER.size or raw[0] != MAGIC:
+            raise UndecodableValue(f"not in Confluent's wire format: it starts with {raw[:HEADER.size].hex() or 'nothing'}, "
+                                   f"not magic byte 0 and a 4-byte schema id")
+        _, schema_id = HEADER.unpack_from(raw)
+        writer = self.writer(schema_id)
+        buf = io.BytesIO(raw)
+        buf.seek(HEADER.size)
+        try:
+            if writer is self.reader:
+                return fastavro.schemaless_reader(buf, writer, None)
+            return fastavro.schemaless_reader(buf, writer, self.reader)
+        except SchemaResolutionError as exc:
+            raise UndecodableValue(f"schema id {schema_id} cannot be read as {self.subject!r} schema id {self.reader_id} "
+                                   f"(the output schema): {exc}") from None
+        except (ValueError, TypeError, EOFError, IndexError, KeyError, UnicodeDecodeError, OverflowError) as exc:
+            raise UndecodableValue(f"schema id {schema_id}: the Avro payload does not decode ({describe(exc)})") from None

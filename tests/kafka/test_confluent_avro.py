@@ -1,0 +1,318 @@
+"""`deserializer: confluent_avro`: topics as Confluent's serializers write them (magic byte 0, schema id, Avro datum),
+read with the schemas of a schema registry. Values are made by confluent-kafka's own `AvroSerializer` against the
+test registry (tests/support/schema_registry.py), produced into Tansu, read by a run in this process, and the output is
+read back by independent readers (Apache Avro's `DataFileReader`, pyarrow)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gobblin_py.config import load_job
+from gobblin_py.errors import ConfigError
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
+from gobblin_py.runtime.runner import JobRunner
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.outputs import read_error_files
+
+from support.jobs import run_cli, write_job
+from support.kafka_broker import create_topic, free_port, produce
+from support.kafka_jobs import kafka_job
+from support.schema_registry import LocalSchemaRegistry
+
+pytestmark = pytest.mark.kafka
+
+V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "int"},
+    {"name": "customer", "type": "string"},
+    {"name": "amount", "type": "float"},
+]}
+V2 = {**V1, "fields": [  # backward compatible: id and amount promoted, a field added with a default
+    {"name": "id", "type": "long"},
+    {"name": "customer", "type": "string"},
+    {"name": "amount", "type": "double"},
+    {"name": "channel", "type": "string", "default": "web"},
+    {"name": "note", "type": ["null", "string"], "default": None},
+]}
+INCOMPATIBLE = {**V1, "fields": [{"name": "id", "type": "string"}, {"name": "customer", "type": "string"}]}
+PASSWORD = "registry-pw-5c1e7a"
+
+
+def serializer(registry_url: str, schema: dict[str, Any], **conf: Any) -> Any:
+    """confluent-kafka's AvroSerializer for `schema` (registered on first use, as producers do)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    client = SchemaRegistryClient({"url": registry_url, **conf})
+    return AvroSerializer(client, json.dumps(schema))
+
+
+def serialize(ser: Any, topic: str, records: list[dict[str, Any]]) -> list[bytes]:
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    return [ser(r, ctx) for r in records]
+
+
+def orders(first: int, n: int) -> list[dict[str, Any]]:
+    return [{"id": i, "customer": f"c{i % 7}", "amount": float(i) / 4} for i in range(first, first + n)]
+
+
+def job_for(tmp: Path, bootstrap: str, topic: str, registry: dict[str, Any], writer: str = "avro", **source: Any) -> dict[str, Any]:
+    job = kafka_job(tmp, bootstrap, [topic], deserializer="confluent_avro", schema_registry=registry, **source)
+    del job["converters"]  # the registry's schema reaches the writer without json_to_avro
+    job["writer"] = {"class": writer}
+    return job
+
+
+def run(tmp: Path, job: dict[str, Any]) -> Any:
+    return JobRunner(load_job(write_job(tmp, job)), InProcessExecutor()).run()
+
+
+def read_avro(root: Path) -> list[dict[str, Any]]:
+    """Every record of every data file under `root`, read with Apache Avro (not the fastavro the tool writes with)."""
+    from avro.datafile import DataFileReader
+    from avro.io import DatumReader
+
+    out = []
+    for path in sorted(p for p in root.rglob("*.avro") if "_errors" not in p.parts):
+        with DataFileReader(open(path, "rb"), DatumReader()) as reader:
+            out.extend(reader)
+    return out
+
+
+def read_parquet(root: Path) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    return [row for p in sorted(root.rglob("*.parquet")) for row in pq.read_table(p).to_pylist()]
+
+
+@pytest.mark.parametrize(("writer", "client"), [("avro", "kafka-python"), ("parquet", "confluent")])
+def test_every_value_lands_once_with_the_registrys_schema(tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry,
+                                                          writer: str, client: str) -> None:
+    create_topic(broker.bootstrap, topic, 2)
+    ser = serializer(schema_registry.url, V1)
+    data = {0: orders(0, 150), 1: orders(1000, 90)}
+    produce(broker.bootstrap, topic, {p: serialize(ser, topic, recs) for p, recs in data.items()})
+    result = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}, writer, client=client))
+    assert result.succeeded, result.error
+    out = tmp_path / "output" / topic
+    got = read_avro(out) if writer == "avro" else read_parquet(out)
+    want = [r for recs in data.values() for r in recs]
+    assert sorted(got, key=lambda r: r["id"]) == sorted(want, key=lambda r: r["id"])  # each once, values as produced
+    if writer == "avro":
+        import avro.schema
+        from avro.datafile import DataFileReader
+        from avro.io import DatumReader
+
+        first = next(p for p in out.rglob("*.avro"))
+        with DataFileReader(open(first, "rb"), DatumReader()) as reader:  # the subject's schema, no converter between
+            assert reader.datum_reader.writers_schema.canonical_form == avro.schema.parse(json.dumps(V1)).canonical_form
+    state = StateStore(tmp_path / "work", "k")
+    assert {int(k): v for k, v in state.watermarks()[topic].items()} == {0: 150, 1: 90}
+    assert state.dataset_state(topic)["source"]["value_schema"] == {"subject": f"{topic}-value", "version": 1, "id": 1}
+
+
+def test_a_field_added_mid_stream_reads_old_values_with_its_default(tmp_path: Path, broker, topic: str,
+                                                                    schema_registry: LocalSchemaRegistry) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    old, new = orders(0, 40), [{**r, "channel": "app", "note": f"n{r['id']}"} for r in orders(40, 30)]
+    values = serialize(serializer(schema_registry.url, V1), topic, old)
+    produce(broker.bootstrap, topic, {0: values[:20]})
+    first = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}))
+    assert first.succeeded, first.error
+    # the subject gains a version mid-stream: later values are written with it, earlier ones stay as they were
+    produce(broker.bootstrap, topic, {0: values[20:] + serialize(serializer(schema_registry.url, V2), topic, new)})
+    second = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}))
+    assert second.succeeded, second.error
+    records = sorted(read_avro(tmp_path / "output" / topic), key=lambda r: r["id"])
+    assert [r["id"] for r in records] == list(range(70))  # every value once
+    defaults = {"channel": "web", "note": None}
+    assert records[:20] == old[:20]  # the first run wrote version 1
+    assert records[20:40] == [{**r, **defaults} for r in old[20:]]  # version-1 values in version 2: the defaults
+    assert records[40:] == new
+    notices = [n for d in second.datasets for n in d.notices]
+    assert any(f"the value schema of topic {topic!r} is now subject '{topic}-value' version 2" in n and "was version 1" in n
+               for n in notices), notices
+    kept = StateStore(tmp_path / "work", "k").dataset_state(topic)["source"]["value_schema"]
+    assert kept == {"subject": f"{topic}-value", "version": 2, "id": 2}  # a later run can tell the schema changed
+
+
+def test_values_that_cannot_be_read_go_to_the_error_file_naming_offset_and_schema_id(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    good = serialize(serializer(schema_registry.url, V1), topic, orders(0, 10))
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    with pytest.raises(SchemaRegistryError, match="incompatible") as refused:  # the registry keeps it out of the subject …
+        serialize(serializer(schema_registry.url, INCOMPATIBLE), topic, [{"id": "x1", "customer": "c"}])
+    assert refused.value.http_status_code == 409
+    # … but a producer registering it under another subject still writes it to the topic
+    bad = serialize(serializer(schema_registry.url, INCOMPATIBLE), f"{topic}-elsewhere", [{"id": "x1", "customer": "c"}])[0]
+    bad_id = struct.unpack(">I", bad[1:5])[0]
+    v2 = serialize(serializer(schema_registry.url, V2), topic, [{"id": 99, "customer": "c9", "amount": 1.5,
+                                                                  "channel": "app", "note": None}])
+    unknown = b"\x00" + struct.pack(">I", 4242) + good[0][5:]
+    foreign, truncated = b'{"id": 3}', good[1][:7]  # JSON, not Confluent's format; a payload cut short
+    values = [*good[:3], foreign, *good[3:6], bad, *good[6:8], unknown, truncated, *good[8:], *v2]
+    offsets = {v: i for i, v in enumerate(values)}
+    produce(broker.bootstrap, topic, {0: values})
+    # the output schema is the latest version (V2, id 3): it cannot read the INCOMPATIBLE values (id 2)
+    result = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}))
+    assert result.succeeded, result.error
+    records = read_avro(tmp_path / "output" / topic)
+    assert sorted(r["id"] for r in records) == [*range(10), 99]
+    entries = read_error_files(tmp_path / "output")
+    assert {e["record"] for e in entries} == {repr(v) for v in (foreign, bad, unknown, truncated)}  # each value's bytes
+    errors = {e["location"]: e["reason"] for e in entries}
+    where = f"{topic}/0@"
+    assert set(errors) == {f"{where}{offsets[v]}" for v in (foreign, bad, unknown, truncated)}
+    assert "not in Confluent's wire format" in errors[f"{where}{offsets[foreign]}"]
+    assert f"schema id {bad_id} cannot be read as '{topic}-value' schema id" in errors[f"{where}{offsets[bad]}"]
+    assert "schema id 4242: not in schema registry" in errors[f"{where}{offsets[unknown]}"]
+    assert "the Avro payload does not decode" in errors[f"{where}{offsets[truncated]}"]
+
+
+def test_an_unreachable_registry_fails_the_run_naming_its_url(tmp_path: Path, broker, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, {0: [b"\x00\x00\x00\x00\x01\x02"]})
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    result = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, {"url": url, "max_retries": 0, "timeout_s": 2}))
+    assert not result.succeeded
+    assert f"schema registry {url}" in result.error and "cannot reach" in result.error, result.error
+    assert not (tmp_path / "output").exists()
+    assert StateStore(tmp_path / "work", "k").watermarks() == {}
+
+
+def test_metadata_columns_carry_each_messages_key_topic_partition_offset_and_timestamp(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
+    import time
+
+    create_topic(broker.bootstrap, topic, 2)
+    ser = serializer(schema_registry.url, V1)
+    data = {0: orders(0, 5), 1: orders(100, 4)}
+    keyed = {p: [(None if r["id"] == 2 else f"k{r['id']}".encode(), v) for r, v in zip(recs, serialize(ser, topic, recs))]
+             for p, recs in data.items()}
+    before = int(time.time() * 1000)
+    produce(broker.bootstrap, topic, keyed)
+    after = int(time.time() * 1000)
+    job = job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}, "parquet",
+                  metadata_columns=["key", "topic", "partition", "offset", "timestamp"])
+    result = run(tmp_path, job)
+    assert result.succeeded, result.error
+    rows = {r["id"]: r for r in read_parquet(tmp_path / "output" / topic)}
+    assert len(rows) == 9
+    for p, recs in data.items():
+        for offset, r in enumerate(recs):
+            row = rows[r["id"]]
+            assert {k: row[k] for k in r} == r
+            assert row["_kafka_key"] == (None if r["id"] == 2 else f"k{r['id']}")
+            assert (row["_kafka_topic"], row["_kafka_partition"], row["_kafka_offset"]) == (topic, p, offset)
+            assert before - 1000 <= int(row["_kafka_timestamp"].timestamp() * 1000) <= after + 1000
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(next((tmp_path / "output" / topic).rglob("*.parquet")))
+    assert schema.names == ["id", "customer", "amount", "_kafka_key", "_kafka_topic", "_kafka_partition", "_kafka_offset",
+                            "_kafka_timestamp"]
+
+
+def test_the_registry_password_reaches_no_file_and_no_log(tmp_path: Path, broker, topic: str) -> None:
+    with LocalSchemaRegistry(auth=("reader", PASSWORD)) as registry:
+        create_topic(broker.bootstrap, topic, 1)
+        ser = serializer(registry.url, V1, **{"basic.auth.user.info": f"reader:{PASSWORD}"})
+        produce(broker.bootstrap, topic, {0: serialize(ser, topic, orders(0, 25))})
+        login = {"url": registry.url, "basic_auth_user": "reader", "password_env": "GOBBLIN_TEST_REGISTRY_PW"}
+        write_job(tmp_path, job_for(tmp_path, broker.bootstrap, topic, login))
+        done = run_cli("run", "job.yaml", "--in-process", "-v", cwd=tmp_path, env={"GOBBLIN_TEST_REGISTRY_PW": PASSWORD})
+        text = done.stdout + done.stderr
+        assert done.returncode == 0, text
+        assert PASSWORD not in text
+        assert len(read_avro(tmp_path / "output" / topic)) == 25
+        leaks = [str(p) for p in tmp_path.rglob("*") if p.is_file() and PASSWORD.encode() in p.read_bytes()]
+        assert not leaks
+        # a wrong password: a configuration to fix, naming the user and the variable, never the password
+        write_job(tmp_path, job_for(tmp_path / "again", broker.bootstrap, topic, login))
+        wrong = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path, env={"GOBBLIN_TEST_REGISTRY_PW": "not-it"})
+        text = wrong.stdout + wrong.stderr
+        assert wrong.returncode == 2, text
+        assert "refused" in text and "'reader'" in text and "$GOBBLIN_TEST_REGISTRY_PW" in text and "Traceback" not in text
+        assert "not-it" not in text
+
+
+def test_settings_refuse_a_registry_without_confluent_avro_and_a_password_in_the_url(tmp_path: Path) -> None:
+    from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
+
+    with pytest.raises(ValueError, match="deserializer confluent_avro needs schema_registry"):
+        KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="confluent_avro")
+    with pytest.raises(ValueError, match="schema_registry is read only with deserializer: confluent_avro"):
+        KafkaSettings(bootstrap_servers="b:9092", topics=["t"], schema_registry={"url": "http://r:8081"})
+    job = job_for(tmp_path, "b:9092", "t", {"url": f"http://u:{PASSWORD}@r:8081"})
+    with pytest.raises(ConfigError, match=r"source.schema_registry: .*url holds a secret") as refused:
+        load_job(write_job(tmp_path, job))
+    assert PASSWORD not in str(refused.value)
+    with pytest.raises(ValueError, match="metadata_columns needs deserializer avro or confluent_avro"):
+        KafkaSettings(bootstrap_servers="b:9092", topics=["t"], metadata_columns=["offset"])
+    s = KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="confluent_avro",
+                      schema_registry={"url": "http://r:8081"}, subject="{topic}.v")
+    assert s.subject_of("orders") == "orders.v"
+
+
+def test_deserializer_avro_gives_its_schema_to_the_writer_with_metadata_columns(tmp_path: Path, broker, topic: str) -> None:
+    import io
+
+    import fastavro
+
+    create_topic(broker.bootstrap, topic, 1)
+    (tmp_path / "order.avsc").write_text(json.dumps(V1))
+    parsed = fastavro.parse_schema(V1)
+
+    def datum(r: dict[str, Any]) -> bytes:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, r)
+        return buf.getvalue()
+
+    data = orders(0, 12)
+    produce(broker.bootstrap, topic, {0: [(b"\xff\xfe" if r["id"] == 5 else None, datum(r)) for r in data]})
+    job = kafka_job(tmp_path, broker.bootstrap, [topic], deserializer="avro", avro_schema=str(tmp_path / "order.avsc"),
+                    metadata_columns=["offset", "key"])
+    del job["converters"]
+    job["writer"] = {"class": "avro"}
+    result = run(tmp_path, job)
+    assert result.succeeded, result.error
+    records = sorted(read_avro(tmp_path / "output" / topic), key=lambda r: r["id"])
+    assert records == [{**r, "_kafka_offset": r["id"], "_kafka_key": None} for r in data if r["id"] != 5]
+    (error,) = read_error_files(tmp_path / "output")  # a key that is not UTF-8 under metadata_key: string
+    assert error["location"] == f"{topic}/0@5" and "the key is not UTF-8" in error["reason"]
+
+
+def test_a_task_that_cannot_reach_the_registry_fails_as_unreachable_not_as_bad_records() -> None:
+    """The registry went away after planning: fetching a writer schema is the service's fault (retried, one budget per
+    run for the registry's endpoint), never a bad record."""
+    from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
+    from gobblin_py.builtin.sources.kafka.settings import SchemaRegistrySettings
+    from gobblin_py.errors import UnreachableError
+
+    url = f"http://127.0.0.1:{free_port()}"
+    settings = SchemaRegistrySettings(url=url, max_retries=0, timeout_s=2)
+    decode = ConfluentAvroDecoder(settings, V2, 2, "orders-value")
+    with pytest.raises(UnreachableError) as down:
+        decode(b"\x00" + struct.pack(">I", 1) + b"\x02\x02c\x00\x00\x80\x3f")
+    assert down.value.endpoint == f"schema registry {url}" and url in str(down.value) and "schema id 1" in str(down.value)
+
+
+def test_under_bad_records_fail_a_value_not_in_the_wire_format_fails_the_run(tmp_path: Path, broker, topic: str,
+                                                                            schema_registry: LocalSchemaRegistry) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    good = serialize(serializer(schema_registry.url, V1), topic, orders(0, 4))
+    produce(broker.bootstrap, topic, {0: [*good[:2], b"plain text", *good[2:]]})
+    job = job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url})
+    job["quality"] = {"bad_records": "FAIL"}
+    result = run(tmp_path, job)
+    assert not result.succeeded
+    assert f"{topic}/0@2" in result.error and "not in Confluent's wire format" in result.error, result.error
+    assert not (tmp_path / "output").exists()
+    assert StateStore(tmp_path / "work", "k").watermarks() == {}
