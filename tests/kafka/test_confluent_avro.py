@@ -316,3 +316,34 @@ def test_under_bad_records_fail_a_value_not_in_the_wire_format_fails_the_run(tmp
     assert f"{topic}/0@2" in result.error and "not in Confluent's wire format" in result.error, result.error
     assert not (tmp_path / "output").exists()
     assert StateStore(tmp_path / "work", "k").watermarks() == {}
+
+
+def test_a_gobblin_confluent_avro_job_validates_and_runs_with_the_registrys_schema(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
+    """Gobblin's KafkaDeserializerSource with kafka.deserializer.type=CONFLUENT_AVRO and kafka.schema.registry.url, run
+    as it is: every value once, in the subject's schema."""
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, {0: serialize(serializer(schema_registry.url, V1), topic, orders(0, 40))})
+    pull = tmp_path / "orders.pull"
+    pull.write_text(
+        "job.name=confluent-orders\n"
+        "source.class=org.apache.gobblin.source.extractor.extract.kafka.KafkaDeserializerSource\n"
+        f"kafka.brokers={broker.bootstrap}\nkafka.deserializer.type=CONFLUENT_AVRO\n"
+        f"kafka.schema.registry.url={schema_registry.url}\n"
+        "kafka.schema.registry.class=org.apache.gobblin.kafka.schemareg.ConfluentKafkaSchemaRegistry\n"
+        f"topic.whitelist={topic}\nbootstrap.with.offset=earliest\n"
+        "writer.builder.class=org.apache.gobblin.writer.AvroDataWriterBuilder\nwriter.output.format=AVRO\n"
+        "writer.file.path.type=tablename\n"
+        f"data.publisher.final.dir={tmp_path / 'output'}\nstate.store.dir={tmp_path / 'state'}\n"
+        f"writer.staging.dir={tmp_path / 'staging'}\nwriter.output.dir={tmp_path / 'task-output'}\n")
+    checked = run_cli("validate", str(pull), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    ran = run_cli("run", str(pull), "--in-process", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    got = read_avro(tmp_path / "output")
+    assert sorted(got, key=lambda r: r["id"]) == orders(0, 40)
+
+    other = pull.read_text().replace("ConfluentKafkaSchemaRegistry", "LiKafkaSchemaRegistry")
+    pull.write_text(other)
+    refused = run_cli("validate", str(pull), cwd=tmp_path)
+    assert refused.returncode == 2 and "only ConfluentKafkaSchemaRegistry is supported" in refused.stderr, refused.stderr

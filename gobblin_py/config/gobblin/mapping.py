@@ -59,8 +59,9 @@ CLASSES: dict[str, GobblinClass] = {c.name: c for c in (
                  "until a converter parses them (BytesToJsonConverter: deserializer json); a message with no value "
                  "(a tombstone) is a bad record, in the error file"),
     GobblinClass(_KAFKA + "KafkaDeserializerSource", Role.SOURCE, "kafka",
-                 "kafka.deserializer.type GSON → deserializer json, STRING → string, BYTE_ARRAY → bytes; "
-                 "the Confluent schema-registry deserializers are refused"),
+                 "kafka.deserializer.type GSON → deserializer json, STRING → string, BYTE_ARRAY → bytes, "
+                 "CONFLUENT_AVRO → confluent_avro (with kafka.schema.registry.url); CONFLUENT_JSON and "
+                 "CONFLUENT_PROTOBUF are refused"),
     GobblinClass(_G + "source.extractor.filebased.TextFileBasedSource", Role.SOURCE, "files",
                  "the files directly in source.filebased.data.directory are the dataset extract.table.name; a file "
                  "is read once, its watermark the bytes ingested, and one that changes afterwards is reported, not "
@@ -192,6 +193,11 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("reset.on.offset.out.of.range", "source.reset_on_offset_out_of_range", "earliest or latest (nearest is "
             "refused; unset, gobblin-py restarts an out-of-range partition from its earliest offset with a warning)"),
     KeyRule("kafka.deserializer.type", "source.deserializer"),
+    KeyRule("kafka.schema.registry.url", "source.schema_registry.url", "CONFLUENT_AVRO: the registry's url (or "
+            "schema.registry.url, which Confluent's deserializer reads); a login goes in basic_auth_user and password_env"),
+    KeyRule("schema.registry.url", "source.schema_registry.url", "as kafka.schema.registry.url"),
+    KeyRule("kafka.schema.registry.class", "", "ConfluentKafkaSchemaRegistry (or unset): the Confluent-compatible registry "
+            "the url names; another registry class (its own wire format) is refused"),
     KeyRule("mr.job.max.mappers", "source.max_workunits", "Kafka: partitions are packed into at most this many tasks"),
     KeyRule("writer.builder.class", "writer.class", "per branch with .N"),
     KeyRule("writer.output.format", "", "AVRO (or PARQUET) as the writer writes; with SimpleDataWriterBuilder the "
