@@ -83,3 +83,26 @@ def test_a_batch_it_cannot_place_as_the_row_path_is_handed_back_with_nothing_wri
     other = pa.RecordBatch.from_pylist([{"id": 1}], schema=pa.schema([("id", pa.int64())]))
     assert not writer.write_batch(other)  # another schema
     assert writer.close() == []
+
+
+@pytest.mark.parametrize("roll", [None, {"max_records": 9}], ids=["one-file-each", "rolled"])
+def test_uneven_batches_and_rows_across_partitions_make_the_row_paths_row_groups(tmp_path: Path, roll: dict[str, int] | None) -> None:
+    # row groups of 7 and conversions every 10 records, over 4 hours: when partitions together hold a row group is
+    # when it is written, so the batches' own sizes must not decide it
+    rows = [{"id": i, "ts": int((EDGE + dt.timedelta(minutes=7 * i)).timestamp() * 1000), "note": f"n{i}"} for i in range(200)]
+    settings = {"row_group_records": 7, "batch_records": 10, "roll": roll}
+    mixed = _writer(tmp_path / "c", "millis", **settings)
+    start = 0
+    for size, as_batch in [(1, True), (13, True), (3, False), (4, True), (30, True), (5, False), (60, True), (84, True)]:
+        if as_batch:
+            assert mixed.write_batch(_batch("millis", rows[start:start + size], datetimes=False))
+        else:
+            for r in rows[start:start + size]:
+                mixed.write(r)
+        start += size
+    assert start == len(rows)
+    by_row = _writer(tmp_path / "r", "millis", **settings)
+    for r in rows:
+        by_row.write(r)
+    written, expected = _files(tmp_path / "c", mixed), _files(tmp_path / "r", by_row)
+    assert len(expected) >= 4 and written == expected

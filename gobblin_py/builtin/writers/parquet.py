@@ -56,7 +56,7 @@ class ParquetWriterSettings(Settings):
 class _File:
     """One open Parquet file: its pyarrow writer, the records not yet converted, the Arrow rows not yet written."""
 
-    __slots__ = ("path", "writer", "rows", "pending", "pending_rows", "size")
+    __slots__ = ("path", "writer", "rows", "pending", "pending_rows", "size", "fresh")
 
     def __init__(self, path: Path, writer: pq.ParquetWriter) -> None:
         self.path = path
@@ -65,6 +65,7 @@ class _File:
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
         self.size = 0  # bytes on disk after the last row groups written (what rolling by max_bytes compares)
+        self.fresh = 0  # rows placed since the last conversion point, as records or from batches
 
 
 class ParquetWriter(DataWriter, BatchWriter, FileMerger):
@@ -109,7 +110,7 @@ class ParquetWriter(DataWriter, BatchWriter, FileMerger):
         self.files: PartitionedFiles[_File] = PartitionedFiles(target, ".parquet", s.partition, self._open_file, self._close_file,
                                                                s.roll, _size)
         self._rolls = s.roll is not None
-        self._buffered = 0  # records in every file's `rows`
+        self._buffered = 0  # rows placed in the open files since the last conversion point (see `write_batch`)
         self._pending = 0  # converted rows in every file's `pending`
 
     def _open_file(self, path: Path) -> _File:
@@ -124,6 +125,7 @@ class ParquetWriter(DataWriter, BatchWriter, FileMerger):
         key = files.key_for(record)
         h = files.handle(key) if self._rolls else files.handles.get(key) or files.handle(key)
         h.rows.append(record)
+        h.fresh += 1
         files.counts[key] += 1
         self._buffered += 1
         if self._buffered >= self._batch:
@@ -133,13 +135,29 @@ class ParquetWriter(DataWriter, BatchWriter, FileMerger):
 
     def write_batch(self, batch: Any) -> bool:
         """An Arrow batch of this writer's schema, placed in its partitions' files as `write` would place each row;
-        False (nothing written) for a batch of another schema or one `PartitionedFiles.split` cannot place so."""
+        False (nothing written) for a batch of another schema or one `PartitionedFiles.split` cannot place so.
+        Row groups are cut at the records where `write` would convert (every `batch_records`), so the files are
+        the row path's byte for byte however the rows came in."""
         if not batch.schema.equals(self.arrow_schema, check_metadata=False):
             return False
-        files = self.files
-        parts = files.split(batch)  # by the batch's own field metadata (gobblin.row_values), as the avro writer
+        parts = self.files.split(batch)  # by the batch's own field metadata (gobblin.row_values), as the avro writer
         if parts is None:
             return False
+        start, n = 0, batch.num_rows
+        while start < n:
+            take = min(n - start, self._batch - self._buffered)  # up to the row path's next conversion point
+            if take < n:
+                parts = self.files.split(batch.slice(start, take))
+                assert parts is not None, "the rows of a batch that split, split alike in its slices"
+            self._place(parts)
+            start += take
+            if self._buffered >= self._batch:
+                self._convert_all()
+        return True
+
+    def _place(self, parts: list[tuple[str, Any]]) -> None:
+        """Rows of a batch by partition into their files' converted rows, each file's slice up to where it rolls."""
+        files = self.files
         for key, part in parts:
             rows = self._pa.RecordBatch.from_arrays(part.columns, schema=self.arrow_schema)  # with the file metadata
             start = 0
@@ -148,20 +166,21 @@ class ParquetWriter(DataWriter, BatchWriter, FileMerger):
                 room = files.room(key)
                 take = rows.num_rows - start if room is None else min(room, rows.num_rows - start)
                 if h.rows:  # records the row path buffered before this batch stay before it in the file
-                    self._buffered -= len(h.rows)
                     self._convert(h)
                 h.pending.append(rows.slice(start, take))
                 h.pending_rows += take
+                h.fresh += take
                 self._pending += take
+                self._buffered += take
                 files.counts[key] += take
                 start += take
-        self._write_full_groups()
-        return True
 
     def _convert_all(self) -> None:
+        """The conversion point: every file's records to Arrow, and the row groups they make written."""
         for h in self.files.handles.values():
             if h.rows:
                 self._convert(h)
+            h.fresh = 0
         self._buffered = 0
         self._write_full_groups()
 
@@ -192,8 +211,8 @@ class ParquetWriter(DataWriter, BatchWriter, FileMerger):
         table = self._pa.Table.from_batches(h.pending, schema=self.arrow_schema)
         n = table.num_rows
         cut = n - n % self._group if whole_only else n
-        if cut:
-            h.writer.write_table(table.slice(0, cut), row_group_size=self._group)
+        if cut:  # one chunk: pages are cut where they fill, not where converted batches happened to end
+            h.writer.write_table(table.slice(0, cut).combine_chunks(), row_group_size=self._group)
             h.size = h.path.stat().st_size  # once per row group, not per record
         rest = table.slice(cut)
         h.pending = rest.to_batches() if rest.num_rows else []
@@ -201,8 +220,9 @@ class ParquetWriter(DataWriter, BatchWriter, FileMerger):
         h.pending_rows = n - cut
 
     def _close_file(self, h: _File) -> None:
+        self._buffered -= h.fresh
+        h.fresh = 0
         if h.rows:
-            self._buffered -= len(h.rows)
             self._convert(h)
         if h.pending_rows:
             self._write_groups(h, whole_only=False)

@@ -4,6 +4,9 @@ Each reads exactly `[start, end)` of the file as planned (bytes appended since p
 run), decodes line by line, and sends whatever one line or row gets wrong (invalid UTF-8, bad JSON, a
 wrong column count, an oversized CSV field) to `context.reject` with its location; the rest of the file is
 read. A compressed stream that turns out corrupt or truncated is one reject naming where it stopped.
+
+JSON lines come in batches of lines (`LineBatch`), so a `json_to_avro` task can parse a whole batch with Arrow's
+JSON reader (the columnar path, `api.batches`); any other task reads them one by one as before.
 """
 
 from __future__ import annotations
@@ -12,13 +15,14 @@ import contextlib
 import csv
 import enum
 import io
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO
 
 import orjson
 
-from gobblin_py.api import Extractor, TaskContext
+from gobblin_py.api import BatchExtractor, Extractor, RawBatch, TaskContext
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.files.compression import CHUNK, CORRUPT, Compression, decompressing, split_compression
 from gobblin_py.errors import RetriableTaskError, SourceError
@@ -26,6 +30,8 @@ from gobblin_py.fs import Location, filesystem_for
 
 BOM = b"\xef\xbb\xbf"  # Excel's UTF-8 byte-order mark, tolerated at the start of a file
 SHOWN_CHARS = 1000  # how much of an unparseable line an error entry keeps
+BATCH_LINES = 8192  # a JSON-lines batch ends at this many lines or at BATCH_BYTES, whichever comes first:
+BATCH_BYTES = 4 << 20  # big enough for Arrow to parse fast, small enough to keep a task's memory flat
 
 
 class FileFormat(str, enum.Enum):
@@ -88,7 +94,9 @@ class _FileExtractor(Extractor):
         self.file = file
         self.path = file.path
         self.context = context
-        self.line = 0
+        self.line = 0  # the line `location()` names: of the record or row at hand
+        self.read = 0  # lines read, as the reader counts them (for `_reject_corrupt`)
+        self._corrupt: BaseException | None = None  # what ended `_lines` early, until rejected
         self.fs = filesystem_for(file.path)
         self.compression = format_of(file.path.name)[1]
         size = self.fs.size(file.path)
@@ -116,41 +124,103 @@ class _FileExtractor(Extractor):
         return self.file.end
 
     def _lines(self, stream: IO[bytes]) -> Iterator[bytes]:
-        """The raw lines of `stream`, counted in `self.line`; a corrupt compressed stream ends them with one reject."""
-        corrupt = CORRUPT if self.compression is not Compression.NONE else ()  # I/O errors are never caught here
+        """The raw lines of `stream` (the BOM cut off the file's first), which the caller counts in `self.read`; a
+        corrupt compressed stream ends them early, and the caller rejects it (`_reject_corrupt`) once it has handled
+        the lines before. A plain file's lines come straight from its reader, with no Python frame per line."""
+        self.read = 0
+        self._corrupt = None
+        lines = iter(stream) if self.compression is Compression.NONE else self._until_corrupt(stream)
+        if self.file.start:
+            return lines
+        first = next(lines, None)
+        return lines if first is None else itertools.chain((first.removeprefix(BOM),), lines)
+
+    def _until_corrupt(self, stream: IO[bytes]) -> Iterator[bytes]:
+        """The lines of a compressed `stream` up to where it turns out corrupt or truncated (kept in `_corrupt`)."""
         try:
-            for self.line, raw in enumerate(stream, 1):
-                if self.line == 1 and not self.file.start and raw.startswith(BOM):
-                    raw = raw[len(BOM):]
-                yield raw
-        except corrupt as exc:
-            self.line += 1
+            yield from stream
+        except CORRUPT as exc:  # I/O errors come as RetriableTaskError (see `_Bounded`), never caught here
+            self._corrupt = exc
+
+    def _reject_corrupt(self) -> None:
+        """The one reject of a corrupt compressed stream that ended `_lines`, at the line after the last one read."""
+        exc, self._corrupt = self._corrupt, None
+        if exc is not None:
+            self.line = self.read + 1
             self.context.reject(None, f"cannot decompress {self.path} ({self.compression.value}) from this line on: "
                                 f"{type(exc).__name__}: {exc}; the rest of the file is not read", self.location())
 
 
-class JsonLinesExtractor(_FileExtractor):
-    """One JSON object per line; a line that is not an object goes to the bad-record handling."""
+@dataclass(frozen=True)
+class LineBatch(RawBatch):
+    """Consecutive non-blank lines of a file: `lines` as read (what the row path parses, so its errors name the
+    same positions) and each one's number; `values` are the lines without their "\\n" on the columnar path (one
+    JSON document each, for a reader of the whole batch), else the lines as read (only their count is used)."""
+
+    lines: Sequence[bytes] = ()
+    numbers: Sequence[int] = ()
+
+
+class JsonLinesExtractor(_FileExtractor, BatchExtractor):
+    """One JSON object per line; a line that is not an object goes to the bad-record handling. Blank lines are
+    skipped; the rest come in `LineBatch`es of up to BATCH_LINES lines or BATCH_BYTES."""
+
+    _columnar = False  # set by `columnar_path`: only then do batches carry their lines without line ends
 
     def get_schema(self) -> Schema:
         return {"type": "json", "source": str(self.path)}
 
-    def read_records(self) -> Iterator[Record]:
+    def columnar_path(self) -> None:
+        self._columnar = True
+
+    def read_batches(self) -> Iterator[LineBatch]:
+        with self._open(self.file.start, self.file.end) as f:
+            lines: list[bytes] = []
+            blanks: list[int] = []  # numbers of the blank lines among the batch's
+            first = 1  # the number of the batch's first line
+            size = 0
+            for raw in self._lines(f):
+                if not raw or raw.isspace():  # the same ASCII whitespace as `bytes.strip`, without a copy
+                    blanks.append(first + len(lines) + len(blanks))
+                    continue
+                lines.append(raw)
+                size += len(raw)
+                if size >= BATCH_BYTES or len(lines) >= BATCH_LINES:
+                    yield self._batch(lines, first, blanks)
+                    first += len(lines) + len(blanks)
+                    lines, blanks, size = [], [], 0
+            if lines:
+                yield self._batch(lines, first, blanks)
+            self.read = first + len(lines) + len(blanks) - 1
+            self._reject_corrupt()  # after the lines read before it, as the row path always had it
+
+    def _batch(self, lines: list[bytes], first: int, blanks: list[int]) -> LineBatch:
+        """The batch of `lines`, numbered from `first` on past the `blanks` between them."""
+        numbers: Sequence[int] = range(first, first + len(lines))
+        if blanks:  # rare: number the lines around them one by one
+            skipped = set(blanks)
+            numbers = [n for n in range(first, first + len(lines) + len(blanks)) if n not in skipped]
+        values = lines
+        if self._columnar:
+            values = [raw[:-1] for raw in lines]
+            if not lines[-1].endswith(b"\n"):  # the file's last line, with no line end
+                values[-1] = lines[-1]
+        return LineBatch("json", values, lines, numbers)
+
+    def records_of(self, batch: RawBatch) -> Iterator[Record]:
+        assert isinstance(batch, LineBatch)
         loads = orjson.loads
         reject = self.context.reject
-        with self._open(self.file.start, self.file.end) as f:
-            for raw in self._lines(f):
-                if not raw.strip():
-                    continue
-                try:
-                    record = loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    reject(raw.decode("utf-8", "replace").rstrip("\r\n")[:SHOWN_CHARS], f"not valid JSON: {exc}", self.location())
-                    continue
-                if type(record) is not dict:
-                    reject(record, f"expected a JSON object, got {type(record).__name__}", self.location())
-                    continue
-                yield record
+        for self.line, raw in zip(batch.numbers, batch.lines):
+            try:
+                record = loads(raw)
+            except orjson.JSONDecodeError as exc:
+                reject(raw.decode("utf-8", "replace").rstrip("\r\n")[:SHOWN_CHARS], f"not valid JSON: {exc}", self.location())
+                continue
+            if type(record) is not dict:
+                reject(record, f"expected a JSON object, got {type(record).__name__}", self.location())
+                continue
+            yield record
 
 
 class CsvExtractor(_FileExtractor):
@@ -169,15 +239,17 @@ class CsvExtractor(_FileExtractor):
         self._last: str = ""
 
     def _text(self, stream: IO[bytes]) -> Iterator[str]:
-        """Lines decoded one at a time: an invalid one is kept (surrogate-escaped) and remembered, so only its row is rejected."""
-        for raw in self._lines(stream):
+        """Lines decoded one at a time: an invalid one is kept (surrogate-escaped) and remembered, so only its row
+        is rejected; a corrupt stream's reject comes as the reader asks past the last line read."""
+        for self.read, raw in enumerate(self._lines(stream), 1):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                self._bad_lines[self.line] = str(exc)
+                self._bad_lines[self.read] = str(exc)
                 text = raw.decode("utf-8", "surrogateescape")
             self._last = text
             yield text
+        self._reject_corrupt()
 
     def _reader(self, stream: IO[bytes]) -> csv.reader:  # type: ignore[valid-type]
         csv.field_size_limit(self.field_size_limit)  # process-wide; every CSV extractor sets its own before reading
