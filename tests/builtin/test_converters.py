@@ -79,6 +79,10 @@ def test_json_to_avro_passes_native_json_values(tmp_path: Path) -> None:
     ("2026-01-02T03:04:05", _millis(2026, 1, 2, 3, 4, 5)),            # naive = UTC
     ("2026-01-02T04:04:05+01:00", _millis(2026, 1, 2, 3, 4, 5)),
     ("2026-01-02T03:04:05.123Z", _millis(2026, 1, 2, 3, 4, 5) + 123),
+    ("1987-02-25T16:03:09.027Z", 541267389027),  # through a float it was …026: a millisecond silently lost
+    ("2106-03-23T02:20:09.440Z", 4298754009440),
+    ("1900-10-09T16:13:59.688Z", -2184651960312),
+    ("1969-12-31T23:59:59.9995Z", -1),  # below a millisecond: towards the past, as fastavro encodes a datetime
 ])
 def test_json_to_avro_iso_timestamp_to_epoch_millis(tmp_path: Path, text: str, expected: int) -> None:
     conv = _json_to_avro(tmp_path)

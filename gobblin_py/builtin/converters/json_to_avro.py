@@ -17,6 +17,7 @@ from pydantic import AfterValidator, Field
 from gobblin_py.api import BatchConverter, OneToOneConverter, RawBatch, Settings, TaskCounter
 from gobblin_py.api.types import Record, Schema, SchemaKind
 from gobblin_py.builtin.schemas.avro_files import load_avro_schema
+from gobblin_py.builtin.schemas.avro_time import epoch_millis
 from gobblin_py.builtin.schemas.avro_values import AvroTypeChecker
 from gobblin_py.builtin.converters.json_arrow import JsonArrowReader
 from gobblin_py.fs.paths import ExistingFile
@@ -113,7 +114,7 @@ def _to_millis(v: Any) -> int:
         parsed = dt.datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=dt.timezone.utc)
-        return int(parsed.timestamp() * 1000)
+        return epoch_millis(parsed)
     if t is int or t is str:
         return _to_long(v)
     raise ValueError

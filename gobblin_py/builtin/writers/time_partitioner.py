@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from gobblin_py.api import Settings
+from gobblin_py.builtin.schemas.avro_time import epoch_millis
 from gobblin_py.errors import RecordError
 
 Granularity = Literal["MINUTE", "HOUR", "DAY", "MONTH", "YEAR"]
@@ -61,8 +62,8 @@ class TimePartitioner:
         value = record.get(self.column)
         if type(value) is int:
             millis = value * self.scale
-        elif isinstance(value, dt.datetime):
-            millis = int(value.timestamp() * 1000)
+        elif isinstance(value, dt.datetime):  # one without a zone: this machine's wall clock, as fastavro writes it
+            millis = epoch_millis(value) if value.tzinfo is not None else int(value.timestamp() * 1000)
         elif isinstance(value, str):
             try:
                 parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -70,7 +71,7 @@ class TimePartitioner:
                 raise RecordError(f"partition column {self.column!r}: {value!r} is not a timestamp", self.column) from None
             if parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=dt.timezone.utc)
-            millis = int(parsed.timestamp() * 1000)
+            millis = epoch_millis(parsed)
         else:
             raise RecordError(f"partition column {self.column!r} is missing or not a timestamp: {value!r}", self.column)
         bucket = millis // self.bucket_ms
