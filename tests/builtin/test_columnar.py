@@ -106,6 +106,43 @@ def test_the_reader_takes_clean_batches_and_hands_back_every_odd_one(tmp_path: P
     assert conv.convert_batch(RawBatch("string", clean)) is None  # only JSON documents
 
 
+def _stamped(stamps: list[str]) -> list[bytes]:
+    return [GOOD.replace(b'"ts":1767225600000', b'"ts":' + orjson.dumps(t)).replace(b'"id":1', f'"id":{i}'.encode())
+            for i, t in enumerate(stamps)]
+
+
+ISO_BATCHES = {
+    "zoned": ["2026-01-02T03:04:05Z", "1987-02-25T16:03:09.027Z", "2026-01-02T04:04:05.5+01:00", "1969-12-31T23:59:59.999Z",
+              "2026-03-29T01:30:00-05:00", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z", "2024-02-29 12:00Z"],
+    "naive": ["2026-01-02T03:04:05", "2026-01-02", "2026-01-02 03:04", "1900-10-09T16:13:59.688"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ISO_BATCHES))
+def test_a_batch_of_iso_timestamps_takes_the_columnar_path_with_the_row_paths_values(tmp_path: Path, kind: str) -> None:
+    conv = _converter(tmp_path)
+    values = _stamped(ISO_BATCHES[kind])
+    batch = conv.convert_batch(RawBatch("json", values))
+    assert batch is not None, f"a batch of {kind} ISO timestamps went to the row path"
+    assert pa.Table.from_batches([batch]).to_pylist() == _row_path(conv, values)
+    assert conv.convert_batch(RawBatch("json", [GOOD])) is not None  # a next batch of epoch milliseconds, too
+
+
+@pytest.mark.parametrize("stamps", [
+    ["2026-01-02T03:04:05Z", "2026-01-02T03:04:05"],        # zoned and not: each is read alike, not both at once
+    ["2026-01-02T03:04:05.1234Z"],                           # more than milliseconds
+    [" 2026-01-02T03:04:05Z"],                               # padded: the row path strips it
+    ["2026-02-29T00:00:00Z"],                                # no such day: the row path refuses it
+    ["2026-01-02T03:04:05+0100"],                            # another offset form
+    ["1767225600000"],                                       # milliseconds as text
+    ["20260102T030405Z"],                                    # ISO's basic form
+], ids=lambda s: s[0])
+def test_iso_timestamps_outside_the_plain_form_go_to_the_row_path(tmp_path: Path, stamps: list[str]) -> None:
+    conv = _converter(tmp_path)
+    values = _stamped(stamps)
+    assert conv.convert_batch(RawBatch("json", values)) is None
+
+
 def test_a_nested_schema_never_takes_the_columnar_path(tmp_path: Path) -> None:
     nested = {"type": "record", "name": "N", "fields": [{"name": "id", "type": "long"},
                                                         {"name": "tags", "type": {"type": "array", "items": "string"}}]}

@@ -2,9 +2,12 @@
 record by record, or None where exactness cannot be shown for the batch (it then takes the row path).
 
 pyarrow's JSON reader parses a whole batch in C++ against an explicit schema (about 1 µs a record against
-the row path's 10). It is stricter than `json_to_avro` — no text-to-number coercion, no ISO timestamps, no
-unknown fields, no duplicate keys — and every such case is an error here, which sends the batch to the row
-path, where the converter coerces, drops-and-counts or refuses each record as always. Where it is laxer,
+the row path's 10). It is stricter than `json_to_avro` — no text-to-number coercion, no unknown fields, no
+duplicate keys — and every such case is an error here, which sends the batch to the row path, where the converter
+coerces, drops-and-counts or refuses each record as always. A timestamp field holds epoch milliseconds or ISO-8601
+text: a batch whose timestamps are all text of the plain form both readers take alike (`_ISO`: date, hours and
+minutes, seconds and up to 3 decimals optional, all with a zone or all without, read as UTC) is parsed as text and
+cast by Arrow; any other text sends the batch to the row path. Where it is laxer,
 the batch is checked after parsing: NaN/Infinity (which `orjson` refuses), UTF-8, the one-document-per-value
 framing, and a null or blank value the converter would replace by a field's default. Only flat schemas of
 long, int, double, boolean, string and timestamp-millis fields (nullable or not) take this path.
@@ -22,6 +25,10 @@ from gobblin_py.errors import ConfigError
 _PLAIN = {"long", "int", "double", "boolean", "string"}
 _TIMESTAMPS = {"timestamp-millis", "local-timestamp-millis"}
 _NONE = object()  # a field without a default
+_ISO = (r"^(?:000[1-9]|00[1-9]\d|0[1-9]\d{2}|[1-9]\d{3})-\d{2}-\d{2}"
+        r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?(?:Z|[+-]\d{2}:\d{2})?)?$")
+"""ISO-8601 text that Python's `fromisoformat` (the row path) and Arrow's cast read as the same instant."""
+_ZONED = r"(?:Z|[+-]\d{2}:\d{2})$"
 
 
 def _kind(avro_type: Any) -> tuple[str | None, bool]:
@@ -78,6 +85,10 @@ class JsonArrowReader:
         self._columns = columns
         self._parse = pj.ParseOptions(explicit_schema=pa.schema(parse_fields), unexpected_field_behavior="error",
                                       newlines_in_values=False)
+        text = [pa.field(f.name, pa.string(), f.nullable) if c.kind == "timestamp" else f for c, f in zip(columns, parse_fields)]
+        self._parse_text = pj.ParseOptions(explicit_schema=pa.schema(text), unexpected_field_behavior="error",
+                                           newlines_in_values=False) if text != parse_fields else None
+        self._text_first = False  # the last batch's timestamps were text: try that first
         self.supported = True
 
     def read(self, values: Sequence[bytes | None]) -> Any | None:
@@ -92,10 +103,8 @@ class JsonArrowReader:
         if not (data.startswith(b"{") and data.endswith(b"}")):
             return None
         pa = self._pa
-        try:
-            table = self._pj.read_json(io.BytesIO(data), read_options=self._pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
-                                       parse_options=self._parse)
-        except (pa.ArrowException, ValueError):  # a value the row path coerces, counts or refuses
+        table = self._parsed(data)
+        if table is None:  # a value the row path coerces, counts or refuses
             return None
         if table.num_rows != n:
             return None
@@ -113,6 +122,44 @@ class JsonArrowReader:
             return None
         return batch
 
+    def _parsed(self, data: bytes) -> Any | None:
+        """The batch as a table, its timestamps parsed as numbers or, failing that, as text (the kind that worked
+        last is tried first); None when neither parses."""
+        tries = [self._parse, self._parse_text] if self._parse_text is not None else [self._parse]
+        if self._text_first:
+            tries.reverse()
+        read = self._pj.ReadOptions(use_threads=False, block_size=len(data) + 1)
+        for options in tries:
+            try:
+                table = self._pj.read_json(io.BytesIO(data), read_options=read, parse_options=options)
+            except (self._pa.ArrowException, ValueError):
+                continue
+            self._text_first = options is self._parse_text
+            return table
+        return None
+
+    def _timestamps(self, array: Any, target: Any) -> Any | None:
+        """A timestamp column as parsed: epoch milliseconds, or ISO text of the form `_ISO`, all zoned or all not
+        (read as UTC); None for any other text, which the row path reads or refuses itself."""
+        pa, pc = self._pa, self._pc
+        if not pa.types.is_string(array.type):
+            return array.cast(target)
+        if array.null_count == len(array):
+            return pa.nulls(len(array), target)
+        if not pc.all(pc.match_substring_regex(array, _ISO)).as_py():
+            return None
+        zoned = pc.match_substring_regex(array, _ZONED)
+        if pc.all(zoned).as_py():
+            unit = pa.timestamp("ms", "UTC")
+        elif not pc.any(zoned).as_py():
+            unit = pa.timestamp("ms")
+        else:
+            return None
+        try:
+            return array.cast(unit).cast(pa.int64()).cast(target)
+        except (pa.ArrowException, ValueError):  # a date Arrow cannot hold; the row path says what it makes of it
+            return None
+
     def _fix(self, col: _Column, array: Any) -> Any | None:
         """`array` as the row path would have it, or None when a value needs the row path."""
         pc = self._pc
@@ -122,7 +169,7 @@ class JsonArrowReader:
         if col.kind == "double" and pc.any(pc.invert(pc.is_finite(array))).as_py():
             return None  # NaN or Infinity: not JSON to orjson, a bad record on the row path
         if col.kind == "timestamp":
-            return array.cast(self.schema.field(col.index).type)
+            return self._timestamps(array, self.schema.field(col.index).type)
         if col.kind == "string" and col.nullable:
             blank = pc.equal(array, "")
             if pc.any(blank).as_py():  # a blank string of a nullable field is null (CSV has no null), or the default
