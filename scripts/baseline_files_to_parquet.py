@@ -1,10 +1,12 @@
 """What a competent engineer writes instead of gobblin-py to turn a directory of JSON-lines files into Parquet, with an
 explicit schema each (no inference pass): plain PySpark on local[2], `spark.read.schema(...).json(dir).write.parquet(out)`
-(a directory of part files), or DuckDB, `COPY (SELECT * FROM read_json(..., columns={...})) TO out (FORMAT parquet)`
-(one file). Each writes with its own default codec (snappy).
+(a directory of part files), DuckDB, `COPY (SELECT * FROM read_json(..., columns={...})) TO out (FORMAT parquet)`
+(one file), or pyarrow, `pyarrow.json.read_json(file, explicit_schema)` → `pq.write_table`, file by file (one Parquet
+file each). Each writes with its own default codec (snappy).
 
     .venv/bin/python scripts/baseline_files_to_parquet.py spark IN_DIR OUT_DIR
     .venv/bin/python scripts/baseline_files_to_parquet.py duckdb IN_DIR OUT.parquet
+    .venv/bin/python scripts/baseline_files_to_parquet.py pyarrow IN_DIR OUT_DIR
 
 IN_DIR holds the *.jsonl files of scripts/bench_files.py. Prints one JSON line: {"seconds": S}.
 """
@@ -42,14 +44,31 @@ def with_duckdb(in_dir: str, out: str) -> None:
                f"TO '{out}' (FORMAT parquet)")
 
 
+def with_pyarrow(in_dir: str, out: str) -> None:
+    """Arrow's JSON reader (its own threads) and Parquet writer, one file at a time."""
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.json as pj
+    import pyarrow.parquet as pq
+
+    types = {"BIGINT": pa.int64(), "INTEGER": pa.int32(), "VARCHAR": pa.string(), "DOUBLE": pa.float64(),
+             "TIMESTAMPTZ": pa.timestamp("ms", "UTC"), "BOOLEAN": pa.bool_()}
+    schema = pa.schema([(name, types[kind]) for name, kind in DUCKDB_COLUMNS.items()])
+    Path(out).mkdir(parents=True, exist_ok=True)
+    for path in sorted(Path(in_dir).glob("*.jsonl")):
+        table = pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema))
+        pq.write_table(table, Path(out) / f"{path.stem}.parquet")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("engine", choices=("spark", "duckdb"))
+    ap.add_argument("engine", choices=("spark", "duckdb", "pyarrow"))
     ap.add_argument("in_dir")
     ap.add_argument("out")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    (with_spark if args.engine == "spark" else with_duckdb)(args.in_dir, args.out)
+    {"spark": with_spark, "duckdb": with_duckdb, "pyarrow": with_pyarrow}[args.engine](args.in_dir, args.out)
     print(json.dumps({"seconds": time.perf_counter() - t0}))
 
 

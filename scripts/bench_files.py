@@ -1,4 +1,4 @@
-"""Benchmark: the files source (JSON lines → Parquet) against plain PySpark and DuckDB, in one run.
+"""Benchmark: the files source (JSON lines → Parquet) against plain PySpark, DuckDB and pyarrow, in one run.
 
     .venv/bin/python scripts/bench_files.py [--records 2000000] [--files 16] [--rounds 1]
 
@@ -6,7 +6,8 @@ Writes N JSON-lines records (10 fields: ints, floats, strings, an ISO timestamp,
 of one dataset directory, then, `rounds` times, each cold in a child process from a fresh directory, the order
 rotated every round: `gobblin-py run` (files source → json_to_avro → parquet writer, local[2]), plain PySpark on
 local[2] (`spark.read.schema(explicit).json(dir).write.parquet(out)`) and DuckDB (`COPY (SELECT * FROM
-read_json(..., columns={...})) TO out (FORMAT parquet)`), both scripts/baseline_files_to_parquet.py. Every output is
+read_json(..., columns={...})) TO out (FORMAT parquet)`) and a one-process pyarrow script (`pyarrow.json.read_json`
+with the explicit schema → `pq.write_table`, file by file), all scripts/baseline_files_to_parquet.py. Every output is
 read back with pyarrow: a tool that loses or doubles a record is WRONG and never the fastest. Prints each tool's
 median time, records/s and its time against gobblin-py's (above 1: gobblin-py is faster), with the machine's CPU
 pressure and the cores other work used in each round. Writes scripts/results/bench_files-<N>.json.
@@ -97,6 +98,8 @@ def tools(inputs: Path, schema: Path) -> list[Tool]:
              lambda d: parquet_read_back(data_files(d / "out", ".parquet")), env=lambda d: env),
         Tool("duckdb", "parquet", lambda d: [py, baseline, "duckdb", str(files), str(d / "events.parquet")],
              lambda d: parquet_read_back([d / "events.parquet"]), env=lambda d: env),
+        Tool("pyarrow", "parquet", lambda d: [py, baseline, "pyarrow", str(files), str(d / "out")],
+             lambda d: parquet_read_back(data_files(d / "out", ".parquet")), env=lambda d: env),
     ]
 
 

@@ -151,6 +151,22 @@ class _FileExtractor(Extractor):
                                 f"{type(exc).__name__}: {exc}; the rest of the file is not read", self.location())
 
 
+class _Ended(Sequence[bytes]):
+    """Lines without their "\\n" given back as read: each with it, but for a last one the file ended without it."""
+
+    __slots__ = ("values", "ended")
+
+    def __init__(self, values: Sequence[bytes], ended: bool) -> None:
+        self.values, self.ended = values, ended
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i: int) -> bytes:  # type: ignore[override]
+        value = self.values[i]
+        return value if not self.ended and i in (-1, len(self.values) - 1) else value + b"\n"
+
+
 @dataclass(frozen=True)
 class LineBatch(RawBatch):
     """Consecutive non-blank lines of a file: `lines` as read (what the row path parses, so its errors name the
@@ -175,6 +191,9 @@ class JsonLinesExtractor(_FileExtractor, BatchExtractor):
 
     def read_batches(self) -> Iterator[LineBatch]:
         with self._open(self.file.start, self.file.end) as f:
+            if self._columnar and self.compression is Compression.NONE:
+                yield from self._blocks(f)
+                return
             lines: list[bytes] = []
             blanks: list[int] = []  # numbers of the blank lines among the batch's
             first = 1  # the number of the batch's first line
@@ -193,6 +212,43 @@ class JsonLinesExtractor(_FileExtractor, BatchExtractor):
                 yield self._batch(lines, first, blanks)
             self.read = first + len(lines) + len(blanks) - 1
             self._reject_corrupt()  # after the lines read before it, as the row path always had it
+
+    def _blocks(self, stream: IO[bytes]) -> Iterator[LineBatch]:
+        """The columnar path's batches of a plain file: blocks of whole lines cut from big reads and split in C, no
+        Python step per line (the row path's batches, with their lines as read, come back from `LineBatch.lines`)."""
+        number, carry, bom = 1, b"", not self.file.start
+        while chunk := stream.read(BATCH_BYTES):
+            data = carry + chunk if carry else chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                carry = data
+                continue
+            block, carry = data[:cut], data[cut + 1:]
+            if bom:
+                block, bom = block.removeprefix(BOM), False
+            yield from self._split(block, number, ended=True)
+            number += block.count(b"\n") + 1
+        if carry:
+            yield from self._split(carry.removeprefix(BOM) if bom else carry, number, ended=False)
+            number += carry.count(b"\n") + 1
+        self.read = number - 1
+
+    def _split(self, block: bytes, first: int, ended: bool) -> Iterator[LineBatch]:
+        """The lines of `block` (numbered from `first`; the last one ended by "\\n" unless not `ended`) in batches of
+        up to BATCH_LINES; a block with a blank line among them takes the row path's way of skipping it."""
+        lines = block.split(b"\n")
+        if block.count(b"\n{") + block.startswith(b"{") != len(lines):  # a line not opening an object: maybe blank
+            kept = [(n, line) for n, line in enumerate(lines, first) if line and not line.isspace()]
+            for i in range(0, len(kept), BATCH_LINES):
+                part = kept[i:i + BATCH_LINES]
+                values = [line for _, line in part]
+                last = ended or part[-1][0] != first + len(lines) - 1
+                yield LineBatch("json", values, _Ended(values, last), [n for n, _ in part])
+            return
+        for i in range(0, len(lines), BATCH_LINES):
+            values = lines[i:i + BATCH_LINES]
+            yield LineBatch("json", values, _Ended(values, ended or i + BATCH_LINES < len(lines)),
+                            range(first + i, first + i + len(values)))
 
     def _batch(self, lines: list[bytes], first: int, blanks: list[int]) -> LineBatch:
         """The batch of `lines`, numbered from `first` on past the `blanks` between them."""
