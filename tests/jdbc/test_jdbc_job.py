@@ -236,3 +236,34 @@ def test_a_table_read_natively_stays_in_the_driver_over_the_limit_and_one_read_i
     assert native["runs_in"] == "driver" and all(t["native_share"] > 0.9 for t in native["tasks"])
     assert rows["runs_in"] == "local[2]", rows
     assert all(t["native_share"] == 0 for t in rows["tasks"])
+
+
+def test_a_big_ranges_split_comes_from_a_sample_and_every_row_is_read_once(tmp_path: Path, pg, db,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past SAMPLE_ABOVE rows the boundaries are quantiles of a sample of the table's pages, not a sort of every value:
+    the tasks stay about even, the count stays exact and every row is read once; a view is split exactly."""
+    from gobblin_py.builtin.sources.jdbc import postgres
+
+    monkeypatch.setattr(postgres, "SAMPLE_ABOVE", 1000)
+    monkeypatch.setattr(postgres, "SAMPLE_ROWS", 4000)
+    sampleable: list[bool] = []
+    asked = postgres.PostgresQueries._sampleable
+    monkeypatch.setattr(postgres.PostgresQueries, "_sampleable", lambda q, conn: sampleable.append(asked(q, conn)) or sampleable[-1])
+    with pg.connect(db) as conn:
+        _create_orders(conn)
+        conn.execute("INSERT INTO orders SELECT i, i, 'x', now() - interval '1 day' + i * interval '1 second' "
+                     "FROM generate_series(1, 20000) i")
+        conn.execute("CREATE VIEW orders_view AS SELECT * FROM orders")
+    for table in ("public.orders", "public.orders_view"):
+        (tmp_path / table).mkdir()
+        job = jdbc_job(tmp_path / table, pg, db, [{**ORDERS, "table": table}], partitions=4)
+        spec = load_job(write_job(tmp_path / table, job))
+        units = plan(spec, StateStore(spec.job.work_dir, spec.name)).workunits
+        assert len(units) == 4 and sum(u.props["estimated_rows"] for u in units) == 20000  # the count is exact
+        result = _run(tmp_path / table, job)
+        assert result.succeeded, result.error
+        ids = [r["id"] for r in read_output(tmp_path / table / "output", table)]
+        assert sorted(ids) == list(range(1, 20001))  # each row once
+        per_task = sorted(t.records_extracted for t in result.tasks)
+        assert per_task[0] > 2000 and per_task[-1] < 8000, per_task  # about a quarter each
+    assert sampleable == [True, True, False, False]  # the table sampled (planned twice), the view not

@@ -19,6 +19,12 @@ if TYPE_CHECKING:
     from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings, TableSettings
 
 
+SAMPLE_ABOVE = 1_000_000
+"""A range of more rows than this is split at the quantiles of a sample (`split`)."""
+SAMPLE_ROWS = 100_000
+"""About how many of the range's rows the sample holds."""
+
+
 class PostgresDialect(Dialect):
     """PostgreSQL 12+ (psycopg 3)."""
 
@@ -211,14 +217,34 @@ class PostgresQueries(TableQueries):
         return sql.SQL("{wm} > %s AND {wm} <= %s").format(wm=self.wm), [r.lo, r.hi]
 
     def split(self, conn: Any, r: Range, parts: int) -> tuple[int, list[Any]]:
-        """percentile_disc over the range: the boundaries follow the column's distribution."""
+        """percentile_disc over the range: the boundaries follow the column's distribution. Past SAMPLE_ABOVE rows of
+        a table, over a repeatable sample of its pages (about SAMPLE_ROWS of the range's rows): sorting every value
+        took 3 s of a 10M-row first load, and the boundaries only balance the tasks. The count is always exact (a
+        range counted empty is not read)."""
         sql = self.sql
         cond, params = self.range_condition(r)
         fractions = [k / parts for k in range(1, parts)]
+        if fractions:
+            rows = int(conn.execute(sql.SQL("SELECT count(*) FROM {t} WHERE {cond}{where}").format(
+                t=self.table, cond=cond, where=self.where), params).fetchone()[0])
+            if rows > SAMPLE_ABOVE and self._sampleable(conn):
+                sampled = sql.SQL("SELECT percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY {wm}) FROM {t} "
+                                  "TABLESAMPLE SYSTEM (%s::real) REPEATABLE (0) WHERE {cond}{where}").format(
+                    wm=self.wm, t=self.table, cond=cond, where=self.where)
+                quantiles = conn.execute(sampled, [fractions, 100.0 * SAMPLE_ROWS / rows, *params]).fetchone()[0]
+                bounds = inner_bounds(r, quantiles)
+                if bounds:
+                    return rows, bounds
         query = sql.SQL("SELECT count(*), percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY {wm}) FROM {t} "
                         "WHERE {cond}{where}").format(wm=self.wm, t=self.table, cond=cond, where=self.where)
         rows, quantiles = conn.execute(query, [fractions or [0.5], *params]).fetchone()
         return int(rows), inner_bounds(r, quantiles if fractions else [])
+
+    def _sampleable(self, conn: Any) -> bool:
+        """Whether TABLESAMPLE applies: a plain table or a materialized view (not a view)."""
+        row = conn.execute(self.sql.SQL("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)"),
+                           [self.table.as_string(conn)]).fetchone()
+        return row is not None and row[0] in ("r", "m")
 
     def count_nulls(self, conn: Any) -> int:
         query = self.sql.SQL("SELECT count(*) FROM {} WHERE {} IS NULL{}").format(self.table, self.wm, self.where)
