@@ -19,17 +19,9 @@ from gobblin_py.builtin.converters.json_to_avro import JsonToAvroConverter
 from gobblin_py.builtin.writers.parquet import ParquetWriter
 from gobblin_py.builtin.writers.time_partitioner import PartitionSettings, TimePartitioner
 from gobblin_py.errors import ConfigError
+from support.schemas import FLAT_EVENT
 
-SCHEMA: dict[str, Any] = {"type": "record", "name": "E", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "n", "type": "int"},
-    {"name": "user", "type": "string"},
-    {"name": "ok", "type": "boolean"},
-    {"name": "amount", "type": ["null", "double"], "default": None},
-    {"name": "country", "type": ["null", "string"], "default": None},
-    {"name": "tier", "type": ["string", "null"], "default": "basic"},
-]}
+SCHEMA: dict[str, Any] = FLAT_EVENT
 GOOD = b'{"id":1,"ts":1767225600000,"n":5,"user":"u1","ok":true,"amount":1.5,"country":"DE","tier":"gold"}'
 
 # Values the row path coerces, defaults, drops-and-counts or refuses, and values that need nothing

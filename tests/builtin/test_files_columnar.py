@@ -19,18 +19,10 @@ from gobblin_py.runtime.runner import JobResult, JobRunner
 from gobblin_py.testing.outputs import read_error_files
 
 from support.jobs import write_job
+from support.schemas import FLAT_EVENT
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
-SCHEMA: dict[str, Any] = {"type": "record", "name": "E", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "n", "type": "int"},
-    {"name": "user", "type": "string"},
-    {"name": "ok", "type": "boolean"},
-    {"name": "amount", "type": ["null", "double"], "default": None},
-    {"name": "country", "type": ["null", "string"], "default": None},
-    {"name": "tier", "type": ["string", "null"], "default": "basic"},
-]}
+SCHEMA: dict[str, Any] = FLAT_EVENT
 
 # Lines the row path coerces, defaults, drops-and-counts or refuses ({i} is the line's id)
 ODD = [
