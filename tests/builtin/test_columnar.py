@@ -19,6 +19,7 @@ from gobblin_py.builtin.converters.json_to_avro import JsonToAvroConverter
 from gobblin_py.builtin.writers.parquet import ParquetWriter
 from gobblin_py.builtin.writers.time_partitioner import PartitionSettings, TimePartitioner
 from gobblin_py.errors import ConfigError
+
 from support.schemas import FLAT_EVENT
 
 SCHEMA: dict[str, Any] = FLAT_EVENT
