@@ -165,3 +165,25 @@ def test_a_writer_stamping_a_wall_clock_behind_the_server_loses_no_row(tmp_path:
     assert set(versions) - {(999, "later")} == expected, f"{len(expected - set(versions))} of 210 row versions lost"
     notices = " | ".join(n for d in first.datasets for n in d.notices)
     assert "the newest updated_at of orders" in notices and "5.0 h behind the database's clock" in notices
+
+
+def test_a_big_ranges_split_comes_from_a_sample_and_every_row_is_read_once(tmp_path: Path, maria, mdb,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past SAMPLE_ABOVE rows, NTILE runs over a repeatable sample: the tasks stay about even, the count stays exact
+    and every row is read once."""
+    from gobblin_py.builtin.sources.jdbc import mysql
+
+    monkeypatch.setattr(mysql, "SAMPLE_ABOVE", 1000)
+    monkeypatch.setattr(mysql, "SAMPLE_ROWS", 4000)
+    _create_orders(maria, mdb)
+    maria.execute(mdb, "INSERT INTO orders SELECT seq, seq, 'v1', UTC_TIMESTAMP(6) - INTERVAL 1 DAY + INTERVAL seq SECOND "
+                       "FROM seq_1_to_20000")  # MariaDB's Sequence engine
+    job = mysql_job(tmp_path, maria, mdb, [{**ORDERS, "watermark_zone": "UTC"}], partitions=4)
+    spec = load_job(write_job(tmp_path, job))
+    units = plan(spec, StateStore(spec.job.work_dir, spec.name)).workunits
+    assert len(units) == 4 and sum(u.props["estimated_rows"] for u in units) == 20000  # the count is exact
+    result = _run(tmp_path, job)
+    assert result.succeeded, result.error
+    assert sorted(r["id"] for r in read_output(tmp_path / "output", "orders")) == list(range(1, 20001))  # each once
+    per_task = sorted(t.records_extracted for t in result.tasks)
+    assert per_task[0] > 2000 and per_task[-1] < 8000, per_task  # about a quarter each
