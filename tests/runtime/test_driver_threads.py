@@ -135,3 +135,25 @@ def test_ctrl_c_stops_the_tasks_running_on_driver_threads_and_publishes_nothing(
     assert cancelled.value.results and all(r.status.value == "cancelled" for r in cancelled.value.results)
     assert not (tmp_path / "output" / "things").exists() or not any((tmp_path / "output" / "things").rglob("*.parquet"))
     assert not [t.name for t in threading.enumerate() if t.name.startswith("gobblin-task")]  # every task thread ended
+
+
+def test_the_sources_say_what_of_their_work_is_native_only_where_it_is() -> None:
+    """ADBC/ConnectorX reads, Arrow-parsed JSON lines and librdkafka-fetched JSON count as native on the columnar path;
+    a row reader, CSV, kafka-python or a task without the batch converter do not."""
+    from gobblin_py.api import WorkUnit
+    from gobblin_py.builtin.sources.files.source import FilesSource
+    from gobblin_py.builtin.sources.kafka.source import KafkaSource
+
+    def wu(**props: object) -> WorkUnit:
+        return WorkUnit(id="w", dataset="d", watermark_key="k", low_watermark=0, expected_high_watermark=1, props=dict(props))
+
+    files = FilesSource(FilesSource.Settings.model_validate({"path": "/tmp"}))
+    assert files.native_share(wu(file="/tmp/d/a.jsonl"), converted=True) > 0.5
+    assert files.native_share(wu(file="/tmp/d/a.jsonl.gz"), converted=True) > 0.5
+    assert files.native_share(wu(file="/tmp/d/a.csv"), converted=True) == 0.0
+    assert files.native_share(wu(file="/tmp/d/a.jsonl"), converted=False) == 0.0
+    for client, native in (("confluent", True), ("kafka-python", False)):
+        kafka = KafkaSource(KafkaSource.Settings.model_validate({"bootstrap_servers": "127.0.0.1:9", "topics": ["t"],
+                                                                 "client": client}))
+        assert (kafka.native_share(wu(), converted=True) > 0.5) is native
+        assert kafka.native_share(wu(), converted=False) == 0.0

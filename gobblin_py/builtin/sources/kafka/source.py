@@ -289,8 +289,10 @@ class KafkaSource(Source):
 
     def native_share(self, workunit: WorkUnit, converted: bool) -> float:
         """JSON values made Arrow by `json_to_avro`'s batch path are parsed by Arrow's JSON reader and written by Arrow,
-        outside Python's lock; Python still makes one message object a record (see `NATIVE_SHARE`)."""
-        return NATIVE_SHARE if converted and self.settings.deserializer == "json" else 0.0
+        outside Python's lock; with `client: confluent` librdkafka fetches them, and Python still makes one message
+        object a record (see `NATIVE_SHARE`). kafka-python fetches and decodes its batches in Python: none."""
+        s: KafkaSettings = self.settings
+        return NATIVE_SHARE if converted and s.deserializer == "json" and s.client == "confluent" else 0.0
 
     def _select_topics(self, available: set[str]) -> list[str]:
         s: KafkaSettings = self.settings
