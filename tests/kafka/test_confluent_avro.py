@@ -347,3 +347,39 @@ def test_a_gobblin_confluent_avro_job_validates_and_runs_with_the_registrys_sche
     pull.write_text(other)
     refused = run_cli("validate", str(pull), cwd=tmp_path)
     assert refused.returncode == 2 and "only ConfluentKafkaSchemaRegistry is supported" in refused.stderr, refused.stderr
+    pull.write_text(other.replace("LiKafkaSchemaRegistry", "ConfluentKafkaSchemaRegistry").replace("CONFLUENT_AVRO", "CONFLUENT_JSON"))
+    converted = run_cli("convert", str(pull), cwd=tmp_path)  # JSON carries no Avro schema: only a converter gives one
+    assert "kafka.deserializer.type" not in converted.stderr and "no converter gives one" in converted.stderr, converted.stderr
+
+
+EVENT_JSON_SCHEMA = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Event", "type": "object",
+                     "properties": {"id": {"type": "integer"}, "ts": {"type": "integer"}, "user": {"type": "string"},
+                                    "kind": {"type": "string"}}, "required": ["id", "ts", "user", "kind"]}
+
+
+def test_confluent_json_values_are_read_through_json_to_avro_and_bad_ones_named(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
+    """Values from confluent-kafka's own JSONSerializer (header, then a JSON document) become records as plain JSON
+    values do; a value without the header, or whose id names an Avro schema, is a bad record naming offset and id."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    create_topic(broker.bootstrap, topic, 1)
+    ser = JSONSerializer(json.dumps(EVENT_JSON_SCHEMA), SchemaRegistryClient({"url": schema_registry.url}))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    events = [{"id": i, "ts": 1767225600000 + i, "user": f"u{i}", "kind": "click"} for i in range(30)]
+    avro_id = SchemaRegistryClient({"url": schema_registry.url}).register_schema(
+        "other-value", __import__("confluent_kafka.schema_registry", fromlist=["Schema"]).Schema(json.dumps(V1), "AVRO"))
+    odd = [json.dumps(events[0]).encode(), struct.pack(">bI", 0, avro_id) + b'{"id": 99}']  # no header; an Avro id
+    produce(broker.bootstrap, topic, {0: [ser(e, ctx) for e in events[:20]] + odd + [ser(e, ctx) for e in events[20:]]})
+    job = kafka_job(tmp_path, broker.bootstrap, [topic], deserializer="confluent_json",
+                    schema_registry={"url": schema_registry.url})
+    result = run(tmp_path, job)
+    assert result.succeeded, result.error
+    got = sorted((r["id"], r["user"]) for r in read_avro(tmp_path / "output" / topic))
+    assert got == [(e["id"], e["user"]) for e in events]
+    errors = read_error_files(tmp_path / "output" / topic)
+    assert len(errors) == 2 and f"{topic}/0@20" in str(errors) and f"{topic}/0@21" in str(errors), errors
+    assert any("not in Confluent's wire format" in e["reason"] for e in errors)
+    assert any(f"schema id {avro_id}: an AVRO schema, not a JSON Schema" in e["reason"] for e in errors)

@@ -4,7 +4,8 @@ No registry installs here (Confluent's is a JVM service), so the tests run confl
 and `AvroSerializer` against this server. It implements, as Confluent's REST API reference describes them, what those
 clients call: register (`POST /subjects/{s}/versions`), lookup (`POST /subjects/{s}`), `GET /schemas/ids/{id}`,
 `GET /subjects`, `GET /subjects/{s}/versions[/{v|latest}]`, `POST /compatibility/subjects/{s}/versions/{v|latest}`,
-`GET/PUT /config[/{s}]`. Schemas are Avro only; ids are global (one schema text, one id, whichever subject), versions per
+`GET/PUT /config[/{s}]`. Schemas are Avro, or JSON Schemas (`schemaType: JSON`: held and served, never checked for
+compatibility); ids are global (one schema text, one id, whichever subject), versions per
 subject. Compatibility is checked with Apache Avro's own `ReaderWriterCompatibilityChecker` (Avro schema resolution:
 added fields need defaults, removed fields are fine, int→long→float→double and string↔bytes promote), and a
 registration it refuses is HTTP 409, as Confluent answers. Optional HTTP basic auth (`auth=(user, password)`).
@@ -47,12 +48,12 @@ def _canonical(text: str) -> str:
     return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
 
 
-def _parse(text: str) -> Any:
-    """Apache Avro's parsed schema, or a 422 as Confluent answers an invalid one (error code 42201)."""
+def _parse(text: str, kind: str = "AVRO") -> Any:
+    """Apache Avro's parsed schema (a JSON Schema: its JSON), or a 422 as Confluent answers an invalid one (42201)."""
     import avro.schema
 
     try:
-        return avro.schema.parse(text)
+        return avro.schema.parse(text) if kind == "AVRO" else json.loads(text)
     except Exception as exc:  # noqa: BLE001 - any parse failure is the client's invalid schema
         raise RegistryError(422, 42201, f"Invalid schema: {exc}") from None
 
@@ -74,6 +75,7 @@ class SchemaRegistryState:
         self.lock = threading.Lock()
         self.schemas: list[str] = []  # schema text, id n at index n-1
         self.by_text: dict[str, int] = {}
+        self.kinds: dict[int, str] = {}  # schema id → its schemaType when not AVRO (JSON: held, never checked)
         self.subjects: dict[str, _Subject] = {}
         self.level = level
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request, for tests that count them
@@ -115,40 +117,47 @@ class SchemaRegistryState:
                 found += _readable(old, text)  # the old schema reads what the new one writes
         return found
 
-    def register(self, name: str, text: str) -> int:
-        _parse(text)
-        key = _canonical(text)
+    def register(self, name: str, text: str, kind: str = "AVRO") -> int:
+        _parse(text, kind)
+        key = kind + _canonical(text)
         with self.lock:
             subject = self.subjects.setdefault(name, _Subject())
             known = self.by_text.get(key)
             if known is not None and known in subject.versions:
                 return known  # the same schema again: its id, no new version
-            problems = self.problems(name, text, subject.versions)
+            problems = self.problems(name, text, subject.versions) if kind == "AVRO" else []
             if problems:
                 raise RegistryError(409, 409, f"Schema being registered is incompatible with an earlier schema for subject "
                                               f"\"{name}\", details: {problems}")
             if known is None:
                 self.schemas.append(text)
                 known = self.by_text[key] = len(self.schemas)
+                if kind != "AVRO":
+                    self.kinds[known] = kind
             subject.versions.append(known)
             return known
 
-    def lookup(self, name: str, text: str) -> dict[str, Any]:
+    def lookup(self, name: str, text: str, kind: str = "AVRO") -> dict[str, Any]:
         with self.lock:
             subject = self._subject(name)
-            known = self.by_text.get(_canonical(text))
+            known = self.by_text.get(kind + _canonical(text))
             if known is None or known not in subject.versions:
                 raise RegistryError(404, 40403, "Schema not found")
             return self._registered(name, subject.versions.index(known) + 1, known)
 
     def _registered(self, name: str, version: int, schema_id: int) -> dict[str, Any]:
-        return {"subject": name, "version": version, "id": schema_id, "schema": self.schemas[schema_id - 1]}
+        return {"subject": name, "version": version, "id": schema_id, **self._schema(schema_id)}
+
+    def _schema(self, schema_id: int) -> dict[str, Any]:
+        """A schema as Confluent answers it: `schemaType` only when it is not AVRO."""
+        kind = self.kinds.get(schema_id)
+        return {"schema": self.schemas[schema_id - 1], **({"schemaType": kind} if kind else {})}
 
     def schema(self, schema_id: int) -> dict[str, Any]:
         with self.lock:
             if not 1 <= schema_id <= len(self.schemas):
                 raise RegistryError(404, 40403, "Schema not found")
-            return {"schema": self.schemas[schema_id - 1]}
+            return self._schema(schema_id)
 
     def version(self, name: str, version: str) -> dict[str, Any]:
         with self.lock:
@@ -158,8 +167,10 @@ class SchemaRegistryState:
         with self.lock:
             return list(range(1, len(self._subject(name).versions) + 1))
 
-    def compatible(self, name: str, version: str, text: str) -> dict[str, Any]:
-        _parse(text)
+    def compatible(self, name: str, version: str, text: str, kind: str = "AVRO") -> dict[str, Any]:
+        _parse(text, kind)
+        if kind != "AVRO":
+            return {"is_compatible": True, "messages": []}  # JSON Schemas are held, not checked
         with self.lock:
             _, schema_id = self._version(name, version)
             saved, self.subjects[name].level = self.subjects[name].level, self.level_of(name).replace("_TRANSITIVE", "")
@@ -189,14 +200,16 @@ class SchemaRegistryState:
         return {"compatibility": level}
 
 
-def _schema_of(body: Any) -> str:
+def _schema_of(body: Any) -> tuple[str, str]:
+    """(schema text, schemaType) of a request body."""
     if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
         raise RegistryError(422, 42201, "Invalid schema: the request body has no \"schema\" string")
-    if body.get("schemaType", "AVRO") != "AVRO":
-        raise RegistryError(422, 42201, f"Invalid schema: this test registry holds AVRO schemas only, not {body['schemaType']}")
+    kind = body.get("schemaType", "AVRO")
+    if kind not in ("AVRO", "JSON"):
+        raise RegistryError(422, 42201, f"Invalid schema: this test registry holds AVRO and JSON schemas only, not {kind}")
     if body.get("references"):
         raise RegistryError(422, 42201, "Invalid schema: this test registry does not resolve schema references")
-    return body["schema"]
+    return body["schema"], kind
 
 
 Route = tuple[str, "re.Pattern[str]", Callable[..., Any]]
@@ -205,14 +218,14 @@ Route = tuple[str, "re.Pattern[str]", Callable[..., Any]]
 def _routes(state: SchemaRegistryState) -> list[Route]:
     s = r"([^/]+)"
     return [
-        ("POST", re.compile(rf"/subjects/{s}/versions"), lambda b, subj: {"id": state.register(subj, _schema_of(b))}),
-        ("POST", re.compile(rf"/subjects/{s}"), lambda b, subj: state.lookup(subj, _schema_of(b))),
+        ("POST", re.compile(rf"/subjects/{s}/versions"), lambda b, subj: {"id": state.register(subj, *_schema_of(b))}),
+        ("POST", re.compile(rf"/subjects/{s}"), lambda b, subj: state.lookup(subj, *_schema_of(b))),
         ("GET", re.compile(r"/schemas/ids/([0-9]+)"), lambda b, i: state.schema(int(i))),
         ("GET", re.compile(r"/subjects"), lambda b: sorted(n for n, x in state.subjects.items() if x.versions)),
         ("GET", re.compile(rf"/subjects/{s}/versions"), lambda b, subj: state.versions(subj)),
         ("GET", re.compile(rf"/subjects/{s}/versions/{s}"), lambda b, subj, v: state.version(subj, v)),
         ("POST", re.compile(rf"/compatibility/subjects/{s}/versions/{s}"),
-         lambda b, subj, v: state.compatible(subj, v, _schema_of(b))),
+         lambda b, subj, v: state.compatible(subj, v, *_schema_of(b))),
         ("GET", re.compile(r"/config"), lambda b: state.config(None)),
         ("PUT", re.compile(r"/config"), lambda b: state.set_config(None, (b or {}).get("compatibility"))),
         ("GET", re.compile(rf"/config/{s}"), lambda b, subj: state.config(subj)),

@@ -25,7 +25,8 @@ _GRANULARITY_PATTERNS = {"MINUTE": "yyyy/MM/dd/HH/mm", "HOUR": "yyyy/MM/dd/HH", 
 _CODECS = {"deflate": "deflate", "snappy": "snappy", "null": "null", "nocompression": "null", "none": "null",
            "zstandard": "zstandard", "zstd": "zstandard"}
 _PARQUET_CODECS = {"snappy": "snappy", "gzip": "gzip", "zstd": "zstd", "uncompressed": "none", "none": "none"}
-_DESERIALIZERS = {"GSON": "json", "STRING": "string", "BYTE_ARRAY": "bytes", "CONFLUENT_AVRO": "confluent_avro"}
+_DESERIALIZERS = {"GSON": "json", "STRING": "string", "BYTE_ARRAY": "bytes", "CONFLUENT_AVRO": "confluent_avro",
+                  "CONFLUENT_JSON": "confluent_json"}
 _REGISTRY_URLS = ("kafka.schema.registry.url", "schema.registry.url")  # Gobblin's registry key; the one Confluent's deserializer reads
 _OUTPUT_FORMATS = {"AVRO", "PARQUET", "PROTOBUF", "JSON", "ORC", "CSV", "TXT"}  # Gobblin's WriterOutputFormat
 _UTC = {"UTC", "GMT", "ETC/UTC", "Z"}
@@ -284,11 +285,11 @@ class _Translator:
             deserializer = _DESERIALIZERS.get((kind or "").upper())
             if deserializer is None:
                 p.problem("kafka.deserializer.type" if kind else "source.class",
-                          f"KafkaDeserializerSource needs kafka.deserializer.type GSON, STRING, BYTE_ARRAY or CONFLUENT_AVRO; "
-                          f"got {kind!r} (CONFLUENT_JSON and CONFLUENT_PROTOBUF are not supported yet)")
+                          f"KafkaDeserializerSource needs kafka.deserializer.type GSON, STRING, BYTE_ARRAY, CONFLUENT_AVRO "
+                          f"or CONFLUENT_JSON; got {kind!r} (CONFLUENT_PROTOBUF is not supported yet)")
                 return
             self.set("source.deserializer", deserializer, "kafka.deserializer.type")
-            if deserializer == "confluent_avro":
+            if deserializer.startswith("confluent_"):
                 self.schema_registry()
         else:
             self.set("source.deserializer", "json" if self.parse is Parse.JSON else "bytes", "converter.classes")
@@ -296,19 +297,19 @@ class _Translator:
             self.p.problem("converter.classes", "a CSV converter over a Kafka source is not supported")
 
     def schema_registry(self) -> None:
-        """CONFLUENT_AVRO: the registry's url (`kafka.schema.registry.url`, else `schema.registry.url`); values are read
+        """CONFLUENT_AVRO and CONFLUENT_JSON: the registry's url (`kafka.schema.registry.url`, else `schema.registry.url`); values are read
         into their subject's latest schema (`<topic>-value`), as Confluent's deserializer with Gobblin's
         ConfluentKafkaSchemaRegistry resolves them."""
         key = next((k for k in _REGISTRY_URLS if self.p.get(k)), None)
         if key is None:
-            self.p.problem("kafka.schema.registry.url", "CONFLUENT_AVRO needs the schema registry's url "
+            self.p.problem("kafka.schema.registry.url", "CONFLUENT_AVRO and CONFLUENT_JSON need the schema registry's url "
                                                         "(kafka.schema.registry.url=http://host:8081)")
             return
         self.set("source.schema_registry.url", self.p.get(key), key)
         registry = self.p.get("kafka.schema.registry.class")
         if registry and not registry.endswith(".ConfluentKafkaSchemaRegistry"):
             self.p.problem("kafka.schema.registry.class", f"{registry}: only ConfluentKafkaSchemaRegistry is supported "
-                                                          "(CONFLUENT_AVRO values carry a Confluent schema id)")
+                                                          "(Confluent values carry a Confluent schema id)")
 
     def files(self) -> None:
         from gobblin_py.builtin.sources.files.settings import COMPRESSION_SUFFIXES

@@ -46,6 +46,11 @@ def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any]
         return lambda raw: {"value": raw.decode("utf-8")}
     if kind == "bytes":
         return lambda raw: {"value": raw}
+    if kind == "confluent_json":
+        from gobblin_py.builtin.sources.kafka.registry import ConfluentJsonDecoder
+
+        assert settings.schema_registry is not None
+        return ConfluentJsonDecoder(settings.schema_registry)
     if kind == "confluent_avro":
         from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
 
@@ -117,7 +122,7 @@ class KafkaExtractor(BatchExtractor):
         reject = self.context.reject
         kind = batch.format
         metadata = self._metadata
-        binary = kind in ("avro", "confluent_avro")
+        binary = kind in ("avro", "confluent_avro", "confluent_json")
         details = batch.keys_and_timestamps() if metadata is not None else itertools.repeat((None, None))
         for offset, value, (key, timestamp) in zip(batch.offsets(), batch.values, details):
             self.offset = offset

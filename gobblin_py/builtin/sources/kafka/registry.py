@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from gobblin_py.builtin.sources.kafka.settings import SchemaRegistrySettings
 from gobblin_py.errors import ConfigError, RetriableTaskError, SourceError, UnreachableError, describe
 
@@ -125,34 +127,30 @@ def latest_schema(s: SchemaRegistrySettings, client: Any, subject: str, topic: s
     return OutputSchema(subject, int(found.version), int(found.schema_id), schema)
 
 
-class ConfluentAvroDecoder:
-    """Decodes one value into the output schema `reader`: its writer schema fetched by id (once per id and task)."""
+class _WireFormat:
+    """Values in Confluent's wire format: the header checked, each schema id's schema fetched once per task and taken
+    only if it is of this decoder's `kind` (`_accept` makes it usable, or says why not)."""
 
-    def __init__(self, s: SchemaRegistrySettings, reader: dict[str, Any], reader_id: int, subject: str) -> None:
-        import fastavro
+    kind = "AVRO"
+    wanted = "Avro"  # what the reason for another kind names
 
+    def __init__(self, s: SchemaRegistrySettings) -> None:
         self.settings = s
-        self.subject = subject
         self.client = registry_client(s)
-        self.reader = fastavro.parse_schema(reader)
-        self.reader_id = reader_id
-        self.writers: dict[int, Any] = {}  # schema id → parsed writer schema, or the reason it cannot be used
+        self.schemas: dict[int, Any] = {}  # schema id → what `_accept` made of it, or the reason it cannot be used
 
-    def writer(self, schema_id: int) -> Any:
-        """The parsed writer schema of `schema_id`, or UndecodableValue saying why there is none."""
-        found = self.writers.get(schema_id)
+    def schema(self, schema_id: int) -> Any:
+        """What `_accept` made of `schema_id`'s schema, or UndecodableValue saying why there is none."""
+        found = self.schemas.get(schema_id)
         if found is None:
-            found = self.writers[schema_id] = self._fetch(schema_id)
+            found = self.schemas[schema_id] = self._fetch(schema_id)
         if isinstance(found, str):
             raise UndecodableValue(f"schema id {schema_id}: {found}")
         return found
 
     def _fetch(self, schema_id: int) -> Any:
-        import fastavro
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-        if schema_id == self.reader_id:
-            return self.reader
         try:
             schema = ask(self.settings, f"schema id {schema_id}", lambda: self.client.get_schema(schema_id))
         except SchemaRegistryError as exc:
@@ -160,10 +158,41 @@ class ConfluentAvroDecoder:
                 return f"not in {self.settings.endpoint} ({exc.error_message})"
             raise RetriableTaskError(f"{self.settings.endpoint} answered {exc} for schema id {schema_id}") from None
         kind = schema.schema_type or "AVRO"
-        if kind != "AVRO":
-            return f"a {kind} schema, not Avro"
+        if kind != self.kind:
+            return f"{'an' if kind[:1] in 'AEIOU' else 'a'} {kind} schema, not {self.wanted}"
         if schema.references:
-            return "an Avro schema with references to other subjects, which are not resolved yet"
+            return f"{self.wanted} with references to other subjects, which are not resolved yet"
+        return self._accept(schema)
+
+    def _accept(self, schema: Any) -> Any:
+        return schema
+
+    @staticmethod
+    def schema_id(raw: bytes) -> int:
+        """The schema id in the value's header; UndecodableValue for a value not in the wire format."""
+        if len(raw) < HEADER.size or raw[0] != MAGIC:
+            raise UndecodableValue(f"not in Confluent's wire format: it starts with {raw[:HEADER.size].hex() or 'nothing'}, "
+                                   f"not magic byte 0 and a 4-byte schema id")
+        return int(HEADER.unpack_from(raw)[1])
+
+
+class ConfluentAvroDecoder(_WireFormat):
+    """Decodes one value into the output schema `reader`: its writer schema fetched by id (once per id and task)."""
+
+    def __init__(self, s: SchemaRegistrySettings, reader: dict[str, Any], reader_id: int, subject: str) -> None:
+        import fastavro
+
+        super().__init__(s)
+        self.subject = subject
+        self.reader = fastavro.parse_schema(reader)
+        self.reader_id = reader_id
+
+    def _fetch(self, schema_id: int) -> Any:
+        return self.reader if schema_id == self.reader_id else super()._fetch(schema_id)
+
+    def _accept(self, schema: Any) -> Any:
+        import fastavro
+
         try:
             return fastavro.parse_schema(json.loads(schema.schema_str))
         except Exception as exc:  # noqa: BLE001 - any schema fastavro refuses makes the values of this id unreadable
@@ -173,11 +202,8 @@ class ConfluentAvroDecoder:
         import fastavro
         from fastavro._read_common import SchemaResolutionError
 
-        if len(raw) < HEADER.size or raw[0] != MAGIC:
-            raise UndecodableValue(f"not in Confluent's wire format: it starts with {raw[:HEADER.size].hex() or 'nothing'}, "
-                                   f"not magic byte 0 and a 4-byte schema id")
-        _, schema_id = HEADER.unpack_from(raw)
-        writer = self.writer(schema_id)
+        schema_id = self.schema_id(raw)
+        writer = self.schema(schema_id)
         buf = io.BytesIO(raw)
         buf.seek(HEADER.size)
         try:
@@ -189,3 +215,16 @@ class ConfluentAvroDecoder:
                                    f"(the output schema): {exc}") from None
         except (ValueError, TypeError, EOFError, IndexError, KeyError, UnicodeDecodeError, OverflowError) as exc:
             raise UndecodableValue(f"schema id {schema_id}: the Avro payload does not decode ({describe(exc)})") from None
+
+
+class ConfluentJsonDecoder(_WireFormat):
+    """Decodes one value written by Confluent's JSON Schema serializer: its header checked, its schema id one of the
+    registry's JSON Schemas, the document after it parsed as `deserializer: json` parses one (the job's `json_to_avro`
+    schema, not the JSON Schema, shapes the records; the values are not validated against the JSON Schema)."""
+
+    kind = "JSON"
+    wanted = "a JSON Schema"
+
+    def __call__(self, raw: bytes) -> Any:
+        self.schema(self.schema_id(raw))
+        return orjson.loads(memoryview(raw)[HEADER.size:])

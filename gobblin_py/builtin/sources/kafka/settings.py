@@ -86,13 +86,14 @@ class KafkaSettings(Settings):
     max_workunits: int = Field(default=8, ge=1, description="partitions are bin-packed (by last run's bytes per record) into at most this many tasks")
     min_records_per_workunit: int = Field(
         default=50_000, ge=1, description="fewer tasks for a small run or checkpoint: each reads at least this many records where it can (a task costs Spark ~0.1 s)")
-    deserializer: Literal["json", "avro", "confluent_avro", "string", "bytes"] = Field(
+    deserializer: Literal["json", "avro", "confluent_avro", "confluent_json", "string", "bytes"] = Field(
         default="json", description="json, avro (a schemaless datum of avro_schema), confluent_avro (Confluent's wire "
-        "format: magic byte 0, the schema id, an Avro datum; schemas from schema_registry), string or bytes (as "
+        "format: magic byte 0, the schema id, an Avro datum; schemas from schema_registry), confluent_json (the same "
+        "header before a JSON document whose id names a JSON Schema; records as json's), string or bytes (as "
         "{\"value\": ...})")
     schema_registry: SchemaRegistrySettings | None = Field(
-        default=None, description="for deserializer confluent_avro: {url, basic_auth_user, password_env, ssl_ca_location, "
-                                  "timeout_s, max_retries}")
+        default=None, description="for deserializer confluent_avro or confluent_json: {url, basic_auth_user, password_env, "
+                                  "ssl_ca_location, timeout_s, max_retries}")
     subject: str = Field(
         default="{topic}-value", description="the registry subject of a topic's values: {topic} stands for the topic's name "
                                              "(Confluent's TopicNameStrategy, the default), or one fixed subject")
@@ -139,12 +140,14 @@ class KafkaSettings(Settings):
             raise ValueError("give exactly one of topics: [..] or topic_pattern: REGEX")
         if self.deserializer == "avro" and self.avro_schema is None:
             raise ValueError("deserializer avro needs avro_schema: PATH.avsc")
-        if (self.deserializer == "confluent_avro") != (self.schema_registry is not None):
-            raise ValueError("deserializer confluent_avro needs schema_registry: {url: http://host:8081}"
-                             if self.schema_registry is None else "schema_registry is read only with deserializer: confluent_avro")
-        if self.deserializer == "confluent_avro":
-            require("confluent_kafka.schema_registry", "deserializer confluent_avro needs confluent-kafka's schema registry "
-                    "client", "schema-registry")
+        confluent = self.deserializer in ("confluent_avro", "confluent_json")
+        if confluent != (self.schema_registry is not None):
+            raise ValueError(f"deserializer {self.deserializer} needs schema_registry: {{url: http://host:8081}}"
+                             if self.schema_registry is None else
+                             "schema_registry is read only with deserializer: confluent_avro or confluent_json")
+        if confluent:
+            require("confluent_kafka.schema_registry", f"deserializer {self.deserializer} needs confluent-kafka's schema "
+                    "registry client", "schema-registry")
             try:
                 self.subject.format(topic="t")
             except (KeyError, IndexError, ValueError) as exc:
