@@ -383,3 +383,35 @@ def test_confluent_json_values_are_read_through_json_to_avro_and_bad_ones_named(
     assert len(errors) == 2 and f"{topic}/0@20" in str(errors) and f"{topic}/0@21" in str(errors), errors
     assert any("not in Confluent's wire format" in e["reason"] for e in errors)
     assert any(f"schema id {avro_id}: an AVRO schema, not a JSON Schema" in e["reason"] for e in errors)
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_confluent_json_batches_take_the_columnar_path_with_the_row_paths_output(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry, client: str) -> None:
+    """A batch whose every value has the header and a JSON Schema's id is parsed by Arrow after the header; a batch
+    holding a value without it goes record by record; the Parquet files are the row path's either way."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    create_topic(broker.bootstrap, topic, 1)
+    ser = JSONSerializer(json.dumps(EVENT_JSON_SCHEMA), SchemaRegistryClient({"url": schema_registry.url}))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    events = [ser({"id": i, "ts": 1767225600000 + i, "user": f"u{i}", "kind": "view"}, ctx) for i in range(3000)]
+    produce(broker.bootstrap, topic, {0: events[:2500] + [b'{"id": 1}'] + events[2500:]})
+    outputs = {}
+    for columnar in (True, False):
+        out = tmp_path / str(columnar)
+        out.mkdir()
+        job = kafka_job(out, broker.bootstrap, [topic], deserializer="confluent_json", client=client,
+                        schema_registry={"url": schema_registry.url}, max_poll_records=500)
+        job["writer"] = {"class": "parquet"}
+        job["job"]["columnar"] = columnar
+        result = run(out, job)
+        assert result.succeeded, result.error
+        taken = sum(t.records_columnar for t in result.tasks)
+        assert (taken > 0) is columnar and taken < 3000  # the poll with the bare value went record by record
+        outputs[columnar] = sorted((p.relative_to(out / "output").as_posix(), p.read_bytes())
+                                   for p in (out / "output").rglob("*") if p.is_file())
+        assert sorted(r["id"] for r in read_parquet(out / "output" / topic)) == list(range(3000))
+    assert outputs[True] == outputs[False]

@@ -8,6 +8,7 @@ with the confluent-kafka extractor.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import io
 import itertools
 import logging
@@ -21,7 +22,7 @@ import orjson
 from gobblin_py.api import BatchExtractor, RawBatch, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.kafka.metadata import metadata_of, with_metadata
-from gobblin_py.builtin.sources.kafka.registry import SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID
+from gobblin_py.builtin.sources.kafka.registry import HEADER, SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID, UndecodableValue
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
 
@@ -73,11 +74,14 @@ class OffsetBatch(RawBatch):
     last: int = 0
     offsets: Callable[[], Sequence[int]] = list
     keys_and_timestamps: Callable[[], Sequence[tuple[bytes | None, int | None]]] = list
+    raw: Sequence[bytes | None] | None = None  # the values as read, where `values` are their JSON documents
 
 
 class KafkaExtractor(BatchExtractor):
     """Yields the decoded values of offsets `[low, high)` of one partition; undecodable ones are rejected.
     Its raw batches (one per poll) let a `json_to_avro` → `parquet` task take the columnar path."""
+
+    _columnar = False  # set by `columnar_path`
 
     def __init__(self, settings: KafkaSettings, workunit: WorkUnit, context: TaskContext) -> None:
         self.settings = settings
@@ -107,24 +111,42 @@ class KafkaExtractor(BatchExtractor):
     def actual_high_watermark(self) -> WatermarkValue:
         return self.next_offset
 
+    def columnar_path(self) -> None:
+        self._columnar = True
+
     def read_batches(self) -> Iterator[RawBatch]:
         if self.low >= self.high:
             return
+        unwrap = self._columnar and self.settings.deserializer == "confluent_json"
         for batch in self._chunks():
             self.offset = batch.first
-            yield batch
+            yield self._documents(batch) if unwrap else batch
             self.offset = batch.last
             self.next_offset = batch.last + 1
+
+    def _documents(self, batch: OffsetBatch) -> OffsetBatch:
+        """A `confluent_json` batch as its JSON documents (format `json`, for the columnar path), when every value has
+        the header and a schema id of the registry's JSON Schemas; else as it is, for the row path to judge each."""
+        values = batch.values
+        try:
+            if None in values:
+                return batch
+            for header in {v[:HEADER.size] for v in values}:  # type: ignore[index]  # no None: checked above
+                self._decode.schema(self._decode.schema_id(header))
+        except UndecodableValue:
+            return batch
+        return dataclasses.replace(batch, format="json", values=[v[HEADER.size:] for v in values], raw=values)  # type: ignore[index]
 
     def records_of(self, batch: RawBatch) -> Iterator[Record]:
         assert isinstance(batch, OffsetBatch)
         decode = self._decode
         reject = self.context.reject
-        kind = batch.format
+        kind = self.settings.deserializer
         metadata = self._metadata
         binary = kind in ("avro", "confluent_avro", "confluent_json")
         details = batch.keys_and_timestamps() if metadata is not None else itertools.repeat((None, None))
-        for offset, value, (key, timestamp) in zip(batch.offsets(), batch.values, details):
+        values = batch.raw if batch.raw is not None else batch.values
+        for offset, value, (key, timestamp) in zip(batch.offsets(), values, details):
             self.offset = offset
             self.next_offset = offset + 1
             if value is None:

@@ -292,7 +292,7 @@ class KafkaSource(Source):
         outside Python's lock; with `client: confluent` librdkafka fetches them, and Python still makes one message
         object a record (see `NATIVE_SHARE`). kafka-python fetches and decodes its batches in Python: none."""
         s: KafkaSettings = self.settings
-        return NATIVE_SHARE if converted and s.deserializer == "json" and s.client == "confluent" else 0.0
+        return NATIVE_SHARE if converted and s.deserializer in ("json", "confluent_json") and s.client == "confluent" else 0.0
 
     def _select_topics(self, available: set[str]) -> list[str]:
         s: KafkaSettings = self.settings
