@@ -288,7 +288,8 @@ def test_the_phases_of_a_checkpoint_on_a_warm_session_are_its_own(tmp_path: Path
     _stop(proc, tmp_path)
     [run] = StateStore(tmp_path / "work", "k").runs()
     rows = [r for r in run["checkpoints"] if r["records_written"]]
-    assert len(rows) == 2 and rows[0]["phases"]["executor_start"] > 0
+    # two rounds of records; a checkpoint may catch a round while its partitions are still being produced to
+    assert len(rows) >= 2 and rows[0]["phases"]["executor_start"] > 0
     assert all(v >= 0 for r in run["checkpoints"] for v in r["phases"].values()), [r["phases"] for r in run["checkpoints"]]
     assert not any(r["phases"].get("executor_start") for r in run["checkpoints"][1:]), "Spark started once"
     assert run["phases"]["executor_start"] == rows[0]["phases"]["executor_start"]

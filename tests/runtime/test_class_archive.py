@@ -45,3 +45,15 @@ def test_without_a_writable_cache_the_jvm_starts_without_one(tmp_path: Path, mon
     blocked.write_text("not a directory")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     assert java_options("4.0.5") == []
+
+
+def test_each_pyspark_install_has_its_own_archive(cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The JVM refuses an archive recorded with another Spark classpath: a second environment records its own."""
+    import importlib.machinery
+    import importlib.util
+
+    here = archive_path("4.0.5")
+    other = tmp_path / "other-venv" / "pyspark" / "__init__.py"
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: importlib.machinery.ModuleSpec(name, None, origin=str(other)))
+    assert archive_path("4.0.5") != here and archive_path("4.0.5").parent == here.parent

@@ -11,6 +11,7 @@ run once its header (written last) is there; a writer killed mid-dump leaves a f
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import time
@@ -28,12 +29,16 @@ def archive_dir() -> Path:
 
 
 def archive_path(pyspark_version: str) -> Path:
-    """The archive of this pyspark and this Java (by the java binary's real path and size): one per pair."""
+    """The archive of this pyspark install and this Java (by the java binary's real path and size, and where pyspark's
+    jars are): one per pair. The JVM refuses an archive recorded with another classpath, so a second environment
+    keyed alike would run without one for ever instead of recording its own."""
     java = shutil.which("java", path=str(Path(os.environ["JAVA_HOME"]) / "bin")) if os.environ.get("JAVA_HOME") else None
     java = java or shutil.which("java") or "java"
     real = Path(java).resolve()
     size = real.stat().st_size if real.exists() else 0
-    key = hashlib.sha256(f"{real}:{size}".encode()).hexdigest()[:12]
+    spec = importlib.util.find_spec("pyspark")
+    jars = Path(spec.origin).resolve().parent if spec is not None and spec.origin else ""
+    key = hashlib.sha256(f"{real}:{size}:{jars}".encode()).hexdigest()[:12]
     return archive_dir() / f"spark-{pyspark_version}-{key}.jsa"
 
 
