@@ -183,8 +183,9 @@ def _takes_columnar(job: JobSpec, extractor: Any, steps: list[_Step], branch: _B
 
 
 def _interruptible(records: Iterable[Record], every: int = 4096) -> Iterator[Record]:
-    """`records`, stopping with KeyboardInterrupt once Ctrl-C was seen (checked every `every` records): a task in a
-    driver thread, which no signal reaches, stops as the columnar path does at its next batch."""
+    """`records` of an extractor without batches, stopping with KeyboardInterrupt once Ctrl-C was seen (checked every
+    `every` records): a task in a driver thread, which no signal reaches, stops as a batch extractor's does at its
+    next batch."""
     for i, record in enumerate(records):
         if not i % every:
             raise_if_interrupted()
@@ -516,6 +517,10 @@ class _Pipeline:
             with fewer_collections():
                 if straight and _takes_columnar(job, extractor, steps, single):
                     self._columnar(extractor, steps, single, top)  # type: ignore[arg-type]
+                elif isinstance(extractor, BatchExtractor):  # its read_records, checked for Ctrl-C a batch at a time
+                    for batch in extractor.read_batches():
+                        raise_if_interrupted()
+                        self.flow(extractor.records_of(batch), top)
                 else:
                     self.flow(_interruptible(extractor.read_records()), top)
             extracted = top.entered
