@@ -19,8 +19,8 @@ work used in each round (the database's CPU not counted as other work). `--rows 
 PostgreSQL's is from the page cache) and loads the same table in MariaDB's types (bigint key, datetime(6) watermark
 stamped in UTC and read with `watermark_zone: UTC` — a `timestamp` column would keep ConnectorX away —, int,
 decimal(12,2), smallint, double, varchar(16), varchar(64), boolean, date) from the Sequence engine's `seq_1_to_N`.
-The contenders: gobblin-py twice, with the jdbc source's default `reader: auto` (for MySQL/MariaDB, PyMySQL's rows)
-and with `reader: native` (ConnectorX into Arrow), both as above (the first is the one the ratios are taken
+The contenders: gobblin-py twice, with the jdbc source's default `reader: auto` (ConnectorX into Arrow, going on by
+rows past a value it cannot read) and with `reader: rows` (PyMySQL's rows), both as above (the first is the one the ratios are taken
 against, and the one run again incrementally); dlt on ConnectorX against the mysql:// URL; and the one-process
 ConnectorX script (scripts/baseline_jdbc_connectorx.py: `connectorx.read_sql(…, return_type="arrow")` → one
 `pq.write_table`) in the ADBC script's place. A contender that exits non-zero is reported FAILED, not fatal.
@@ -190,9 +190,9 @@ def tools(db: Database, sink: str, env: dict[str, str]) -> list[Tool]:
         Tool("dlt+connectorx", "parquet", lambda d: [py, str(scripts / "baseline_jdbc_dlt.py"), url, table, str(d / "out")],
              lambda d: parquet_read_back(data_files(d / "out", ".parquet")), env=dlt_env),
     ]
-    if db.kind == "mariadb":  # the default reader (rows) above; ConnectorX's here; ConnectorX alone in place of ADBC
-        out.insert(1, Tool(f"{REFERENCE} native", sink,
-                           lambda d: [py, "-m", "gobblin_py.cli.main", "run", str(job_file(d, db, sink, "native"))],
+    if db.kind == "mariadb":  # the default reader (ConnectorX) above; PyMySQL's rows here; ConnectorX alone for ADBC
+        out.insert(1, Tool(f"{REFERENCE} rows", sink,
+                           lambda d: [py, "-m", "gobblin_py.cli.main", "run", str(job_file(d, db, sink, "rows"))],
                            lambda d: read_back(data_files(d / "output", suffix), sink), env=lambda d: env,
                            details=gobblin_details))
         out.append(Tool("connectorx+pyarrow", "parquet",

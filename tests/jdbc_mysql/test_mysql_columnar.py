@@ -81,7 +81,7 @@ def test_a_table_with_a_type_the_native_reader_would_change_is_read_as_rows(tmp_
     assert outputs[True] == outputs[False] and sum(t.records_columnar for t in results[True].tasks) == 4000
 
 
-def test_a_zero_date_stops_the_native_reader_naming_the_fix_and_commits_nothing(tmp_path: Path, maria, mdb) -> None:
+def test_a_zero_date_stops_reader_native_naming_the_fix_and_commits_nothing(tmp_path: Path, maria, mdb) -> None:
     """ConnectorX cannot read '0000-00-00' (the rows reader sends it to the error file): under reader native the task
     fails saying so, and the next run with reader rows takes the table whole."""
     from gobblin_py.config import load_job
@@ -96,8 +96,96 @@ def test_a_zero_date_stops_the_native_reader_naming_the_fix_and_commits_nothing(
     job["writer"] = {"class": "parquet"}
     failed = JobRunner(load_job(write_job(tmp_path, job)), InProcessExecutor()).run()
     assert not failed.succeeded
-    assert "the native reader cannot read it: give source.reader: rows" in failed.error and "0000-00-00" in failed.error
+    assert "the native reader cannot read it: give source.reader: auto or rows" in failed.error
+    assert "0000-00-00" in failed.error
     assert not list((tmp_path / "output").rglob("*.parquet"))
     job["source"]["reader"] = "rows"
     done = JobRunner(load_job(write_job(tmp_path, job)), InProcessExecutor()).run()
     assert done.succeeded and done.datasets[0].records_written == 2 and done.datasets[0].records_rejected == 1
+
+
+ZEROS = ("SET SESSION sql_mode = ''", "CREATE TABLE z (id int PRIMARY KEY, updated int NOT NULL, day date, note varchar(20))",
+         "INSERT INTO z SELECT seq, seq DIV 10, DATE('2024-01-01') + INTERVAL seq DAY, CONCAT('n', seq) FROM seq_1_to_3000",
+         "UPDATE z SET day = '0000-00-00' WHERE id IN (5, 1205, 1206, 2999)")
+
+
+@pytest.mark.parametrize("writer", ["avro", "parquet"])
+def test_under_reader_auto_a_zero_date_sends_its_row_to_the_error_file_and_the_rest_is_read_as_rows(
+        tmp_path: Path, maria, mdb, caplog, writer: str) -> None:
+    """The default reader reads natively until a value ConnectorX cannot read, then goes on by rows from the row after
+    the last one taken: the files are byte for byte the row path's, every row once, the zero dates in the error file."""
+    import logging
+
+    maria.execute(mdb, *ZEROS)
+    table = [{"table": "z", "watermark_column": "updated", "primary_key": "id"}]
+
+    def make_job(tmp: Path) -> dict:
+        job = mysql_job(tmp, maria, mdb, table, partitions=2, fetch_rows=100)
+        job["writer"] = {"class": writer}
+        return job
+
+    with caplog.at_level(logging.DEBUG, logger="gobblin_py.builtin.sources.jdbc.extractor"):
+        results, outputs = run_both_paths(tmp_path, make_job, "z", "auto", f".{writer}")
+    assert "MariaDB's native reader" in caplog.text
+    went_on = [r.getMessage() for r in caplog.records if "the rest of the range is read as rows" in r.getMessage()]
+    # the first range stops at its first batch (id 5), the second after batches it took (id 2999 is near its end)
+    assert sorted(m.split(":")[0].split(" (")[0] for m in went_on) == ["z", "z row 1400"], went_on
+    assert len(outputs[True]) == 2
+    if writer == "parquet":
+        assert outputs[True] == outputs[False]
+    else:  # a batch of the row path's records closes the Avro block its columnar batches left open: same records
+        assert _avro_records(outputs[True]) == _avro_records(outputs[False])
+    for columnar in (True, False):
+        assert sum(d.records_written for d in results[columnar].datasets) == 2996
+        assert sum(d.records_rejected for d in results[columnar].datasets) == 4
+    assert sum(t.records_columnar for t in results[True].tasks) > 1000  # the native batches before the zero dates
+
+
+def test_reader_auto_does_not_go_on_by_rows_without_a_unique_key_to_go_on_from(tmp_path: Path, maria, mdb) -> None:
+    """A `primary_key` that is no unique key of the table: rows sharing it cannot be told apart where the native read
+    stopped, so the task fails as under reader native, and nothing is committed."""
+    from gobblin_py.config import load_job
+    from gobblin_py.runtime.executors.in_process import InProcessExecutor
+    from gobblin_py.runtime.runner import JobRunner
+    from support.jobs import write_job
+
+    maria.execute(mdb, *ZEROS[:3], "UPDATE z SET day = '0000-00-00' WHERE id = 2999")  # after batches were taken
+    job = mysql_job(tmp_path, maria, mdb, [{"table": "z", "watermark_column": "updated", "primary_key": "note"}],
+                    partitions=1, fetch_rows=100)
+    job["writer"] = {"class": "parquet"}
+    failed = JobRunner(load_job(write_job(tmp_path, job)), InProcessExecutor()).run()
+    assert not failed.succeeded and "0000-00-00" in failed.error
+    assert not list((tmp_path / "output").rglob("*.parquet"))
+
+
+def _avro_records(files: dict[str, bytes]) -> dict[str, list[dict]]:
+    import io
+
+    import fastavro
+
+    return {name: list(fastavro.reader(io.BytesIO(data))) for name, data in files.items()}
+
+
+def test_reader_auto_goes_on_by_rows_from_among_the_rows_without_a_watermark(tmp_path: Path, maria, mdb, caplog) -> None:
+    """The first range holds the NULL watermarks, read first: stopped among them, the rows go on with the rest of them
+    by key and then every row with a watermark, each once."""
+    import logging
+
+    maria.execute(mdb, "SET SESSION sql_mode = ''",
+                  "CREATE TABLE zn (id int PRIMARY KEY, updated int NULL, day date)",
+                  "INSERT INTO zn SELECT seq, IF(seq <= 600, NULL, seq DIV 10), DATE('2024-01-01') + INTERVAL seq DAY "
+                  "FROM seq_1_to_1500",
+                  "UPDATE zn SET day = '0000-00-00' WHERE id IN (450, 1300)")
+    table = [{"table": "zn", "watermark_column": "updated", "primary_key": "id"}]
+
+    def make_job(tmp: Path) -> dict:
+        job = mysql_job(tmp, maria, mdb, table, partitions=1, fetch_rows=100)
+        job["writer"] = {"class": "parquet"}
+        return job
+
+    with caplog.at_level(logging.WARNING, logger="gobblin_py.builtin.sources.jdbc.extractor"):
+        results, outputs = run_both_paths(tmp_path, make_job, "zn", "auto", ".parquet")
+    assert "zn row 400 (updated=None, id=400): the native reader cannot read a value" in caplog.text
+    assert outputs[True] == outputs[False]
+    assert [d.records_written for d in results[True].datasets] == [1498]
+    assert [d.records_rejected for d in results[True].datasets] == [2]

@@ -51,9 +51,10 @@ class NativeReadError(Exception):
     """A native reader failed mid-read; `failure` says how, read from the database's own words (the Arrow stream's
     error carries the server's message but not its error code)."""
 
-    def __init__(self, failure: Failure, text: str) -> None:
+    def __init__(self, failure: Failure, text: str, reason: str | None = None) -> None:
         super().__init__(text)
         self.failure = failure
+        self.reason = reason or text  # the reader's own words, without a remedy
 
 
 def failure_by_words(text: str, words: tuple[tuple[str, Failure], ...]) -> Failure:
@@ -99,6 +100,12 @@ class TableQueries(ABC):
     @abstractmethod
     def select(self, r: Range) -> tuple[Any, list[Any]]:
         """The extraction query of one sub-range `(lo, hi]`, ordered by watermark and primary key."""
+
+    def select_after(self, conn: Any, r: Range, last: list[Any]) -> tuple[Any, list[Any]] | None:
+        """The rows of sub-range `r` that `select` gives after `last` (the watermark and primary key values of a row
+        it gave), in its order: where a native read stopped, the row path goes on. None where that cannot be shown
+        to be exactly the rest (no unique key among those columns, a NULL key): the read then fails as it stopped."""
+        return None
 
 
 class Dialect(ABC):
@@ -175,9 +182,6 @@ class Dialect(ABC):
     native_install = "this database has no native reader here: give reader auto or rows"
     """What to install for `reader: native` (a ConfigError when it is missing)."""
 
-    native_by_default = True
-    """Whether `reader: auto` uses the native reader (else only `reader: native` does)."""
-
     def native_reader_installed(self) -> bool:
         """Whether this database's native Arrow reader can be imported here (`reader: auto` then uses it)."""
         return False
@@ -186,8 +190,7 @@ class Dialect(ABC):
     def reads_natively(self, reader: str, workunit_native: bool) -> bool:
         """Whether a task reads natively: `reader` (source.reader) asks for it, the reader is installed, and its
         WorkUnit's columns are ones it gives exactly (`workunit_native`, from `native_reads`)."""
-        wanted = reader == "native" or (reader == "auto" and self.native_by_default)
-        return wanted and workunit_native and self.native_reader_installed()
+        return reader in ("native", "auto") and workunit_native and self.native_reader_installed()
 
     def native_reads(self, columns: list[Column]) -> bool:
         """Whether the native reader gives these columns' values exactly (else the table is read as rows)."""

@@ -46,6 +46,7 @@ class JdbcExtractor(BatchExtractor):
         self.rows = 0
         self._arrow_schema: Any = None
         self.native = False  # set when the task takes the columnar path and the native reader may serve it
+        self._taken: Record | None = None  # the watermark and key of the last row a native batch handed on
 
     def get_schema(self) -> Schema:
         return self.workunit.props["avro_schema"]
@@ -70,13 +71,11 @@ class JdbcExtractor(BatchExtractor):
         names = self.workunit.props["columns"]
         try:
             if self.native:
-                log.debug("%s: read by %s's native reader", self.location(), self.dialect.name)
-                for arrow in rebatch(self.dialect.read_arrow(conn, s, query, params), s.fetch_rows):
-                    before = self.rows
-                    yield RawBatch("arrow", arrow)
-                    self.rows = before + arrow.num_rows
-                    self.last = _last_row(arrow)
-                return
+                try:
+                    yield from self._native_batches(conn, query, params)
+                    return
+                except NativeReadError as exc:
+                    query, params = self._rest_by_rows(conn, exc)
             batches = self.dialect.stream(conn, query, params, s.fetch_rows, f"gobblin_{self.workunit.id[-32:]}", names,
                                           self.workunit.props.get("casts") or {})
             for rows in batches:
@@ -89,6 +88,37 @@ class JdbcExtractor(BatchExtractor):
             if failure is None:
                 raise
             raise self._read_error(failure, exc) from None
+
+    def _native_batches(self, conn: Any, query: Any, params: list[Any]) -> Iterator[RawBatch]:
+        """The sub-range by the native reader, noting after each batch where the row path would go on from."""
+        s, t = self.settings, self.table_settings
+        log.debug("%s: read by %s's native reader", self.location(), self.dialect.name)
+        order = [t.watermark_column, *t.key_columns]
+        for arrow in rebatch(self.dialect.read_arrow(conn, s, query, params), s.fetch_rows):
+            before = self.rows
+            yield RawBatch("arrow", arrow)
+            self.rows = before + arrow.num_rows
+            self.last = _last_row(arrow)
+            self._taken = _last_row(arrow.select(order)) if all(c in arrow.schema.names for c in order) else None
+
+    def _rest_by_rows(self, conn: Any, exc: NativeReadError) -> tuple[Any, list[Any]]:
+        """Under `reader: auto`, a value the native reader cannot read (a zero date) does not fail the task: the rest
+        of the sub-range, from the row after the last one taken, is read as rows, which send such a row to the
+        error file. Anything else, or a place the row path cannot go on from exactly, re-raises `exc`."""
+        if self.settings.reader != "auto" or exc.failure is not Failure.BAD_VALUE:
+            raise exc
+        if not self.rows:
+            rest = self.queries.select(self.range)
+        elif self._taken is None:
+            rest = None
+        else:
+            t = self.table_settings
+            rest = self.queries.select_after(conn, self.range, [self._taken[c] for c in [t.watermark_column, *t.key_columns]])
+        if rest is None:
+            raise exc
+        log.warning("%s: the native reader cannot read a value (%s); the rest of the range is read as rows",
+                    self.location(), exc.reason)
+        return rest
 
     def records_of(self, batch: RawBatch) -> Iterator[Record]:
         if batch.format == "arrow":

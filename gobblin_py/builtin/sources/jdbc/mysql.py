@@ -129,7 +129,6 @@ class MySqlDialect(Dialect):
         cur.close()  # only once the result is read: closing an unread unbuffered result would read it to the end
 
     native_install = "reader native needs ConnectorX for MySQL/MariaDB: pip install 'gobblin-py[jdbc]'"
-    native_by_default = False  # ConnectorX stops at a zero date ('0000-00-00') where rows send it to the error file
 
     def native_reader_installed(self) -> bool:
         return importlib.util.find_spec("connectorx") is not None
@@ -161,7 +160,8 @@ class MySqlDialect(Dialect):
             message = scrub(first_line(str(exc)), password)
             if "couldn't convert the value" in message.lower():  # a zero date, a value Arrow has no type for
                 raise NativeReadError(Failure.BAD_VALUE, f"{message}; the native reader cannot read it: give "
-                                      "source.reader: rows, which sends such a row to the error file") from None
+                                      "source.reader: auto or rows, which send such a row to the error file",
+                                      message) from None
             raise NativeReadError(failure_by_words(message, NATIVE_FAILURES), message) from None
 
     def failure(self, exc: BaseException) -> Failure | None:
@@ -309,6 +309,31 @@ class MySqlQueries(TableQueries):
         columns = ", ".join(quote(c) for c in self.columns)
         order = ", ".join(quote(c) for c in [t.watermark_column, *t.key_columns])
         return f"SELECT {columns} FROM {self.table} WHERE {cond}{self.where} ORDER BY {order}", params
+
+    def select_after(self, conn: Any, r: Range, last: list[Any]) -> tuple[Any, list[Any]] | None:
+        """`select`'s rows after `last` by a row comparison in its order (NULL watermarks sort first, as they are
+        read first); only where a unique index's columns are all among the watermark and key columns, so no other
+        row sorts equal to `last`, and `last`'s keys are not NULL."""
+        t = self.settings
+        keys = [quote(c) for c in t.key_columns]
+        if any(v is None for v in last[1:]) or not self._unique_among([t.watermark_column, *t.key_columns], conn):
+            return None
+        query, params = self.select(r)
+        marks = ", ".join(["%s"] * len(keys))
+        if last[0] is None:  # among the NULL watermarks: the rest of them by key, then every other row of the range
+            after, values = f"(({self.wm} IS NULL AND ({', '.join(keys)}) > ({marks})) OR {self.wm} IS NOT NULL)", last[1:]
+        else:
+            after, values = f"({self.wm}, {', '.join(keys)}) > (%s, {marks})", last
+        head, order = query.rsplit(" ORDER BY ", 1)
+        return f"{head} AND {after} ORDER BY {order}", [*params, *values]
+
+    def _unique_among(self, columns: list[str], conn: Any) -> bool:
+        """Whether a unique index (or the primary key) of the table has only columns among `columns`."""
+        marks = ", ".join(["%s"] * len(columns))
+        row = self._one(conn, "SELECT index_name FROM information_schema.statistics WHERE table_schema = %s AND "
+                              f"table_name = %s AND non_unique = 0 GROUP BY index_name HAVING SUM(column_name NOT IN "
+                              f"({marks})) = 0 LIMIT 1", [self.schema_name, self.table_name, *columns])
+        return row is not None
 
 
 def _time(value: Any) -> Any:

@@ -78,8 +78,9 @@ class JdbcSettings(Settings):
         default="auto", description="how a task reads its rows: native reads them straight into Arrow in the database "
                                     "client's native code (PostgreSQL: the ADBC driver's binary COPY, the jdbc extra) "
                                     "when the task writes columnar (MySQL/MariaDB: ConnectorX, for tables of plain types); "
-                                    "rows reads them as Python rows (psycopg, pymysql); auto is native for PostgreSQL, "
-                                    "rows for MySQL/MariaDB (whose zero dates stop ConnectorX)")
+                                    "rows reads them as Python rows (psycopg, pymysql); auto is native, and where "
+                                    "ConnectorX cannot read a value (a MySQL zero date) reads the rest of the sub-range "
+                                    "as rows from the row after the last one taken; native fails the task there")
     statement_timeout: str | int = Field(default="15min", description="timeout of every query: 300ms, 30s, 15min (0: none)")
     connect_timeout_s: int = Field(default=10, ge=1, description="seconds to wait for a connection to the database")
     null_watermark: Literal["warn", "report"] = Field(
