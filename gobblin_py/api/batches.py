@@ -35,6 +35,27 @@ class RawBatch:
     values: Sequence[Any]
 
 
+class JsonLines(Sequence[bytes]):
+    """`count` JSON documents, one a line of `data` ("\\n" between them, none after the last), each line opening
+    with "{" and closing with "}", no "\\r" anywhere: framed as Arrow's JSON reader frames a buffer, one document a
+    row, so a reader parses `data` whole with no check of its own; the values are split off only when asked for
+    (the row path). An extractor that has checked its lines' framing anyway hands them on so (files, JSON lines)."""
+
+    __slots__ = ("data", "count", "_lines")
+
+    def __init__(self, data: bytes, count: int) -> None:
+        self.data, self.count = data, count
+        self._lines: list[bytes] | None = None
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> bytes:  # type: ignore[override]
+        if self._lines is None:
+            self._lines = self.data.split(b"\n")
+        return self._lines[i]
+
+
 class BatchExtractor(Extractor):
     """An Extractor that can hand out its values undecoded; its `read_records` is `records_of` over `read_batches`,
     so both paths read, decode and reject the same way."""

@@ -19,6 +19,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from gobblin_py.api.batches import JsonLines
 from gobblin_py.builtin.schemas.arrow import ArrowMapping
 from gobblin_py.errors import ConfigError
 
@@ -94,14 +95,19 @@ class JsonArrowReader:
     def read(self, values: Sequence[bytes | None]) -> Any | None:
         """The batch of `values` (one JSON object each), or None: take the row path."""
         n = len(values)
-        if not self.supported or not n or None in values:
+        if not self.supported or not n:
             return None
-        data = b"\n".join(values)  # type: ignore[arg-type]  # no None: checked above
-        # each value one line that opens and closes an object: a value can then make no row but exactly one
-        if data.count(b"\n") != n - 1 or data.count(b"}\n{") != n - 1 or b"\r" in data:
-            return None
-        if not (data.startswith(b"{") and data.endswith(b"}")):
-            return None
+        if isinstance(values, JsonLines):  # framed by the extractor, which checked the lines anyway
+            data = values.data
+        else:
+            if None in values:
+                return None
+            data = b"\n".join(values)  # type: ignore[arg-type]  # no None: checked above
+            # each value one line that opens and closes an object: a value can then make no row but exactly one
+            if data.count(b"\n") != n - 1 or data.count(b"}\n{") != n - 1 or b"\r" in data:
+                return None
+            if not (data.startswith(b"{") and data.endswith(b"}")):
+                return None
         pa = self._pa
         table = self._parsed(data)
         if table is None:  # a value the row path coerces, counts or refuses

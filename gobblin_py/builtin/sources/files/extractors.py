@@ -16,13 +16,13 @@ import csv
 import enum
 import io
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
-from gobblin_py.api import BatchExtractor, Extractor, RawBatch, TaskContext
+from gobblin_py.api import BatchExtractor, Extractor, JsonLines, RawBatch, TaskContext
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.files.compression import CHUNK, CORRUPT, Compression, decompressing, split_compression
 from gobblin_py.errors import RetriableTaskError, SourceError
@@ -226,29 +226,34 @@ class JsonLinesExtractor(_FileExtractor, BatchExtractor):
             block, carry = data[:cut], data[cut + 1:]
             if bom:
                 block, bom = block.removeprefix(BOM), False
-            yield from self._split(block, number, ended=True)
-            number += block.count(b"\n") + 1
+            number += yield from self._split(block, number, ended=True)
         if carry:
-            yield from self._split(carry.removeprefix(BOM) if bom else carry, number, ended=False)
-            number += carry.count(b"\n") + 1
+            number += yield from self._split(carry.removeprefix(BOM) if bom else carry, number, ended=False)
         self.read = number - 1
 
-    def _split(self, block: bytes, first: int, ended: bool) -> Iterator[LineBatch]:
+    def _split(self, block: bytes, first: int, ended: bool) -> Generator[LineBatch, None, int]:
         """The lines of `block` (numbered from `first`; the last one ended by "\\n" unless not `ended`) in batches of
-        up to BATCH_LINES; a block with a blank line among them takes the row path's way of skipping it."""
-        lines = block.split(b"\n")
-        if block.count(b"\n{") + block.startswith(b"{") != len(lines):  # a line not opening an object: maybe blank
+        up to BATCH_LINES, then returns how many lines it had: a framed block (`JsonLines`) is cut at its line ends
+        with no Python step per line; any other is split, and a blank line among its lines skipped as the row path
+        skips it."""
+        ends = _line_ends_if_framed(block)
+        if ends is None:
+            lines = block.split(b"\n")
             kept = [(n, line) for n, line in enumerate(lines, first) if line and not line.isspace()]
             for i in range(0, len(kept), BATCH_LINES):
                 part = kept[i:i + BATCH_LINES]
                 values = [line for _, line in part]
                 last = ended or part[-1][0] != first + len(lines) - 1
                 yield LineBatch("json", values, _Ended(values, last), [n for n, _ in part])
-            return
-        for i in range(0, len(lines), BATCH_LINES):
-            values = lines[i:i + BATCH_LINES]
-            yield LineBatch("json", values, _Ended(values, ended or i + BATCH_LINES < len(lines)),
-                            range(first + i, first + i + len(values)))
+            return len(lines)
+        count = len(ends) + 1
+        for i in range(0, count, BATCH_LINES):
+            start = int(ends[i - 1]) + 1 if i else 0
+            more = i + BATCH_LINES < count
+            values = JsonLines(block[start:int(ends[i + BATCH_LINES - 1]) if more else len(block)],
+                               min(BATCH_LINES, count - i))
+            yield LineBatch("json", values, _Ended(values, ended or more), range(first + i, first + i + len(values)))
+        return count
 
     def _batch(self, lines: list[bytes], first: int, blanks: list[int]) -> LineBatch:
         """The batch of `lines`, numbered from `first` on past the `blanks` between them."""
@@ -354,6 +359,22 @@ class CsvExtractor(_FileExtractor):
                     reject(self.delimiter.join(row), f"expected {width} columns ({', '.join(header)}), got {len(row)}", self.location())
                     continue
                 yield dict(zip(header, row))
+
+
+def _line_ends_if_framed(block: bytes) -> Any | None:
+    """The offsets of `block`'s "\\n"s (a numpy array) when its lines are framed as `JsonLines` says, else None;
+    checked by numpy over the bytes, with no Python step per line (Arrow's uint8 kernels took 6 times as long)."""
+    if not block or block[0] != 0x7B or block[-1] != 0x7D or b"\r" in block:  # "{" first, "}" last
+        return None
+    try:
+        import numpy as np
+    except ImportError:  # the columnar path's extras bring it; without it, blocks are split line by line
+        return None
+    data = np.frombuffer(block, np.uint8)
+    ends = np.flatnonzero(data == 0x0A)
+    if len(ends) and not ((data[ends - 1] == 0x7D).all() and (data[ends + 1] == 0x7B).all()):
+        return None
+    return ends
 
 
 def _shown(text: str) -> str:
