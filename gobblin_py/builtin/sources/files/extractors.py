@@ -303,9 +303,9 @@ class CsvExtractor(_FileExtractor, BatchExtractor):
     invalid UTF-8 or a field over `field_size_limit` characters goes to the bad-record handling. A range after
     the file's start reads the header from the start, then the range's rows.
 
-    Rows come in batches: read by Python's `csv` on the row path; on the columnar path, `CsvBlock`s of whole rows
-    cut from big reads (`_blocks`), which `records_of` reads with Python's `csv` as the row path would, from the
-    first block whose quoting is not standard on, the rest of the range is read the row path's way."""
+    Rows come in batches read by Python's `csv`, or, on the columnar path, in `CsvBlock`s of whole rows cut from big
+    reads (`_blocks`), which `records_of` reads with Python's `csv` just as the row path would; once a block's quoting
+    is not standard, the rest of the range comes in the row path's batches."""
 
     _columnar = False  # set by `columnar_path`: only then do batches come as blocks
 
@@ -466,7 +466,7 @@ class CsvExtractor(_FileExtractor, BatchExtractor):
                 yield from self._row_batches(iter(io.BytesIO(carry)), number, False)
                 return
             yield CsvBlock("csv", (), carry, columns, self.delimiter, self.field_size_limit, number)
-            number += carry.count(b"\n") + (not carry.endswith(b"\n"))
+        number += carry.count(b"\n") + (not carry.endswith(b"\n")) if carry else 0  # the lines read, the header's too
         self.read = number - 1
         self._reject_corrupt()  # after the rows read before it, as the row path has it
 
@@ -512,8 +512,8 @@ MAX_CARRY = 16 * BATCH_BYTES  # a quoted field that keeps a block open this long
 
 def _standard_quoting(delimiter: bytes, bare_cr: bool) -> re.Pattern[bytes]:
     """A pattern that a block of rows of standard quoting (see `CsvBlock`) matches whole: each quote opens a field,
-    closes it before a delimiter or a line end, or is doubled inside it; unless `bare_cr`, a "\r" outside quotes
-    only before "\n". Scanned in C, about 5 ns a byte (several times that without `bare_cr`)."""
+    closes it before a delimiter or a line end, or is doubled inside it; unless `bare_cr`, a "\\r" outside quotes
+    only before "\\n". Scanned in C, about 5 ns a byte (several times that without `bare_cr`)."""
     d = re.escape(delimiter)
     quoted = rb'(?<![^' + d + rb'\n])"[^"]*+(?:""[^"]*+)*+"(?=[' + d + rb'\r\n]|\Z)'
     outside = rb'[^"]*+' if bare_cr else rb'[^"\r]*+(?:\r\n[^"\r]*+)*+'
