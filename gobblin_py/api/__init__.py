@@ -1,6 +1,6 @@
 """The contracts a plugin author implements; imports nothing from runtime, Spark or Kafka."""
 
-from gobblin_py.api.batches import BatchConverter, BatchExtractor, BatchWriter, JsonLines, RawBatch
+from gobblin_py.api.batches import BatchConverter, BatchExtractor, BatchWriter, CsvBlock, JsonLines, RawBatch
 from gobblin_py.api.commit_step import CommitStep, StepStatus
 from gobblin_py.api.committer import (Committer, DataPublisher, DatasetCommit, GlobalCommitter, PublishContext, TableCompaction,
                                       TableFile, TableReplace, TargetWatermarks)
@@ -16,7 +16,7 @@ from gobblin_py.api.writer import DataWriter, DedupSpec, Delivery, FileMerger, M
 from gobblin_py.errors import RecordError, TaskError
 
 __all__ = [
-    "BatchConverter", "BatchExtractor", "BatchWriter", "BranchStats", "CommitStep", "Committer", "Converter", "DataPublisher", "DatasetCommit", "DataWriter",
+    "BatchConverter", "BatchExtractor", "BatchWriter", "BranchStats", "CommitStep", "Committer", "Converter", "CsvBlock", "DataPublisher", "DatasetCommit", "DataWriter",
     "DedupSpec", "Delivery", "Extractor", "FileMerger", "ForkOperator", "GlobalCommitter", "MergedFiles", "MergeSpec", "MultiWorkUnit", "NoSettings",
     "JsonLines", "OneToOneConverter", "OutputFile", "Plugin", "PublishContext", "RawBatch", "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "SchemaKind",
     "Settings", "Source", "SourceState", "StepStatus", "TableCompaction", "TableFile", "TableReplace", "TargetWatermarks", "TaskContext", "TaskCounter", "TaskError",

@@ -56,6 +56,21 @@ class JsonLines(Sequence[bytes]):
         return self._lines[i]
 
 
+@dataclass(frozen=True)
+class CsvBlock(RawBatch):
+    """A batch of format `csv`: `data` holds whole consecutive CSV rows as read (a header row, a byte-order mark cut
+    off), each row one record or a blank line, its quotes standard (a quoted field opens at a field's start and
+    closes before a delimiter or a line end; `""` inside it is a quote) and its fields no longer than `field_size_limit`
+    characters where a quoted field could be longer; `columns` names the fields, `delimiter` separates them, and
+    `first` is the number of its first line. `values` is empty: its records are counted as they are read."""
+
+    data: bytes = b""
+    columns: tuple[str, ...] = ()
+    delimiter: str = ","
+    field_size_limit: int = 0
+    first: int = 1
+
+
 class BatchExtractor(Extractor):
     """An Extractor that can hand out its values undecoded; its `read_records` is `records_of` over `read_batches`,
     so both paths read, decode and reject the same way."""
@@ -93,6 +108,10 @@ class BatchConverter(abc.ABC):
     def convert_batch(self, batch: RawBatch) -> Any | None:
         """A `pyarrow.RecordBatch` holding exactly the records `convert_record` would make of the batch's values
         (same count, same values), or None when that cannot be proven for this batch: it then takes the row path."""
+
+    def batch_written(self) -> None:
+        """Told when the batch `convert_batch` last returned was written whole (so it takes no row path): a converter
+        that counts something of its batches (input fields dropped) counts it here, never twice."""
 
 
 class BatchWriter(abc.ABC):

@@ -1,9 +1,10 @@
-"""JSON-lines files → json_to_avro → parquet or avro on the columnar path against the same job record by record
+"""JSON-lines and CSV files → json_to_avro → parquet or avro on the columnar path against the same job record by record
 (`job.columnar: false`), in-process: every published file (data and error files) the same bytes, the same counts,
-and the columnar path taken where the lines are clean."""
+and the columnar path taken where the lines or rows are clean."""
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 from pathlib import Path
@@ -95,7 +96,8 @@ def _inputs(root: Path) -> Path:
 CLEAN = ["clean", "bom", "blanks", "no-newline", "gz"]  # files of clean lines (and blank ones) only
 
 
-def _job(tmp: Path, inputs: Path, writer: str, columnar: bool) -> Path:
+def _job(tmp: Path, inputs: Path, writer: str, columnar: bool, source: dict[str, Any] | None = None,
+         converter: dict[str, Any] | None = None) -> Path:
     schema = tmp / "e.avsc"
     schema.write_text(json.dumps(SCHEMA))
     partition = {"column": "ts", "granularity": "DAY", "pattern": "yyyy/MM/dd"}
@@ -103,8 +105,8 @@ def _job(tmp: Path, inputs: Path, writer: str, columnar: bool) -> Path:
                "avro": {"class": "avro", "codec": "deflate", "sync_interval": 4096, "partition": partition}}
     return write_job(tmp, {
         "job": {"name": "t", "work_dir": str(tmp / "work"), "max_task_retries": 1, "columnar": columnar},
-        "source": {"class": "files", "path": str(inputs), "ingest_appended": True},
-        "converters": [{"class": "json_to_avro", "schema": str(schema)}],
+        "source": {"class": "files", "path": str(inputs), "ingest_appended": True, **(source or {})},
+        "converters": [{"class": "json_to_avro", "schema": str(schema), **(converter or {})}],
         "writer": writers[writer],
         "publisher": {"final_dir": str(tmp / "output")},
     })
@@ -187,3 +189,192 @@ def test_what_a_user_sees_of_bad_lines_on_the_columnar_path(tmp_path: Path, monk
     mixed = [(int(e["location"].rsplit(":", 1)[1]), e["stage"]) for e in by_file["mixed.jsonl"]]
     odd_lines = [k + 1 for k in range(3000) if k % 37 == 5]  # see `_mixed`
     assert {line for line, _ in mixed} <= set(odd_lines) and len(mixed) >= 10
+
+
+# --- CSV -------------------------------------------------------------------------------------------------------------
+
+CSV_HEADER = b"id,ts,n,user,ok,amount,country,tier\n"
+
+# Rows the row path coerces, defaults or refuses, or that Arrow would read otherwise ({i}: the id, {ts}: epoch ms)
+CSV_ODD = [
+    b"{i},{ts},1_000,u,true,,,t",            # "_" between digits: int() takes it
+    b"{i},{ts},\xd9\xa3,u,true,,,t",         # an Arabic-Indic digit: int() takes it
+    b"{i},{ts},5,u,true,nan,,t",             # float() takes nan and inf
+    b"{i},{ts},5,u,true,1e400,,t",
+    b"{i},{ts},5,u,true,1_5.5,,t",
+    b"{i},{ts},5,u,maybe,,,t",               # not a boolean
+    b"{i},{ts},5,u,true,abc,,t",             # not a number
+    b"{i},{ts},99999999999,u,true,,,t",      # beyond an int
+    b"{i},{ts},,u,true,,,t",                 # an empty cell of a required int
+    b"{i},{ts},5,u,true,,,",                 # an empty cell of a field with a default: the default
+    b"{i},2026-01-02T03:04:05Z,5,u,true,,,t",  # an ISO timestamp among epoch ones
+    b"{i},{ts}\x0b,5,u,true,,,t",            # whitespace str.strip() takes off and Arrow does not
+    b"{i},{ts},5",                           # too few columns
+    b"{i},{ts},5,u,true,,,t,x",              # too many
+    b"{i},{ts},5,\xff\xfe,true,,,t",         # not UTF-8
+    b'{i},{ts},5,"u\rv",true,,,t',           # a bare CR in a quoted field: a line end to Arrow
+    b"{i},{ts},5,u,true,,,t,",               # a trailing delimiter
+]
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _csv_row(i: int, user: str | None = None, ok: str | None = None, n: str | None = None, ts: str | None = None,
+             amount: str | None = None) -> bytes:
+    """A row of every field, nothing the converter refuses (empty amount and country cells are null)."""
+    ms = START_MS + (i % 20_000) * 60_000
+    cells = [str(i), ts or str(ms), n or str(i % 1000), f"u{i % 7}" if user is None else user, ok or ["true", "false"][i % 2],
+             ("" if i % 5 == 0 else repr(i / 4)) if amount is None else amount, ["DE", "FR", ""][i % 3], "gold"]
+    return ",".join(cells).encode()
+
+
+def _csv(ids: range, end: bytes = b"\n", **cells: Any) -> bytes:
+    """Rows of `ids`; each keyword a function of the id giving that cell."""
+    return b"".join(_csv_row(i, **{k: f(i) for k, f in cells.items()}) + end for i in ids)
+
+
+def _csv_mixed(ids: range) -> bytes:
+    """Clean rows with blank lines among them, and every odd row among the first 3000."""
+    out = []
+    for k, i in enumerate(ids):
+        if k % 37 == 5 and k < 3000:
+            out.append(CSV_ODD[(k // 37) % len(CSV_ODD)].replace(b"{i}", str(i).encode())
+                       .replace(b"{ts}", str(START_MS + k).encode()))
+        elif k % 53 == 7:
+            out.append(b"")
+        else:
+            out.append(_csv_row(i))
+    return b"\n".join(out) + b"\n"
+
+
+QUOTED = ['"u, {i}"', '"say ""hi"" {i}"', '"two\nlines {i}"', '"{i}"', '""']  # delimiters, quotes, newlines inside
+SPELLINGS = ["true", "FALSE", "Yes", "no", "1", "0", " True ", "tRuE", "\tno", "NO"]  # every way the row path takes
+INTS = [" 5", "+5", "5 ", "\t7\t", "-0", "007", "+0", "-2147483648", "2147483647"]
+DOUBLES = ["+1.5", "1e3", " .5", "5.", "-0", "1E-5", "2.5e+10 ", "0.1", "123456789.123456789", "4.9e-324"]
+
+
+def _csv_inputs(root: Path) -> Path:
+    """One dataset of CSV files, each a kind of input the two paths must treat alike."""
+    ds = root / "events"
+    ds.mkdir(parents=True)
+    (ds / "clean.csv").write_bytes(CSV_HEADER + _csv(range(1, 20_001)))  # many blocks
+    (ds / "quoted.csv").write_bytes(CSV_HEADER + _csv(range(20_001, 23_001), user=lambda i: QUOTED[i % 5].format(i=i)))
+    (ds / "crlf.csv").write_bytes(CSV_HEADER.replace(b"\n", b"\r\n") + _csv(
+        range(30_001, 31_001), b"\r\n", user=lambda i: '"crlf\r\ninside"' if i % 3 else f"u{i}"))
+    (ds / "bom.csv").write_bytes(b"\xef\xbb\xbf" + CSV_HEADER + _csv(range(40_001, 40_501)))
+    (ds / "blanks.csv").write_bytes(CSV_HEADER + b"\n\r\n" + _csv(range(50_001, 50_201)) + b"\n\n" + _csv(range(50_201, 50_301)) + b"\n")
+    (ds / "no-newline.csv").write_bytes(CSV_HEADER + _csv(range(60_001, 60_100)) + _csv_row(60_100))
+    (ds / "iso.csv").write_bytes(CSV_HEADER + _csv(range(70_001, 72_001), ts=lambda i: _iso(START_MS + i * 1001)))
+    (ds / "spelled.csv").write_bytes(CSV_HEADER + _csv(
+        range(80_001, 82_001), ok=lambda i: SPELLINGS[i % len(SPELLINGS)], n=lambda i: INTS[i % len(INTS)],
+        amount=lambda i: DOUBLES[i % len(DOUBLES)], user=lambda i: "" if i % 4 == 0 else f"u{i}"))
+    (ds / "extra.csv").write_bytes(b"id,ts,n,more,user,ok,amount,country,tier,most\n" + b"".join(
+        _csv_row(i).replace(b",", b",m,", 3).replace(b",m,", b",", 2) + b",x\n" for i in range(90_001, 91_001)))
+    (ds / "gz.csv.gz").write_bytes(gzip.compress(CSV_HEADER + _csv(range(100_001, 105_001))))
+    cut = gzip.compress(CSV_HEADER + _csv_mixed(range(110_001, 130_001)), compresslevel=1)
+    (ds / "cut.csv.gz").write_bytes(cut[:len(cut) * 3 // 4])  # truncated: the rows before it, then one reject
+    (ds / "mixed.csv").write_bytes(CSV_HEADER + _csv_mixed(range(130_001, 150_001)))
+    (ds / "loose.csv").write_bytes(CSV_HEADER + _csv(range(150_001, 155_001)) + b'155001,1767225600000,5,5\'10",true,,,t\n'
+                                   + _csv(range(155_002, 160_001)))  # a quote inside an unquoted field: the row path's
+    (ds / "open.csv").write_bytes(CSV_HEADER + _csv(range(160_001, 165_001)) + b'165001,1767225600000,5,"open,true,,,t\n'
+                                  + _csv(range(165_002, 165_011)))  # a quote never closed: Python reads on to the end
+    (ds / "cr.csv").write_bytes(CSV_HEADER + _csv(range(170_001, 175_001)) + b"175001,1767225600000,5,u\rv,true,,,t\n"
+                                + _csv(range(175_002, 180_001), user=lambda i: QUOTED[i % 5].format(i=i)))  # a bare CR
+    (ds / "grows.csv").write_bytes(CSV_HEADER + _csv(range(190_001, 191_001)))
+    return root
+
+
+CSV_CLEAN = ["clean", "quoted", "crlf", "bom", "blanks", "no-newline", "iso", "spelled", "extra", "gz"]
+
+
+def _both(tmp: Path, inputs: Path, writer: str, **settings: Any) -> tuple[dict[bool, Path], dict[bool, Path]]:
+    """The job on either path: (its directory, its job file) by `columnar`."""
+    runs = {c: tmp / ("columnar" if c else "rows") for c in (True, False)}
+    for d in runs.values():
+        d.mkdir()
+    return runs, {c: _job(d, inputs, writer, c, **settings) for c, d in runs.items()}
+
+
+def _same(results: dict[bool, JobResult]) -> None:
+    fast, slow = (r.datasets[0] for r in (results[True], results[False]))
+    assert (fast.records_extracted, fast.records_written, fast.records_rejected, fast.counters) == \
+           (slow.records_extracted, slow.records_written, slow.records_rejected, slow.counters)
+    assert all(c == 0 for _, c in _columnar_by_file(results[False]).values())
+
+
+@pytest.mark.parametrize("writer", ["parquet", "avro"])
+def test_csv_on_the_columnar_path_publishes_what_the_row_path_publishes(tmp_path: Path, writer: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(extractors, "BATCH_BYTES", 1 << 16)  # many blocks: their cuts among quotes, blanks and bad rows
+    inputs = _csv_inputs(tmp_path / "in")
+    runs, jobs = _both(tmp_path, inputs, writer)
+    first = {c: _run(job) for c, job in jobs.items()}
+    grows = inputs / "events" / "grows.csv"
+    appended_at = grows.stat().st_size
+    with open(grows, "ab") as f:  # the next runs read the appended range only, the header from the file's start
+        f.write(_csv_mixed(range(200_001, 212_001)))
+    second = {c: _run(job) for c, job in jobs.items()}
+
+    published = {c: _published(d / "output") for c, d in runs.items()}
+    assert published[True] == published[False]
+    errors = read_error_files(runs[True] / "output")
+    assert {Path(e["location"].split(":")[0]).name for e in errors} == {"mixed.csv", "cut.csv.gz", "open.csv", "cr.csv",
+                                                                         "grows.csv"}
+    grown = [e["location"] for e in errors if "grows.csv" in e["location"]]
+    assert grown and all(w.endswith(f" (line counted from byte {appended_at})") for w in grown)
+    for results in (first, second):
+        _same(results)
+    assert first[True].datasets[0].counters["unknown_fields_dropped"] == {"count": 2000, "examples": ["more", "most"]}
+    by_file = _columnar_by_file(first[True])
+    for name in CSV_CLEAN:  # every row in columnar blocks
+        extracted, columnar = by_file[name]
+        assert columnar == extracted > 0, name
+    for name in ("mixed", "cut", "loose", "cr"):  # columnar but for what Arrow cannot be shown to read alike
+        assert 0 < by_file[name][1] < by_file[name][0], name
+    assert by_file["open"] == (5000, 5000)  # the rows before; the quote never closed is one bad row of the rest
+    assert 0 < _columnar_by_file(second[True])["grows"][1] < _columnar_by_file(second[True])["grows"][0]
+
+
+def test_headerless_csv_with_a_field_size_limit_on_the_columnar_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(extractors, "BATCH_BYTES", 1 << 16)
+    ds = tmp_path / "in" / "events"
+    ds.mkdir(parents=True)
+    (ds / "plain.csv").write_bytes(_csv(range(1, 10_001)))
+    (ds / "long.csv").write_bytes(_csv(range(10_001, 15_001)) + _csv_row(15_001, user="x" * 150) + _csv(range(15_002, 20_001)))
+    (ds / "quoted.csv").write_bytes(_csv(range(20_001, 22_001), user=lambda i: QUOTED[i % 5].format(i=i)))
+    runs, jobs = _both(tmp_path, tmp_path / "in", "parquet", source={
+        "csv_columns": ["id", "ts", "n", "user", "ok", "amount", "country", "tier"], "csv_field_size_limit": 100})
+    first = {c: _run(job) for c, job in jobs.items()}
+    grows = ds / "plain.csv"
+    appended_at = grows.stat().st_size
+    with open(grows, "ab") as f:
+        f.write(_csv_mixed(range(30_001, 36_001)))
+    second = {c: _run(job) for c, job in jobs.items()}
+    assert _published(runs[True] / "output") == _published(runs[False] / "output")
+    for results in (first, second):
+        _same(results)
+    errors = read_error_files(runs[True] / "output")
+    (long,) = [e for e in errors if "long.csv" in e["location"]]
+    assert long["location"].endswith("long.csv:5001") and "field larger than field limit (100)" in long["reason"]
+    assert any(e["location"].endswith(f"(line counted from byte {appended_at})") for e in errors)
+    by_file = _columnar_by_file(first[True])
+    assert by_file["plain"][1] == by_file["plain"][0] == 10_000
+    assert 0 < by_file["long"][1] < by_file["long"][0]  # the block with the long field takes the row path
+    assert by_file["quoted"][1] == 0  # a quoted field could be longer than the limit and span lines: the row path
+
+
+def test_csv_columns_the_schema_lacks_under_on_unknown_fields_fail(tmp_path: Path) -> None:
+    ds = tmp_path / "in" / "events"
+    ds.mkdir(parents=True)
+    (ds / "known.csv").write_bytes(CSV_HEADER + _csv(range(1, 1001)))
+    (ds / "extra.csv").write_bytes(CSV_HEADER.replace(b"\n", b",more\n") + b"".join(_csv_row(i) + b",m\n" for i in range(1001, 1101)))
+    runs, jobs = _both(tmp_path, tmp_path / "in", "avro", converter={"on_unknown_fields": "fail"})
+    results = {c: _run(job) for c, job in jobs.items()}
+    assert _published(runs[True] / "output") == _published(runs[False] / "output")
+    _same(results)
+    errors = read_error_files(runs[True] / "output")
+    assert len(errors) == 100 and all("fields not in the schema: more" in e["reason"] for e in errors)
+    by_file = _columnar_by_file(results[True])
+    assert by_file["known"] == (1000, 1000) and by_file["extra"] == (100, 0)

@@ -138,8 +138,8 @@ def test_ctrl_c_stops_the_tasks_running_on_driver_threads_and_publishes_nothing(
 
 
 def test_the_sources_say_what_of_their_work_is_native_only_where_it_is() -> None:
-    """ADBC/ConnectorX reads, Arrow-parsed JSON lines and librdkafka-fetched JSON count as native on the columnar path;
-    a row reader, CSV, kafka-python or a task without the batch converter do not."""
+    """ADBC/ConnectorX reads, Arrow-parsed JSON lines and CSV and librdkafka-fetched JSON count as native on the
+    columnar path; a row reader, kafka-python or a task without the batch converter do not."""
     from gobblin_py.api import WorkUnit
     from gobblin_py.builtin.sources.files.source import FilesSource
     from gobblin_py.builtin.sources.kafka.source import KafkaSource
@@ -150,7 +150,8 @@ def test_the_sources_say_what_of_their_work_is_native_only_where_it_is() -> None
     files = FilesSource(FilesSource.Settings.model_validate({"path": "/tmp"}))
     assert files.native_share(wu(file="/tmp/d/a.jsonl"), converted=True) > 0.5
     assert files.native_share(wu(file="/tmp/d/a.jsonl.gz"), converted=True) > 0.5
-    assert files.native_share(wu(file="/tmp/d/a.csv"), converted=True) == 0.0
+    assert files.native_share(wu(file="/tmp/d/a.csv"), converted=True) > 0.5
+    assert files.native_share(wu(file="/tmp/d/a.csv"), converted=False) == 0.0
     assert files.native_share(wu(file="/tmp/d/a.jsonl"), converted=False) == 0.0
     for client, native in (("confluent", True), ("kafka-python", False)):
         kafka = KafkaSource(KafkaSource.Settings.model_validate({"bootstrap_servers": "127.0.0.1:9", "topics": ["t"],

@@ -5,7 +5,7 @@ pyarrow's JSON reader parses a whole batch in C++ against an explicit schema (ab
 the row path's 10). It is stricter than `json_to_avro` — no text-to-number coercion, no unknown fields, no
 duplicate keys — and every such case is an error here, which sends the batch to the row path, where the converter
 coerces, drops-and-counts or refuses each record as always. A timestamp field holds epoch milliseconds or ISO-8601
-text: a batch whose timestamps are all text of the plain form both readers take alike (`_ISO`: date, hours and
+text: a batch whose timestamps are all text of the plain form both readers take alike (`arrow_fields.ISO`: date, hours and
 minutes, seconds and up to 3 decimals optional, all with a zone or all without, read as UTC) is parsed as text and
 cast by Arrow; any other text sends the batch to the row path. Where it is laxer,
 the batch is checked after parsing: NaN/Infinity (which `orjson` refuses), UTF-8, the one-document-per-value
@@ -20,44 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gobblin_py.api.batches import JsonLines
-from gobblin_py.builtin.schemas.arrow import ArrowMapping
-from gobblin_py.errors import ConfigError
-
-_PLAIN = {"long", "int", "double", "boolean", "string"}
-_TIMESTAMPS = {"timestamp-millis", "local-timestamp-millis"}
-_NONE = object()  # a field without a default
-_ISO = (r"^(?:000[1-9]|00[1-9]\d|0[1-9]\d{2}|[1-9]\d{3})-\d{2}-\d{2}"
-        r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?(?:Z|[+-]\d{2}:\d{2})?)?$")
-"""ISO-8601 text that Python's `fromisoformat` (the row path) and Arrow's cast read as the same instant."""
-_ZONED = r"(?:Z|[+-]\d{2}:\d{2})$"
-
-
-def _kind(avro_type: Any) -> tuple[str | None, bool]:
-    """('plain' | 'timestamp' | None when unsupported, whether null is allowed) of a field's Avro type."""
-    nullable = False
-    if isinstance(avro_type, list):
-        rest = [t for t in avro_type if t != "null"]
-        nullable = len(rest) < len(avro_type)
-        if len(rest) != 1:
-            return None, nullable
-        avro_type = rest[0]
-    if isinstance(avro_type, dict):
-        logical, base = avro_type.get("logicalType"), avro_type.get("type")
-        if logical in _TIMESTAMPS and base == "long":
-            return "timestamp", nullable
-        if logical is None and base in _PLAIN:
-            return base, nullable
-        return None, nullable
-    return (avro_type if avro_type in _PLAIN else None), nullable
-
-
-class _Column:
-    """One field: what to check or fix in its parsed column so it holds what the row path would."""
-
-    __slots__ = ("index", "kind", "nullable", "default")
-
-    def __init__(self, index: int, kind: str, nullable: bool, default: Any) -> None:
-        self.index, self.kind, self.nullable, self.default = index, kind, nullable, default
+from gobblin_py.builtin.converters.arrow_fields import FlatField, flat_fields, iso_millis
 
 
 class JsonArrowReader:
@@ -66,21 +29,16 @@ class JsonArrowReader:
 
     def __init__(self, avro_schema: dict[str, Any]) -> None:
         self.supported = False
-        try:
-            import pyarrow as pa
-            import pyarrow.compute as pc
-            import pyarrow.json as pj
-
-            target = ArrowMapping(avro_schema).schema
-        except (ImportError, ConfigError):  # no pyarrow, or a type Arrow cannot hold: the row path says why
+        flat = flat_fields(avro_schema)
+        if flat is None:  # not flat, no pyarrow, or a type Arrow cannot hold: the row path says why
             return
-        columns, parse_fields = [], []
-        for i, (field, arrow) in enumerate(zip(avro_schema.get("fields", []), target)):
-            kind, nullable = _kind(field.get("type"))
-            if kind is None:
-                return
-            columns.append(_Column(i, kind, nullable, field.get("default", _NONE)))
-            parse_fields.append(pa.field(arrow.name, pa.int64(), arrow.nullable) if kind == "timestamp" else arrow)
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.json as pj
+
+        target, columns = flat
+        parse_fields = [pa.field(arrow.name, pa.int64(), arrow.nullable) if c.kind == "timestamp" else arrow
+                        for c, arrow in zip(columns, target)]
         self._pa, self._pc, self._pj = pa, pc, pj
         self.schema = target
         self._columns = columns
@@ -145,31 +103,16 @@ class JsonArrowReader:
         return None
 
     def _timestamps(self, array: Any, target: Any) -> Any | None:
-        """A timestamp column as parsed: epoch milliseconds, or ISO text of the form `_ISO`, all zoned or all not
-        (read as UTC); None for any other text, which the row path reads or refuses itself."""
-        pa, pc = self._pa, self._pc
-        if not pa.types.is_string(array.type):
+        """A timestamp column as parsed: epoch milliseconds, or ISO text (`arrow_fields.iso_millis`); None for any
+        other text, which the row path reads or refuses itself."""
+        if not self._pa.types.is_string(array.type):
             return array.cast(target)
-        if array.null_count == len(array):
-            return pa.nulls(len(array), target)
-        if not pc.all(pc.match_substring_regex(array, _ISO)).as_py():
-            return None
-        zoned = pc.match_substring_regex(array, _ZONED)
-        if pc.all(zoned).as_py():
-            unit = pa.timestamp("ms", "UTC")
-        elif not pc.any(zoned).as_py():
-            unit = pa.timestamp("ms")
-        else:
-            return None
-        try:
-            return array.cast(unit).cast(pa.int64()).cast(target)
-        except (pa.ArrowException, ValueError):  # a date Arrow cannot hold; the row path says what it makes of it
-            return None
+        return iso_millis(array, target)
 
-    def _fix(self, col: _Column, array: Any) -> Any | None:
+    def _fix(self, col: FlatField, array: Any) -> Any | None:
         """`array` as the row path would have it, or None when a value needs the row path."""
         pc = self._pc
-        has_default = col.default is not _NONE and col.default is not None
+        has_default = col.has_default
         if array.null_count and has_default:
             return None  # the converter puts the default in place of a null or a missing value
         if col.kind == "double" and pc.any(pc.invert(pc.is_finite(array))).as_py():

@@ -14,11 +14,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from gobblin_py.api import BatchConverter, OneToOneConverter, RawBatch, Settings, TaskCounter
+from gobblin_py.api import BatchConverter, CsvBlock, OneToOneConverter, RawBatch, Settings, TaskCounter
 from gobblin_py.api.types import Record, Schema, SchemaKind
 from gobblin_py.builtin.schemas.avro_files import load_avro_schema
 from gobblin_py.builtin.schemas.avro_time import epoch_millis
 from gobblin_py.builtin.schemas.avro_values import AvroTypeChecker
+from gobblin_py.builtin.converters.csv_arrow import CsvArrowReader
 from gobblin_py.builtin.converters.json_arrow import JsonArrowReader
 from gobblin_py.fs.paths import ExistingFile
 from gobblin_py.errors import ConfigError, RecordError
@@ -161,7 +162,8 @@ def _coercer(avro_type: Any, checker: AvroTypeChecker) -> tuple[Callable[[Any], 
 class JsonToAvroConverter(OneToOneConverter, BatchConverter):
     """Shapes each record to the Avro schema in `schema:`; input fields the schema lacks are dropped and
     counted (`unknown_fields_dropped`), or make the record a bad record under `on_unknown_fields: fail`.
-    A batch of raw JSON values becomes one Arrow batch where that gives the same records (see `json_arrow`)."""
+    A batch of raw JSON values or a block of CSV rows becomes one Arrow batch where that gives the same records (see
+    `json_arrow`, `csv_arrow`)."""
 
     Settings = JsonToAvroSettings
 
@@ -182,6 +184,8 @@ class JsonToAvroConverter(OneToOneConverter, BatchConverter):
         self._dropped = TaskCounter()
         self.map_record = _compile(fields, self._unknown)  # type: ignore[method-assign]  # the compiled function, no extra frame
         self._arrow: JsonArrowReader | None = None  # made on the first batch: a row-only task never imports pyarrow
+        self._csv: CsvArrowReader | None = None
+        self._pending: tuple[int, list[str]] | None = None  # (rows, columns dropped of each) of the last batch made
 
     def convert_schema(self, schema: Schema) -> Schema:
         return self.avro_schema
@@ -190,11 +194,30 @@ class JsonToAvroConverter(OneToOneConverter, BatchConverter):
         raise NotImplementedError
 
     def convert_batch(self, batch: RawBatch) -> Any | None:
+        self._pending = None
+        if isinstance(batch, CsvBlock):
+            if self._csv is None:
+                self._csv = CsvArrowReader(self.avro_schema, self.settings.on_unknown_fields)
+            read = self._csv.read(batch)
+            if read is None:
+                return None
+            arrow, dropped = read
+            if dropped:
+                self._pending = (arrow.num_rows, dropped)
+            return arrow
         if batch.format != "json":
             return None
         if self._arrow is None:
             self._arrow = JsonArrowReader(self.avro_schema)
         return self._arrow.read(batch.values)
+
+    def batch_written(self) -> None:
+        """The columns dropped of each row of a CSV block, counted as `_unknown` counts them row by row."""
+        if self._pending is not None:
+            rows, dropped = self._pending
+            for name in dropped:
+                self._dropped.add(rows, name)
+            self._pending = None
 
     def counters(self) -> Mapping[str, TaskCounter]:
         return {"unknown_fields_dropped": self._dropped} if self._dropped.count else {}

@@ -62,8 +62,8 @@ class AvroWriter(DataWriter, BatchWriter, FileMerger):
 
     An Arrow batch (`write_batch`) is encoded by `avro_arrow` and cut into blocks where fastavro would cut
     them (after the record that takes a block to `sync_interval` bytes), so a file written from batches is
-    byte for byte the file written record by record; a record the row path writes after a batch's last
-    records first closes their block, which is the one place the two paths may cut blocks differently.
+    byte for byte the file written record by record, whichever path each batch took: a record the row path
+    writes after a batch's last records joins their block.
     """
 
     Settings = AvroWriterSettings
@@ -129,13 +129,31 @@ class AvroWriter(DataWriter, BatchWriter, FileMerger):
         key = files.key_for(record)
         h = files.handle(key)
         if h.tail_count:
-            _flush_tail(h)
-        before = h.tell()
-        try:
-            h.writer.write(record)
-        except Exception as exc:  # noqa: BLE001 - a record's fault is refused below, anything else re-raised
-            self._refuse(h.writer, before, record, exc)
+            self._join_tail(h, record)
+        else:
+            before = h.tell()
+            try:
+                h.writer.write(record)
+            except Exception as exc:  # noqa: BLE001 - a record's fault is refused below, anything else re-raised
+                self._refuse(h.writer, before, record, exc)
         files.counts[key] += 1
+
+    def _join_tail(self, h: _Open, record: Record) -> None:
+        """Encode `record` after the batches' records still waiting for a block, cut where fastavro would cut it
+        had it written them all; a record that cannot be encoded closes their block, as `_refuse` closes fastavro's."""
+        buf = io.BytesIO()
+        try:
+            fastavro.schemaless_writer(buf, self.schema, record)
+        except Exception as exc:  # noqa: BLE001 - a record's fault is refused, anything else re-raised
+            if not is_record_fault(exc):
+                raise
+            _flush_tail(h)
+            raise RecordError(f"cannot encode as Avro: {_why(self._raw_schema, record, exc)}") from None
+        h.tail.append(buf.getvalue())
+        h.tail_bytes += buf.tell()
+        h.tail_count += 1
+        if h.tail_bytes >= self.settings.sync_interval:
+            _flush_tail(h)
 
     def append_block(self, block: Any) -> None:
         """Copy one block of another container file of the same schema, its records neither decoded nor encoded

@@ -480,13 +480,16 @@ class _Pipeline:
         extractor itself) and written whole, or, where that or the writer hands it back, through `flow`
         record by record."""
         convert = steps[0].converter.convert_batch if steps else extractor.to_arrow  # type: ignore[attr-defined]
+        written = steps[0].converter.batch_written if steps else None  # type: ignore[attr-defined]
         write_batch = branch.writer.write_batch  # type: ignore[attr-defined]
         extractor.columnar_path()
         for batch in extractor.read_batches():
             raise_if_interrupted()
             arrow = convert(batch)
             if arrow is not None and write_batch(arrow):
-                n = len(batch.values)
+                if written is not None:
+                    written()
+                n = arrow.num_rows  # the batch's records (a CSV block's are only counted as Arrow reads them)
                 seg.entered += n
                 seg.ended += n
                 self.columnar += n

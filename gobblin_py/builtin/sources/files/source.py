@@ -26,8 +26,8 @@ from gobblin_py.fs.base import NOT_A_FILE
 
 COMPRESSED_TEXT_RATIO = 5  # a compressed file's bytes to read, estimated from its size
 NATIVE_SHARE = 0.6
-"""Of a columnar JSON-lines task's work, the share outside Python's lock (Arrow's parser and writer); measured in
-scripts/bench_files.py, where Python's part is cutting lines (about 0.3 µs a line against Arrow's 1–2)."""
+"""Of a columnar JSON-lines or CSV task's work, the share outside Python's lock (Arrow's parser and writer); measured
+in scripts/bench_files.py, where Python's part is cutting lines (about 0.3 µs a line against Arrow's 1–2)."""
 
 
 @dataclass(frozen=True)
@@ -128,10 +128,10 @@ class FilesSource(Source):
         return float(size if compression is Compression.NONE else size * COMPRESSED_TEXT_RATIO)
 
     def native_share(self, workunit: WorkUnit, converted: bool) -> float:
-        """JSON lines made Arrow by `json_to_avro`'s batch path are parsed by Arrow's JSON reader and written by Arrow,
-        outside Python's lock; Python still cuts the file into lines (see `NATIVE_SHARE`). CSV is read row by row."""
+        """JSON lines and CSV made Arrow by `json_to_avro`'s batch path are parsed by Arrow's JSON or CSV reader and
+        written by Arrow, outside Python's lock; Python still cuts the file into lines or blocks (see `NATIVE_SHARE`)."""
         fmt, _ = format_of(Location(workunit.props["file"]).name)
-        return NATIVE_SHARE if converted and fmt is FileFormat.JSON_LINES else 0.0
+        return NATIVE_SHARE if converted and fmt is not None else 0.0
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
         path = Location(workunit.props["file"])
