@@ -298,7 +298,7 @@ def test_a_task_that_cannot_reach_the_registry_fails_as_unreachable_not_as_bad_r
 
     url = f"http://127.0.0.1:{free_port()}"
     settings = SchemaRegistrySettings(url=url, max_retries=0, timeout_s=2)
-    decode = ConfluentAvroDecoder(settings, V2, 2, "orders-value")
+    decode = ConfluentAvroDecoder(settings, V2, 2, "orders-value", 2)
     with pytest.raises(UnreachableError) as down:
         decode(b"\x00" + struct.pack(">I", 1) + b"\x02\x02c\x00\x00\x80\x3f")
     assert down.value.endpoint == f"schema registry {url}" and url in str(down.value) and "schema id 1" in str(down.value)
@@ -415,3 +415,55 @@ def test_confluent_json_batches_take_the_columnar_path_with_the_row_paths_output
                                    for p in (out / "output").rglob("*") if p.is_file())
         assert sorted(r["id"] for r in read_parquet(out / "output" / topic)) == list(range(3000))
     assert outputs[True] == outputs[False]
+
+
+def test_a_value_whose_fields_the_output_schema_would_drop_fails_the_range_until_its_schema_is_the_subjects(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
+    """A producer writes the topic in a schema with more fields that is no version of the topic's subject (here: under
+    another subject; a version since deleted is the same case to the registry's lookup). Read into the subject's version those fields would be lost for good
+    once the offsets are committed, so the dataset fails naming the schema id, the fields and the offset, nothing of
+    the range is published, and once the schema is the subject's newest version every value is read once, whole."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    create_topic(broker.bootstrap, topic, 1)
+    elsewhere = AvroSerializer(SchemaRegistryClient({"url": schema_registry.url}), json.dumps(V2),
+                               conf={"subject.name.strategy": lambda ctx, name: "elsewhere-value"})
+    old, new = orders(0, 10), [{**r, "channel": "app", "note": f"n{r['id']}"} for r in orders(10, 5)]
+    produce(broker.bootstrap, topic, {0: serialize(serializer(schema_registry.url, V1), topic, old)
+                                         + serialize(elsewhere, topic, new)})
+    job = job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url})
+    failed = run(tmp_path, job)
+    assert not failed.succeeded
+    error = failed.error
+    assert f"{topic}/0@10: schema id 2 (no version of subject '{topic}-value') has field(s) channel, note that the " \
+           "output schema (version 1, schema id 1) lacks" in error, error
+    assert not read_avro(tmp_path / "output")
+    assert not StateStore(tmp_path / "work", "k").watermarks().get(topic)
+
+    serializer(schema_registry.url, V2)(new[0], _value_context(topic))  # V2 becomes the topic subject's newest version
+    done = run(tmp_path, job)
+    assert done.succeeded, done.error
+    records = sorted(read_avro(tmp_path / "output" / topic), key=lambda r: r["id"])
+    assert records == [{**r, "channel": "web", "note": None} for r in old] + new
+
+
+def test_an_older_version_read_into_a_newer_one_that_removed_a_field_loses_it_as_the_subject_says(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
+    """Dropping a field is what the subject's own evolution did when the writer's schema is an earlier version."""
+    create_topic(broker.bootstrap, topic, 1)
+    without_note = {**V2, "fields": [f for f in V2["fields"] if f["name"] != "note"]}
+    first = [{**r, "channel": "app", "note": "x"} for r in orders(0, 6)]
+    values = serialize(serializer(schema_registry.url, V2), topic, first)
+    produce(broker.bootstrap, topic, {0: values + serialize(serializer(schema_registry.url, without_note), topic,
+                                                            [{**r, "channel": "pos"} for r in orders(6, 4)])})
+    done = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}))
+    assert done.succeeded, done.error
+    records = sorted(read_avro(tmp_path / "output" / topic), key=lambda r: r["id"])
+    assert [r["id"] for r in records] == list(range(10)) and all("note" not in r for r in records)
+
+
+def _value_context(topic: str) -> Any:
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    return SerializationContext(topic, MessageField.VALUE)

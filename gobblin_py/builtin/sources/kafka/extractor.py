@@ -22,7 +22,8 @@ import orjson
 from gobblin_py.api import BatchExtractor, RawBatch, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.kafka.metadata import metadata_of, with_metadata
-from gobblin_py.builtin.sources.kafka.registry import HEADER, SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID, UndecodableValue
+from gobblin_py.builtin.sources.kafka.registry import (HEADER, SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID,
+                                                       VALUE_SCHEMA_VERSION, LossyRead, UndecodableValue)
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
 
@@ -57,7 +58,7 @@ def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any]
 
         assert settings.schema_registry is not None and schema is not None
         return ConfluentAvroDecoder(settings.schema_registry, schema, int(workunit.props[VALUE_SCHEMA_ID]),
-                                    workunit.props[SUBJECT])
+                                    workunit.props[SUBJECT], int(workunit.props[VALUE_SCHEMA_VERSION]))
     import fastavro
 
     parsed = fastavro.parse_schema(schema)
@@ -154,6 +155,8 @@ class KafkaExtractor(BatchExtractor):
                 continue
             try:
                 record = decode(value)
+            except LossyRead as exc:
+                raise LossyRead(f"{self.location()}: {exc}") from None
             except (ValueError, TypeError, EOFError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
                 shown = value if binary else value.decode("utf-8", "replace")  # Avro's bytes kept (as their repr)
                 reject(shown, f"cannot decode as {kind}: {exc}", self.location())

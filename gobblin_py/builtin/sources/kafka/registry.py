@@ -4,7 +4,9 @@ registry that holds their schemas, through confluent-kafka's `SchemaRegistryClie
 A run reads every value of a topic into one output schema: the subject's latest version when the run was planned,
 kept in each WorkUnit and the dataset's state. Each value is decoded with its own writer schema (fetched by id) and
 resolved into that output schema by Avro's rules (fields added with defaults, fields removed, int→long→float→double,
-string↔bytes); a value that cannot be is a bad record naming its schema id.
+string↔bytes); a value that cannot be is a bad record naming its schema id. A writer schema with fields the output
+schema lacks is read only when it is a version of the subject up to the output's (`LossyRead` otherwise): no field's
+values are dropped that the subject's own evolution did not remove.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ VALUE_SCHEMA = "value_schema"
 """The WorkUnit prop holding the Avro schema a `confluent_avro` task reads values into (the subject's version planned),
 with its id (`value_schema_id`) and subject (`subject`)."""
 VALUE_SCHEMA_ID = "value_schema_id"
+VALUE_SCHEMA_VERSION = "value_schema_version"
 SUBJECT = "subject"
 
 MAGIC = 0
@@ -37,6 +40,12 @@ REGISTRY_REMEDY = ("Check that the schema registry is running and `source.schema
 class UndecodableValue(ValueError):
     """A value that is not in Confluent's wire format, names a schema the registry does not have, or does not
     decode into the output schema: a bad record (its reason names the schema id)."""
+
+
+class LossyRead(SourceError):
+    """A value whose writer schema has fields the output schema lacks, and is no version of the subject up to the
+    output schema's (whose evolution would have removed them): read into it, those fields would be lost for good once
+    its offset is committed, so the task fails instead and nothing of its range is published."""
 
 
 @dataclass(frozen=True)
@@ -179,16 +188,48 @@ class _WireFormat:
 class ConfluentAvroDecoder(_WireFormat):
     """Decodes one value into the output schema `reader`: its writer schema fetched by id (once per id and task)."""
 
-    def __init__(self, s: SchemaRegistrySettings, reader: dict[str, Any], reader_id: int, subject: str) -> None:
+    def __init__(self, s: SchemaRegistrySettings, reader: dict[str, Any], reader_id: int, subject: str,
+                 reader_version: int) -> None:
         import fastavro
 
         super().__init__(s)
         self.subject = subject
         self.reader = fastavro.parse_schema(reader)
         self.reader_id = reader_id
+        self.reader_version = reader_version
 
     def _fetch(self, schema_id: int) -> Any:
-        return self.reader if schema_id == self.reader_id else super()._fetch(schema_id)
+        if schema_id == self.reader_id:
+            return self.reader
+        found = super()._fetch(schema_id)
+        if isinstance(found, str):
+            return found
+        lost = dropped_fields(found, self.reader)
+        if not lost:
+            return found
+        version = self._version_of(schema_id)
+        if version is not None and version <= self.reader_version:
+            return found  # an older version: the subject's evolution removed those fields
+        what = f"version {version} of subject {self.subject!r}" if version is not None else f"no version of subject {self.subject!r}"
+        return LossyRead(f"schema id {schema_id} ({what}) has field(s) {', '.join(lost)} that the output schema (version "
+                         f"{self.reader_version}, schema id {self.reader_id}) lacks: read into it they would be lost, so "
+                         "nothing of this range is published. Register the writer's schema as the subject's newest "
+                         "version (the next run reads into it), or correct the producer")
+
+    def _version_of(self, schema_id: int) -> int | None:
+        """The subject's version of schema `schema_id`; None when it is none of them (or one deleted)."""
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        schema = ask(self.settings, f"schema id {schema_id}", lambda: self.client.get_schema(schema_id))
+        try:
+            found = ask(self.settings, f"schema id {schema_id} under subject {self.subject!r}",
+                        lambda: self.client.lookup_schema(self.subject, schema))
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == 404:
+                return None
+            raise RetriableTaskError(f"{self.settings.endpoint} answered {exc} for schema id {schema_id} under "
+                                     f"subject {self.subject!r}") from None
+        return int(found.version)
 
     def _accept(self, schema: Any) -> Any:
         import fastavro
@@ -204,6 +245,8 @@ class ConfluentAvroDecoder(_WireFormat):
 
         schema_id = self.schema_id(raw)
         writer = self.schema(schema_id)
+        if type(writer) is LossyRead:
+            raise LossyRead(str(writer))
         buf = io.BytesIO(raw)
         buf.seek(HEADER.size)
         try:
@@ -228,3 +271,26 @@ class ConfluentJsonDecoder(_WireFormat):
     def __call__(self, raw: bytes) -> Any:
         self.schema(self.schema_id(raw))
         return orjson.loads(memoryview(raw)[HEADER.size:])
+
+
+def dropped_fields(writer: Any, reader: Any, path: str = "") -> list[str]:
+    """The fields of the record schema `writer` (parsed) that Avro's resolution into `reader` would drop: no reader
+    field has their name or an alias of it; nested records compared the same way (not records inside unions,
+    arrays or maps, whose resolution is left to Avro's rules)."""
+    known: dict[str, Any] = {}
+    for field in reader.get("fields", []):
+        for name in (field["name"], *field.get("aliases", [])):
+            known[name] = field
+    lost = []
+    for field in writer.get("fields", []):
+        match = known.get(field["name"])
+        name = f"{path}{field['name']}"
+        if match is None:
+            lost.append(name)
+        elif _is_record(field["type"]) and _is_record(match["type"]):
+            lost.extend(dropped_fields(field["type"], match["type"], f"{name}."))
+    return lost
+
+
+def _is_record(avro_type: Any) -> bool:
+    return isinstance(avro_type, dict) and avro_type.get("type") == "record"

@@ -29,7 +29,7 @@ from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.sources.packing import worst_fit_decreasing
 from gobblin_py.builtin.sources.kafka.metadata import clashes
-from gobblin_py.builtin.sources.kafka.registry import (SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID, OutputSchema, latest_schema,
+from gobblin_py.builtin.sources.kafka.registry import (SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID, VALUE_SCHEMA_VERSION, OutputSchema, latest_schema,
                                                    registry_client)
 from gobblin_py.builtin.sources.kafka.settings import (TOPIC_PREFIX_CHARS, KafkaSettings, broker_endpoint, consumer_settings,
                                                    open_consumer)
@@ -382,7 +382,8 @@ def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity, value: Out
         first = identity.first_records.get((tp.topic, tp.partition))
         kept = {f"state.{KEPT_FIRST}": {key: list(first) if first else None}}
     if value is not None:
-        kept.update({VALUE_SCHEMA: value.schema, VALUE_SCHEMA_ID: value.schema_id, SUBJECT: value.subject,
+        kept.update({VALUE_SCHEMA: value.schema, VALUE_SCHEMA_ID: value.schema_id, VALUE_SCHEMA_VERSION: value.version,
+                     SUBJECT: value.subject,
                      f"state.{KEPT_SCHEMA}": value.identity()})
     return WorkUnit(id=wu_id, dataset=tp.topic, watermark_key=key, low_watermark=start,
                     expected_high_watermark=end, props={"topic": tp.topic, "partition": tp.partition, **kept})
