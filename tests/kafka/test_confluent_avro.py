@@ -20,7 +20,7 @@ from gobblin_py.state.store import StateStore
 from gobblin_py.testing.outputs import read_error_files
 
 from support.jobs import run_cli, write_job
-from support.kafka_broker import create_topic, free_port, produce
+from support.kafka_broker import create_topic, free_port, produce, produce_with_confluent
 from support.kafka_jobs import kafka_job
 from support.schema_registry import LocalSchemaRegistry
 
@@ -467,3 +467,219 @@ def _value_context(topic: str) -> Any:
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     return SerializationContext(topic, MessageField.VALUE)
+
+
+HEADERS = [  # as produced, one list a message in turn: several, repeated, an empty and a null value; none; binary
+    [("trace", b"t-1"), ("tag", b"a"), ("tag", b"b"), ("empty", b""), ("none", None)],
+    None,
+    [("tag", b"\xff\x00\x01")],
+    [],
+]
+BOTH_READERS = [("avro", "kafka-python"), ("parquet", "kafka-python"), ("avro", "confluent"), ("parquet", "confluent")]
+
+
+def read_output(root: Path, writer: str) -> list[dict[str, Any]]:
+    return read_avro(root) if writer == "avro" else read_parquet(root)
+
+
+@pytest.mark.parametrize(("writer", "client"), BOTH_READERS)
+def test_headers_land_in_order_with_repeats_and_null_values(tmp_path: Path, broker, topic: str,
+                                                            schema_registry: LocalSchemaRegistry, writer: str, client: str) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    values = serialize(serializer(schema_registry.url, V1), topic, orders(0, 12))
+    produce_with_confluent(broker.bootstrap, topic, 0, [(None, v, HEADERS[i % 4]) for i, v in enumerate(values)])
+    job = job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}, writer, client=client,
+                  metadata_columns=["offset", "headers"])
+    result = run(tmp_path, job)
+    assert result.succeeded, result.error
+    rows = sorted(read_output(tmp_path / "output" / topic, writer), key=lambda r: r["_kafka_offset"])
+    assert [r["id"] for r in rows] == list(range(12))
+    for r in rows:
+        assert r["_kafka_headers"] == [{"key": k, "value": v} for k, v in HEADERS[r["_kafka_offset"] % 4] or []]
+
+
+class _RawKey(str):
+    """A header key kafka-python's producer writes as these bytes, which are not UTF-8 (no producer sends such a key
+    otherwise: both take keys as str)."""
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        return b"\xff\xfe-k"
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_a_header_key_that_is_not_utf8_is_a_bad_record_or_names_the_client_that_reads_it(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry, client: str) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    values = serialize(serializer(schema_registry.url, V1), topic, orders(0, 6))
+    produce(broker.bootstrap, topic, {0: [(None, v, [(_RawKey("k"), b"x")] if i == 3 else [("ok", b"1")])
+                                          for i, v in enumerate(values)]})
+    job = job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}, client=client,
+                  metadata_columns=["offset", "headers"])
+    result = run(tmp_path, job)
+    if client == "confluent":
+        assert result.succeeded, result.error
+        assert sorted(r["_kafka_offset"] for r in read_avro(tmp_path / "output" / topic)) == [0, 1, 2, 4, 5]
+        (error,) = read_error_files(tmp_path / "output")
+        assert error["location"] == f"{topic}/0@3" and "a header key is not UTF-8" in error["reason"], error
+    else:  # kafka-python fails the whole fetch holding it, whatever metadata_columns asks
+        assert not result.succeeded
+        assert f"{topic}/0@" in result.error and "header key that is not UTF-8" in result.error, result.error
+        assert "client: confluent" in result.error
+        assert not StateStore(tmp_path / "work", "k").watermarks().get(topic)
+
+
+KEY_V1 = {"type": "record", "name": "OrderKey", "namespace": "shop.keys", "fields": [
+    {"name": "region", "type": "string"},
+    {"name": "id", "type": "int"},
+]}
+KEY_V2 = {**KEY_V1, "fields": [*KEY_V1["fields"], {"name": "shard", "type": "int", "default": 0}]}
+
+
+def key_serializer(registry_url: str, schema: Any) -> Any:
+    """confluent-kafka's AvroSerializer for keys (subject `{topic}-key`): a function of (key, topic)."""
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    ser = serializer(registry_url, schema)
+    return lambda key, topic: ser(key, SerializationContext(topic, MessageField.KEY))
+
+
+def keyed_job(tmp: Path, bootstrap: str, topic: str, registry_url: str, writer: str = "avro", **source: Any) -> dict[str, Any]:
+    return job_for(tmp, bootstrap, topic, {"url": registry_url}, writer, metadata_columns=["key", "offset"],
+                   metadata_key="confluent_avro", **source)
+
+
+@pytest.mark.parametrize("key_schema", [KEY_V1, "long"], ids=["record", "primitive"])
+@pytest.mark.parametrize(("writer", "client"), BOTH_READERS)
+def test_confluent_avro_keys_are_read_with_the_key_subjects_schema(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry, writer: str, client: str,
+        key_schema: Any) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    data = orders(0, 10)
+    keys = [{"region": f"r{r['id'] % 3}", "id": r["id"]} if key_schema == KEY_V1 else r["id"] * 1000 for r in data]
+    ser = key_serializer(schema_registry.url, key_schema)
+    values = serialize(serializer(schema_registry.url, V1), topic, data)
+    produce(broker.bootstrap, topic, {0: [(None if i == 4 else ser(k, topic), v) for i, (k, v) in enumerate(zip(keys, values))]})
+    result = run(tmp_path, keyed_job(tmp_path, broker.bootstrap, topic, schema_registry.url, writer, client=client))
+    assert result.succeeded, result.error
+    rows = sorted(read_output(tmp_path / "output" / topic, writer), key=lambda r: r["_kafka_offset"])
+    assert [r["_kafka_key"] for r in rows] == [None if i == 4 else k for i, k in enumerate(keys)]
+    assert [{k: r[k] for k in V1_NAMES} for r in rows] == data
+    kept = StateStore(tmp_path / "work", "k").dataset_state(topic)["source"]
+    assert kept["key_schema"] == {"subject": f"{topic}-key", "version": 1, "id": kept["key_schema"]["id"]}
+    assert kept["value_schema"]["id"] != kept["key_schema"]["id"]
+    if writer == "avro":
+        import avro.schema
+        from avro.datafile import DataFileReader
+        from avro.io import DatumReader
+
+        with DataFileReader(open(next((tmp_path / "output" / topic).rglob("*.avro")), "rb"), DatumReader()) as reader:
+            key_field = reader.datum_reader.writers_schema.fields_dict["_kafka_key"]
+        assert [s.canonical_form for s in key_field.type.schemas] == [
+            avro.schema.parse('"null"').canonical_form, avro.schema.parse(json.dumps(key_schema)).canonical_form]
+
+
+V1_NAMES = [f["name"] for f in V1["fields"]]
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_keys_that_do_not_decode_go_to_the_error_file_naming_offset_and_schema_id(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry, client: str) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    ser = key_serializer(schema_registry.url, KEY_V1)
+    good = [ser({"region": "eu", "id": i}, topic) for i in range(6)]
+    key_id = struct.unpack(">I", good[0][1:5])[0]
+    other = serializer(schema_registry.url, {**KEY_V1, "fields": [{"name": "region", "type": "int"}]})
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    foreign = other({"region": 7}, SerializationContext(f"{topic}-elsewhere", MessageField.KEY))  # another subject's
+    foreign_id = struct.unpack(">I", foreign[1:5])[0]
+    bad = {1: b"plain-key", 2: b"\x00" + struct.pack(">I", 4242) + good[2][5:], 3: good[3][:7], 5: foreign}
+    keys = [bad.get(i, k) for i, k in enumerate(good)]
+    values = serialize(serializer(schema_registry.url, V1), topic, orders(0, 6))
+    produce(broker.bootstrap, topic, {0: list(zip(keys, values))})
+    result = run(tmp_path, keyed_job(tmp_path, broker.bootstrap, topic, schema_registry.url, client=client))
+    assert result.succeeded, result.error
+    assert sorted(r["_kafka_offset"] for r in read_avro(tmp_path / "output" / topic)) == [0, 4]
+    errors = {e["location"]: e["reason"] for e in read_error_files(tmp_path / "output")}
+    assert set(errors) == {f"{topic}/0@{i}" for i in bad}
+    assert "the key cannot be decoded as confluent_avro: not in Confluent's wire format" in errors[f"{topic}/0@1"]
+    assert "schema id 4242: not in schema registry" in errors[f"{topic}/0@2"]
+    assert f"schema id {key_id}: the Avro payload does not decode" in errors[f"{topic}/0@3"]
+    assert f"schema id {foreign_id} cannot be read as '{topic}-key' schema id {key_id}" in errors[f"{topic}/0@5"]
+
+
+def test_the_key_schema_version_is_kept_and_a_new_one_named_in_the_summary(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    values = serialize(serializer(schema_registry.url, V1), topic, orders(0, 8))
+    old = key_serializer(schema_registry.url, KEY_V1)
+    produce(broker.bootstrap, topic, {0: [(old({"region": "eu", "id": i}, topic), v) for i, v in enumerate(values[:4])]})
+    job = keyed_job(tmp_path, broker.bootstrap, topic, schema_registry.url)
+    first = run(tmp_path, job)
+    assert first.succeeded, first.error
+    state = StateStore(tmp_path / "work", "k")
+    assert state.dataset_state(topic)["source"]["key_schema"]["version"] == 1
+    new = key_serializer(schema_registry.url, KEY_V2)
+    produce(broker.bootstrap, topic, {0: [(new({"region": "us", "id": i, "shard": 3}, topic), v)
+                                          for i, v in enumerate(values[4:], 4)]})
+    second = run(tmp_path, job)
+    assert second.succeeded, second.error
+    notices = [n for d in second.datasets for n in d.notices]
+    assert any(f"the key schema of topic {topic!r} is now subject '{topic}-key' version 2" in n and "was version 1" in n
+               for n in notices), notices
+    kept = StateStore(tmp_path / "work", "k").dataset_state(topic)["source"]["key_schema"]
+    assert kept["subject"] == f"{topic}-key" and kept["version"] == 2
+    keys = [r["_kafka_key"] for r in sorted(read_avro(tmp_path / "output" / topic), key=lambda r: r["_kafka_offset"])]
+    assert keys == [{"region": "eu", "id": i} for i in range(4)] + [{"region": "us", "id": i, "shard": 3} for i in range(4, 8)]
+
+
+def test_a_key_whose_fields_the_key_schema_would_drop_fails_the_range(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    create_topic(broker.bootstrap, topic, 1)
+    elsewhere = AvroSerializer(SchemaRegistryClient({"url": schema_registry.url}), json.dumps(KEY_V2),
+                               conf={"subject.name.strategy": lambda ctx, name: "elsewhere-key"})
+    values = serialize(serializer(schema_registry.url, V1), topic, orders(0, 4))
+    keys = [key_serializer(schema_registry.url, KEY_V1)({"region": "eu", "id": i}, topic) for i in range(3)]
+    keys.append(elsewhere({"region": "eu", "id": 3, "shard": 9}, SerializationContext(topic, MessageField.KEY)))
+    produce(broker.bootstrap, topic, {0: list(zip(keys, values))})
+    failed = run(tmp_path, keyed_job(tmp_path, broker.bootstrap, topic, schema_registry.url))
+    assert not failed.succeeded
+    assert f"{topic}/0@3: the key: schema id" in failed.error and f"(no version of subject '{topic}-key') has field(s) " \
+           "shard" in failed.error, failed.error
+    assert not read_avro(tmp_path / "output")
+
+
+def test_metadata_key_confluent_avro_needs_a_schema_registry(tmp_path: Path) -> None:
+    from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
+
+    with pytest.raises(ValueError, match="metadata_key confluent_avro needs schema_registry"):
+        KafkaSettings(bootstrap_servers="b:9092", topics=["t"], metadata_key="confluent_avro")
+    (tmp_path / "order.avsc").write_text(json.dumps(V1))
+    job = kafka_job(tmp_path, "b:9092", ["t"], deserializer="avro", avro_schema=str(tmp_path / "order.avsc"),
+                    metadata_columns=["key"], metadata_key="confluent_avro")
+    with pytest.raises(ConfigError, match="source: .*metadata_key confluent_avro needs schema_registry"):
+        load_job(write_job(tmp_path, job))
+    with pytest.raises(ValueError, match=r"key_subject '\{name\}-key': only \{topic\} may stand in it"):
+        KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="confluent_avro", metadata_key="confluent_avro",
+                      schema_registry={"url": "http://r:8081"}, key_subject="{name}-key")
+    s = KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="avro", avro_schema=tmp_path / "order.avsc",
+                      metadata_columns=["key"], metadata_key="confluent_avro", schema_registry={"url": "http://r:8081"})
+    assert s.avro_keys and s.key_subject_of("orders") == "orders-key"
+
+
+def test_a_key_record_named_as_the_values_record_is_refused_at_planning(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    same_name = {**KEY_V1, "name": "Order", "namespace": "shop"}  # V1's full name: one output schema cannot hold both
+    ser = key_serializer(schema_registry.url, same_name)
+    values = serialize(serializer(schema_registry.url, V1), topic, orders(0, 2))
+    produce(broker.bootstrap, topic, {0: [(ser({"region": "eu", "id": i}, topic), v) for i, v in enumerate(values)]})
+    result = run(tmp_path, keyed_job(tmp_path, broker.bootstrap, topic, schema_registry.url))
+    assert not result.succeeded
+    assert f"subject '{topic}-key' version 1" in result.error and "cannot be a field of the value's record" in result.error, \
+        result.error
+    assert not (tmp_path / "output").exists()

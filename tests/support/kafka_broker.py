@@ -371,13 +371,17 @@ def end_offsets(bootstrap: str, topic: str, *, timeout: float = 10.0) -> dict[in
     return {tp.partition: off for tp, off in sorted(offs.items())}
 
 
-def _send(producer: Any, topic: str, partition: int, record: bytes | tuple[bytes | None, bytes]) -> Any:
-    """Send one record (a value, or a `(key, value)` tuple) to `partition`; its future."""
-    key, value = record if isinstance(record, tuple) else (None, record)
-    return producer.send(topic, key=key, value=value, partition=partition)
+Record = bytes | tuple[bytes | None, bytes] | tuple[bytes | None, bytes, list[tuple[str, bytes]]]
+"""A value, a `(key, value)` tuple, or a `(key, value, headers)` tuple (kafka-python's headers: (str, bytes) pairs)."""
 
 
-def produce(bootstrap: str, topic: str, records_by_partition: Mapping[int, Sequence[bytes | tuple[bytes | None, bytes]]],
+def _send(producer: Any, topic: str, partition: int, record: Record) -> Any:
+    """Send one record to `partition`; its future."""
+    key, value, *headers = record if isinstance(record, tuple) else (None, record)
+    return producer.send(topic, key=key, value=value, partition=partition, headers=headers[0] if headers else None)
+
+
+def produce(bootstrap: str, topic: str, records_by_partition: Mapping[int, Sequence[Record]],
             compression: str | None = None, *, seal: Callable[[int], bytes] | None = None,
             timeout: float = 60.0, producer_config: Mapping[str, Any] | None = None) -> dict[int, int]:
     """Append each partition's records, in order, then seal the partition; every partition's end offset.
@@ -388,7 +392,7 @@ def produce(bootstrap: str, topic: str, records_by_partition: Mapping[int, Seque
       an empty list sends nothing.
     - `seal=f`: every record of the list is batched and `f(partition)` is appended as the sealing record,
       so a partition grows by len(list) + 1 (also for an empty list).
-    A record given as a `(key, value)` tuple is sent with that key.
+    A record given as a `(key, value)` or `(key, value, headers)` tuple is sent with that key (and headers).
     Checks that each sealed partition's end offset is the sealing record's offset + 1 and returns the end
     offsets of all the topic's partitions. `compression` is None, gzip, snappy, lz4 or zstd.
     """
@@ -426,3 +430,27 @@ def produce(bootstrap: str, topic: str, records_by_partition: Mapping[int, Seque
             raise AssertionError(f"{topic}[{p}]: end offset {offsets.get(p)} after sealing record at offset "
                                  f"{f.value.offset}, expected {want}")
     return offsets
+
+
+def produce_with_confluent(bootstrap: str, topic: str, partition: int,
+                           messages: Sequence[tuple[bytes | None, bytes, list[tuple[str, bytes | None]] | None]]) -> int:
+    """Append `(key, value, headers)` messages to one partition with confluent-kafka's producer, which (unlike
+    kafka-python's) sends a header without a value; the last message alone in a batch, so the end offset is exact
+    (see the module's notes). The partition's end offset."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "log_level": 0})
+    failed: list[Any] = []
+
+    def sent(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
+    for i, (key, value, headers) in enumerate(messages):
+        if i == len(messages) - 1:
+            producer.flush(30)
+        producer.produce(topic, value=value, key=key, headers=headers, partition=partition, on_delivery=sent)
+    producer.flush(30)
+    if failed:
+        raise AssertionError(f"{topic}[{partition}]: {failed[0]}")
+    return end_offsets(bootstrap, topic)[partition]

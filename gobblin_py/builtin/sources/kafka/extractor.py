@@ -21,9 +21,8 @@ import orjson
 
 from gobblin_py.api import BatchExtractor, RawBatch, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.builtin.sources.kafka.metadata import metadata_of, with_metadata
-from gobblin_py.builtin.sources.kafka.registry import (HEADER, SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID,
-                                                       VALUE_SCHEMA_VERSION, LossyRead, UndecodableValue)
+from gobblin_py.builtin.sources.kafka.metadata import BadMetadata, MessageDetails, metadata_of, with_metadata
+from gobblin_py.builtin.sources.kafka.registry import HEADER, KEY, VALUE, LossyRead, UndecodableValue
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
 
@@ -32,7 +31,7 @@ log = logging.getLogger(__name__)
 def value_schema(settings: KafkaSettings, workunit: WorkUnit) -> dict[str, Any] | None:
     """The Avro record schema values are decoded into: `avro_schema`'s, or the one planned for `confluent_avro`."""
     if settings.deserializer == "confluent_avro":
-        return workunit.props[VALUE_SCHEMA]
+        return workunit.props[VALUE.schema_prop]
     if settings.deserializer == "avro":
         from gobblin_py.builtin.schemas.avro_files import load_avro_schema
 
@@ -57,8 +56,7 @@ def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any]
         from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
 
         assert settings.schema_registry is not None and schema is not None
-        return ConfluentAvroDecoder(settings.schema_registry, schema, int(workunit.props[VALUE_SCHEMA_ID]),
-                                    workunit.props[SUBJECT], int(workunit.props[VALUE_SCHEMA_VERSION]))
+        return ConfluentAvroDecoder.of(settings.schema_registry, VALUE.read(workunit.props))
     import fastavro
 
     parsed = fastavro.parse_schema(schema)
@@ -68,13 +66,13 @@ def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any]
 @dataclass(frozen=True)
 class OffsetBatch(RawBatch):
     """A poll's values, the offsets of its first and last, and functions giving every value's offset (for
-    `location()` on the row path; worked out only then, as a columnar batch never needs them) and its key and timestamp
-    (for `metadata_columns`)."""
+    `location()` on the row path; worked out only then, as a columnar batch never needs them) and its key, timestamp
+    and headers (for `metadata_columns`: asked only then)."""
 
     first: int = 0
     last: int = 0
     offsets: Callable[[], Sequence[int]] = list
-    keys_and_timestamps: Callable[[], Sequence[tuple[bytes | None, int | None]]] = list
+    details: Callable[[], Sequence[MessageDetails]] = list
     raw: Sequence[bytes | None] | None = None  # the values as read, where `values` are their JSON documents
 
 
@@ -97,7 +95,18 @@ class KafkaExtractor(BatchExtractor):
         self.where = f"{self.topic}/{self.partition} on {settings.brokers}"
         self._value_schema = value_schema(settings, workunit)
         self._decode = _decoder(settings, workunit, self._value_schema)
-        self._metadata = metadata_of(settings, self.topic, self.partition)
+        self._key_schema = KEY.read(workunit.props) if settings.avro_keys else None
+        self._metadata = metadata_of(settings, self.topic, self.partition, self._key_decoder())
+        self._headers = "headers" in settings.metadata_columns  # read from each message only then
+
+    def _key_decoder(self) -> Callable[[bytes], Any] | None:
+        """`metadata_key: confluent_avro`: keys decoded into the key subject's version planned."""
+        if self._key_schema is None:
+            return None
+        from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
+
+        assert self.settings.schema_registry is not None
+        return ConfluentAvroDecoder.of(self.settings.schema_registry, self._key_schema)
 
     def location(self) -> str:
         return f"{self.topic}/{self.partition}@{self.offset}"
@@ -106,7 +115,8 @@ class KafkaExtractor(BatchExtractor):
         """The Avro record schema of `avro` and `confluent_avro` values (with any metadata fields), which the avro and
         parquet writers write; JSON, text and bytes carry none."""
         if self._value_schema is not None:
-            return with_metadata(self.settings, self._value_schema)
+            return with_metadata(self.settings, self._value_schema,
+                                 self._key_schema.schema if self._key_schema is not None else None)
         return {"type": "kafka", "topic": self.topic, "deserializer": self.settings.deserializer}
 
     def actual_high_watermark(self) -> WatermarkValue:
@@ -145,9 +155,9 @@ class KafkaExtractor(BatchExtractor):
         kind = self.settings.deserializer
         metadata = self._metadata
         binary = kind in ("avro", "confluent_avro", "confluent_json")
-        details = batch.keys_and_timestamps() if metadata is not None else itertools.repeat((None, None))
+        details = batch.details() if metadata is not None else itertools.repeat(None)
         values = batch.raw if batch.raw is not None else batch.values
-        for offset, value, (key, timestamp) in zip(batch.offsets(), values, details):
+        for offset, value, detail in zip(batch.offsets(), values, details):
             self.offset = offset
             self.next_offset = offset + 1
             if value is None:
@@ -166,11 +176,12 @@ class KafkaExtractor(BatchExtractor):
                 continue
             if metadata is not None:
                 try:
-                    record.update(metadata(offset, key, timestamp))
-                except UnicodeDecodeError as exc:
-                    reject(record, f"the key is not UTF-8 (metadata_key: string; bytes keeps it as it is): {exc}",
-                           self.location())
+                    record.update(metadata(offset, detail))
+                except BadMetadata as exc:
+                    reject(record, str(exc), self.location())
                     continue
+                except LossyRead as exc:
+                    raise LossyRead(f"{self.location()}: the key: {exc}") from None
             yield record
 
     def _stalled(self, since: float, highwater: int | None) -> None:
@@ -196,7 +207,7 @@ class KafkaExtractor(BatchExtractor):
     def _chunks(self) -> Iterator[OffsetBatch]:
         """The range's values, a poll at a time (the client-specific part)."""
         from kafka import TopicPartition
-        from kafka.errors import KafkaError, OffsetOutOfRangeError
+        from kafka.errors import CorruptRecordError, KafkaError, OffsetOutOfRangeError
 
         s = self.settings
         tp = TopicPartition(self.topic, self.partition)
@@ -211,6 +222,13 @@ class KafkaExtractor(BatchExtractor):
             except OffsetOutOfRangeError:
                 self._reset_out_of_range(consumer.beginning_offsets([tp])[tp], lambda target: consumer.seek(tp, target))
                 continue
+            except CorruptRecordError as exc:
+                if "UnicodeDecodeError" not in str(exc):
+                    raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {describe(exc)}") from None
+                raise SourceError(f"{self.topic}/{self.partition}@{self.next_offset}: a message at or after this offset has "
+                                  "a header key that is not UTF-8, which kafka-python cannot read (it fails the whole "
+                                  "fetch); set client: confluent, which reads it (a bad record only where metadata_columns "
+                                  f"has headers). {describe(exc)}") from None
             except KafkaError as exc:
                 raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {describe(exc)}") from None
             records = batches.get(tp, ())
@@ -233,12 +251,11 @@ class KafkaExtractor(BatchExtractor):
     def _batch(self, messages: list[Any], values: list[bytes | None], offset_of: Callable[[Any], int]) -> OffsetBatch:
         """A poll's messages (non-empty, in offset order) and their values as a batch; `offset_of(message)`."""
         return OffsetBatch(self.settings.deserializer, values, offset_of(messages[0]), offset_of(messages[-1]),
-                           lambda: [offset_of(m) for m in messages], lambda: [self._key_and_timestamp(m) for m in messages])
+                           lambda: [offset_of(m) for m in messages], lambda: [self._details(m) for m in messages])
 
-    @staticmethod
-    def _key_and_timestamp(message: Any) -> tuple[bytes | None, int | None]:
-        """A kafka-python message's key and timestamp (ms)."""
-        return message.key, message.timestamp
+    def _details(self, message: Any) -> MessageDetails:
+        """A kafka-python message's key, timestamp (ms) and headers (a list of (str, bytes or None))."""
+        return MessageDetails(message.key, message.timestamp, message.headers if self._headers else None)
 
     def _reset_out_of_range(self, begin: int, seek: Callable[[int], None]) -> None:
         """The broker no longer has `next_offset` (retention ran mid-read): reset per the policy, loudly."""

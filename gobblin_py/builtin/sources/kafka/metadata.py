@@ -1,58 +1,107 @@
-"""`metadata_columns`: each message's key, topic, partition, offset and timestamp as `_kafka_<name>` fields, added to
-the output schema (planning checks they clash with no value field) and to each record."""
+"""`metadata_columns`: each message's key, topic, partition, offset, timestamp and headers as `_kafka_<name>` fields,
+added to the output schema (planning checks they clash with no value field) and to each record."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
+from gobblin_py.builtin.sources.kafka.registry import UndecodableValue
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
 
 PREFIX = "_kafka_"
 
+HEADERS_TYPE = {"type": "array", "items": {
+    "type": "record", "name": "KafkaHeader", "namespace": "gobblin_py.kafka",
+    "fields": [{"name": "key", "type": "string"}, {"name": "value", "type": ["null", "bytes"]}]}}
+"""`_kafka_headers`: Kafka keeps a message's headers in order and allows a key twice, and a header without a value."""
 
-def metadata_fields(s: KafkaSettings) -> list[dict[str, Any]]:
-    """The Avro fields `metadata_columns` adds, in the order given."""
+
+class BadMetadata(ValueError):
+    """A message's key or headers that cannot be read into their field: a bad record, its reason the message."""
+
+
+class MessageDetails(NamedTuple):
+    """What a message carries besides its value, as the client gave it (asked only when `metadata_columns` are)."""
+
+    key: bytes | None
+    timestamp: int | None  # ms; None or -1 when the message has none
+    headers: Sequence[tuple[str, bytes | None]] | BadMetadata | None  # None: not asked, or none
+
+
+def key_type(s: KafkaSettings, key_schema: Any = None) -> Any:
+    """The Avro type of `_kafka_key`: nullable (a message may have no key), of the key subject's schema under
+    `metadata_key: confluent_avro`."""
+    if not s.avro_keys:
+        return ["null", s.metadata_key]
+    members = key_schema if isinstance(key_schema, list) else [key_schema]  # a union key schema: null joins it
+    return ["null", *(m for m in members if m != "null")]
+
+
+def metadata_fields(s: KafkaSettings, key_schema: Any = None) -> list[dict[str, Any]]:
+    """The Avro fields `metadata_columns` adds, in the order given (`key_schema`: the key subject's planned schema)."""
     types: dict[str, Any] = {
-        "key": ["null", s.metadata_key],  # a message may have no key
+        "key": key_type(s, key_schema) if "key" in s.metadata_columns else None,
         "topic": "string",
         "partition": "int",
         "offset": "long",
         "timestamp": ["null", {"type": "long", "logicalType": "timestamp-millis"}],  # -1 (none) is null
+        "headers": HEADERS_TYPE,
     }
-    return [{"name": PREFIX + c, "type": types[c], **({"default": None} if c in ("key", "timestamp") else {})}
+    defaults = {"key": None, "timestamp": None, "headers": []}
+    return [{"name": PREFIX + c, "type": types[c], **({"default": defaults[c]} if c in defaults else {})}
             for c in s.metadata_columns]
 
 
 def clashes(s: KafkaSettings, schema: dict[str, Any]) -> list[str]:
     """The metadata fields the value schema already has (a ConfigError where it is checked)."""
     names = {f.get("name") for f in schema.get("fields", [])}
-    return [f["name"] for f in metadata_fields(s) if f["name"] in names]
+    return [PREFIX + c for c in s.metadata_columns if PREFIX + c in names]
 
 
-def with_metadata(s: KafkaSettings, schema: dict[str, Any]) -> dict[str, Any]:
+def with_metadata(s: KafkaSettings, schema: dict[str, Any], key_schema: Any = None) -> dict[str, Any]:
     """The output schema: the value schema with the metadata fields appended (itself when none are asked)."""
     if not s.metadata_columns:
         return schema
-    return {**schema, "fields": [*schema.get("fields", []), *metadata_fields(s)]}
+    return {**schema, "fields": [*schema.get("fields", []), *metadata_fields(s, key_schema)]}
 
 
-def metadata_of(s: KafkaSettings, topic: str, partition: int) -> Callable[[int, Any, Any], dict[str, Any]] | None:
-    """A function of (offset, key, timestamp) giving a record's metadata fields; None when none are asked."""
+def metadata_of(s: KafkaSettings, topic: str, partition: int,
+                decode_key: Callable[[bytes], Any] | None = None) -> Callable[[int, MessageDetails], dict[str, Any]] | None:
+    """A function of (offset, details) giving a record's metadata fields (BadMetadata for a key or headers that cannot
+    be read); None when none are asked. `decode_key`: the key subject's decoder under `metadata_key: confluent_avro`."""
     columns = s.metadata_columns
     if not columns:
         return None
     as_text = s.metadata_key == "string"
 
     def key_of(key: bytes | None) -> Any:
-        return key.decode("utf-8") if as_text and key is not None else key  # UnicodeDecodeError: a bad record
+        if key is None:
+            return None
+        if decode_key is not None:
+            try:
+                return decode_key(key)
+            except UndecodableValue as exc:
+                raise BadMetadata(f"the key cannot be decoded as confluent_avro: {exc}") from None
+        if as_text:
+            try:
+                return key.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BadMetadata(f"the key is not UTF-8 (metadata_key: string; bytes keeps it as it is): {exc}") from None
+        return key
 
-    makers: dict[str, Callable[[int, Any, Any], Any]] = {
-        "key": lambda offset, key, ts: key_of(key),
-        "topic": lambda offset, key, ts: topic,
-        "partition": lambda offset, key, ts: partition,
-        "offset": lambda offset, key, ts: offset,
-        "timestamp": lambda offset, key, ts: ts if ts is not None and ts >= 0 else None,
+    def headers_of(headers: Sequence[tuple[str, bytes | None]] | BadMetadata | None) -> list[dict[str, Any]]:
+        if isinstance(headers, BadMetadata):
+            raise headers
+        return [{"key": k, "value": v} for k, v in headers or ()]
+
+    makers: dict[str, Callable[[int, MessageDetails], Any]] = {
+        "key": lambda offset, m: key_of(m.key),
+        "topic": lambda offset, m: topic,
+        "partition": lambda offset, m: partition,
+        "offset": lambda offset, m: offset,
+        "timestamp": lambda offset, m: m.timestamp if m.timestamp is not None and m.timestamp >= 0 else None,
+        "headers": lambda offset, m: headers_of(m.headers),
     }
     chosen = [(PREFIX + c, makers[c]) for c in columns]
-    return lambda offset, key, ts: {name: make(offset, key, ts) for name, make in chosen}
+    return lambda offset, m: {name: make(offset, m) for name, make in chosen}

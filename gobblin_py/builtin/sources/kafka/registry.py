@@ -2,7 +2,8 @@
 registry that holds their schemas, through confluent-kafka's `SchemaRegistryClient` (which caches what it fetched).
 
 A run reads every value of a topic into one output schema: the subject's latest version when the run was planned,
-kept in each WorkUnit and the dataset's state. Each value is decoded with its own writer schema (fetched by id) and
+kept in each WorkUnit and the dataset's state (and so every key, under `metadata_key: confluent_avro`, from the key
+subject). Each value is decoded with its own writer schema (fetched by id) and
 resolved into that output schema by Avro's rules (fields added with defaults, fields removed, int→long→float→double,
 string↔bytes); a value that cannot be is a bad record naming its schema id. A writer schema with fields the output
 schema lacks is read only when it is a version of the subject up to the output's (`LossyRead` otherwise): no field's
@@ -23,13 +24,6 @@ import orjson
 
 from gobblin_py.builtin.sources.kafka.settings import SchemaRegistrySettings
 from gobblin_py.errors import ConfigError, RetriableTaskError, SourceError, UnreachableError, describe
-
-VALUE_SCHEMA = "value_schema"
-"""The WorkUnit prop holding the Avro schema a `confluent_avro` task reads values into (the subject's version planned),
-with its id (`value_schema_id`) and subject (`subject`)."""
-VALUE_SCHEMA_ID = "value_schema_id"
-VALUE_SCHEMA_VERSION = "value_schema_version"
-SUBJECT = "subject"
 
 MAGIC = 0
 HEADER = struct.Struct(">bI")  # magic byte, schema id
@@ -63,6 +57,42 @@ class OutputSchema:
 
     def describe(self) -> str:
         return f"subject {self.subject!r} version {self.version} (schema id {self.schema_id})"
+
+
+@dataclass(frozen=True)
+class SchemaPart:
+    """A part of a message read in Confluent's wire format (its value, or its key): the setting naming its subject, and
+    the names under which a WorkUnit carries its output schema and the dataset's state keeps its identity."""
+
+    part: str  # "value" or "key"
+    setting: str  # the source setting naming the subject
+    subject_prop: str  # the WorkUnit prop holding the subject
+    id_tag: str  # how the WorkUnit id names the schema id
+
+    @property
+    def schema_prop(self) -> str:
+        """The WorkUnit prop holding the planned Avro schema (with `<part>_schema_id` and `<part>_schema_version`)."""
+        return f"{self.part}_schema"
+
+    @property
+    def kept(self) -> str:
+        """The dataset state's key for the identity last committed (`state.<kept>`)."""
+        return f"{self.part}_schema"
+
+    def props(self, out: OutputSchema) -> dict[str, Any]:
+        """The WorkUnit props carrying `out` to the task, and its identity to the dataset's state."""
+        return {self.schema_prop: out.schema, f"{self.part}_schema_id": out.schema_id,
+                f"{self.part}_schema_version": out.version, self.subject_prop: out.subject,
+                f"state.{self.kept}": out.identity()}
+
+    def read(self, props: dict[str, Any]) -> OutputSchema:
+        """The output schema a WorkUnit's `props` carry (see `props`)."""
+        return OutputSchema(props[self.subject_prop], int(props[f"{self.part}_schema_version"]),
+                            int(props[f"{self.part}_schema_id"]), props[self.schema_prop])
+
+
+VALUE = SchemaPart("value", "subject", "subject", "schema")
+KEY = SchemaPart("key", "key_subject", "key_subject", "key-schema")
 
 
 def registry_client(s: SchemaRegistrySettings) -> Any:
@@ -111,8 +141,9 @@ def ask(s: SchemaRegistrySettings, what: str, call: Callable[[], Any]) -> Any:
                                REGISTRY_REMEDY) from None
 
 
-def latest_schema(s: SchemaRegistrySettings, client: Any, subject: str, topic: str) -> OutputSchema:
-    """The subject's latest version, which must be an Avro record schema without references (planning)."""
+def latest_schema(s: SchemaRegistrySettings, client: Any, subject: str, topic: str, part: SchemaPart = VALUE) -> OutputSchema:
+    """The subject's latest version, which must be an Avro schema without references, and for values a record
+    (planning)."""
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
     try:
@@ -120,20 +151,24 @@ def latest_schema(s: SchemaRegistrySettings, client: Any, subject: str, topic: s
     except SchemaRegistryError as exc:
         if exc.http_status_code == 404:
             raise SourceError(f"topic {topic!r}: subject {subject!r} is not in {s.endpoint} ({exc.error_message}); "
-                              "produce with a Confluent serializer first, or set source.subject to the subject that "
-                              "holds the topic's value schemas") from None
+                              f"produce with a Confluent serializer first, or set source.{part.setting} to the subject that "
+                              f"holds the topic's {part.part} schemas") from None
         raise SourceError(f"topic {topic!r}: {s.endpoint} answered {exc} for subject {subject!r}") from None
     where = f"topic {topic!r}: subject {subject!r} version {found.version} (schema id {found.schema_id})"
     kind = found.schema.schema_type or "AVRO"
     if kind != "AVRO":
-        raise SourceError(f"{where} is a {kind} schema; deserializer confluent_avro reads Avro values only")
+        raise SourceError(f"{where} is a {kind} schema; confluent_avro reads Avro {part.part}s only")
     if found.schema.references:
-        raise SourceError(f"{where} references other subjects' schemas, which deserializer confluent_avro does not "
-                          "resolve yet")
+        raise SourceError(f"{where} references other subjects' schemas, which confluent_avro does not resolve yet")
     schema = json.loads(found.schema.schema_str)
-    if not isinstance(schema, dict) or schema.get("type") != "record":
+    if part is VALUE and not _is_record(schema):
         raise SourceError(f"{where} is not an Avro record schema: the avro and parquet writers need one")
     return OutputSchema(subject, int(found.version), int(found.schema_id), schema)
+
+
+class Unusable(str):
+    """Why a schema id's values cannot be read (a str subclass: a parsed primitive schema, such as a key's "string",
+    is a str too)."""
 
 
 class _WireFormat:
@@ -153,7 +188,7 @@ class _WireFormat:
         found = self.schemas.get(schema_id)
         if found is None:
             found = self.schemas[schema_id] = self._fetch(schema_id)
-        if isinstance(found, str):
+        if isinstance(found, Unusable):
             raise UndecodableValue(f"schema id {schema_id}: {found}")
         return found
 
@@ -164,13 +199,13 @@ class _WireFormat:
             schema = ask(self.settings, f"schema id {schema_id}", lambda: self.client.get_schema(schema_id))
         except SchemaRegistryError as exc:
             if exc.http_status_code == 404:
-                return f"not in {self.settings.endpoint} ({exc.error_message})"
+                return Unusable(f"not in {self.settings.endpoint} ({exc.error_message})")
             raise RetriableTaskError(f"{self.settings.endpoint} answered {exc} for schema id {schema_id}") from None
         kind = schema.schema_type or "AVRO"
         if kind != self.kind:
-            return f"{'an' if kind[:1] in 'AEIOU' else 'a'} {kind} schema, not {self.wanted}"
+            return Unusable(f"{'an' if kind[:1] in 'AEIOU' else 'a'} {kind} schema, not {self.wanted}")
         if schema.references:
-            return f"{self.wanted} with references to other subjects, which are not resolved yet"
+            return Unusable(f"{self.wanted} with references to other subjects, which are not resolved yet")
         return self._accept(schema)
 
     def _accept(self, schema: Any) -> Any:
@@ -186,10 +221,10 @@ class _WireFormat:
 
 
 class ConfluentAvroDecoder(_WireFormat):
-    """Decodes one value into the output schema `reader`: its writer schema fetched by id (once per id and task)."""
+    """Decodes one value (or key) into the output schema `reader`: its writer schema fetched by id (once per id and
+    task)."""
 
-    def __init__(self, s: SchemaRegistrySettings, reader: dict[str, Any], reader_id: int, subject: str,
-                 reader_version: int) -> None:
+    def __init__(self, s: SchemaRegistrySettings, reader: Any, reader_id: int, subject: str, reader_version: int) -> None:
         import fastavro
 
         super().__init__(s)
@@ -198,13 +233,18 @@ class ConfluentAvroDecoder(_WireFormat):
         self.reader_id = reader_id
         self.reader_version = reader_version
 
+    @classmethod
+    def of(cls, s: SchemaRegistrySettings, out: OutputSchema) -> ConfluentAvroDecoder:
+        """A decoder into the planned output schema `out` (a value's record, or a key's schema of any type)."""
+        return cls(s, out.schema, out.schema_id, out.subject, out.version)
+
     def _fetch(self, schema_id: int) -> Any:
         if schema_id == self.reader_id:
             return self.reader
         found = super()._fetch(schema_id)
-        if isinstance(found, str):
+        if isinstance(found, Unusable):
             return found
-        lost = dropped_fields(found, self.reader)
+        lost = dropped_fields(found, self.reader) if _is_record(found) and _is_record(self.reader) else []
         if not lost:
             return found
         version = self._version_of(schema_id)
@@ -237,9 +277,9 @@ class ConfluentAvroDecoder(_WireFormat):
         try:
             return fastavro.parse_schema(json.loads(schema.schema_str))
         except Exception as exc:  # noqa: BLE001 - any schema fastavro refuses makes the values of this id unreadable
-            return f"an Avro schema fastavro cannot parse ({describe(exc)})"
+            return Unusable(f"an Avro schema fastavro cannot parse ({describe(exc)})")
 
-    def __call__(self, raw: bytes) -> dict[str, Any]:
+    def __call__(self, raw: bytes) -> Any:
         import fastavro
         from fastavro._read_common import SchemaResolutionError
 

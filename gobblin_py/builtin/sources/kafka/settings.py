@@ -92,17 +92,23 @@ class KafkaSettings(Settings):
         "header before a JSON document whose id names a JSON Schema; records as json's), string or bytes (as "
         "{\"value\": ...})")
     schema_registry: SchemaRegistrySettings | None = Field(
-        default=None, description="for deserializer confluent_avro or confluent_json: {url, basic_auth_user, password_env, "
-                                  "ssl_ca_location, timeout_s, max_retries}")
+        default=None, description="for deserializer confluent_avro or confluent_json, and metadata_key confluent_avro: "
+                                  "{url, basic_auth_user, password_env, ssl_ca_location, timeout_s, max_retries}")
     subject: str = Field(
         default="{topic}-value", description="the registry subject of a topic's values: {topic} stands for the topic's name "
                                              "(Confluent's TopicNameStrategy, the default), or one fixed subject")
-    metadata_columns: list[Literal["key", "topic", "partition", "offset", "timestamp"]] = Field(
-        default_factory=list, description="add each message's key, topic, partition, offset and/or timestamp to its "
-        "record and the output schema as _kafka_<name> (deserializer avro or confluent_avro)")
-    metadata_key: Literal["string", "bytes"] = Field(
+    key_subject: str = Field(
+        default="{topic}-key", description="the registry subject of a topic's keys, for metadata_key confluent_avro: "
+                                           "{topic} stands for the topic's name, as in subject")
+    metadata_columns: list[Literal["key", "topic", "partition", "offset", "timestamp", "headers"]] = Field(
+        default_factory=list, description="add each message's key, topic, partition, offset, timestamp and/or headers "
+        "to its record and the output schema as _kafka_<name> (deserializer avro or confluent_avro); headers are an "
+        "array of {key, value} records in the message's order, repeats kept, value null for a header without one")
+    metadata_key: Literal["string", "bytes", "confluent_avro"] = Field(
         default="string", description="the type of _kafka_key (null for a message without a key); a key that is not "
-                                      "UTF-8 under string is a bad record")
+                                      "UTF-8 under string is a bad record; confluent_avro: keys in Confluent's wire "
+                                      "format, read into key_subject's latest version as values are (needs "
+                                      "schema_registry)")
     client: Literal["kafka-python", "confluent"] = Field(
         default="kafka-python", description="confluent: librdkafka, a quarter of kafka-python's CPU per record (pip install 'gobblin-py[confluent]')")
     avro_schema: ExistingFile | None = Field(default=None, description="the .avsc file for deserializer: avro")
@@ -140,18 +146,21 @@ class KafkaSettings(Settings):
             raise ValueError("give exactly one of topics: [..] or topic_pattern: REGEX")
         if self.deserializer == "avro" and self.avro_schema is None:
             raise ValueError("deserializer avro needs avro_schema: PATH.avsc")
-        confluent = self.deserializer in ("confluent_avro", "confluent_json")
-        if confluent != (self.schema_registry is not None):
-            raise ValueError(f"deserializer {self.deserializer} needs schema_registry: {{url: http://host:8081}}"
-                             if self.schema_registry is None else
-                             "schema_registry is read only with deserializer: confluent_avro or confluent_json")
-        if confluent:
-            require("confluent_kafka.schema_registry", f"deserializer {self.deserializer} needs confluent-kafka's schema "
-                    "registry client", "schema-registry")
-            try:
-                self.subject.format(topic="t")
-            except (KeyError, IndexError, ValueError) as exc:
-                raise ValueError(f"subject {self.subject!r}: only {{topic}} may stand in it ({describe(exc)})") from None
+        needs = [f"{k} {v}" for k, v in (("deserializer", self.deserializer), ("metadata_key", self.metadata_key))
+                 if v in ("confluent_avro", "confluent_json")]
+        if bool(needs) != (self.schema_registry is not None):
+            raise ValueError(f"{needs[0]} needs schema_registry: {{url: http://host:8081}}" if needs else
+                             "schema_registry is read only with deserializer: confluent_avro or confluent_json, or "
+                             "metadata_key: confluent_avro")
+        if needs:
+            require("confluent_kafka.schema_registry", f"{needs[0]} needs confluent-kafka's schema registry client",
+                    "schema-registry")
+            for name in ("subject", "key_subject"):
+                try:
+                    getattr(self, name).format(topic="t")
+                except (KeyError, IndexError, ValueError) as exc:
+                    raise ValueError(f"{name} {getattr(self, name)!r}: only {{topic}} may stand in it "
+                                     f"({describe(exc)})") from None
         if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro"):
             raise ValueError("metadata_columns needs deserializer avro or confluent_avro, whose output schema gains the "
                              "_kafka_* fields")
@@ -168,6 +177,15 @@ class KafkaSettings(Settings):
     def subject_of(self, topic: str) -> str:
         """The registry subject holding `topic`'s value schemas."""
         return self.subject.format(topic=topic)
+
+    def key_subject_of(self, topic: str) -> str:
+        """The registry subject holding `topic`'s key schemas."""
+        return self.key_subject.format(topic=topic)
+
+    @property
+    def avro_keys(self) -> bool:
+        """Whether `_kafka_key` holds keys read from Confluent's wire format (its type the key subject's schema)."""
+        return self.metadata_key == "confluent_avro" and "key" in self.metadata_columns
 
     @property
     def brokers(self) -> str:

@@ -28,9 +28,8 @@ from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskCo
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.sources.packing import worst_fit_decreasing
-from gobblin_py.builtin.sources.kafka.metadata import clashes
-from gobblin_py.builtin.sources.kafka.registry import (SUBJECT, VALUE_SCHEMA, VALUE_SCHEMA_ID, VALUE_SCHEMA_VERSION, OutputSchema, latest_schema,
-                                                   registry_client)
+from gobblin_py.builtin.sources.kafka.metadata import clashes, with_metadata
+from gobblin_py.builtin.sources.kafka.registry import KEY, VALUE, OutputSchema, SchemaPart, latest_schema, registry_client
 from gobblin_py.builtin.sources.kafka.settings import (TOPIC_PREFIX_CHARS, KafkaSettings, broker_endpoint, consumer_settings,
                                                    open_consumer)
 from gobblin_py.errors import ConfigError, SourceError, describe
@@ -121,8 +120,6 @@ def first_records(s: KafkaSettings, consumer: Any, starts: dict[Any, int], requi
 
 KEPT_IDS = "topic_ids"
 """Kept with the watermarks (`state.topic_ids`): partition → the id of the topic its committed offset belongs to."""
-KEPT_SCHEMA = "value_schema"
-"""Kept for `confluent_avro` (`state.value_schema`): the subject, version and id of the output schema last committed."""
 KEPT_FIRST = "first_records"
 """Kept instead from a broker without topic ids (`state.first_records`): partition → [offset, timestamp] of a record
 read, which the same topic still has (until retention deletes it) and a re-created one almost never does."""
@@ -205,35 +202,48 @@ class KafkaSource(Source):
             raise SourceError(f"Kafka broker(s) {s.brokers}: could not read topic metadata or offsets: {describe(exc)}") from None
         finally:
             consumer.close()
-        values = self._value_schemas(sorted({tp.topic for tp, _, _ in ranges}), state)
-        units = [_workunit(tp, start, end, identity, values.get(tp.topic)) for tp, start, end in ranges if identity is not None]
+        schemas = self._output_schemas(sorted({tp.topic for tp, _, _ in ranges}), state)
+        units = [_workunit(tp, start, end, identity, schemas.get(tp.topic, {})) for tp, start, end in ranges
+                 if identity is not None]
         records = sum(end - start for _, start, end in ranges)
         tasks = min(s.max_workunits, max(1, -(-records // s.min_records_per_workunit)))
         return worst_fit_decreasing(units, tasks, lambda u: self.estimated_bytes(u, state))
 
-    def _value_schemas(self, topics: list[str], state: SourceState) -> dict[str, OutputSchema]:
-        """`confluent_avro`: each topic's output schema, its subject's latest version now (the same for every task of the
-        run); a version other than the last commit's is named in the run's summary. Metadata fields must clash with no
-        value field (of `avro_schema` too)."""
+    def _output_schemas(self, topics: list[str], state: SourceState) -> dict[str, dict[SchemaPart, OutputSchema]]:
+        """Each topic's output schemas from the registry: the value's under `confluent_avro`, the key's under
+        `metadata_key: confluent_avro`, each its subject's latest version now (the same for every task of the run); a
+        version other than the last commit's is named in the run's summary. Metadata fields must clash with no value
+        field (of `avro_schema` too)."""
         s: KafkaSettings = self.settings
+        from_file = None
         if s.deserializer == "avro" and s.metadata_columns:
             from gobblin_py.builtin.schemas.avro_files import load_avro_schema
 
-            self._check_clashes(load_avro_schema(s.avro_schema), f"avro_schema {s.avro_schema}")
-        if s.deserializer != "confluent_avro" or not topics:
+            from_file = load_avro_schema(s.avro_schema)
+            self._check_clashes(from_file, f"avro_schema {s.avro_schema}")
+        parts = [(part, subject_of) for part, subject_of, wanted in (
+            (VALUE, s.subject_of, s.deserializer == "confluent_avro"), (KEY, s.key_subject_of, s.avro_keys)) if wanted]
+        if not parts or not topics:
             return {}
         assert s.schema_registry is not None
         client = registry_client(s.schema_registry)
-        found = {}
+        found: dict[str, dict[SchemaPart, OutputSchema]] = {}
         for topic in topics:
-            value = found[topic] = latest_schema(s.schema_registry, client, s.subject_of(topic), topic)
-            self._check_clashes(value.schema, value.describe())
-            before = state.kept(topic).get(KEPT_SCHEMA)
-            if isinstance(before, dict) and before.get("id") != value.schema_id:
-                notice = (f"the value schema of topic {topic!r} is now {value.describe()}, was version "
-                          f"{before.get('version')} (schema id {before.get('id')}): records are written in it from now on")
-                log.warning("%s", notice)
-                state.report_notice(topic, notice)
+            planned = found[topic] = {part: latest_schema(s.schema_registry, client, subject_of(topic), topic, part)
+                                      for part, subject_of in parts}
+            value = planned[VALUE].schema if VALUE in planned else from_file
+            if VALUE in planned:
+                self._check_clashes(value, planned[VALUE].describe())
+            if KEY in planned and value is not None:
+                self._check_key_names(value, planned[KEY])
+            for part, out in planned.items():
+                before = state.kept(topic).get(part.kept)
+                if isinstance(before, dict) and before.get("id") != out.schema_id:
+                    notice = (f"the {part.part} schema of topic {topic!r} is now {out.describe()}, was version "
+                              f"{before.get('version')} (schema id {before.get('id')}): records are written in it from "
+                              "now on")
+                    log.warning("%s", notice)
+                    state.report_notice(topic, notice)
         return found
 
     def _check_clashes(self, schema: dict[str, Any], where: str) -> None:
@@ -241,6 +251,17 @@ class KafkaSource(Source):
         if taken:
             raise ConfigError(f"source.metadata_columns: {where} already has field(s) {', '.join(taken)}; drop them from "
                               "metadata_columns")
+
+    def _check_key_names(self, value: dict[str, Any], key: OutputSchema) -> None:
+        """The key's schema inside the value's record: a named type both define makes the output schema invalid."""
+        import fastavro
+
+        try:
+            fastavro.parse_schema(with_metadata(self.settings, value, key.schema))
+        except Exception as exc:  # noqa: BLE001 - any schema fastavro refuses is one no writer can write
+            raise SourceError(f"the key schema ({key.describe()}) cannot be a field of the value's record: "
+                              f"{describe(exc)}. Give the key's and the value's named types different names or "
+                              "namespaces") from None
 
     def _recreated(self, topic: str, topic_id: str | None, committed: dict[str, Any], kept: dict[str, Any], consumer: Any,
                    begins: dict[Any, int], ends: dict[Any, int]) -> Recreated | None:
@@ -367,11 +388,13 @@ def capped(ranges: list[tuple[Any, int, int]], limit: int | None) -> list[tuple[
     return [(tp, start, start + n) for (tp, start, end), n in zip(ranges, taken) if n > 0 or start == end]
 
 
-def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity, value: OutputSchema | None = None) -> WorkUnit:
-    """The WorkUnit of offsets `[start, end)`, named by cluster, topic identity, partition, range (and output schema: a
-    range read again into another schema is another file); it keeps the topic's identity with the partition's
+def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity,
+              schemas: dict[SchemaPart, OutputSchema] | None = None) -> WorkUnit:
+    """The WorkUnit of offsets `[start, end)`, named by cluster, topic identity, partition, range (and output schemas:
+    a range read again into another schema is another file); it keeps the topic's identity with the partition's
     watermark (the topic id, or the range's first record), or clears an earlier one when the range is empty."""
-    schema_part = () if value is None else (f"schema:{value.schema_id}",)
+    schemas = schemas or {}
+    schema_part = tuple(f"{part.id_tag}:{out.schema_id}" for part, out in schemas.items())
     wu_id = workunit_id(f"{tp.topic[:TOPIC_PREFIX_CHARS]}.{tp.partition}.{start}-{end}", "kafka", identity.cluster_id,
                         tp.topic, identity.of(tp, start), tp.partition, start, end, *schema_part)
     key = str(tp.partition)
@@ -381,9 +404,7 @@ def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity, value: Out
     else:
         first = identity.first_records.get((tp.topic, tp.partition))
         kept = {f"state.{KEPT_FIRST}": {key: list(first) if first else None}}
-    if value is not None:
-        kept.update({VALUE_SCHEMA: value.schema, VALUE_SCHEMA_ID: value.schema_id, VALUE_SCHEMA_VERSION: value.version,
-                     SUBJECT: value.subject,
-                     f"state.{KEPT_SCHEMA}": value.identity()})
+    for part, out in schemas.items():
+        kept.update(part.props(out))
     return WorkUnit(id=wu_id, dataset=tp.topic, watermark_key=key, low_watermark=start,
                     expected_high_watermark=end, props={"topic": tp.topic, "partition": tp.partition, **kept})
