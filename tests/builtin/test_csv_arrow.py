@@ -16,7 +16,7 @@ import pytest
 
 from gobblin_py.api import CsvBlock, SourceState, TaskContext
 from gobblin_py.builtin.converters.json_to_avro import JsonToAvroConverter
-from gobblin_py.builtin.sources.files import extractors
+from gobblin_py.builtin.sources.files import reading
 from gobblin_py.builtin.sources.files.source import FilesSource
 from gobblin_py.errors import RecordError
 
@@ -130,7 +130,7 @@ def test_arrow_reads_what_the_row_path_reads_of_random_csv(tmp_path: Path, monke
     rng = random.Random(SEED + clean)
     taken = offered = 0
     for case in range(60):  # under 2 s each
-        monkeypatch.setattr(extractors, "BATCH_BYTES", rng.choice([64, 512, 4096, 1 << 20]))
+        monkeypatch.setattr(reading, "BATCH_BYTES", rng.choice([64, 512, 4096, 1 << 20]))
         delimiter = rng.choice([",", ";", "\t", "|"])
         columns = list(NAMES)
         extra = not clean and rng.random() < 0.2

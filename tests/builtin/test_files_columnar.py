@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from gobblin_py.builtin.sources.files import extractors
+from gobblin_py.builtin.sources.files import reading
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobResult, JobRunner
@@ -165,7 +165,7 @@ def test_the_columnar_path_publishes_what_the_row_path_publishes(tmp_path: Path,
 
 
 def test_what_a_user_sees_of_bad_lines_on_the_columnar_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(extractors, "BATCH_LINES", 64)  # many batches: their boundaries between blanks and bad lines
+    monkeypatch.setattr(reading, "BATCH_LINES", 64)  # many batches: their boundaries between blanks and bad lines
     inputs = _inputs(tmp_path / "in")
     (tmp_path / "run").mkdir()
     _run(_job(tmp_path / "run", inputs, "parquet", True))
@@ -307,7 +307,7 @@ def _same(results: dict[bool, JobResult]) -> None:
 @pytest.mark.parametrize("writer", ["parquet", "avro"])
 def test_csv_on_the_columnar_path_publishes_what_the_row_path_publishes(tmp_path: Path, writer: str,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(extractors, "BATCH_BYTES", 1 << 16)  # many blocks: their cuts among quotes, blanks and bad rows
+    monkeypatch.setattr(reading, "BATCH_BYTES", 1 << 16)  # many blocks: their cuts among quotes, blanks and bad rows
     inputs = _csv_inputs(tmp_path / "in")
     runs, jobs = _both(tmp_path, inputs, writer)
     first = {c: _run(job) for c, job in jobs.items()}
@@ -338,7 +338,7 @@ def test_csv_on_the_columnar_path_publishes_what_the_row_path_publishes(tmp_path
 
 
 def test_headerless_csv_with_a_field_size_limit_on_the_columnar_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(extractors, "BATCH_BYTES", 1 << 16)
+    monkeypatch.setattr(reading, "BATCH_BYTES", 1 << 16)
     ds = tmp_path / "in" / "events"
     ds.mkdir(parents=True)
     (ds / "plain.csv").write_bytes(_csv(range(1, 10_001)))

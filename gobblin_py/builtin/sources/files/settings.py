@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from gobblin_py.api import Settings
-from gobblin_py.builtin.sources.files.extractors import KNOWN_EXTENSIONS
+from gobblin_py.builtin.sources.files.reading import KNOWN_EXTENSIONS
 from gobblin_py.fs.paths import ExistingDirLocation
 
 COMPRESSION_SUFFIXES = ("", ".gz", ".bz2", ".zst", ".xz")

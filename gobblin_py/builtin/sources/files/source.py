@@ -17,8 +17,9 @@ from gobblin_py.api import Extractor, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.sources.files.compression import Compression, split_compression
-from gobblin_py.builtin.sources.files.extractors import (KNOWN_EXTENSIONS, CsvExtractor, FileFormat, FileRange,
-                                                         JsonLinesExtractor, format_of)
+from gobblin_py.builtin.sources.files.csv_rows import CsvExtractor
+from gobblin_py.builtin.sources.files.json_lines import JsonLinesExtractor
+from gobblin_py.builtin.sources.files.reading import KNOWN_EXTENSIONS, FileFormat, FileRange, format_of
 from gobblin_py.builtin.sources.files.settings import FilesSettings
 from gobblin_py.errors import FileSystemError, SourceError
 from gobblin_py.fs import Location, filesystem_for
