@@ -1,0 +1,142 @@
+"""Benchmark: a topic of Confluent Avro values (12 fields) → Parquet, gobblin-py against a one-process script.
+
+    .venv/bin/python scripts/bench_kafka_registry.py [--records 2000000] [--rounds 2]
+
+Starts a local broker (Tansu, 127.0.0.1) and the tests' schema-registry server (tests/support/schema_registry.py: no
+registry installs here; the clients are confluent-kafka's own), produces N values serialized by confluent-kafka's
+`AvroSerializer` into 4 sealed partitions, then, `rounds` times, each cold in a child process from a fresh directory,
+the order rotated: `gobblin-py run` (kafka source, `client: confluent`, `deserializer: confluent_avro` → the parquet
+writer, local[2], placed as shipped) and scripts/baseline_kafka_registry_to_parquet.py (confluent-kafka `consume` →
+`AvroDeserializer` → pyarrow → one Parquet file). Both outputs are read back with pyarrow: a tool that loses or doubles
+a record is WRONG and never the fastest. Writes scripts/results/bench_kafka_registry-<N>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # the local broker and the registry are test helpers
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+from support.kafka_broker import LocalBroker, create_topic, end_offsets  # noqa: E402
+from support.schema_registry import LocalSchemaRegistry  # noqa: E402
+from bench_common import (  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+    Measured, Tool, compare, cpu_seconds, data_files, parquet_read_back, print_comparison, run_rounds)
+from bench_results import save  # noqa: E402
+
+PARTITIONS = 4
+TOPIC = "orders"
+SCHEMA = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
+    {"name": "id", "type": "long"}, {"name": "customer", "type": "string"}, {"name": "country", "type": "string"},
+    {"name": "amount", "type": "double"}, {"name": "qty", "type": "int"}, {"name": "paid", "type": "boolean"},
+    {"name": "channel", "type": "string"}, {"name": "discount", "type": ["null", "double"], "default": None},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}}, {"name": "sku", "type": "string"},
+    {"name": "score", "type": "float"}, {"name": "note", "type": ["null", "string"], "default": None},
+]}
+COUNTRIES = ["DE", "FR", "US", "GB", "JP", "BR", "IN", "NL", "SE", "PL"]
+
+
+def produce(bootstrap: str, registry: str, n: int) -> dict[int, int]:
+    """N values by confluent-kafka's AvroSerializer over 4 partitions; each partition sealed by a lone last record."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    serialize = AvroSerializer(SchemaRegistryClient({"url": registry}), json.dumps(SCHEMA))
+    ctx = SerializationContext(TOPIC, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+                         "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
+    rng = random.Random(3)
+
+    def value(i: int) -> bytes:
+        return serialize({"id": i, "customer": f"c-{rng.randrange(100000):06d}", "country": rng.choice(COUNTRIES),
+                          "amount": round(rng.random() * 1000, 2), "qty": rng.randrange(1, 20), "paid": i % 3 != 0,
+                          "channel": ("web", "app", "pos")[i % 3], "discount": None if i % 4 else 0.1,
+                          "ts": 1767225600000 + i * 37, "sku": f"sku-{i % 5000}", "score": rng.random(),
+                          "note": None if i % 5 else f"note {i}"}, ctx)
+
+    def send(p: int, i: int) -> None:
+        while True:
+            try:
+                producer.produce(TOPIC, value(i), partition=p)
+                return
+            except BufferError:
+                producer.poll(0.05)
+
+    per, i = n // PARTITIONS, 0
+    for p in range(PARTITIONS):
+        for _ in range(per - 1):
+            send(p, i)
+            i += 1
+    producer.flush(120)
+    for p in range(PARTITIONS):  # the seal: one single-record batch per partition
+        send(p, i)
+        i += 1
+        producer.flush(30)
+    return end_offsets(bootstrap, TOPIC)
+
+
+def job_file(tmp: Path, bootstrap: str, registry: str) -> Path:
+    job = {"job": {"name": "bench", "work_dir": str(tmp / "work")},
+           "source": {"class": "kafka", "bootstrap_servers": bootstrap, "topics": [TOPIC], "max_workunits": PARTITIONS,
+                      "client": "confluent", "deserializer": "confluent_avro", "schema_registry": {"url": registry}},
+           "writer": {"class": "parquet"},
+           "publisher": {"final_dir": str(tmp / "output")},
+           "spark": {"master": "local[2]"}}
+    path = tmp / "job.yaml"
+    path.write_text(yaml.safe_dump(job, sort_keys=False))
+    return path
+
+
+def gobblin_details(tmp: Path, m: Measured) -> dict:
+    runs = sorted((tmp / "work" / "state" / "bench" / "runs").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    state = json.loads(runs[-1].read_text())["body"]
+    return {"phases": state["phases"], "tasks": len(state["tasks"]),
+            "records_columnar": sum(t.get("records_columnar", 0) for t in state["tasks"])}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    py = sys.executable
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    with LocalBroker() as broker, LocalSchemaRegistry() as registry, tempfile.TemporaryDirectory(prefix="bench-reg-") as scratch:
+        create_topic(broker.bootstrap, TOPIC, PARTITIONS)
+        t0 = time.perf_counter()
+        ends = produce(broker.bootstrap, registry.url, args.records)
+        total = sum(ends.values())
+        print(f"produced {total} records in {time.perf_counter() - t0:.1f}s: {ends}", flush=True)
+        ends_arg = ",".join(f"{p}={e}" for p, e in sorted(ends.items()))
+        script = str(REPO / "scripts" / "baseline_kafka_registry_to_parquet.py")
+        contenders = [
+            Tool("gobblin-py", "parquet", lambda d: [py, "-m", "gobblin_py.cli.main", "run",
+                                                     str(job_file(d, broker.bootstrap, registry.url))],
+                 lambda d: parquet_read_back(data_files(d / "output", ".parquet")), env=lambda d: env,
+                 details=gobblin_details),
+            Tool("confluent+avro+pyarrow", "parquet",
+                 lambda d: [py, script, broker.bootstrap, registry.url, TOPIC, str(d / "orders.parquet"), "--ends", ends_arg],
+                 lambda d: parquet_read_back([d / "orders.parquet"]), env=lambda d: env),
+        ]
+        figures = run_rounds(contenders, args.rounds, total, Path(scratch) / "runs", lambda: cpu_seconds(broker.pid))
+    comparison = compare(figures, total, {t.name: t.writes for t in contenders})
+    print_comparison(comparison)
+    save(f"bench_kafka_registry-{total}", {"records": total, "rounds": args.rounds, "machine_cores": os.cpu_count(),
+                                           "comparison": comparison, "figures": figures})
+
+
+if __name__ == "__main__":
+    main()
