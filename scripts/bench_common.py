@@ -8,6 +8,7 @@ its time, but never counts as the fastest, and its ratio is marked so.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -341,3 +342,18 @@ def print_comparison(summary: dict[str, Any]) -> None:
         rate = "—" if t["rows_per_s"] is None else f"{t['rows_per_s']:.0f}"
         print(f"{name:<24}{t['writes']:<10}{median:>10}{rate:>12}{ratio_text:>17}  {t['verdict']}")
     print(f"fastest of the tools right in every round: {summary['fastest']}  (above 1×: gobblin-py is faster)\n")
+
+
+def last_run(tmp: Path, job: str = "bench") -> dict[str, Any]:
+    """The state record of job `job`'s newest run under `tmp`/work."""
+    runs = sorted((tmp / "work" / "state" / job / "runs").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    return json.loads(runs[-1].read_text())["body"]
+
+
+def gobblin_details(tmp: Path, m: Measured) -> dict[str, Any]:
+    """gobblin-py's own account of its run (a `Tool.details`): phases, tasks, records written and how many of them
+    took the columnar path."""
+    state = last_run(tmp)
+    return {"phases": state["phases"], "tasks": len(state["tasks"]),
+            "records_written": sum(t["records_written"] for t in state["tasks"]),
+            "records_columnar": sum(t.get("records_columnar", 0) for t in state["tasks"])}

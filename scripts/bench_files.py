@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench_common import (  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
-    Measured, Tool, compare, data_files, parquet_read_back, print_comparison, run_rounds)
+    Tool, compare, data_files, gobblin_details, parquet_read_back, print_comparison, run_rounds)
 from bench_results import save  # noqa: E402
 
 DATASET = "events"
@@ -84,14 +84,6 @@ def job_file(tmp: Path, inputs: Path, schema: Path) -> Path:
     path = tmp / "job.yaml"
     path.write_text(yaml.safe_dump(job, sort_keys=False))
     return path
-
-
-def gobblin_details(tmp: Path, m: Measured) -> dict:
-    """gobblin-py's own account of its run: phases, tasks, records written."""
-    runs = sorted((tmp / "work" / "state" / "bench" / "runs").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-    state = json.loads(runs[-1].read_text())["body"]
-    return {"phases": state["phases"], "tasks": len(state["tasks"]),
-            "records_written": sum(t["records_written"] for t in state["tasks"])}
 
 
 def tools(inputs: Path, schema: Path, fmt: str = "jsonl", spark: bool = True) -> list[Tool]:

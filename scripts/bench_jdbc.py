@@ -54,8 +54,8 @@ sys.path.insert(0, str(REPO))
 
 from gobblin_py.demo.pg_server import PASSWORD, LocalPostgres  # noqa: E402
 from bench_common import (  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
-    REFERENCE, Measured, ReadBack, Tool, avro_read_back, compare, data_files, parquet_read_back, print_comparison,
-    round_dir, run_rounds, server_cpu_seconds)
+    REFERENCE, ReadBack, Tool, avro_read_back, compare, data_files, gobblin_details, last_run, parquet_read_back,
+    print_comparison, round_dir, run_rounds, server_cpu_seconds)
 from bench_results import save  # noqa: E402
 
 TABLE = "public.bench"  # PostgreSQL's
@@ -158,19 +158,6 @@ def job_file(tmp: Path, db: Database, sink: str, reader: str | None = None) -> P
     path = tmp / "job.yaml"
     path.write_text(yaml.safe_dump(job, sort_keys=False))
     return path
-
-
-def last_run(tmp: Path) -> dict:
-    runs = sorted((tmp / "work" / "state" / "bench" / "runs").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-    return json.loads(runs[-1].read_text())["body"]
-
-
-def gobblin_details(tmp: Path, m: Measured) -> dict:
-    """gobblin-py's own account of its run: phases, tasks, rows written, rows that took the columnar path."""
-    state = last_run(tmp)
-    return {"phases": state["phases"], "tasks": len(state["tasks"]),
-            "records_written": sum(t["records_written"] for t in state["tasks"]),
-            "records_columnar": sum(t.get("records_columnar", 0) for t in state["tasks"])}
 
 
 def tools(db: Database, sink: str, env: dict[str, str]) -> list[Tool]:

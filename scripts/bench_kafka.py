@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -54,37 +55,44 @@ SCHEMA = {"type": "record", "name": "BenchEvent", "fields": [
 ]}
 
 
-def produce(bootstrap: str, n: int) -> dict[int, int]:
-    """N events over 4 partitions with confluent-kafka (~600k/s); each partition sealed by a lone last record."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
-                         "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
+def json_events() -> Callable[[int], bytes]:
+    """Event `i` as a ~100-byte JSON value (the same events every run: a fixed seed)."""
     rng = random.Random(1)
-    per = n // PARTITIONS
     pages = [f"/page/{i}" for i in range(50)]
 
     def value(i: int) -> bytes:
         return json.dumps({"id": i, "user": f"user-{rng.randrange(100000):06d}", "page": rng.choice(pages),
                            "amount": round(rng.random() * 1000, 2), "ts": 1767225600000 + i * 37, "ok": i % 3 != 0},
                           separators=(",", ":")).encode()
+    return value
+
+
+def produce(bootstrap: str, n: int, value: Callable[[int], bytes] | None = None, topic: str = TOPIC) -> dict[int, int]:
+    """N values (`value(i)`, JSON events by default) over 4 partitions with confluent-kafka (~600k/s JSON); each
+    partition sealed by a lone last record."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+                         "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
+    value = value or json_events()
+    per = n // PARTITIONS
 
     i = 0
     for p in range(PARTITIONS):
         for _ in range(per - 1):
             while True:
                 try:
-                    producer.produce(TOPIC, value(i), partition=p)
+                    producer.produce(topic, value(i), partition=p)
                     break
                 except BufferError:
                     producer.poll(0.05)
             i += 1
     producer.flush(120)
     for p in range(PARTITIONS):  # the seal: one single-record batch per partition
-        producer.produce(TOPIC, value(i), partition=p)
+        producer.produce(topic, value(i), partition=p)
         i += 1
         producer.flush(30)
-    return end_offsets(bootstrap, TOPIC)
+    return end_offsets(bootstrap, topic)
 
 
 SINKS = {

@@ -6,7 +6,7 @@ Starts a local broker (Tansu, 127.0.0.1) and the tests' schema-registry server (
 registry installs here; the clients are confluent-kafka's own), produces N values serialized by confluent-kafka's
 `AvroSerializer` into 4 sealed partitions, then, `rounds` times, each cold in a child process from a fresh directory,
 the order rotated: `gobblin-py run` (kafka source, `client: confluent`, `deserializer: confluent_avro` → the parquet
-writer, local[2], placed as shipped) and scripts/baseline_kafka_registry_to_parquet.py (confluent-kafka `consume` →
+writer, local[2], placed as shipped) and scripts/baseline_kafka_to_parquet.py --registry (confluent-kafka `consume` →
 `AvroDeserializer` → pyarrow → one Parquet file). Both outputs are read back with pyarrow: a tool that loses or doubles
 a record is WRONG and never the fastest. Writes scripts/results/bench_kafka_registry-<N>.json.
 """
@@ -20,6 +20,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -29,13 +30,13 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # the local broker and the registry are test helpers
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-from support.kafka_broker import LocalBroker, create_topic, end_offsets  # noqa: E402
+from support.kafka_broker import LocalBroker, create_topic  # noqa: E402
 from support.schema_registry import LocalSchemaRegistry  # noqa: E402
 from bench_common import (  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
-    Measured, Tool, compare, cpu_seconds, data_files, parquet_read_back, print_comparison, run_rounds)
+    Tool, compare, cpu_seconds, data_files, gobblin_details, parquet_read_back, print_comparison, run_rounds)
+from bench_kafka import PARTITIONS, produce  # noqa: E402
 from bench_results import save  # noqa: E402
 
-PARTITIONS = 4
 TOPIC = "orders"
 SCHEMA = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
     {"name": "id", "type": "long"}, {"name": "customer", "type": "string"}, {"name": "country", "type": "string"},
@@ -47,17 +48,14 @@ SCHEMA = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
 COUNTRIES = ["DE", "FR", "US", "GB", "JP", "BR", "IN", "NL", "SE", "PL"]
 
 
-def produce(bootstrap: str, registry: str, n: int) -> dict[int, int]:
-    """N values by confluent-kafka's AvroSerializer over 4 partitions; each partition sealed by a lone last record."""
-    from confluent_kafka import Producer
+def avro_orders(registry: str) -> Callable[[int], bytes]:
+    """Order `i` serialized by confluent-kafka's AvroSerializer (the schema registered on first use, as producers do)."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     serialize = AvroSerializer(SchemaRegistryClient({"url": registry}), json.dumps(SCHEMA))
     ctx = SerializationContext(TOPIC, MessageField.VALUE)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
-                         "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
     rng = random.Random(3)
 
     def value(i: int) -> bytes:
@@ -66,26 +64,7 @@ def produce(bootstrap: str, registry: str, n: int) -> dict[int, int]:
                           "channel": ("web", "app", "pos")[i % 3], "discount": None if i % 4 else 0.1,
                           "ts": 1767225600000 + i * 37, "sku": f"sku-{i % 5000}", "score": rng.random(),
                           "note": None if i % 5 else f"note {i}"}, ctx)
-
-    def send(p: int, i: int) -> None:
-        while True:
-            try:
-                producer.produce(TOPIC, value(i), partition=p)
-                return
-            except BufferError:
-                producer.poll(0.05)
-
-    per, i = n // PARTITIONS, 0
-    for p in range(PARTITIONS):
-        for _ in range(per - 1):
-            send(p, i)
-            i += 1
-    producer.flush(120)
-    for p in range(PARTITIONS):  # the seal: one single-record batch per partition
-        send(p, i)
-        i += 1
-        producer.flush(30)
-    return end_offsets(bootstrap, TOPIC)
+    return value
 
 
 def job_file(tmp: Path, bootstrap: str, registry: str) -> Path:
@@ -100,13 +79,6 @@ def job_file(tmp: Path, bootstrap: str, registry: str) -> Path:
     return path
 
 
-def gobblin_details(tmp: Path, m: Measured) -> dict:
-    runs = sorted((tmp / "work" / "state" / "bench" / "runs").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-    state = json.loads(runs[-1].read_text())["body"]
-    return {"phases": state["phases"], "tasks": len(state["tasks"]),
-            "records_columnar": sum(t.get("records_columnar", 0) for t in state["tasks"])}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=2_000_000)
@@ -117,18 +89,19 @@ def main() -> None:
     with LocalBroker() as broker, LocalSchemaRegistry() as registry, tempfile.TemporaryDirectory(prefix="bench-reg-") as scratch:
         create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         t0 = time.perf_counter()
-        ends = produce(broker.bootstrap, registry.url, args.records)
+        ends = produce(broker.bootstrap, args.records, avro_orders(registry.url), TOPIC)
         total = sum(ends.values())
         print(f"produced {total} records in {time.perf_counter() - t0:.1f}s: {ends}", flush=True)
         ends_arg = ",".join(f"{p}={e}" for p, e in sorted(ends.items()))
-        script = str(REPO / "scripts" / "baseline_kafka_registry_to_parquet.py")
+        script = str(REPO / "scripts" / "baseline_kafka_to_parquet.py")
         contenders = [
             Tool("gobblin-py", "parquet", lambda d: [py, "-m", "gobblin_py.cli.main", "run",
                                                      str(job_file(d, broker.bootstrap, registry.url))],
                  lambda d: parquet_read_back(data_files(d / "output", ".parquet")), env=lambda d: env,
                  details=gobblin_details),
             Tool("confluent+avro+pyarrow", "parquet",
-                 lambda d: [py, script, broker.bootstrap, registry.url, TOPIC, str(d / "orders.parquet"), "--ends", ends_arg],
+                 lambda d: [py, script, broker.bootstrap, TOPIC, str(d / "orders.parquet"), "--ends", ends_arg,
+                            "--registry", registry.url],
                  lambda d: parquet_read_back([d / "orders.parquet"]), env=lambda d: env),
         ]
         figures = run_rounds(contenders, args.rounds, total, Path(scratch) / "runs", lambda: cpu_seconds(broker.pid))
