@@ -46,7 +46,7 @@ class JdbcExtractor(BatchExtractor):
         self.rows = 0
         self._arrow_schema: Any = None
         self.native = False  # set when the task takes the columnar path and the native reader may serve it
-        self._taken: Record | None = None  # the watermark and key of the last row a native batch handed on
+        self._taken: Any = None  # the last batch the native reader handed on (where the row path would go on)
 
     def get_schema(self) -> Schema:
         return self.workunit.props["avro_schema"]
@@ -91,15 +91,14 @@ class JdbcExtractor(BatchExtractor):
 
     def _native_batches(self, conn: Any, query: Any, params: list[Any]) -> Iterator[RawBatch]:
         """The sub-range by the native reader, noting after each batch where the row path would go on from."""
-        s, t = self.settings, self.table_settings
+        s = self.settings
         log.debug("%s: read by %s's native reader", self.location(), self.dialect.name)
-        order = [t.watermark_column, *t.key_columns]
         for arrow in rebatch(self.dialect.read_arrow(conn, s, query, params), s.fetch_rows):
             before = self.rows
             yield RawBatch("arrow", arrow)
             self.rows = before + arrow.num_rows
             self.last = _last_row(arrow)
-            self._taken = _last_row(arrow.select(order)) if all(c in arrow.schema.names for c in order) else None
+            self._taken = arrow
 
     def _rest_by_rows(self, conn: Any, exc: NativeReadError) -> tuple[Any, list[Any]]:
         """Under `reader: auto`, a value the native reader cannot read (a zero date) does not fail the task: the rest
@@ -107,13 +106,17 @@ class JdbcExtractor(BatchExtractor):
         error file. Anything else, or a place the row path cannot go on from exactly, re-raises `exc`."""
         if self.settings.reader != "auto" or exc.failure is not Failure.BAD_VALUE:
             raise exc
+        t = self.table_settings
+        order = [t.watermark_column, *t.key_columns]
+        last = None
+        if self.rows and all(c in self._taken.schema.names for c in order):
+            last = _last_row(self._taken.select(order))  # as the reader gave them: the values the query compares
         if not self.rows:
             rest = self.queries.select(self.range)
-        elif self._taken is None:
+        elif last is None:
             rest = None
         else:
-            t = self.table_settings
-            rest = self.queries.select_after(conn, self.range, [self._taken[c] for c in [t.watermark_column, *t.key_columns]])
+            rest = self.queries.select_after(conn, self.range, [last[c] for c in order])
         if rest is None:
             raise exc
         log.warning("%s: the native reader cannot read a value (%s); the rest of the range is read as rows",
