@@ -18,6 +18,7 @@ class Kind(str, enum.Enum):
     FORK = "fork operator"
     WRITER = "writer"
     PUBLISHER = "publisher"
+    DEAD_LETTER = "dead-letter sink"
 
 
 _BASES: dict[Kind, str] = {
@@ -28,6 +29,7 @@ _BASES: dict[Kind, str] = {
     Kind.FORK: "gobblin_py.api.fork:ForkOperator",
     Kind.WRITER: "gobblin_py.api.writer:DataWriter",
     Kind.PUBLISHER: "gobblin_py.api.committer:Committer",
+    Kind.DEAD_LETTER: "gobblin_py.api.dead_letter:DeadLetters",
 }
 
 BUILTINS: dict[Kind, dict[str, str]] = {
@@ -64,6 +66,9 @@ BUILTINS: dict[Kind, dict[str, str]] = {
     Kind.PUBLISHER: {
         "fs": "gobblin_py.builtin.publishers.fs:FsPublisher",
         "iceberg": "gobblin_py.builtin.publishers.iceberg.publisher:IcebergPublisher",
+    },
+    Kind.DEAD_LETTER: {
+        "kafka": "gobblin_py.builtin.dead_letter.kafka:KafkaDeadLetters",
     },
 }
 

@@ -220,7 +220,7 @@ PAGES_OF: dict[str, str] = {"files": "../sources/files.md", "kafka": "../sources
 
 KIND_PAGES: dict[str, str] = {"source": "../sources/files.md", "converter": "../converters.md", "row policy": "../quality.md",
                               "task policy": "../quality.md", "fork operator": "../quality.md", "writer": "../writers.md",
-                              "publisher": "../publishers/fs.md"}
+                              "publisher": "../publishers/fs.md", "dead-letter sink": "../quality.md"}
 
 
 def _doc(cls: type) -> str:

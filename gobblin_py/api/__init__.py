@@ -4,7 +4,7 @@ from gobblin_py.api.batches import BatchConverter, BatchExtractor, BatchWriter, 
 from gobblin_py.api.commit_step import CommitStep, StepStatus
 from gobblin_py.api.committer import (Committer, DataPublisher, DatasetCommit, GlobalCommitter, PublishContext, TableCompaction,
                                       TableFile, TableReplace, TargetWatermarks)
-from gobblin_py.api.context import TaskContext
+from gobblin_py.api.context import SourceMessage, TaskContext
 from gobblin_py.api.converter import Converter, OneToOneConverter, TaskCounter
 from gobblin_py.api.fork import ForkOperator
 from gobblin_py.api.plugin import NoSettings, Plugin, Settings
@@ -19,7 +19,7 @@ __all__ = [
     "BatchConverter", "BatchExtractor", "BatchWriter", "BranchStats", "CommitStep", "Committer", "Converter", "CsvBlock", "DataPublisher", "DatasetCommit", "DataWriter",
     "DedupSpec", "Delivery", "Extractor", "FileMerger", "ForkOperator", "GlobalCommitter", "MergedFiles", "MergeSpec", "MultiWorkUnit", "NoSettings",
     "JsonLines", "OneToOneConverter", "OutputFile", "Plugin", "PublishContext", "RawBatch", "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "SchemaKind",
-    "Settings", "Source", "SourceState", "StepStatus", "TableCompaction", "TableFile", "TableReplace", "TargetWatermarks", "TaskContext", "TaskCounter", "TaskError",
+    "Settings", "Source", "SourceMessage", "SourceState", "StepStatus", "TableCompaction", "TableFile", "TableReplace", "TargetWatermarks", "TaskContext", "TaskCounter", "TaskError",
     "TaskPolicy", "TaskPolicyType", "WatermarkValue",
     "WorkUnit", "WriterTarget", "flatten",
 ]

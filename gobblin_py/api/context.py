@@ -2,19 +2,53 @@
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple, Sequence
 
 from gobblin_py.api.workunit import WorkUnit
+
+
+class SourceMessage(NamedTuple):
+    """A message as a source read it, before decoding: what a dead-letter topic receives for a record the extractor
+    rejects (its original key, value and headers, and where it came from)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None  # ms since the epoch; None when the message has none
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]]
+
+    def to_json(self) -> dict[str, Any]:
+        """As the error file keeps it (under `message`): its bytes in base64, to come back unchanged."""
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset, "timestamp": self.timestamp,
+                "key": _b64(self.key), "value": _b64(self.value), "headers": [[k, _b64(v)] for k, v in self.headers]}
+
+    @classmethod
+    def from_json(cls, m: dict[str, Any]) -> SourceMessage:
+        """The message `to_json` gave."""
+        return cls(m["topic"], int(m["partition"]), int(m["offset"]), m.get("timestamp"), _bytes(m.get("key")),
+                   _bytes(m.get("value")), [(k, _bytes(v)) for k, v in m.get("headers") or []])
+
+
+def _b64(value: bytes | None) -> str | None:
+    return None if value is None else base64.b64encode(value).decode("ascii")
+
+
+def _bytes(value: str | None) -> bytes | None:
+    return None if value is None else base64.b64decode(value)
 
 
 @dataclass
 class TaskContext:
     """The running task: job, run, work unit, attempt and its private staging directory.
 
-    `reject(record, reason, location)` routes a record that cannot be read or converted
-    to the task's bad-record handling (error file, task failure or count) instead of dropping it.
+    `reject(record, reason, location, original=None)` routes a record that cannot be read or converted
+    to the task's bad-record handling (error file, task failure or count) instead of dropping it; `original`, the
+    message as the source read it, is kept with it for a dead-letter topic.
     """
 
     job_name: str
@@ -22,4 +56,4 @@ class TaskContext:
     workunit: WorkUnit
     attempt: int
     staging_dir: Path
-    reject: Callable[[Any, str, str], None]
+    reject: Callable[..., None]  # (record, reason, location, original: SourceMessage | None = None)

@@ -6,7 +6,7 @@ import abc
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-from gobblin_py.api.context import TaskContext
+from gobblin_py.api.context import SourceMessage, TaskContext
 from gobblin_py.api.plugin import Plugin
 from gobblin_py.api.types import Record, Schema, SchemaKind, WatermarkValue
 from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit
@@ -78,6 +78,11 @@ class Extractor(abc.ABC):
     def location(self) -> str:
         """Where the current record came from (file:line, topic/partition@offset), for error files."""
         return ""
+
+    def current_message(self) -> SourceMessage | None:
+        """The message the current record came from, as read (key, value, headers), kept with it when a later stage
+        rejects it, for a dead-letter topic; None where the source has no such message."""
+        return None
 
     def close(self) -> None:
         """Release connections and files; called whether or not reading succeeded."""

@@ -247,10 +247,10 @@ def _quality(section: Any, key: str, errors: _Collector) -> tuple[list[Any], lis
     if section is None:
         section = {}
     if not isinstance(section, Mapping):
-        errors.add(key, "expected a mapping with row:, task: and bad_records:")
+        errors.add(key, "expected a mapping with row:, task:, bad_records: and dead_letter:")
         return [], [], BadRecordPolicy.ERR_FILE
-    for unknown in sorted(set(section) - {"row", "task", "bad_records"}, key=str):
-        errors.unknown(key, unknown, "key", ["bad_records", "row", "task"])
+    for unknown in sorted(set(section) - {"row", "task", "bad_records", "dead_letter"}, key=str):
+        errors.unknown(key, unknown, "key", ["bad_records", "dead_letter", "row", "task"])
     rows = _plugin_list(Kind.ROW_POLICY, section.get("row"), f"{key}.row", errors, RowPolicyType)
     tasks = _plugin_list(Kind.TASK_POLICY, section.get("task"), f"{key}.task", errors, TaskPolicyType)
     raw_bad = section.get("bad_records", "ERR_FILE")
@@ -260,6 +260,30 @@ def _quality(section: Any, key: str, errors: _Collector) -> tuple[list[Any], lis
         errors.add(f"{key}.bad_records", f"expected ERR_FILE | FAIL; got {raw_bad!r}")
         bad = BadRecordPolicy.ERR_FILE
     return rows, tasks, bad
+
+
+def _dead_letter(merged: dict[str, Any], bad_records: BadRecordPolicy, errors: _Collector) -> PluginConfig | None:
+    """`quality.dead_letter`: a sink (`class: kafka` unless named) for the bad records of each committed range; the
+    kafka sink's brokers are the kafka source's unless given."""
+    quality = merged.get("quality")
+    spec = quality.get("dead_letter") if isinstance(quality, Mapping) else None
+    if spec is None:
+        return None
+    key = "quality.dead_letter"
+    if not isinstance(spec, Mapping):
+        errors.add(key, "expected a mapping such as {topic: orders.dead-letter}")
+        return None
+    spec = dict(spec)
+    spec.setdefault("class", "kafka")
+    source = merged.get("source")
+    if spec["class"] == "kafka" and "bootstrap_servers" not in spec and isinstance(source, Mapping) \
+            and "bootstrap_servers" in source:
+        spec["bootstrap_servers"] = source["bootstrap_servers"]
+    if bad_records is BadRecordPolicy.FAIL:
+        errors.add(key, "bad_records FAIL stops the task at the first bad record, so none would reach the dead letters: "
+                        "set bad_records: ERR_FILE, or remove dead_letter")
+    plugin, _ = _plugin(Kind.DEAD_LETTER, spec, key, errors)
+    return plugin
 
 
 _BRANCH_KEYS = {"name", "converters", "quality", "writer", "publisher"}
@@ -346,6 +370,7 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
         source, _ = _plugin(Kind.SOURCE, merged["source"], "source", errors)
     converters = _plugin_list(Kind.CONVERTER, merged.get("converters"), "converters", errors)
     rows, task_policies, bad_records = _quality(merged.get("quality"), "quality", errors)
+    dead_letter = _dead_letter(merged, bad_records, errors)
     fork, fork_extra = _plugin(Kind.FORK, merged.get("fork") or {"class": "identity"}, "fork", errors, ("branches",))
     branches = _branches(fork_extra, merged, task_policies, errors)
     if source is not None and writer_schema:
@@ -373,6 +398,7 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
         spark=spark,
         logging=logging_,
         compaction=compaction,
+        dead_letter=dead_letter,
         raw=merged,
     )
 

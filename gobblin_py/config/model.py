@@ -245,6 +245,7 @@ class JobSpec:
     spark: SparkSection
     logging: LoggingSection
     compaction: CompactionSection = field(default_factory=CompactionSection)
+    dead_letter: PluginConfig | None = None  # quality.dead_letter: where each committed range's bad records also go
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gobblin_py.api import CommitStep, DatasetCommit, Delivery, GlobalCommitter, OutputFile
+from gobblin_py.api.dead_letter import DeadLetterDelivery, DeadLetterFile
 from gobblin_py.commit.distributed import commit_many, default_groups, recover_many, use_executors
 from gobblin_py.commit.global_step import GlobalCommitStep
 from gobblin_py.commit.recovery import DatasetRecovery, RecoveryReport
@@ -23,19 +24,21 @@ from gobblin_py.commit.steps import DatasetStateCommitStep, HighWatermarkCommitS
 from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.commit.tasks import CommitTasks, ThreadTasks
 from gobblin_py.config.model import CommitPolicy, JobSpec
-from gobblin_py.errors import GobblinError, StateStoreError, os_fault
+from gobblin_py.errors import CommitError, GobblinError, StateStoreError, os_fault
+from gobblin_py.fs.publish_steps import FsRenameCommitStep
 from gobblin_py.runtime.executors.base import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, sum_counters, watermark_summary
 from gobblin_py.runtime.planning import Plan
 from gobblin_py.runtime.task.results import TaskStatus, WorkUnitResult
-from gobblin_py.state.store import DatasetStateFile, StateStore, WatermarkFile
+from gobblin_py.state.store import DatasetStateFile, StateStore, WatermarkFile, dataset_file_name
 
 log = logging.getLogger(__name__)
 
 
 def step_registry(job: JobSpec) -> StepRegistry:
-    """Built-in steps plus every step class the job's publishers declare."""
-    return StepRegistry(t for b in job.branches for t in b.publisher.cls().step_types)
+    """Built-in steps plus every step class the job's publishers and dead-letter sink declare."""
+    sinks = [job.dead_letter.cls()] if job.dead_letter is not None else []
+    return StepRegistry(t for c in [*(b.publisher.cls() for b in job.branches), *sinks] for t in c.step_types)
 
 
 def commit_id(job: str, run_id: str, dataset: str) -> str:
@@ -56,21 +59,44 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
     except StateStoreError:  # its step refuses it, naming the file
         keys = None
     steps: list[CommitStep] = []
+    dead_letters: list[DeadLetterFile] = []
     for branch in job.branches:
         files = by_branch.get(branch.name)
         if not files:
             continue
         publisher = branch.publisher.create()
-        steps.extend(publisher.commit_steps(dataset, files))
+        published = publisher.commit_steps(dataset, files)
+        steps.extend(published)
+        if job.dead_letter is not None:
+            dead_letters += _published_errors(branch.publisher.label, files, published)
         if isinstance(publisher, GlobalCommitter):
             commit = DatasetCommit(job.name, run_id, dataset, commit_id(job.name, run_id, dataset), tuple(files), watermarks,
                                    keys)
             publisher.check(commit)  # a commit that cannot succeed fails here, before anything is published
             steps.append(GlobalCommitStep.of(publisher, commit))
     steps.append(HighWatermarkCommitStep(state_dir=str(state_dir), dataset=dataset, watermarks=watermarks))
+    if dead_letters and job.dead_letter is not None:  # after the watermarks: only a committed range's bad records
+        mark_dir = state_dir / "dead_letter" / dataset_file_name(dataset).removesuffix(".json")
+        steps.append(job.dead_letter.create().commit_step(DeadLetterDelivery(
+            job.name, dataset, commit_id(job.name, run_id, dataset), tuple(dead_letters), str(mark_dir))))
     steps.append(DatasetStateCommitStep(state_dir=str(state_dir), dataset=dataset, run_id=run_id,
                                         state=_dataset_state(job, dataset, results, state_dir)))
     return CommitSequence(job=job.name, dataset=dataset, run_id=run_id, steps=steps)
+
+
+def _published_errors(publisher: str, files: list[OutputFile], steps: list[CommitStep]) -> list[DeadLetterFile]:
+    """Where `steps` publish the error files among `files` (a publisher's file steps name their source and
+    destination); CommitError when a publisher publishes one in a way the dead letters cannot follow."""
+    destinations = {s.src: s.dst for s in steps if isinstance(s, FsRenameCommitStep)}
+    out = []
+    for f in files:
+        if f.kind != "errors":
+            continue
+        if f.path not in destinations:
+            raise CommitError(f"{publisher} publishes the error file {f.rel_path} by no file step, so quality.dead_letter "
+                              "cannot read it after the commit; use a publisher that publishes files (fs, iceberg)")
+        out.append(DeadLetterFile(destinations[f.path], f.records))
+    return out
 
 
 KEPT = "state."

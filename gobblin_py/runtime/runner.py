@@ -120,6 +120,8 @@ class JobRunner:
         self.clean_orphans(current=result.run_id)
         phases.end("recovery")
 
+        if self.job.dead_letter is not None:  # no range is read whose bad records could not be delivered
+            self.job.dead_letter.create().check()
         planned = self._plan(blocked)
         phases.end("planning")
 

@@ -7,7 +7,7 @@ from typing import IO, Any
 
 import orjson
 
-from gobblin_py.api import OutputFile
+from gobblin_py.api import OutputFile, SourceMessage
 from gobblin_py.runtime.task.committables import commit_staged
 from gobblin_py.errors import RecordError, describe
 from gobblin_py.fs import Location
@@ -31,13 +31,16 @@ class ErrorFile:
         self._f: IO[bytes] | None = None
         self.count = 0
 
-    def write(self, record: Any, reason: str, location: str, stage: str, branch: str | None = None) -> None:
+    def write(self, record: Any, reason: str, location: str, stage: str, branch: str | None = None,
+              original: SourceMessage | None = None) -> None:
         if self._f is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._f = open(self.path, "wb")
         entry = {"location": location, "stage": stage, "reason": reason, "record": record}
         if branch is not None:
             entry["branch"] = branch
+        if original is not None:
+            entry["message"] = original.to_json()
         try:
             line = orjson.dumps(entry, option=_OPTIONS, default=repr)
         except TypeError:  # a value JSON cannot hold as is (an int beyond 64 bits, a lone surrogate): as text

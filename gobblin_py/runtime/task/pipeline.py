@@ -28,6 +28,7 @@ from gobblin_py.api import (
     DataWriter,
     MultiWorkUnit,
     OneToOneConverter,
+    SourceMessage,
     RowPolicyType,
     TaskContext,
     TaskCounter,
@@ -339,18 +340,26 @@ class _Pipeline:
             raise exc
         self.bad_record(record, reason(exc), self.location(), stage, branch)
 
-    def bad_record(self, record: Any, why: str, location: str, stage: str, branch: str | None = None) -> None:
+    def bad_record(self, record: Any, why: str, location: str, stage: str, branch: str | None = None,
+                   original: SourceMessage | None = None) -> None:
         """A record that cannot be read, converted, checked, routed or written: error file, or the task fails."""
         self._count_rejected(stage)
         if self.spec.job.bad_records is BadRecordPolicy.FAIL:
             raise QualityError(f"bad record at {location} ({stage}): {why}")
-        self.errors.write(record, why, location, stage, branch)
+        if original is None and self.spec.job.dead_letter is not None:
+            original = self._current_message()
+        self.errors.write(record, why, location, stage, branch, original)
+
+    def _current_message(self) -> SourceMessage | None:
+        """The message the record a later stage rejects came from (the extractor's current one), for dead letters."""
+        current = getattr(self.extractor, "current_message", None)  # an extractor not derived from api.Extractor lacks it
+        return current() if current is not None else None
 
     def _count_rejected(self, stage: str) -> None:
         self.rejected[stage] = self.rejected.get(stage, 0) + 1
 
-    def _reject_from_extractor(self, record: Any, why: str, location: str) -> None:
-        self.bad_record(record, why, location, "extractor")
+    def _reject_from_extractor(self, record: Any, why: str, location: str, original: SourceMessage | None = None) -> None:
+        self.bad_record(record, why, location, "extractor", None, original)
 
     def row_checks(self, configs: Iterable[RowPolicyConfig], schema: Any, branch: str | None,
                    counted: bool) -> list[_Check]:
@@ -375,7 +384,8 @@ class _Pipeline:
             if ptype is RowPolicyType.FAIL:
                 raise QualityError(f"row policy {stage} (FAIL) rejected the record at {self.location()}: {why}")
             if ptype is RowPolicyType.ERR_FILE:
-                self.errors.write(record, why, self.location(), stage, branch)
+                original = self._current_message() if self.spec.job.dead_letter is not None else None
+                self.errors.write(record, why, self.location(), stage, branch, original)
                 raise _Dropped
             return record
         return step

@@ -137,11 +137,12 @@ class ConfluentKafkaExtractor(KafkaExtractor):
                 return good, err
         return good, None
 
-    def _details(self, message: Any) -> MessageDetails:
-        """A confluent-kafka message's key, timestamp (ms; None when the message has none) and headers."""
+    def _details(self, message: Any, headers: bool = False) -> MessageDetails:
+        """A confluent-kafka message's key, timestamp (ms; None when the message has none) and headers (read when
+        `metadata_columns` or `headers` ask)."""
         kind, timestamp = message.timestamp()
         return MessageDetails(message.key(), timestamp if kind != 0 else None,  # 0: TIMESTAMP_NOT_AVAILABLE
-                              _headers(message) if self._headers else None)
+                              _headers(message) if self._headers or headers else None)
 
     def _on_error(self, err: Any) -> None:
         """librdkafka reports a lost cluster here, not through `consume()`."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from gobblin_py.api import BatchExtractor, RawBatch, TaskContext, WorkUnit
+from gobblin_py.api import BatchExtractor, RawBatch, SourceMessage, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.kafka.metadata import BadMetadata, MessageDetails, metadata_of, with_metadata
 from gobblin_py.builtin.sources.kafka.registry import HEADER, KEY, VALUE, LossyRead, UndecodableValue
@@ -74,6 +74,7 @@ class OffsetBatch(RawBatch):
     offsets: Callable[[], Sequence[int]] = list
     details: Callable[[], Sequence[MessageDetails]] = list
     raw: Sequence[bytes | None] | None = None  # the values as read, where `values` are their JSON documents
+    originals: Callable[[int], MessageDetails] | None = None  # the i-th message's key, timestamp and headers, for rejects
 
 
 class KafkaExtractor(BatchExtractor):
@@ -81,6 +82,7 @@ class KafkaExtractor(BatchExtractor):
     Its raw batches (one per poll) let a `json_to_avro` → `parquet` task take the columnar path."""
 
     _columnar = False  # set by `columnar_path`
+    _current: tuple[Callable[[int, int, bytes | None], SourceMessage | None], int, bytes | None] | None = None
 
     def __init__(self, settings: KafkaSettings, workunit: WorkUnit, context: TaskContext) -> None:
         self.settings = settings
@@ -157,11 +159,12 @@ class KafkaExtractor(BatchExtractor):
         binary = kind in ("avro", "confluent_avro", "confluent_json")
         details = batch.details() if metadata is not None else itertools.repeat(None)
         values = batch.raw if batch.raw is not None else batch.values
-        for offset, value, detail in zip(batch.offsets(), values, details):
+        original = self._original(batch)
+        for i, (offset, value, detail) in enumerate(zip(batch.offsets(), values, details)):
             self.offset = offset
             self.next_offset = offset + 1
             if value is None:
-                reject(None, "tombstone (null value)", self.location())
+                reject(None, "tombstone (null value)", self.location(), original(i, offset, value))
                 continue
             try:
                 record = decode(value)
@@ -169,20 +172,40 @@ class KafkaExtractor(BatchExtractor):
                 raise LossyRead(f"{self.location()}: {exc}") from None
             except (ValueError, TypeError, EOFError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
                 shown = value if binary else value.decode("utf-8", "replace")  # Avro's bytes kept (as their repr)
-                reject(shown, f"cannot decode as {kind}: {exc}", self.location())
+                reject(shown, f"cannot decode as {kind}: {exc}", self.location(), original(i, offset, value))
                 continue
             if type(record) is not dict:
-                reject(record, f"expected a JSON object, got {type(record).__name__}", self.location())
+                reject(record, f"expected a JSON object, got {type(record).__name__}", self.location(),
+                       original(i, offset, value))
                 continue
             if metadata is not None:
                 try:
                     record.update(metadata(offset, detail))
                 except BadMetadata as exc:
-                    reject(record, str(exc), self.location())
+                    reject(record, str(exc), self.location(), original(i, offset, value))
                     continue
                 except LossyRead as exc:
                     raise LossyRead(f"{self.location()}: the key: {exc}") from None
+            self._current = (original, i, value)
             yield record
+
+    def current_message(self) -> SourceMessage | None:
+        """The message of the record last yielded (a later stage rejects it), as read."""
+        if self._current is None:
+            return None
+        original, i, value = self._current
+        return original(i, self.offset, value)
+
+    def _original(self, batch: OffsetBatch) -> Callable[[int, int, bytes | None], SourceMessage | None]:
+        """For a rejected message: it as read (key, value, headers), kept with the bad record for a dead-letter topic."""
+        def original(i: int, offset: int, value: bytes | None) -> SourceMessage | None:
+            if batch.originals is None:
+                return None
+            d = batch.originals(i)
+            headers = d.headers if isinstance(d.headers, list) else []  # headers it cannot read: the message without them
+            timestamp = d.timestamp if d.timestamp is not None and d.timestamp >= 0 else None
+            return SourceMessage(self.topic, self.partition, offset, timestamp, d.key, value, headers)
+        return original
 
     def _stalled(self, since: float, highwater: int | None) -> None:
         """Fail a read that makes no progress: the partition ends early, or the broker stopped answering."""
@@ -250,12 +273,30 @@ class KafkaExtractor(BatchExtractor):
 
     def _batch(self, messages: list[Any], values: list[bytes | None], offset_of: Callable[[Any], int]) -> OffsetBatch:
         """A poll's messages (non-empty, in offset order) and their values as a batch; `offset_of(message)`."""
-        return OffsetBatch(self.settings.deserializer, values, offset_of(messages[0]), offset_of(messages[-1]),
-                           lambda: [offset_of(m) for m in messages], lambda: [self._details(m) for m in messages])
+        details: list[list[MessageDetails]] = []
+        originals: dict[int, MessageDetails] = {}
 
-    def _details(self, message: Any) -> MessageDetails:
-        """A kafka-python message's key, timestamp (ms) and headers (a list of (str, bytes or None))."""
-        return MessageDetails(message.key, message.timestamp, message.headers if self._headers else None)
+        def all_details() -> list[MessageDetails]:
+            if not details:
+                details.append([self._details(m) for m in messages])
+            return details[0]
+
+        def original(i: int) -> MessageDetails:
+            """The i-th message's details with its headers, each asked of the client once (confluent-kafka's
+            message keeps a broken header list after a first failed read)."""
+            if self._headers:
+                return all_details()[i]
+            if i not in originals:
+                originals[i] = self._details(messages[i], headers=True)
+            return originals[i]
+
+        return OffsetBatch(self.settings.deserializer, values, offset_of(messages[0]), offset_of(messages[-1]),
+                           lambda: [offset_of(m) for m in messages], all_details, originals=original)
+
+    def _details(self, message: Any, headers: bool = False) -> MessageDetails:
+        """A kafka-python message's key, timestamp (ms) and headers (a list of (str, bytes or None)), read when
+        `metadata_columns` or `headers` ask."""
+        return MessageDetails(message.key, message.timestamp, message.headers if self._headers or headers else None)
 
     def _reset_out_of_range(self, begin: int, seek: Callable[[int], None]) -> None:
         """The broker no longer has `next_offset` (retention ran mid-read): reset per the policy, loudly."""

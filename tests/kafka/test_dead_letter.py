@@ -1,0 +1,147 @@
+"""`quality.dead_letter: {topic: …}`: each bad record of a committed range reaches a Kafka topic once, with its
+original key, value and headers and `gobblin.error.*` provenance headers — after SIGKILLs at every commit point too.
+
+The dead-letter topic is read back with kafka-python's consumer (not the code that wrote it)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points
+from gobblin_py.testing.outputs import read_error_files
+
+from support.jobs import write_job
+from support.kafka_broker import create_topic, produce
+from support.kafka_jobs import events, kafka_job, output_ids
+
+pytestmark = pytest.mark.kafka
+
+RUN = ["run", "job.yaml", "--in-process"]
+
+
+def read_topic(bootstrap: str, topic: str) -> list[Any]:
+    """Every record of `topic`, read to its end (past an end offset a broker reports short)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        out, quiet = [], 0
+        while quiet < 3:
+            polled = consumer.poll(timeout_ms=300)
+            out += [r for records in polled.values() for r in records]
+            quiet = 0 if polled else quiet + 1
+        return out
+    finally:
+        consumer.close()
+
+
+def source_with_bad_records(bootstrap: str, topic: str) -> tuple[set[int], list[tuple[bytes | None, bytes | None, Any]]]:
+    """A topic of good events and bad messages (not JSON, not an object, not the schema's types) on two partitions;
+    the good ids and the bad messages as (key, value, headers)."""
+    create_topic(bootstrap, topic, 2)
+    good = {p: events(20) for p in range(2)}
+    bad = [(b"k-0", b"{not json", [("trace", b"t-0")]),
+           (b"k-1", b"[1, 2, 3]", [("trace", b"t-1"), ("trace", b"t-1b")]),
+           (None, orjson.dumps({"id": "not-a-number", "ts": 1, "user": "x", "kind": "k", "amount": 1.0, "country": "DE"}),
+            [])]
+    per_partition: dict[int, list[Any]] = {0: [], 1: []}
+    for p in range(2):
+        per_partition[p] = [(None, orjson.dumps(e), []) for e in good[p]]
+    per_partition[0][3:3] = [bad[0], bad[2]]
+    per_partition[1][7:7] = [bad[1]]
+    produce(bootstrap, topic, per_partition)
+    return {e["id"] for evs in good.values() for e in evs}, bad
+
+
+def dead_letter_job(tmp: Path, bootstrap: str, topic: str, dlq: str) -> dict[str, Any]:
+    job = kafka_job(tmp, bootstrap, [topic])
+    job["quality"] = {"dead_letter": {"topic": dlq}}
+    return job
+
+
+def assert_dead_letters_once(bootstrap: str, dlq: str, bad: list[Any], topic: str) -> None:
+    records = read_topic(bootstrap, dlq)
+    values = Counter(r.value for r in records)
+    assert values == Counter(v for _, v, _ in bad), f"dead letters: {values}"
+    for r in records:
+        key, value, headers = next(b for b in bad if b[1] == r.value)
+        assert r.key == key
+        got = list(r.headers)
+        assert got[:len(headers)] == headers  # the original headers first, in order, repeats kept
+        provenance = dict(got[len(headers):])
+        assert provenance["gobblin.error.topic"] == topic.encode()
+        assert int(provenance["gobblin.error.offset"]) >= 0
+        assert provenance["gobblin.error.stage"] in (b"extractor", b"converters[0] (json_to_avro)")
+        assert provenance["gobblin.error.reason"]
+        assert provenance["gobblin.error.dataset"] == topic.encode()
+
+
+def test_bad_records_reach_the_dead_letter_topic_once_with_their_original_message(tmp_path: Path, broker, topic: str) -> None:
+    good, bad = source_with_bad_records(broker.bootstrap, topic)
+    dlq = f"{topic}.dlq"
+    create_topic(broker.bootstrap, dlq, 3)
+    write_job(tmp_path, dead_letter_job(tmp_path, broker.bootstrap, topic, dlq))
+    done = cli(RUN, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert set(output_ids(tmp_path / "output", topic)) == good
+    errors = read_error_files(tmp_path / "output")
+    assert len(errors) == 3  # the error files keep them too
+    assert_dead_letters_once(broker.bootstrap, dlq, bad, topic)
+    again = cli(RUN, tmp_path)  # nothing new: nothing more sent
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert_dead_letters_once(broker.bootstrap, dlq, bad, topic)
+
+
+def test_a_missing_dead_letter_topic_stops_the_run_before_anything_is_read(tmp_path: Path, broker, topic: str) -> None:
+    source_with_bad_records(broker.bootstrap, topic)
+    write_job(tmp_path, dead_letter_job(tmp_path, broker.bootstrap, topic, f"{topic}.missing-dlq"))
+    done = cli(RUN, tmp_path)
+    assert done.returncode != 0
+    assert f"{topic}.missing-dlq" in done.stdout + done.stderr and "does not exist" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "output" / topic).exists()
+
+
+def test_settings_refuse_bad_records_fail_and_a_secret_in_producer_config(tmp_path: Path) -> None:
+    from gobblin_py.config import load_job
+    from gobblin_py.errors import ConfigError
+
+    job = dead_letter_job(tmp_path, "127.0.0.1:9", "t", "t.dlq")
+    job["quality"]["bad_records"] = "FAIL"
+    job["quality"]["dead_letter"]["producer_config"] = {"sasl_plain_password": "x"}
+    path = write_job(tmp_path, job)
+    with pytest.raises(ConfigError) as exc:
+        load_job(path)
+    assert "bad_records FAIL" in str(exc.value) and "sasl_plain_password" in str(exc.value)
+    assert "'x'" not in str(exc.value)
+
+
+@pytest.mark.crash
+def test_kill_at_every_commit_point_leaves_each_bad_record_once(tmp_path_factory, broker, topic: str) -> None:
+    good, bad = source_with_bad_records(broker.bootstrap, topic)
+    # 3 days × 2 partitions of data files, the error files, the watermarks, the dead letters, the state
+    points = commit_points(12) + ["dead_letter.midway", "recovery.before_commit"]
+    for n, point in enumerate(points):
+        dlq = f"{topic}.dlq{n}"
+        create_topic(broker.bootstrap, dlq, 2)
+        tmp = tmp_path_factory.mktemp("dl")
+        write_job(tmp, dead_letter_job(tmp, broker.bootstrap, topic, dlq))
+        if point.startswith("recovery."):
+            assert cli(RUN, tmp, crash_at="commit.after_step:9").returncode == SIGKILLED
+        crashed = cli(RUN, tmp, crash_at=point)
+        if crashed.returncode != SIGKILLED:  # a point past the last step of this sequence: the run ends normally
+            assert crashed.returncode == 0 and point.startswith("commit.after_step"), f"{point}: {crashed.stderr}"
+        again = cli(RUN, tmp)
+        assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
+        ids = output_ids(tmp / "output", topic)
+        assert set(ids) == good and set(ids.values()) == {1}, point
+        assert_dead_letters_once(broker.bootstrap, dlq, bad, topic)
