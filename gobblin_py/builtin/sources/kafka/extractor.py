@@ -48,10 +48,11 @@ def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any]
     if kind == "bytes":
         return lambda raw: {"value": raw}
     if kind == "confluent_json":
+        from gobblin_py.builtin.sources.kafka.json_schema import ValidatingJsonDecoder
         from gobblin_py.builtin.sources.kafka.registry import ConfluentJsonDecoder
 
         assert settings.schema_registry is not None
-        return ConfluentJsonDecoder(settings.schema_registry)
+        return (ValidatingJsonDecoder if settings.json_schema_validation else ConfluentJsonDecoder)(settings.schema_registry)
     if kind == "confluent_avro":
         from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
 
@@ -137,7 +138,8 @@ class KafkaExtractor(BatchExtractor):
 
     def _documents(self, batch: OffsetBatch) -> OffsetBatch:
         """A `confluent_json` batch as its JSON documents (format `json`, for the columnar path), when every value has
-        the header and a schema id of the registry's JSON Schemas; else as it is, for the row path to judge each."""
+        the header and a schema id of the registry's JSON Schemas (and, under `json_schema_validation`, validates);
+        else as it is, for the row path to judge each."""
         values = batch.values
         try:
             if None in values:
@@ -146,6 +148,8 @@ class KafkaExtractor(BatchExtractor):
                 self._decode.schema(self._decode.schema_id(header))
         except UndecodableValue:
             return batch
+        if self.settings.json_schema_validation and not self._decode.all_valid(values):
+            return batch  # the row path rejects the documents that do not validate, each with its offset
         return dataclasses.replace(batch, format="json", values=[v[HEADER.size:] for v in values], raw=values)  # type: ignore[index]
 
     def records_of(self, batch: RawBatch) -> Iterator[Record]:

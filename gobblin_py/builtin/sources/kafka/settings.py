@@ -94,6 +94,10 @@ class KafkaSettings(Settings):
     schema_registry: SchemaRegistrySettings | None = Field(
         default=None, description="for deserializer confluent_avro or confluent_json, and metadata_key confluent_avro: "
                                   "{url, basic_auth_user, password_env, ssl_ca_location, timeout_s, max_retries}")
+    json_schema_validation: bool = Field(
+        default=True, description="deserializer confluent_json: validate each value against its writer's JSON Schema "
+        "(by its schema id; the draft its $schema names, draft-07 without one), as Confluent's JSONDeserializer does; "
+        "a value that does not validate is a bad record naming the schema id, the JSON path and the error")
     subject: str = Field(
         default="{topic}-value", description="the registry subject of a topic's values: {topic} stands for the topic's name "
                                              "(Confluent's TopicNameStrategy, the default), or one fixed subject")
@@ -161,6 +165,8 @@ class KafkaSettings(Settings):
                 except (KeyError, IndexError, ValueError) as exc:
                     raise ValueError(f"{name} {getattr(self, name)!r}: only {{topic}} may stand in it "
                                      f"({describe(exc)})") from None
+        if "json_schema_validation" in self.model_fields_set and self.deserializer != "confluent_json":
+            raise ValueError("json_schema_validation applies to deserializer confluent_json only")
         if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro"):
             raise ValueError("metadata_columns needs deserializer avro or confluent_avro, whose output schema gains the "
                              "_kafka_* fields")
