@@ -226,3 +226,67 @@ def test_json_schema_validation_is_a_setting_of_confluent_json_only() -> None:
     assert not off.json_schema_validation
     with pytest.raises(ValueError, match="json_schema_validation applies to deserializer confluent_json only"):
         KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="json", json_schema_validation=False)
+
+
+def event_schema_with(tmp: Path, names: list[str]) -> Path:
+    """jobs/schemas/event.avsc with the metadata fields `names` (as `metadata_fields` gives them) appended."""
+    from gobblin_py.builtin.sources.kafka.metadata import metadata_fields
+    from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
+
+    from support.jobs import EVENT_SCHEMA
+
+    schema = json.loads(EVENT_SCHEMA.read_text())
+    settings = KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="confluent_json",
+                             schema_registry={"url": "http://r:8081"}, metadata_columns=names)
+    schema["fields"] += metadata_fields(settings)
+    path = tmp / "event-kafka.avsc"
+    path.write_text(json.dumps(schema))
+    return path
+
+
+METADATA = ["key", "topic", "partition", "offset", "timestamp", "headers"]
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize(("writer", "client"), [("avro", "kafka-python"), ("parquet", "confluent")])
+def test_metadata_columns_reach_records_whose_json_to_avro_schema_lists_them(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry, writer: str, client: str) -> None:
+    good, lax = serializers(schema_registry.url, EVENT)
+    ctx = context(topic)
+    values = [good(event(i), ctx) for i in range(6)]
+    values[4] = lax(event(4, kind="buy"), ctx)  # still validated: a bad record with its offset
+    messages = [(None if i == 2 else f"k{i}".encode(), v, [("trace", f"t{i}".encode()), ("tag", b"")])
+                for i, v in enumerate(values)]
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, {0: messages})
+    job = json_job(tmp_path, broker.bootstrap, topic, schema_registry.url, client=client, metadata_columns=METADATA)
+    job["converters"] = [{"class": "json_to_avro", "schema": str(event_schema_with(tmp_path, METADATA))}]
+    job["writer"] = {"class": writer}
+    result = run(tmp_path, job)
+    assert result.succeeded, result.error
+    assert sum(t.records_columnar for t in result.tasks) == 0  # metadata is added record by record
+    out = tmp_path / "output" / topic
+    rows = sorted(read_avro(out) if writer == "avro" else read_parquet(out), key=lambda r: r["_kafka_offset"])
+    assert [r["id"] for r in rows] == [0, 1, 2, 3, 5]
+    for r in rows:
+        i = r["_kafka_offset"]
+        assert (r["_kafka_key"], r["_kafka_topic"], r["_kafka_partition"]) == (None if i == 2 else f"k{i}", topic, 0)
+        assert r["_kafka_timestamp"] is not None
+        assert r["_kafka_headers"] == [{"key": "trace", "value": f"t{i}".encode()}, {"key": "tag", "value": b""}]
+    (error,) = read_error_files(tmp_path / "output")
+    assert error["location"] == f"{topic}/0@4" and "at $.kind" in error["reason"]
+
+
+@pytest.mark.kafka
+def test_metadata_columns_the_json_to_avro_schema_lacks_fail_before_a_record_is_written(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
+    good, _ = serializers(schema_registry.url, EVENT)
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, {0: [good(event(i), context(topic)) for i in range(3)]})
+    job = json_job(tmp_path, broker.bootstrap, topic, schema_registry.url, metadata_columns=["partition", "offset"])
+    job["converters"] = [{"class": "json_to_avro", "schema": str(event_schema_with(tmp_path, ["partition"]))}]
+    result = run(tmp_path, job)
+    assert not result.succeeded
+    assert "lacks field(s) _kafka_offset that the source adds to each record" in result.error, result.error
+    assert '{"name": "_kafka_offset", "type": "long"}' in result.error and "Traceback" not in result.error
+    assert not (tmp_path / "output").exists()

@@ -21,7 +21,7 @@ import orjson
 
 from gobblin_py.api import BatchExtractor, RawBatch, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.builtin.sources.kafka.metadata import BadMetadata, MessageDetails, metadata_of, with_metadata
+from gobblin_py.builtin.sources.kafka.metadata import BadMetadata, MessageDetails, metadata_fields, metadata_of, with_metadata
 from gobblin_py.builtin.sources.kafka.registry import HEADER, KEY, VALUE, LossyRead, UndecodableValue
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
@@ -114,11 +114,14 @@ class KafkaExtractor(BatchExtractor):
 
     def get_schema(self) -> Schema:
         """The Avro record schema of `avro` and `confluent_avro` values (with any metadata fields), which the avro and
-        parquet writers write; JSON, text and bytes carry none."""
+        parquet writers write; JSON, text and bytes carry none (`confluent_json` names the metadata fields it adds)."""
+        key_schema = self._key_schema.schema if self._key_schema is not None else None
         if self._value_schema is not None:
-            return with_metadata(self.settings, self._value_schema,
-                                 self._key_schema.schema if self._key_schema is not None else None)
-        return {"type": "kafka", "topic": self.topic, "deserializer": self.settings.deserializer}
+            return with_metadata(self.settings, self._value_schema, key_schema)
+        schema: dict[str, Any] = {"type": "kafka", "topic": self.topic, "deserializer": self.settings.deserializer}
+        if self.settings.metadata_columns:  # `confluent_json`: the converter's schema must have these (json_to_avro checks)
+            schema["adds_fields"] = metadata_fields(self.settings, key_schema)
+        return schema
 
     def actual_high_watermark(self) -> WatermarkValue:
         return self.next_offset
@@ -129,7 +132,8 @@ class KafkaExtractor(BatchExtractor):
     def read_batches(self) -> Iterator[RawBatch]:
         if self.low >= self.high:
             return
-        unwrap = self._columnar and self.settings.deserializer == "confluent_json"
+        # metadata fields are added record by record: a `confluent_json` task asking for them takes the row path
+        unwrap = self._columnar and self.settings.deserializer == "confluent_json" and self._metadata is None
         for batch in self._chunks():
             self.offset = batch.first
             yield self._documents(batch) if unwrap else batch

@@ -106,7 +106,8 @@ class KafkaSettings(Settings):
                                            "{topic} stands for the topic's name, as in subject")
     metadata_columns: list[Literal["key", "topic", "partition", "offset", "timestamp", "headers"]] = Field(
         default_factory=list, description="add each message's key, topic, partition, offset, timestamp and/or headers "
-        "to its record and the output schema as _kafka_<name> (deserializer avro or confluent_avro); headers are an "
+        "to its record and the output schema as _kafka_<name> (deserializer avro or confluent_avro; confluent_json: "
+        "to its record, and json_to_avro's schema must list them); headers are an "
         "array of {key, value} records in the message's order, repeats kept, value null for a header without one")
     metadata_key: Literal["string", "bytes", "confluent_avro"] = Field(
         default="string", description="the type of _kafka_key (null for a message without a key); a key that is not "
@@ -167,9 +168,9 @@ class KafkaSettings(Settings):
                                      f"({describe(exc)})") from None
         if "json_schema_validation" in self.model_fields_set and self.deserializer != "confluent_json":
             raise ValueError("json_schema_validation applies to deserializer confluent_json only")
-        if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro"):
+        if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro", "confluent_json"):
             raise ValueError("metadata_columns needs deserializer avro or confluent_avro, whose output schema gains the "
-                             "_kafka_* fields")
+                             "_kafka_* fields, or confluent_json, whose json_to_avro schema must list them")
         if len(set(self.metadata_columns)) != len(self.metadata_columns):
             raise ValueError("metadata_columns names a column twice")
         for key in ("isolation_level", "isolation.level"):
