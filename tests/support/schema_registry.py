@@ -4,11 +4,12 @@ No registry installs here (Confluent's is a JVM service), so the tests run confl
 and `AvroSerializer` against this server. It implements, as Confluent's REST API reference describes them, what those
 clients call: register (`POST /subjects/{s}/versions`), lookup (`POST /subjects/{s}`), `GET /schemas/ids/{id}`,
 `GET /subjects`, `GET /subjects/{s}/versions[/{v|latest}]`, `POST /compatibility/subjects/{s}/versions/{v|latest}`,
-`GET/PUT /config[/{s}]`. Schemas are Avro, or JSON Schemas (`schemaType: JSON`: held and served, never checked for
-compatibility); ids are global (one schema text, one id, whichever subject), versions per
-subject. Compatibility is checked with Apache Avro's own `ReaderWriterCompatibilityChecker` (Avro schema resolution:
-added fields need defaults, removed fields are fine, int→long→float→double and string↔bytes promote), and a
-registration it refuses is HTTP 409, as Confluent answers. Optional HTTP basic auth (`auth=(user, password)`).
+`GET/PUT /config[/{s}]`. Schemas are Avro, or JSON Schemas (`schemaType: JSON`, as confluent-kafka's `JSONSerializer`
+registers them: held and served, any JSON accepted, and always compatible: the real registry's JSON Schema
+compatibility rules are not reimplemented, so a test of them needs Confluent's own); ids are global (one schema text,
+one id, whichever subject), versions per subject. Avro compatibility is checked with Apache Avro's own
+`ReaderWriterCompatibilityChecker` (Avro schema resolution: added fields need defaults, removed fields are fine,
+int→long→float→double and string↔bytes promote), and a registration it refuses is HTTP 409, as Confluent answers. Optional HTTP basic auth (`auth=(user, password)`).
 
     with LocalSchemaRegistry() as registry:
         SchemaRegistryClient({"url": registry.url})
@@ -170,7 +171,7 @@ class SchemaRegistryState:
     def compatible(self, name: str, version: str, text: str, kind: str = "AVRO") -> dict[str, Any]:
         _parse(text, kind)
         if kind != "AVRO":
-            return {"is_compatible": True, "messages": []}  # JSON Schemas are held, not checked
+            return {"is_compatible": True, "messages": []}  # JSON Schemas: always compatible (Confluent's rules not reimplemented)
         with self.lock:
             _, schema_id = self._version(name, version)
             saved, self.subjects[name].level = self.subjects[name].level, self.level_of(name).replace("_TRANSITIVE", "")

@@ -7,6 +7,7 @@ timestamps to epoch millis); anything else is a RecordError naming the field and
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -188,6 +189,15 @@ class JsonToAvroConverter(OneToOneConverter, BatchConverter):
         self._pending: tuple[int, list[str]] | None = None  # (rows, columns dropped of each) of the last batch made
 
     def convert_schema(self, schema: Schema) -> Schema:
+        """The schema file's; a source that adds fields to each record (`adds_fields` of its schema, such as Kafka's
+        `metadata_columns`) needs each in it, or they would be dropped: refused before a record is read."""
+        added = schema.get("adds_fields") if isinstance(schema, dict) else None
+        missing = [f for f in added or [] if f["name"] not in self._known]
+        if missing:
+            raise ConfigError(f"converters json_to_avro: schema {self.settings.schema_file} lacks field(s) "
+                              f"{', '.join(f['name'] for f in missing)} that the source adds to each record; add "
+                              f"{', '.join(json.dumps(f) for f in missing)} to its fields, or drop them from the "
+                              "source's metadata_columns")
         return self.avro_schema
 
     def map_record(self, record: Record) -> Record:  # replaced per instance by the compiled function

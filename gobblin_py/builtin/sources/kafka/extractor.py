@@ -21,7 +21,7 @@ import orjson
 
 from gobblin_py.api import BatchExtractor, RawBatch, SourceMessage, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.builtin.sources.kafka.metadata import BadMetadata, MessageDetails, metadata_of, with_metadata
+from gobblin_py.builtin.sources.kafka.metadata import BadMetadata, MessageDetails, metadata_fields, metadata_of, with_metadata
 from gobblin_py.builtin.sources.kafka.registry import HEADER, KEY, VALUE, LossyRead, UndecodableValue
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
@@ -48,10 +48,11 @@ def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any]
     if kind == "bytes":
         return lambda raw: {"value": raw}
     if kind == "confluent_json":
+        from gobblin_py.builtin.sources.kafka.json_schema import ValidatingJsonDecoder
         from gobblin_py.builtin.sources.kafka.registry import ConfluentJsonDecoder
 
         assert settings.schema_registry is not None
-        return ConfluentJsonDecoder(settings.schema_registry)
+        return (ValidatingJsonDecoder if settings.json_schema_validation else ConfluentJsonDecoder)(settings.schema_registry)
     if kind == "confluent_avro":
         from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
 
@@ -115,11 +116,14 @@ class KafkaExtractor(BatchExtractor):
 
     def get_schema(self) -> Schema:
         """The Avro record schema of `avro` and `confluent_avro` values (with any metadata fields), which the avro and
-        parquet writers write; JSON, text and bytes carry none."""
+        parquet writers write; JSON, text and bytes carry none (`confluent_json` names the metadata fields it adds)."""
+        key_schema = self._key_schema.schema if self._key_schema is not None else None
         if self._value_schema is not None:
-            return with_metadata(self.settings, self._value_schema,
-                                 self._key_schema.schema if self._key_schema is not None else None)
-        return {"type": "kafka", "topic": self.topic, "deserializer": self.settings.deserializer}
+            return with_metadata(self.settings, self._value_schema, key_schema)
+        schema: dict[str, Any] = {"type": "kafka", "topic": self.topic, "deserializer": self.settings.deserializer}
+        if self.settings.metadata_columns:  # `confluent_json`: the converter's schema must have these (json_to_avro checks)
+            schema["adds_fields"] = metadata_fields(self.settings, key_schema)
+        return schema
 
     def actual_high_watermark(self) -> WatermarkValue:
         return self.next_offset
@@ -130,7 +134,8 @@ class KafkaExtractor(BatchExtractor):
     def read_batches(self) -> Iterator[RawBatch]:
         if self.low >= self.high:
             return
-        unwrap = self._columnar and self.settings.deserializer == "confluent_json"
+        # metadata fields are added record by record: a `confluent_json` task asking for them takes the row path
+        unwrap = self._columnar and self.settings.deserializer == "confluent_json" and self._metadata is None
         for batch in self._chunks():
             self.offset = batch.first
             yield self._documents(batch) if unwrap else batch
@@ -139,7 +144,8 @@ class KafkaExtractor(BatchExtractor):
 
     def _documents(self, batch: OffsetBatch) -> OffsetBatch:
         """A `confluent_json` batch as its JSON documents (format `json`, for the columnar path), when every value has
-        the header and a schema id of the registry's JSON Schemas; else as it is, for the row path to judge each."""
+        the header and a schema id of the registry's JSON Schemas (and, under `json_schema_validation`, validates);
+        else as it is, for the row path to judge each."""
         values = batch.values
         try:
             if None in values:
@@ -148,6 +154,8 @@ class KafkaExtractor(BatchExtractor):
                 self._decode.schema(self._decode.schema_id(header))
         except UndecodableValue:
             return batch
+        if self.settings.json_schema_validation and not self._decode.all_valid(values):
+            return batch  # the row path rejects the documents that do not validate, each with its offset
         return dataclasses.replace(batch, format="json", values=[v[HEADER.size:] for v in values], raw=values)  # type: ignore[index]
 
     def records_of(self, batch: RawBatch) -> Iterator[Record]:

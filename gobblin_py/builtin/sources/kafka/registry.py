@@ -303,7 +303,8 @@ class ConfluentAvroDecoder(_WireFormat):
 class ConfluentJsonDecoder(_WireFormat):
     """Decodes one value written by Confluent's JSON Schema serializer: its header checked, its schema id one of the
     registry's JSON Schemas, the document after it parsed as `deserializer: json` parses one (the job's `json_to_avro`
-    schema, not the JSON Schema, shapes the records; the values are not validated against the JSON Schema)."""
+    schema, not the JSON Schema, shapes the records; `json_schema.ValidatingJsonDecoder` also validates each value
+    against it, under `json_schema_validation`)."""
 
     kind = "JSON"
     wanted = "a JSON Schema"

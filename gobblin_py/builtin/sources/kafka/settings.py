@@ -94,6 +94,10 @@ class KafkaSettings(Settings):
     schema_registry: SchemaRegistrySettings | None = Field(
         default=None, description="for deserializer confluent_avro or confluent_json, and metadata_key confluent_avro: "
                                   "{url, basic_auth_user, password_env, ssl_ca_location, timeout_s, max_retries}")
+    json_schema_validation: bool = Field(
+        default=True, description="deserializer confluent_json: validate each value against its writer's JSON Schema "
+        "(by its schema id; the draft its $schema names, draft-07 without one), as Confluent's JSONDeserializer does; "
+        "a value that does not validate is a bad record naming the schema id, the JSON path and the error")
     subject: str = Field(
         default="{topic}-value", description="the registry subject of a topic's values: {topic} stands for the topic's name "
                                              "(Confluent's TopicNameStrategy, the default), or one fixed subject")
@@ -102,7 +106,8 @@ class KafkaSettings(Settings):
                                            "{topic} stands for the topic's name, as in subject")
     metadata_columns: list[Literal["key", "topic", "partition", "offset", "timestamp", "headers"]] = Field(
         default_factory=list, description="add each message's key, topic, partition, offset, timestamp and/or headers "
-        "to its record and the output schema as _kafka_<name> (deserializer avro or confluent_avro); headers are an "
+        "to its record and the output schema as _kafka_<name> (deserializer avro or confluent_avro; confluent_json: "
+        "to its record, and json_to_avro's schema must list them); headers are an "
         "array of {key, value} records in the message's order, repeats kept, value null for a header without one")
     metadata_key: Literal["string", "bytes", "confluent_avro"] = Field(
         default="string", description="the type of _kafka_key (null for a message without a key); a key that is not "
@@ -161,9 +166,11 @@ class KafkaSettings(Settings):
                 except (KeyError, IndexError, ValueError) as exc:
                     raise ValueError(f"{name} {getattr(self, name)!r}: only {{topic}} may stand in it "
                                      f"({describe(exc)})") from None
-        if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro"):
+        if "json_schema_validation" in self.model_fields_set and self.deserializer != "confluent_json":
+            raise ValueError("json_schema_validation applies to deserializer confluent_json only")
+        if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro", "confluent_json"):
             raise ValueError("metadata_columns needs deserializer avro or confluent_avro, whose output schema gains the "
-                             "_kafka_* fields")
+                             "_kafka_* fields, or confluent_json, whose json_to_avro schema must list them")
         if len(set(self.metadata_columns)) != len(self.metadata_columns):
             raise ValueError("metadata_columns names a column twice")
         for key in ("isolation_level", "isolation.level"):
