@@ -9,7 +9,9 @@ was published of the old topic stays, once, the rest of it may be lost with it, 
 owed once); `run --continuous` killed after a few checkpoints, with records produced between them; `state reset --to
 P=K` back to an offset at or before the first record of partition P not yet published (one further ahead would skip
 records on purpose; one of a topic the state does not know yet is read from its start anyway), after which every
-record of P from K on is owed once more.
+record of P from K on is owed once more. Some messages are not JSON: the job sends them to a dead-letter topic (`quality.dead_letter`),
+and the model owes each of them there as it owes a good record to the output (the output's ids are the Avro files'
+and the dead-letter topic's).
 
 Left out: a partition added to the topic, since Tansu has no CreatePartitions (the broker answers it with an error),
 so the world cannot change that way here."""
@@ -50,6 +52,43 @@ class KafkaWorld(World):
     ends: dict[int, int] = field(default_factory=lambda: dict.fromkeys(range(PARTITIONS), 0))
     placed: dict[int, tuple[int, int]] = field(default_factory=dict)  # id → (partition, offset), current topic only
 
+    def bad_record(self) -> tuple[int, bytes]:
+        """A message with the next id that is not JSON (a bad record, for the dead-letter topic)."""
+        i = self.next_id
+        self.next_id += 1
+        return i, BAD + str(i).encode()
+
+
+BAD = b"not json: "
+
+
+def dead_letter_topic(world: KafkaWorld) -> str:
+    return f"{world.topic}.dlq"
+
+
+def dead_letter_ids(world: KafkaWorld) -> Counter[int]:
+    """How many times each bad record's id is in the dead-letter topic (read to its end: past an end offset a broker
+    reports short)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=world.bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    try:
+        topic = dead_letter_topic(world)
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        out: Counter[int] = Counter()
+        quiet = 0
+        while quiet < 2:
+            polled = consumer.poll(timeout_ms=200)
+            for records in polled.values():
+                out.update(int(r.value[len(BAD):]) for r in records)
+            quiet = 0 if polled else quiet + 1
+        return out
+    finally:
+        consumer.close()
+
 
 class KafkaHistory(History):
     """A history of a Kafka → Avro job against the broker at `bootstrap` (see the module's docstring)."""
@@ -64,6 +103,7 @@ class KafkaHistory(History):
         root.mkdir(parents=True, exist_ok=True)
         world = KafkaWorld(root, bootstrap=self.bootstrap, topic=f"w{self.seed}-{uuid.uuid4().hex[:8]}")
         create_topic(world.bootstrap, world.topic, PARTITIONS)
+        create_topic(world.bootstrap, dead_letter_topic(world), 2)
         return world
 
     def job(self, world: World) -> dict[str, Any]:
@@ -77,6 +117,7 @@ class KafkaHistory(History):
                        "max_workunits": 4, "request_timeout_ms": 5000, "idle_timeout_s": 5,
                        "on_topic_recreated": "earliest"},
             "converters": [{"class": "json_to_avro", "schema": str(schema)}],
+            "quality": {"dead_letter": {"topic": dead_letter_topic(world)}},
             "writer": {"class": "avro", "codec": "null", "partition": {"column": "ts", "granularity": "DAY",
                                                                        "pattern": "yyyy/MM/dd"}},
             "publisher": {"final_dir": str(world.root / "output")},
@@ -84,7 +125,8 @@ class KafkaHistory(History):
         }
 
     def output_ids(self, world: World) -> Counter[int]:
-        return avro_ids(world.root / "output")
+        assert isinstance(world, KafkaWorld)
+        return avro_ids(world.root / "output") + dead_letter_ids(world)
 
     def rules(self) -> list[tuple[int, Rule]]:
         return [*super().rules(), (1, self.recreate_topic), (1, self.continuous_killed)]
@@ -97,8 +139,10 @@ class KafkaHistory(History):
         batches: dict[int, list[tuple[int, dict[str, Any]]]] = {}
         for p in self.rng.sample(range(PARTITIONS), self.rng.randint(1, PARTITIONS)):
             batches[p] = [world.record(self.rng.randrange(3)) for _ in range(self.rng.randint(1, 25))]
-        ends = produce(world.bootstrap, world.topic, {p: [json.dumps(r).encode() for _, r in recs]
-                                                      for p, recs in batches.items()})
+            if self.rng.random() < 0.4:  # a message that is not JSON: owed to the dead-letter topic
+                batches[p].insert(self.rng.randrange(len(batches[p])), world.bad_record())
+        ends = produce(world.bootstrap, world.topic, {p: [r if isinstance(r, bytes) else json.dumps(r).encode()
+                                                          for _, r in recs] for p, recs in batches.items()})
         for p, recs in batches.items():
             for offset, (i, _) in enumerate(recs, start=world.ends[p]):
                 world.placed[i] = (p, offset)
