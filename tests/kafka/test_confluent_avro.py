@@ -386,19 +386,34 @@ def test_a_value_whose_fields_the_output_schema_would_drop_fails_the_range_until
     assert records == [{**r, "channel": "web", "note": None} for r in old] + new
 
 
-def test_an_older_version_read_into_a_newer_one_that_removed_a_field_loses_it_as_the_subject_says(
-        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
-    """Dropping a field is what the subject's own evolution did when the writer's schema is an earlier version."""
+@pytest.mark.parametrize("policy", [None, "evolve", "dead_letter"])
+def test_an_older_version_read_into_a_newer_one_that_removed_a_field_never_loses_it_silently(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry, policy: str | None) -> None:
+    """The subject's newest version removed a field (BACKWARD allows it): the older values still in the topic would
+    lose it. By default the range fails naming subject, both versions and the offset; `evolve` keeps the field's values
+    (null in the newer ones); `dead_letter` puts exactly the older values in the error file (tests/kafka/
+    test_schema_evolution.py has more)."""
     create_topic(broker.bootstrap, topic, 1)
     without_note = {**V2, "fields": [f for f in V2["fields"] if f["name"] != "note"]}
     first = [{**r, "channel": "app", "note": "x"} for r in orders(0, 6)]
+    later = [{**r, "channel": "pos"} for r in orders(6, 4)]
     values = serialize(serializer(schema_registry.url, V2), topic, first)
-    produce(broker.bootstrap, topic, {0: values + serialize(serializer(schema_registry.url, without_note), topic,
-                                                            [{**r, "channel": "pos"} for r in orders(6, 4)])})
-    done = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}))
-    assert done.succeeded, done.error
+    produce(broker.bootstrap, topic, {0: values + serialize(serializer(schema_registry.url, without_note), topic, later)})
+    extra = {"schema_evolution": policy} if policy else {}
+    done = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}, **extra))
     records = sorted(read_avro(tmp_path / "output" / topic), key=lambda r: r["id"])
-    assert [r["id"] for r in records] == list(range(10)) and all("note" not in r for r in records)
+    if policy is None:
+        assert not done.succeeded
+        assert f"{topic}/0@0: subject '{topic}-value' version 1 (schema id 1) does not read into the output schema, " \
+               "version 2 (schema id 2), without loss: field note would be dropped" in done.error, done.error
+        assert not records and not StateStore(tmp_path / "work", "k").watermarks().get(topic)
+    elif policy == "evolve":
+        assert done.succeeded, done.error
+        assert records == first + [{**r, "note": None} for r in later]
+    else:
+        assert done.succeeded, done.error
+        assert records == later
+        assert {e["location"] for e in read_error_files(tmp_path / "output")} == {f"{topic}/0@{i}" for i in range(6)}
 
 
 def _value_context(topic: str) -> Any:
