@@ -183,3 +183,21 @@ def test_a_field_added_mid_stream_evolves_one_iceberg_table_in_the_commit_that_f
     counted = duckdb.connect().execute("SELECT count(*), count(DISTINCT id) FROM read_parquet(?, union_by_name = true)",
                                        [paths]).fetchone()
     assert counted == (50, 50)
+
+
+@pytest.mark.parametrize("policy", ["fail", "evolve", "dead_letter"])
+def test_a_version_registered_after_planning_fails_the_range_for_the_next_run_under_every_policy(
+        schema_registry: LocalSchemaRegistry, policy: str) -> None:
+    """A task meets a version newer than its planned output schema (registered mid-run) that the output would lose a
+    field of: not a bad record (its values are no mistake) and never dropped: the range fails, the next run plans with
+    it."""
+    from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder, IncompatibleVersion
+    from gobblin_py.builtin.sources.kafka.settings import SchemaRegistrySettings
+
+    serialize(serializer(schema_registry.url, V1), "orders", orders(0, 1))  # version 1, planned
+    decode = ConfluentAvroDecoder(SchemaRegistrySettings(url=schema_registry.url), V1, 1, "orders-value", 1, policy)
+    (newer,) = serialize(serializer(schema_registry.url, V2), "orders", [{**orders(1, 1)[0], "channel": "app", "note": "n"}])
+    with pytest.raises(IncompatibleVersion, match=r"subject 'orders-value' version 2 \(schema id 2\) does not read into "
+                                                  r"the output schema, version 1 \(schema id 1\), without loss: .*field "
+                                                  r"channel would be dropped.*registered after this run was planned"):
+        decode(newer)

@@ -320,14 +320,14 @@ class ConfluentAvroDecoder(_WireFormat):
         what = (f"subject {self.subject!r} version {version} (schema id {schema_id}) does not read into the output "
                 f"schema, {self.output.describe().removeprefix(f'subject {self.subject!r} ')}, without loss: "
                 f"{'; '.join(problems)}")
-        if self.policy == "dead_letter":
-            return Unusable(f"{what} (schema_evolution: dead_letter)")
-        if version > self.reader_version:
+        if version > self.reader_version:  # under every policy: its values are no mistake, the next run plans with it
             return IncompatibleVersion(
                 f"{what}. That version was registered after this run was planned; nothing of this range is published, "
                 "and the next run plans its output schema with it" + (
-                    "" if self.policy == "evolve" else ". If it still cannot read every earlier version without loss, "
+                    "" if self.policy != "fail" else ". If it still cannot read every earlier version without loss, "
                     "set source.schema_evolution: evolve or dead_letter"))
+        if self.policy == "dead_letter":
+            return Unusable(f"{what} (schema_evolution: dead_letter)")
         return IncompatibleVersion(
             f"{what}; nothing of this range is published (schema_evolution: {self.policy}). Register a version of "
             f"{self.subject!r} that every earlier one reads into (fields removed or added only with defaults, types "
