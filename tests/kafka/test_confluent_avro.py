@@ -14,81 +14,19 @@ import pytest
 
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError
-from gobblin_py.runtime.executors.in_process import InProcessExecutor
-from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.outputs import read_error_files
 
 from support.jobs import run_cli, write_job
 from support.kafka_broker import create_topic, free_port, produce, produce_with_confluent
+from support.confluent_avro import V1, V2, job_for, orders, read_avro, read_parquet, run, serialize, serializer
 from support.kafka_jobs import kafka_job
 from support.schema_registry import LocalSchemaRegistry
 
 pytestmark = pytest.mark.kafka
 
-V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "int"},
-    {"name": "customer", "type": "string"},
-    {"name": "amount", "type": "float"},
-]}
-V2 = {**V1, "fields": [  # backward compatible: id and amount promoted, a field added with a default
-    {"name": "id", "type": "long"},
-    {"name": "customer", "type": "string"},
-    {"name": "amount", "type": "double"},
-    {"name": "channel", "type": "string", "default": "web"},
-    {"name": "note", "type": ["null", "string"], "default": None},
-]}
 INCOMPATIBLE = {**V1, "fields": [{"name": "id", "type": "string"}, {"name": "customer", "type": "string"}]}
 PASSWORD = "registry-pw-5c1e7a"
-
-
-def serializer(registry_url: str, schema: dict[str, Any], **conf: Any) -> Any:
-    """confluent-kafka's AvroSerializer for `schema` (registered on first use, as producers do)."""
-    from confluent_kafka.schema_registry import SchemaRegistryClient
-    from confluent_kafka.schema_registry.avro import AvroSerializer
-
-    client = SchemaRegistryClient({"url": registry_url, **conf})
-    return AvroSerializer(client, json.dumps(schema))
-
-
-def serialize(ser: Any, topic: str, records: list[dict[str, Any]]) -> list[bytes]:
-    from confluent_kafka.serialization import MessageField, SerializationContext
-
-    ctx = SerializationContext(topic, MessageField.VALUE)
-    return [ser(r, ctx) for r in records]
-
-
-def orders(first: int, n: int) -> list[dict[str, Any]]:
-    return [{"id": i, "customer": f"c{i % 7}", "amount": float(i) / 4} for i in range(first, first + n)]
-
-
-def job_for(tmp: Path, bootstrap: str, topic: str, registry: dict[str, Any], writer: str = "avro", **source: Any) -> dict[str, Any]:
-    job = kafka_job(tmp, bootstrap, [topic], deserializer="confluent_avro", schema_registry=registry, **source)
-    del job["converters"]  # the registry's schema reaches the writer without json_to_avro
-    job["writer"] = {"class": writer}
-    return job
-
-
-def run(tmp: Path, job: dict[str, Any]) -> Any:
-    return JobRunner(load_job(write_job(tmp, job)), InProcessExecutor()).run()
-
-
-def read_avro(root: Path) -> list[dict[str, Any]]:
-    """Every record of every data file under `root`, read with Apache Avro (not the fastavro the tool writes with)."""
-    from avro.datafile import DataFileReader
-    from avro.io import DatumReader
-
-    out = []
-    for path in sorted(p for p in root.rglob("*.avro") if "_errors" not in p.parts):
-        with DataFileReader(open(path, "rb"), DatumReader()) as reader:
-            out.extend(reader)
-    return out
-
-
-def read_parquet(root: Path) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
-    return [row for p in sorted(root.rglob("*.parquet")) for row in pq.read_table(p).to_pylist()]
 
 
 @pytest.mark.parametrize(("writer", "client"), [("avro", "kafka-python"), ("parquet", "confluent")])
@@ -448,19 +386,34 @@ def test_a_value_whose_fields_the_output_schema_would_drop_fails_the_range_until
     assert records == [{**r, "channel": "web", "note": None} for r in old] + new
 
 
-def test_an_older_version_read_into_a_newer_one_that_removed_a_field_loses_it_as_the_subject_says(
-        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
-    """Dropping a field is what the subject's own evolution did when the writer's schema is an earlier version."""
+@pytest.mark.parametrize("policy", [None, "evolve", "dead_letter"])
+def test_an_older_version_read_into_a_newer_one_that_removed_a_field_never_loses_it_silently(
+        tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry, policy: str | None) -> None:
+    """The subject's newest version removed a field (BACKWARD allows it): the older values still in the topic would
+    lose it. By default the range fails naming subject, both versions and the offset; `evolve` keeps the field's values
+    (null in the newer ones); `dead_letter` puts exactly the older values in the error file (tests/kafka/
+    test_schema_evolution.py has more)."""
     create_topic(broker.bootstrap, topic, 1)
     without_note = {**V2, "fields": [f for f in V2["fields"] if f["name"] != "note"]}
     first = [{**r, "channel": "app", "note": "x"} for r in orders(0, 6)]
+    later = [{**r, "channel": "pos"} for r in orders(6, 4)]
     values = serialize(serializer(schema_registry.url, V2), topic, first)
-    produce(broker.bootstrap, topic, {0: values + serialize(serializer(schema_registry.url, without_note), topic,
-                                                            [{**r, "channel": "pos"} for r in orders(6, 4)])})
-    done = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}))
-    assert done.succeeded, done.error
+    produce(broker.bootstrap, topic, {0: values + serialize(serializer(schema_registry.url, without_note), topic, later)})
+    extra = {"schema_evolution": policy} if policy else {}
+    done = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url}, **extra))
     records = sorted(read_avro(tmp_path / "output" / topic), key=lambda r: r["id"])
-    assert [r["id"] for r in records] == list(range(10)) and all("note" not in r for r in records)
+    if policy is None:
+        assert not done.succeeded
+        assert f"{topic}/0@0: subject '{topic}-value' version 1 (schema id 1) does not read into the output schema, " \
+               "version 2 (schema id 2), without loss: field note would be dropped" in done.error, done.error
+        assert not records and not StateStore(tmp_path / "work", "k").watermarks().get(topic)
+    elif policy == "evolve":
+        assert done.succeeded, done.error
+        assert records == first + [{**r, "note": None} for r in later]
+    else:
+        assert done.succeeded, done.error
+        assert records == later
+        assert {e["location"] for e in read_error_files(tmp_path / "output")} == {f"{topic}/0@{i}" for i in range(6)}
 
 
 def _value_context(topic: str) -> Any:

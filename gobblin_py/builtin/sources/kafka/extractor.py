@@ -57,7 +57,7 @@ def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any]
         from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
 
         assert settings.schema_registry is not None and schema is not None
-        return ConfluentAvroDecoder.of(settings.schema_registry, VALUE.read(workunit.props))
+        return ConfluentAvroDecoder.of(settings.schema_registry, VALUE.read(workunit.props), settings.schema_evolution)
     import fastavro
 
     parsed = fastavro.parse_schema(schema)
@@ -109,7 +109,7 @@ class KafkaExtractor(BatchExtractor):
         from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
 
         assert self.settings.schema_registry is not None
-        return ConfluentAvroDecoder.of(self.settings.schema_registry, self._key_schema)
+        return ConfluentAvroDecoder.of(self.settings.schema_registry, self._key_schema, self.settings.schema_evolution)
 
     def location(self) -> str:
         return f"{self.topic}/{self.partition}@{self.offset}"

@@ -1,13 +1,16 @@
 """Values in Confluent's wire format (magic byte 0, a 4-byte big-endian schema id, an Avro datum) and the schema
 registry that holds their schemas, through confluent-kafka's `SchemaRegistryClient` (which caches what it fetched).
 
-A run reads every value of a topic into one output schema: the subject's latest version when the run was planned,
-kept in each WorkUnit and the dataset's state (and so every key, under `metadata_key: confluent_avro`, from the key
-subject). Each value is decoded with its own writer schema (fetched by id) and
-resolved into that output schema by Avro's rules (fields added with defaults, fields removed, int→long→float→double,
-string↔bytes); a value that cannot be is a bad record naming its schema id. A writer schema with fields the output
-schema lacks is read only when it is a version of the subject up to the output's (`LossyRead` otherwise): no field's
-values are dropped that the subject's own evolution did not remove.
+A run reads every value of a topic into one output schema, planned once, kept in each WorkUnit and the dataset's
+state (and so every key, under `metadata_key: confluent_avro`, from the key subject): the subject's latest version, or
+under `schema_evolution: evolve`, when an earlier version does not read into it losslessly, the merge of all its
+versions (`evolution.merged`, named by its fingerprint). Each value is decoded with its own writer schema (fetched by
+id) and resolved into the output schema by Avro's rules. A writer schema that is a version of the subject and does
+not read into the output losslessly (a field dropped, a type narrowed, a field without default) follows
+`schema_evolution`: `fail` (and `evolve`, for a version registered after planning) fails the range with an
+`IncompatibleVersion` naming the subject, both versions and the offset; `dead_letter` makes its values bad records.
+Never a silent null. A writer schema that is no version of the subject is a producer's mistake: its values are bad
+records where Avro cannot resolve them, and a `LossyRead` where fields would be dropped.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from gobblin_py.builtin.sources.kafka.evolution import MergeError, fingerprint, losses, merge_versions
 from gobblin_py.builtin.sources.kafka.settings import SchemaRegistrySettings
 from gobblin_py.errors import ConfigError, RetriableTaskError, SourceError, UnreachableError, describe
 
@@ -42,6 +46,12 @@ class LossyRead(SourceError):
     its offset is committed, so the task fails instead and nothing of its range is published."""
 
 
+class IncompatibleVersion(LossyRead):
+    """A value written in a version of the subject that does not read into the output schema without loss, under
+    `schema_evolution: fail` (or, under `evolve`, a version registered after the run was planned): the range fails,
+    naming the subject, both versions and schema ids, and the offset."""
+
+
 @dataclass(frozen=True)
 class OutputSchema:
     """A subject's version that a run reads every value into: where it came from and the Avro record schema."""
@@ -50,13 +60,25 @@ class OutputSchema:
     version: int
     schema_id: int
     schema: dict[str, Any]
+    merged: tuple[int, ...] = ()
+    """Under `schema_evolution: evolve`, the subject's versions merged into `schema` (empty: `schema` is the version's)."""
+    fingerprint: str | None = None
+    """The merged schema's fingerprint (`evolution.fingerprint`), which names it in output names and the state."""
 
     def identity(self) -> dict[str, Any]:
         """What the dataset's state keeps of it, so the next plan can tell the schema changed."""
         return {"subject": self.subject, "version": self.version, "id": self.schema_id}
 
+    def evolved(self) -> dict[str, Any] | None:
+        """What the dataset's state keeps of a merged schema (None for a version's own): the versions, the fingerprint."""
+        return {"versions": list(self.merged), "fingerprint": self.fingerprint} if self.merged else None
+
     def describe(self) -> str:
-        return f"subject {self.subject!r} version {self.version} (schema id {self.schema_id})"
+        own = f"subject {self.subject!r} version {self.version} (schema id {self.schema_id})"
+        if not self.merged:
+            return own
+        return (f"{own} merged with its earlier versions {', '.join(map(str, self.merged[:-1]))} (schema_evolution: "
+                f"evolve; fingerprint {self.fingerprint})")
 
 
 @dataclass(frozen=True)
@@ -79,16 +101,26 @@ class SchemaPart:
         """The dataset state's key for the identity last committed (`state.<kept>`)."""
         return f"{self.part}_schema"
 
+    @property
+    def kept_evolved(self) -> str:
+        """The dataset state's key for a merged output schema's versions and fingerprint (absent for a version's own)."""
+        return f"{self.part}_schema_evolved"
+
     def props(self, out: OutputSchema) -> dict[str, Any]:
         """The WorkUnit props carrying `out` to the task, and its identity to the dataset's state."""
-        return {self.schema_prop: out.schema, f"{self.part}_schema_id": out.schema_id,
-                f"{self.part}_schema_version": out.version, self.subject_prop: out.subject,
-                f"state.{self.kept}": out.identity()}
+        props = {self.schema_prop: out.schema, f"{self.part}_schema_id": out.schema_id,
+                 f"{self.part}_schema_version": out.version, self.subject_prop: out.subject,
+                 f"state.{self.kept}": out.identity()}
+        if out.merged:
+            props[f"state.{self.kept_evolved}"] = out.evolved()
+        return props
 
     def read(self, props: dict[str, Any]) -> OutputSchema:
         """The output schema a WorkUnit's `props` carry (see `props`)."""
+        evolved = props.get(f"state.{self.kept_evolved}") or {}
         return OutputSchema(props[self.subject_prop], int(props[f"{self.part}_schema_version"]),
-                            int(props[f"{self.part}_schema_id"]), props[self.schema_prop])
+                            int(props[f"{self.part}_schema_id"]), props[self.schema_prop],
+                            tuple(int(v) for v in evolved.get("versions", ())), evolved.get("fingerprint"))
 
 
 VALUE = SchemaPart("value", "subject", "subject", "schema")
@@ -166,6 +198,31 @@ def latest_schema(s: SchemaRegistrySettings, client: Any, subject: str, topic: s
     return OutputSchema(subject, int(found.version), int(found.schema_id), schema)
 
 
+def evolved(s: SchemaRegistrySettings, client: Any, latest: OutputSchema, topic: str, part: SchemaPart = VALUE) -> OutputSchema:
+    """Under `schema_evolution: evolve`, the output schema: `latest` when every earlier Avro version of its subject reads
+    into it losslessly (a compatible evolution), else the merge of all of them (planning). A set of versions that cannot
+    be merged fails the topic, naming them."""
+    subject = latest.subject
+    numbers = ask(s, f"the versions of subject {subject!r}", lambda: client.get_versions(subject))
+    earlier: list[tuple[int, int, Any]] = []
+    for number in sorted(int(v) for v in numbers if int(v) < latest.version):
+        found = ask(s, f"version {number} of subject {subject!r}", lambda: client.get_version(subject, number))
+        if (found.schema.schema_type or "AVRO") == "AVRO" and not found.schema.references:
+            earlier.append((number, int(found.schema_id), json.loads(found.schema.schema_str)))
+    if not any(losses(schema, latest.schema) for _, _, schema in earlier):
+        return latest
+    labelled = [(f"version {v} (schema id {i})", schema) for v, i, schema in earlier]
+    try:
+        schema = merge_versions([*labelled, (f"version {latest.version} (schema id {latest.schema_id})", latest.schema)])
+    except MergeError as exc:
+        raise SourceError(f"topic {topic!r}: the {part.part} schemas of subject {subject!r} cannot be merged into one "
+                          f"output schema (schema_evolution: evolve): {exc}. Nothing of the topic was read. Register a "
+                          "version that every earlier one reads into, or set source.schema_evolution: dead_letter to "
+                          "divert the values that do not fit the latest version") from None
+    return OutputSchema(subject, latest.version, latest.schema_id, schema,
+                        (*(v for v, _, _ in earlier), latest.version), fingerprint(schema))
+
+
 class Unusable(str):
     """Why a schema id's values cannot be read (a str subclass: a parsed primitive schema, such as a key's "string",
     is a str too)."""
@@ -222,9 +279,10 @@ class _WireFormat:
 
 class ConfluentAvroDecoder(_WireFormat):
     """Decodes one value (or key) into the output schema `reader`: its writer schema fetched by id (once per id and
-    task)."""
+    task) and judged once, losslessly readable or not, per `policy` (`schema_evolution`)."""
 
-    def __init__(self, s: SchemaRegistrySettings, reader: Any, reader_id: int, subject: str, reader_version: int) -> None:
+    def __init__(self, s: SchemaRegistrySettings, reader: Any, reader_id: int, subject: str, reader_version: int,
+                 policy: str = "fail", merged: tuple[int, ...] = (), reader_fingerprint: str | None = None) -> None:
         import fastavro
 
         super().__init__(s)
@@ -232,29 +290,49 @@ class ConfluentAvroDecoder(_WireFormat):
         self.reader = fastavro.parse_schema(reader)
         self.reader_id = reader_id
         self.reader_version = reader_version
+        self.policy = policy
+        self.output = OutputSchema(subject, reader_version, reader_id, reader, merged, reader_fingerprint)
 
     @classmethod
-    def of(cls, s: SchemaRegistrySettings, out: OutputSchema) -> ConfluentAvroDecoder:
+    def of(cls, s: SchemaRegistrySettings, out: OutputSchema, policy: str = "fail") -> ConfluentAvroDecoder:
         """A decoder into the planned output schema `out` (a value's record, or a key's schema of any type)."""
-        return cls(s, out.schema, out.schema_id, out.subject, out.version)
+        return cls(s, out.schema, out.schema_id, out.subject, out.version, policy, out.merged, out.fingerprint)
 
     def _fetch(self, schema_id: int) -> Any:
-        if schema_id == self.reader_id:
+        if schema_id == self.reader_id and not self.output.merged:
             return self.reader
         found = super()._fetch(schema_id)
         if isinstance(found, Unusable):
             return found
-        lost = dropped_fields(found, self.reader) if _is_record(found) and _is_record(self.reader) else []
-        if not lost:
+        problems = losses(found, self.reader)
+        if not problems:
             return found
         version = self._version_of(schema_id)
-        if version is not None and version <= self.reader_version:
-            return found  # an older version: the subject's evolution removed those fields
-        what = f"version {version} of subject {self.subject!r}" if version is not None else f"no version of subject {self.subject!r}"
-        return LossyRead(f"schema id {schema_id} ({what}) has field(s) {', '.join(lost)} that the output schema (version "
-                         f"{self.reader_version}, schema id {self.reader_id}) lacks: read into it they would be lost, so "
-                         "nothing of this range is published. Register the writer's schema as the subject's newest "
-                         "version (the next run reads into it), or correct the producer")
+        if version is None:  # no version of the subject: a producer's mistake, not the subject's evolution
+            lost = dropped_fields(found, self.reader) if _is_record(found) and _is_record(self.reader) else []
+            if not lost:
+                return found  # what Avro cannot resolve is a bad record, value by value
+            return LossyRead(f"schema id {schema_id} (no version of subject {self.subject!r}) has field(s) "
+                             f"{', '.join(lost)} that the output schema (version {self.reader_version}, schema id "
+                             f"{self.reader_id}) lacks: read into it they would be lost, so nothing of this range is "
+                             "published. Register the writer's schema as the subject's newest version (the next run "
+                             "reads into it), or correct the producer")
+        what = (f"subject {self.subject!r} version {version} (schema id {schema_id}) does not read into the output "
+                f"schema, {self.output.describe().removeprefix(f'subject {self.subject!r} ')}, without loss: "
+                f"{'; '.join(problems)}")
+        if version > self.reader_version:  # under every policy: its values are no mistake, the next run plans with it
+            return IncompatibleVersion(
+                f"{what}. That version was registered after this run was planned; nothing of this range is published, "
+                "and the next run plans its output schema with it" + (
+                    "" if self.policy != "fail" else ". If it still cannot read every earlier version without loss, "
+                    "set source.schema_evolution: evolve or dead_letter"))
+        if self.policy == "dead_letter":
+            return Unusable(f"{what} (schema_evolution: dead_letter)")
+        return IncompatibleVersion(
+            f"{what}; nothing of this range is published (schema_evolution: {self.policy}). Register a version of "
+            f"{self.subject!r} that every earlier one reads into (fields removed or added only with defaults, types "
+            "only widened), or set source.schema_evolution: evolve (the output keeps every field, nullable where a "
+            "version lacks it) or dead_letter (values of such versions go to the error file)")
 
     def _version_of(self, schema_id: int) -> int | None:
         """The subject's version of schema `schema_id`; None when it is none of them (or one deleted)."""
@@ -285,8 +363,8 @@ class ConfluentAvroDecoder(_WireFormat):
 
         schema_id = self.schema_id(raw)
         writer = self.schema(schema_id)
-        if type(writer) is LossyRead:
-            raise LossyRead(str(writer))
+        if isinstance(writer, LossyRead):
+            raise type(writer)(str(writer))
         buf = io.BytesIO(raw)
         buf.seek(HEADER.size)
         try:

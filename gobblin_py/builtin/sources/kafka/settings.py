@@ -104,6 +104,13 @@ class KafkaSettings(Settings):
     key_subject: str = Field(
         default="{topic}-key", description="the registry subject of a topic's keys, for metadata_key confluent_avro: "
                                            "{topic} stands for the topic's name, as in subject")
+    schema_evolution: Literal["fail", "evolve", "dead_letter"] = Field(
+        default="fail", description="confluent_avro: a value written in a version of the subject that does not read into "
+        "the output schema without loss (a field removed, a type narrowed, a field added without default). The output "
+        "schema is the subject's latest version when every earlier one reads into it losslessly. fail stops the topic "
+        "naming the subject, both versions and the offset, nothing of the range committed; evolve writes the merge of "
+        "all versions (fields a version lacks nullable, the wider of two types); dead_letter makes those values bad "
+        "records (the error file). Never a silent null")
     metadata_columns: list[Literal["key", "topic", "partition", "offset", "timestamp", "headers"]] = Field(
         default_factory=list, description="add each message's key, topic, partition, offset, timestamp and/or headers "
         "to its record and the output schema as _kafka_<name> (deserializer avro or confluent_avro; confluent_json: "

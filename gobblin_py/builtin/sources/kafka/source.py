@@ -29,7 +29,7 @@ from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.sources.packing import worst_fit_decreasing
 from gobblin_py.builtin.sources.kafka.metadata import clashes, with_metadata
-from gobblin_py.builtin.sources.kafka.registry import KEY, VALUE, OutputSchema, SchemaPart, latest_schema, registry_client
+from gobblin_py.builtin.sources.kafka.registry import KEY, VALUE, OutputSchema, SchemaPart, evolved, latest_schema, registry_client
 from gobblin_py.builtin.sources.kafka.settings import (TOPIC_PREFIX_CHARS, KafkaSettings, broker_endpoint, consumer_settings,
                                                    open_consumer)
 from gobblin_py.errors import ConfigError, SourceError, describe
@@ -211,8 +211,9 @@ class KafkaSource(Source):
 
     def _output_schemas(self, topics: list[str], state: SourceState) -> dict[str, dict[SchemaPart, OutputSchema]]:
         """Each topic's output schemas from the registry: the value's under `confluent_avro`, the key's under
-        `metadata_key: confluent_avro`, each its subject's latest version now (the same for every task of the run); a
-        version other than the last commit's is named in the run's summary. Metadata fields must clash with no value
+        `metadata_key: confluent_avro`, each its subject's latest version now (the same for every task of the run), or
+        under `schema_evolution: evolve` the merge of its versions where an earlier one does not read into the latest
+        losslessly; an output schema other than the last commit's is named in the run's summary. Metadata fields must clash with no value
         field (of `avro_schema` too)."""
         s: KafkaSettings = self.settings
         from_file = None
@@ -231,6 +232,9 @@ class KafkaSource(Source):
         for topic in topics:
             planned = found[topic] = {part: latest_schema(s.schema_registry, client, subject_of(topic), topic, part)
                                       for part, subject_of in parts}
+            if s.schema_evolution == "evolve":
+                planned = found[topic] = {part: evolved(s.schema_registry, client, out, topic, part)
+                                          for part, out in planned.items()}
             value = planned[VALUE].schema if VALUE in planned else from_file
             if VALUE in planned:
                 self._check_clashes(value, planned[VALUE].describe())
@@ -238,10 +242,12 @@ class KafkaSource(Source):
                 self._check_key_names(value, planned[KEY])
             for part, out in planned.items():
                 before = state.kept(topic).get(part.kept)
-                if isinstance(before, dict) and before.get("id") != out.schema_id:
+                was = state.kept(topic).get(part.kept_evolved)
+                if isinstance(before, dict) and (before.get("id") != out.schema_id or was != out.evolved()):
+                    merged = f", merged with versions {', '.join(map(str, was['versions']))}" if isinstance(was, dict) else ""
                     notice = (f"the {part.part} schema of topic {topic!r} is now {out.describe()}, was version "
-                              f"{before.get('version')} (schema id {before.get('id')}): records are written in it from "
-                              "now on")
+                              f"{before.get('version')} (schema id {before.get('id')}{merged}): records are written in "
+                              "it from now on")
                     log.warning("%s", notice)
                     state.report_notice(topic, notice)
         return found
@@ -394,7 +400,8 @@ def _workunit(tp: Any, start: int, end: int, identity: TopicIdentity,
     a range read again into another schema is another file); it keeps the topic's identity with the partition's
     watermark (the topic id, or the range's first record), or clears an earlier one when the range is empty."""
     schemas = schemas or {}
-    schema_part = tuple(f"{part.id_tag}:{out.schema_id}" for part, out in schemas.items())
+    schema_part = tuple(f"{part.id_tag}:{out.schema_id}" + (f"+{out.fingerprint}" if out.merged else "")
+                        for part, out in schemas.items())
     wu_id = workunit_id(f"{tp.topic[:TOPIC_PREFIX_CHARS]}.{tp.partition}.{start}-{end}", "kafka", identity.cluster_id,
                         tp.topic, identity.of(tp, start), tp.partition, start, end, *schema_part)
     key = str(tp.partition)
