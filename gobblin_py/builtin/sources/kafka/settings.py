@@ -86,13 +86,18 @@ class KafkaSettings(Settings):
     max_workunits: int = Field(default=8, ge=1, description="partitions are bin-packed (by last run's bytes per record) into at most this many tasks")
     min_records_per_workunit: int = Field(
         default=50_000, ge=1, description="fewer tasks for a small run or checkpoint: each reads at least this many records where it can (a task costs Spark ~0.1 s)")
-    deserializer: Literal["json", "avro", "confluent_avro", "confluent_json", "string", "bytes"] = Field(
+    deserializer: Literal["json", "avro", "confluent_avro", "confluent_json", "confluent_protobuf", "string", "bytes"] = Field(
         default="json", description="json, avro (a schemaless datum of avro_schema), confluent_avro (Confluent's wire "
         "format: magic byte 0, the schema id, an Avro datum; schemas from schema_registry), confluent_json (the same "
-        "header before a JSON document whose id names a JSON Schema; records as json's), string or bytes (as "
-        "{\"value\": ...})")
+        "header before a JSON document whose id names a JSON Schema; records as json's), confluent_protobuf (the same "
+        "header, the message indexes and a Protobuf message; records in an Avro schema derived from protobuf_message), "
+        "string or bytes (as {\"value\": ...})")
+    protobuf_message: str | None = Field(
+        default=None, description="for deserializer confluent_protobuf: the message of the subject's schema that values "
+                                  "are (its full name, pkg.Msg, or a top-level message's name); unset: the file's first")
     schema_registry: SchemaRegistrySettings | None = Field(
-        default=None, description="for deserializer confluent_avro or confluent_json, and metadata_key confluent_avro: "
+        default=None, description="for deserializer confluent_avro, confluent_json or confluent_protobuf, and metadata_key "
+                                  "confluent_avro: "
                                   "{url, basic_auth_user, password_env, ssl_ca_location, timeout_s, max_retries}")
     subject: str = Field(
         default="{topic}-value", description="the registry subject of a topic's values: {topic} stands for the topic's name "
@@ -102,7 +107,8 @@ class KafkaSettings(Settings):
                                            "{topic} stands for the topic's name, as in subject")
     metadata_columns: list[Literal["key", "topic", "partition", "offset", "timestamp", "headers"]] = Field(
         default_factory=list, description="add each message's key, topic, partition, offset, timestamp and/or headers "
-        "to its record and the output schema as _kafka_<name> (deserializer avro or confluent_avro); headers are an "
+        "to its record and the output schema as _kafka_<name> (deserializer avro, confluent_avro or confluent_protobuf); "
+        "headers are an "
         "array of {key, value} records in the message's order, repeats kept, value null for a header without one")
     metadata_key: Literal["string", "bytes", "confluent_avro"] = Field(
         default="string", description="the type of _kafka_key (null for a message without a key); a key that is not "
@@ -147,11 +153,15 @@ class KafkaSettings(Settings):
         if self.deserializer == "avro" and self.avro_schema is None:
             raise ValueError("deserializer avro needs avro_schema: PATH.avsc")
         needs = [f"{k} {v}" for k, v in (("deserializer", self.deserializer), ("metadata_key", self.metadata_key))
-                 if v in ("confluent_avro", "confluent_json")]
+                 if v in ("confluent_avro", "confluent_json", "confluent_protobuf")]
         if bool(needs) != (self.schema_registry is not None):
             raise ValueError(f"{needs[0]} needs schema_registry: {{url: http://host:8081}}" if needs else
-                             "schema_registry is read only with deserializer: confluent_avro or confluent_json, or "
-                             "metadata_key: confluent_avro")
+                             "schema_registry is read only with deserializer: confluent_avro, confluent_json or "
+                             "confluent_protobuf, or metadata_key: confluent_avro")
+        if self.protobuf_message is not None and self.deserializer != "confluent_protobuf":
+            raise ValueError("protobuf_message is read only with deserializer: confluent_protobuf")
+        if self.deserializer == "confluent_protobuf":
+            require("google.protobuf", "deserializer confluent_protobuf needs the protobuf package", "schema-registry")
         if needs:
             require("confluent_kafka.schema_registry", f"{needs[0]} needs confluent-kafka's schema registry client",
                     "schema-registry")
@@ -161,9 +171,9 @@ class KafkaSettings(Settings):
                 except (KeyError, IndexError, ValueError) as exc:
                     raise ValueError(f"{name} {getattr(self, name)!r}: only {{topic}} may stand in it "
                                      f"({describe(exc)})") from None
-        if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro"):
-            raise ValueError("metadata_columns needs deserializer avro or confluent_avro, whose output schema gains the "
-                             "_kafka_* fields")
+        if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro", "confluent_protobuf"):
+            raise ValueError("metadata_columns needs deserializer avro or confluent_avro (or confluent_protobuf), whose "
+                             "output schema gains the _kafka_* fields")
         if len(set(self.metadata_columns)) != len(self.metadata_columns):
             raise ValueError("metadata_columns names a column twice")
         for key in ("isolation_level", "isolation.level"):
