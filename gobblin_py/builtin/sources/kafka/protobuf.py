@@ -67,8 +67,14 @@ def _is_message(field: Any) -> bool:
     return field.type in (F.TYPE_MESSAGE, F.TYPE_GROUP)
 
 
+def _repeated(field: Any) -> bool:
+    """protobuf 7 has `is_repeated` and no `label`; earlier ones the label."""
+    repeated = getattr(field, "is_repeated", None)
+    return repeated if repeated is not None else field.label == field.LABEL_REPEATED
+
+
 def _is_map(field: Any) -> bool:
-    return field.is_repeated and _is_message(field) and field.message_type.GetOptions().map_entry
+    return _repeated(field) and _is_message(field) and field.message_type.GetOptions().map_entry
 
 
 def _unsigned64(field: Any) -> bool:
@@ -208,7 +214,7 @@ class _Derive:
         if _is_map(f):
             value = f.message_type.fields_by_name["value"]
             return {"name": f.name, "type": {"type": "map", "values": self.single(value)}, "default": {}}
-        if f.is_repeated:
+        if _repeated(f):
             return {"name": f.name, "type": {"type": "array", "items": self.single(f)}, "default": []}
         kind = self.single(f)
         if _is_message(f) or f.has_presence:
@@ -380,7 +386,7 @@ class _Generate:
             key = "k" if key_field.type == key_field.TYPE_STRING else \
                 "('true' if k else 'false')" if key_field.type == key_field.TYPE_BOOL else "str(k)"
             return f"dict({access})" if key == "k" and value == "v" else f"{{{key}: {value} for k, v in {access}.items()}}"
-        if f.is_repeated:
+        if _repeated(f):
             if not (isinstance(kind, dict) and kind.get("type") == "array"):
                 raise _Mismatch(f"field {path}: repeated in the writer, {_show(kind)} in the output schema")
             item = self.single(f, kind["items"], "x", f"{path}[]", namespace)
