@@ -274,3 +274,22 @@ def test_a_gobblin_confluent_protobuf_job_validates_and_runs(tmp_path: Path, bro
     assert ran.returncode == 0, ran.stdout + ran.stderr
     got = sorted((normalized(r) for r in read_avro(tmp_path / "output")), key=lambda r: r["id"])
     assert got == [expected(i) for i in range(20)]
+
+
+def test_a_writer_whose_fields_the_output_would_drop_fails_the_range(tmp_path: Path, broker, topic: str,
+                                                                     schema_registry: LocalSchemaRegistry) -> None:
+    """A writer with a field the output lacks, registered under no version of the subject (another subject here): read
+    into the output its values would be lost, so the task fails, as confluent_avro's LossyRead."""
+    V1 = message_class(order_file(), message="shop.Order")
+    V2 = message_class(order_file(extra=True), message="shop.Order")
+    create_topic(broker.bootstrap, topic, 1)
+    good = serialize(serializer(schema_registry.url, V1), topic, [order(V1, i) for i in range(3)])
+    newer = order(V2, 3)
+    newer.channel = "app"
+    stray = serialize(serializer(schema_registry.url, V2), f"{topic}-elsewhere", [newer])
+    produce(broker.bootstrap, topic, {0: [*good, *stray]})
+    failed = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, schema_registry.url))
+    assert not failed.succeeded
+    assert f"{topic}/0@3" in failed.error and f"(no version of subject '{topic}-value') has field(s) channel" in failed.error, \
+        failed.error
+    assert StateStore(tmp_path / "work", "k").watermarks() == {}
