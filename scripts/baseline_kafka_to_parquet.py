@@ -1,10 +1,12 @@
 """The one-process pipeline a competent engineer writes for a Kafka topic → Parquet, which gobblin-py's Parquet and
 Iceberg sinks are measured against: confluent-kafka `consume(10000)` over every partition until each reaches its end
 offset → each value decoded (`orjson.loads` of JSON; with `--registry`, Confluent Avro through confluent-kafka's own
-`AvroDeserializer`, writer schemas fetched by id and cached) → `pa.Table.from_pylist` per chunk (JSON: an explicit
+`AvroDeserializer`, writer schemas fetched by id and cached; with `--registry` and `--protobuf`, Confluent Protobuf through
+confluent-kafka's `ProtobufDeserializer` and a hand-written message → dict of the bench's order,
+scripts/bench_protobuf_orders.py) → `pa.Table.from_pylist` per chunk (JSON: an explicit
 schema; Avro: the first chunk's) → one `pq.ParquetWriter` (zstd, as gobblin-py's parquet writer), one file.
 
-    python scripts/baseline_kafka_to_parquet.py BOOTSTRAP TOPIC OUT.parquet --ends 0=250000,1=250000 [--registry URL]
+    python scripts/baseline_kafka_to_parquet.py BOOTSTRAP TOPIC OUT.parquet --ends 0=250000,1=250000 [--registry URL [--protobuf]]
 
 Prints one JSON line: records, seconds, records_per_s.
 """
@@ -39,6 +41,19 @@ def avro_values(registry: str, topic: str) -> Callable[[bytes], Any]:
     return lambda value: deserialize(value, ctx)
 
 
+def protobuf_values(topic: str) -> Callable[[bytes], Any]:
+    """A value of the bench's Protobuf order in Confluent's wire format as a dict, by confluent-kafka's
+    `ProtobufDeserializer` (the message class known, as a consumer of generated code has it) and a per-field dict."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from bench_protobuf_orders import order_class, row
+
+    deserialize = ProtobufDeserializer(order_class(), {"use.deprecated.format": False})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    return lambda value: row(deserialize(value, ctx))
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("bootstrap")
@@ -46,11 +61,13 @@ def main() -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--ends", required=True, help="partition=end offset, comma separated")
     p.add_argument("--registry", help="the schema registry's URL: values are Confluent Avro")
+    p.add_argument("--protobuf", action="store_true", help="with --registry: values are Confluent Protobuf (the bench's order)")
     args = p.parse_args()
     ends = {int(k): int(v) for k, v in (kv.split("=") for kv in args.ends.split(","))}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    decode = avro_values(args.registry, args.topic) if args.registry else orjson.loads
+    decode = (protobuf_values(args.topic) if args.protobuf else avro_values(args.registry, args.topic)) if args.registry \
+        else orjson.loads
     schema = None if args.registry else SCHEMA
     consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "baseline-kafka-to-parquet",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",

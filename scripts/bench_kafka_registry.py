@@ -1,6 +1,6 @@
-"""Benchmark: a topic of Confluent Avro values (12 fields) → Parquet, gobblin-py against a one-process script.
+"""Benchmark: a topic of Confluent Avro (or Protobuf) values (12 fields) → Parquet, gobblin-py against a one-process script.
 
-    .venv/bin/python scripts/bench_kafka_registry.py [--records 2000000] [--rounds 2]
+    .venv/bin/python scripts/bench_kafka_registry.py [--records 2000000] [--rounds 2] [--format avro|protobuf]
 
 Starts a local broker (Tansu, 127.0.0.1) and the tests' schema-registry server (tests/support/schema_registry.py: no
 registry installs here; the clients are confluent-kafka's own), produces N values serialized by confluent-kafka's
@@ -9,6 +9,10 @@ the order rotated: `gobblin-py run` (kafka source, `client: confluent`, `deseria
 writer, local[2], placed as shipped) and scripts/baseline_kafka_to_parquet.py --registry (confluent-kafka `consume` →
 `AvroDeserializer` → pyarrow → one Parquet file). Both outputs are read back with pyarrow: a tool that loses or doubles
 a record is WRONG and never the fastest. Writes scripts/results/bench_kafka_registry-<N>.json.
+
+`--format protobuf`: the same order as a Protobuf message (scripts/bench_protobuf_orders.py) serialized by
+confluent-kafka's `ProtobufSerializer`; gobblin-py reads it with `deserializer: confluent_protobuf`, the baseline with
+`ProtobufDeserializer` and a hand-written message → dict. Writes scripts/results/bench_kafka_registry_protobuf-<N>.json.
 """
 
 from __future__ import annotations
@@ -67,10 +71,37 @@ def avro_orders(registry: str) -> Callable[[int], bytes]:
     return value
 
 
-def job_file(tmp: Path, bootstrap: str, registry: str) -> Path:
+def protobuf_orders(registry: str) -> Callable[[int], bytes]:
+    """Order `i` (the Avro order's values) serialized by confluent-kafka's ProtobufSerializer."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from bench_protobuf_orders import order_class
+
+    Order = order_class()
+    serialize = ProtobufSerializer(Order, SchemaRegistryClient({"url": registry}), {"use.deprecated.format": False})
+    ctx = SerializationContext(TOPIC, MessageField.VALUE)
+    rng = random.Random(3)
+
+    def value(i: int) -> bytes:
+        m = Order(id=i, customer=f"c-{rng.randrange(100000):06d}", country=rng.choice(COUNTRIES),
+                  amount=round(rng.random() * 1000, 2), qty=rng.randrange(1, 20), paid=i % 3 != 0, channel=i % 3,
+                  sku=f"sku-{i % 5000}", score=rng.random())
+        ms = 1767225600000 + i * 37
+        m.ts.seconds, m.ts.nanos = ms // 1000, ms % 1000 * 1_000_000
+        if i % 4 == 0:
+            m.discount = 0.1
+        if i % 5 == 0:
+            m.note = f"note {i}"
+        return serialize(m, ctx)
+    return value
+
+
+def job_file(tmp: Path, bootstrap: str, registry: str, deserializer: str = "confluent_avro") -> Path:
     job = {"job": {"name": "bench", "work_dir": str(tmp / "work")},
            "source": {"class": "kafka", "bootstrap_servers": bootstrap, "topics": [TOPIC], "max_workunits": PARTITIONS,
-                      "client": "confluent", "deserializer": "confluent_avro", "schema_registry": {"url": registry}},
+                      "client": "confluent", "deserializer": deserializer, "schema_registry": {"url": registry}},
            "writer": {"class": "parquet"},
            "publisher": {"final_dir": str(tmp / "output")},
            "spark": {"master": "local[2]"}}
@@ -83,31 +114,34 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--format", choices=("avro", "protobuf"), default="avro")
     args = ap.parse_args()
+    proto = args.format == "protobuf"
     py = sys.executable
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     with LocalBroker() as broker, LocalSchemaRegistry() as registry, tempfile.TemporaryDirectory(prefix="bench-reg-") as scratch:
         create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         t0 = time.perf_counter()
-        ends = produce(broker.bootstrap, args.records, avro_orders(registry.url), TOPIC)
+        ends = produce(broker.bootstrap, args.records, (protobuf_orders if proto else avro_orders)(registry.url), TOPIC)
         total = sum(ends.values())
         print(f"produced {total} records in {time.perf_counter() - t0:.1f}s: {ends}", flush=True)
         ends_arg = ",".join(f"{p}={e}" for p, e in sorted(ends.items()))
         script = str(REPO / "scripts" / "baseline_kafka_to_parquet.py")
         contenders = [
             Tool("gobblin-py", "parquet", lambda d: [py, "-m", "gobblin_py.cli.main", "run",
-                                                     str(job_file(d, broker.bootstrap, registry.url))],
+                                                     str(job_file(d, broker.bootstrap, registry.url,
+                                                                  "confluent_protobuf" if proto else "confluent_avro"))],
                  lambda d: parquet_read_back(data_files(d / "output", ".parquet")), env=lambda d: env,
                  details=gobblin_details),
-            Tool("confluent+avro+pyarrow", "parquet",
+            Tool(f"confluent+{args.format}+pyarrow", "parquet",
                  lambda d: [py, script, broker.bootstrap, TOPIC, str(d / "orders.parquet"), "--ends", ends_arg,
-                            "--registry", registry.url],
+                            "--registry", registry.url, *(["--protobuf"] if proto else [])],
                  lambda d: parquet_read_back([d / "orders.parquet"]), env=lambda d: env),
         ]
         figures = run_rounds(contenders, args.rounds, total, Path(scratch) / "runs", lambda: cpu_seconds(broker.pid))
     comparison = compare(figures, total, {t.name: t.writes for t in contenders})
     print_comparison(comparison)
-    save(f"bench_kafka_registry-{total}", {"records": total, "rounds": args.rounds, "machine_cores": os.cpu_count(),
+    save(f"bench_kafka_registry{'_protobuf' if proto else ''}-{total}", {"records": total, "rounds": args.rounds, "machine_cores": os.cpu_count(),
                                            "comparison": comparison, "figures": figures})
 
 

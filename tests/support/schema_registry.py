@@ -4,12 +4,13 @@ No registry installs here (Confluent's is a JVM service), so the tests run confl
 and `AvroSerializer` against this server. It implements, as Confluent's REST API reference describes them, what those
 clients call: register (`POST /subjects/{s}/versions`), lookup (`POST /subjects/{s}`), `GET /schemas/ids/{id}`,
 `GET /subjects`, `GET /subjects/{s}/versions[/{v|latest}]`, `POST /compatibility/subjects/{s}/versions/{v|latest}`,
-`GET/PUT /config[/{s}]`. Schemas are Avro, or JSON Schemas (`schemaType: JSON`, as confluent-kafka's `JSONSerializer`
-registers them: held and served, any JSON accepted, and always compatible: the real registry's JSON Schema
-compatibility rules are not reimplemented, so a test of them needs Confluent's own); ids are global (one schema text,
-one id, whichever subject), versions per subject. Avro compatibility is checked with Apache Avro's own
-`ReaderWriterCompatibilityChecker` (Avro schema resolution: added fields need defaults, removed fields are fine,
-int→long→float→double and string↔bytes promote), and a registration it refuses is HTTP 409, as Confluent answers. Optional HTTP basic auth (`auth=(user, password)`).
+`GET/PUT /config[/{s}]`. Schemas are Avro, JSON Schemas (`schemaType: JSON`: held and served, never checked for
+compatibility), or Protobuf (`schemaType: PROTOBUF`, in the serialized form confluent-kafka's ProtobufSerializer
+sends: a base64 FileDescriptorProto, with `references` to the subjects of the files it imports; held and served as
+sent, for any `format` asked, and always compatible: Confluent's Protobuf compatibility rules are not reimplemented);
+ids are global (one schema text and its references, one id, whichever subject), versions per subject. Compatibility is checked with Apache Avro's own `ReaderWriterCompatibilityChecker` (Avro schema resolution:
+added fields need defaults, removed fields are fine, int→long→float→double and string↔bytes promote), and a
+registration it refuses is HTTP 409, as Confluent answers. Optional HTTP basic auth (`auth=(user, password)`).
 
     with LocalSchemaRegistry() as registry:
         SchemaRegistryClient({"url": registry.url})
@@ -49,11 +50,21 @@ def _canonical(text: str) -> str:
     return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
 
 
+def _key(kind: str, text: str, references: list[dict[str, Any]]) -> str:
+    """What makes two registrations the same schema: its type, its text (JSON canonical), its references."""
+    return kind + (text if kind == "PROTOBUF" else _canonical(text)) + json.dumps(references, sort_keys=True)
+
+
 def _parse(text: str, kind: str = "AVRO") -> Any:
-    """Apache Avro's parsed schema (a JSON Schema: its JSON), or a 422 as Confluent answers an invalid one (42201)."""
+    """Apache Avro's parsed schema (a JSON Schema: its JSON; Protobuf: its FileDescriptorProto), or a 422 as Confluent
+    answers an invalid one (42201)."""
     import avro.schema
 
     try:
+        if kind == "PROTOBUF":
+            from google.protobuf import descriptor_pb2
+
+            return descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text.encode("ascii"), validate=True))
         return avro.schema.parse(text) if kind == "AVRO" else json.loads(text)
     except Exception as exc:  # noqa: BLE001 - any parse failure is the client's invalid schema
         raise RegistryError(422, 42201, f"Invalid schema: {exc}") from None
@@ -76,7 +87,8 @@ class SchemaRegistryState:
         self.lock = threading.Lock()
         self.schemas: list[str] = []  # schema text, id n at index n-1
         self.by_text: dict[str, int] = {}
-        self.kinds: dict[int, str] = {}  # schema id → its schemaType when not AVRO (JSON: held, never checked)
+        self.kinds: dict[int, str] = {}  # schema id → its schemaType when not AVRO (JSON, PROTOBUF: held, never checked)
+        self.references: dict[int, list[dict[str, Any]]] = {}  # schema id → its references (Protobuf imports)
         self.subjects: dict[str, _Subject] = {}
         self.level = level
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request, for tests that count them
@@ -118,10 +130,12 @@ class SchemaRegistryState:
                 found += _readable(old, text)  # the old schema reads what the new one writes
         return found
 
-    def register(self, name: str, text: str, kind: str = "AVRO") -> int:
+    def register(self, name: str, text: str, kind: str = "AVRO", references: list[dict[str, Any]] | None = None) -> int:
         _parse(text, kind)
-        key = kind + _canonical(text)
+        references = references or []
+        key = _key(kind, text, references)
         with self.lock:
+            self._check_references(references)
             subject = self.subjects.setdefault(name, _Subject())
             known = self.by_text.get(key)
             if known is not None and known in subject.versions:
@@ -135,13 +149,23 @@ class SchemaRegistryState:
                 known = self.by_text[key] = len(self.schemas)
                 if kind != "AVRO":
                     self.kinds[known] = kind
+                if references:
+                    self.references[known] = references
             subject.versions.append(known)
             return known
 
-    def lookup(self, name: str, text: str, kind: str = "AVRO") -> dict[str, Any]:
+    def _check_references(self, references: list[dict[str, Any]]) -> None:
+        """Each reference names a subject's version that exists (Confluent: 422, error 42201, otherwise)."""
+        for ref in references:
+            try:
+                self._version(str(ref.get("subject")), str(ref.get("version")))
+            except RegistryError:
+                raise RegistryError(422, 42201, f"Invalid schema: reference {ref} names no registered version") from None
+
+    def lookup(self, name: str, text: str, kind: str = "AVRO", references: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         with self.lock:
             subject = self._subject(name)
-            known = self.by_text.get(kind + _canonical(text))
+            known = self.by_text.get(_key(kind, text, references or []))
             if known is None or known not in subject.versions:
                 raise RegistryError(404, 40403, "Schema not found")
             return self._registered(name, subject.versions.index(known) + 1, known)
@@ -150,9 +174,10 @@ class SchemaRegistryState:
         return {"subject": name, "version": version, "id": schema_id, **self._schema(schema_id)}
 
     def _schema(self, schema_id: int) -> dict[str, Any]:
-        """A schema as Confluent answers it: `schemaType` only when it is not AVRO."""
-        kind = self.kinds.get(schema_id)
-        return {"schema": self.schemas[schema_id - 1], **({"schemaType": kind} if kind else {})}
+        """A schema as Confluent answers it: `schemaType` only when it is not AVRO, `references` only when it has some."""
+        kind, references = self.kinds.get(schema_id), self.references.get(schema_id)
+        return {"schema": self.schemas[schema_id - 1], **({"schemaType": kind} if kind else {}),
+                **({"references": references} if references else {})}
 
     def schema(self, schema_id: int) -> dict[str, Any]:
         with self.lock:
@@ -168,10 +193,11 @@ class SchemaRegistryState:
         with self.lock:
             return list(range(1, len(self._subject(name).versions) + 1))
 
-    def compatible(self, name: str, version: str, text: str, kind: str = "AVRO") -> dict[str, Any]:
+    def compatible(self, name: str, version: str, text: str, kind: str = "AVRO",
+                   references: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         _parse(text, kind)
         if kind != "AVRO":
-            return {"is_compatible": True, "messages": []}  # JSON Schemas: always compatible (Confluent's rules not reimplemented)
+            return {"is_compatible": True, "messages": []}  # JSON Schemas and Protobuf: held, not checked (Confluent's rules not reimplemented)
         with self.lock:
             _, schema_id = self._version(name, version)
             saved, self.subjects[name].level = self.subjects[name].level, self.level_of(name).replace("_TRANSITIVE", "")
@@ -201,16 +227,19 @@ class SchemaRegistryState:
         return {"compatibility": level}
 
 
-def _schema_of(body: Any) -> tuple[str, str]:
-    """(schema text, schemaType) of a request body."""
+def _schema_of(body: Any) -> tuple[str, str, list[dict[str, Any]]]:
+    """(schema text, schemaType, references) of a request body."""
     if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
         raise RegistryError(422, 42201, "Invalid schema: the request body has no \"schema\" string")
     kind = body.get("schemaType", "AVRO")
-    if kind not in ("AVRO", "JSON"):
-        raise RegistryError(422, 42201, f"Invalid schema: this test registry holds AVRO and JSON schemas only, not {kind}")
-    if body.get("references"):
-        raise RegistryError(422, 42201, "Invalid schema: this test registry does not resolve schema references")
-    return body["schema"], kind
+    if kind not in ("AVRO", "JSON", "PROTOBUF"):
+        raise RegistryError(422, 42201, f"Invalid schema: this test registry holds AVRO, JSON and PROTOBUF schemas only, "
+                                        f"not {kind}")
+    references = body.get("references") or []
+    if references and kind != "PROTOBUF":
+        raise RegistryError(422, 42201, "Invalid schema: this test registry resolves references of Protobuf schemas only")
+    return body["schema"], kind, [{"name": r.get("name"), "subject": r.get("subject"), "version": r.get("version")}
+                                  for r in references]
 
 
 Route = tuple[str, "re.Pattern[str]", Callable[..., Any]]

@@ -60,8 +60,8 @@ CLASSES: dict[str, GobblinClass] = {c.name: c for c in (
                  "(a tombstone) is a bad record, in the error file"),
     GobblinClass(_KAFKA + "KafkaDeserializerSource", Role.SOURCE, "kafka",
                  "kafka.deserializer.type GSON → deserializer json, STRING → string, BYTE_ARRAY → bytes, "
-                 "CONFLUENT_AVRO → confluent_avro, CONFLUENT_JSON → confluent_json (with kafka.schema.registry.url); "
-                 "CONFLUENT_PROTOBUF is refused"),
+                 "CONFLUENT_AVRO → confluent_avro, CONFLUENT_JSON → confluent_json, CONFLUENT_PROTOBUF → "
+                 "confluent_protobuf (with kafka.schema.registry.url)"),
     GobblinClass(_G + "source.extractor.filebased.TextFileBasedSource", Role.SOURCE, "files",
                  "the files directly in source.filebased.data.directory are the dataset extract.table.name; a file "
                  "is read once, its watermark the bytes ingested, and one that changes afterwards is reported, not "
@@ -193,7 +193,7 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("reset.on.offset.out.of.range", "source.reset_on_offset_out_of_range", "earliest or latest (nearest is "
             "refused; unset, gobblin-py restarts an out-of-range partition from its earliest offset with a warning)"),
     KeyRule("kafka.deserializer.type", "source.deserializer"),
-    KeyRule("kafka.schema.registry.url", "source.schema_registry.url", "CONFLUENT_AVRO/JSON: the registry's url (or "
+    KeyRule("kafka.schema.registry.url", "source.schema_registry.url", "CONFLUENT_AVRO/JSON/PROTOBUF: the registry's url (or "
             "schema.registry.url, which Confluent's deserializer reads); a login goes in basic_auth_user and password_env"),
     KeyRule("schema.registry.url", "source.schema_registry.url", "as kafka.schema.registry.url"),
     KeyRule("kafka.schema.registry.class", "", "ConfluentKafkaSchemaRegistry (or unset): the Confluent-compatible registry "

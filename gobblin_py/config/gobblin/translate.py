@@ -26,7 +26,7 @@ _CODECS = {"deflate": "deflate", "snappy": "snappy", "null": "null", "nocompress
            "zstandard": "zstandard", "zstd": "zstandard"}
 _PARQUET_CODECS = {"snappy": "snappy", "gzip": "gzip", "zstd": "zstd", "uncompressed": "none", "none": "none"}
 _DESERIALIZERS = {"GSON": "json", "STRING": "string", "BYTE_ARRAY": "bytes", "CONFLUENT_AVRO": "confluent_avro",
-                  "CONFLUENT_JSON": "confluent_json"}
+                  "CONFLUENT_JSON": "confluent_json", "CONFLUENT_PROTOBUF": "confluent_protobuf"}
 _REGISTRY_URLS = ("kafka.schema.registry.url", "schema.registry.url")  # Gobblin's registry key; the one Confluent's deserializer reads
 _OUTPUT_FORMATS = {"AVRO", "PARQUET", "PROTOBUF", "JSON", "ORC", "CSV", "TXT"}  # Gobblin's WriterOutputFormat
 _UTC = {"UTC", "GMT", "ETC/UTC", "Z"}
@@ -285,8 +285,8 @@ class _Translator:
             deserializer = _DESERIALIZERS.get((kind or "").upper())
             if deserializer is None:
                 p.problem("kafka.deserializer.type" if kind else "source.class",
-                          f"KafkaDeserializerSource needs kafka.deserializer.type GSON, STRING, BYTE_ARRAY, CONFLUENT_AVRO "
-                          f"or CONFLUENT_JSON; got {kind!r} (CONFLUENT_PROTOBUF is not supported yet)")
+                          f"KafkaDeserializerSource needs kafka.deserializer.type GSON, STRING, BYTE_ARRAY, CONFLUENT_AVRO, "
+                          f"CONFLUENT_JSON or CONFLUENT_PROTOBUF; got {kind!r}")
                 return
             self.set("source.deserializer", deserializer, "kafka.deserializer.type")
             if deserializer.startswith("confluent_"):
@@ -297,12 +297,12 @@ class _Translator:
             self.p.problem("converter.classes", "a CSV converter over a Kafka source is not supported")
 
     def schema_registry(self) -> None:
-        """CONFLUENT_AVRO and CONFLUENT_JSON: the registry's url (`kafka.schema.registry.url`, else `schema.registry.url`); values are read
+        """CONFLUENT_AVRO, CONFLUENT_JSON and CONFLUENT_PROTOBUF: the registry's url (`kafka.schema.registry.url`, else `schema.registry.url`); values are read
         into their subject's latest schema (`<topic>-value`), as Confluent's deserializer with Gobblin's
         ConfluentKafkaSchemaRegistry resolves them."""
         key = next((k for k in _REGISTRY_URLS if self.p.get(k)), None)
         if key is None:
-            self.p.problem("kafka.schema.registry.url", "CONFLUENT_AVRO and CONFLUENT_JSON need the schema registry's url "
+            self.p.problem("kafka.schema.registry.url", "CONFLUENT_AVRO, CONFLUENT_JSON and CONFLUENT_PROTOBUF need the schema registry's url "
                                                         "(kafka.schema.registry.url=http://host:8081)")
             return
         self.set("source.schema_registry.url", self.p.get(key), key)

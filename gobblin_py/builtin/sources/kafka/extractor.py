@@ -29,8 +29,9 @@ from gobblin_py.errors import RetriableTaskError, SourceError, describe
 log = logging.getLogger(__name__)
 
 def value_schema(settings: KafkaSettings, workunit: WorkUnit) -> dict[str, Any] | None:
-    """The Avro record schema values are decoded into: `avro_schema`'s, or the one planned for `confluent_avro`."""
-    if settings.deserializer == "confluent_avro":
+    """The Avro record schema values are decoded into: `avro_schema`'s, or the one planned for `confluent_avro` (or
+    derived for `confluent_protobuf`)."""
+    if settings.deserializer in ("confluent_avro", "confluent_protobuf"):
         return workunit.props[VALUE.schema_prop]
     if settings.deserializer == "avro":
         from gobblin_py.builtin.schemas.avro_files import load_avro_schema
@@ -58,6 +59,11 @@ def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any]
 
         assert settings.schema_registry is not None and schema is not None
         return ConfluentAvroDecoder.of(settings.schema_registry, VALUE.read(workunit.props), settings.schema_evolution)
+    if kind == "confluent_protobuf":
+        from gobblin_py.builtin.sources.kafka.protobuf import ConfluentProtobufDecoder
+
+        assert settings.schema_registry is not None
+        return ConfluentProtobufDecoder(settings.schema_registry, VALUE.read(workunit.props))
     import fastavro
 
     parsed = fastavro.parse_schema(schema)
@@ -164,7 +170,7 @@ class KafkaExtractor(BatchExtractor):
         reject = self.context.reject
         kind = self.settings.deserializer
         metadata = self._metadata
-        binary = kind in ("avro", "confluent_avro", "confluent_json")
+        binary = kind in ("avro", "confluent_avro", "confluent_json", "confluent_protobuf")
         details = batch.details() if metadata is not None else itertools.repeat(None)
         values = batch.raw if batch.raw is not None else batch.values
         original = self._original(batch)

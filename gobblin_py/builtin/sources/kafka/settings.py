@@ -86,13 +86,18 @@ class KafkaSettings(Settings):
     max_workunits: int = Field(default=8, ge=1, description="partitions are bin-packed (by last run's bytes per record) into at most this many tasks")
     min_records_per_workunit: int = Field(
         default=50_000, ge=1, description="fewer tasks for a small run or checkpoint: each reads at least this many records where it can (a task costs Spark ~0.1 s)")
-    deserializer: Literal["json", "avro", "confluent_avro", "confluent_json", "string", "bytes"] = Field(
+    deserializer: Literal["json", "avro", "confluent_avro", "confluent_json", "confluent_protobuf", "string", "bytes"] = Field(
         default="json", description="json, avro (a schemaless datum of avro_schema), confluent_avro (Confluent's wire "
         "format: magic byte 0, the schema id, an Avro datum; schemas from schema_registry), confluent_json (the same "
-        "header before a JSON document whose id names a JSON Schema; records as json's), string or bytes (as "
-        "{\"value\": ...})")
+        "header before a JSON document whose id names a JSON Schema; records as json's), confluent_protobuf (the same "
+        "header, the message indexes and a Protobuf message; records in an Avro schema derived from protobuf_message), "
+        "string or bytes (as {\"value\": ...})")
+    protobuf_message: str | None = Field(
+        default=None, description="for deserializer confluent_protobuf: the message of the subject's schema that values "
+                                  "are (its full name, pkg.Msg, or a top-level message's name); unset: the file's first")
     schema_registry: SchemaRegistrySettings | None = Field(
-        default=None, description="for deserializer confluent_avro or confluent_json, and metadata_key confluent_avro: "
+        default=None, description="for deserializer confluent_avro, confluent_json or confluent_protobuf, and metadata_key "
+                                  "confluent_avro: "
                                   "{url, basic_auth_user, password_env, ssl_ca_location, timeout_s, max_retries}")
     json_schema_validation: bool = Field(
         default=True, description="deserializer confluent_json: validate each value against its writer's JSON Schema "
@@ -113,8 +118,8 @@ class KafkaSettings(Settings):
         "records (the error file). Never a silent null")
     metadata_columns: list[Literal["key", "topic", "partition", "offset", "timestamp", "headers"]] = Field(
         default_factory=list, description="add each message's key, topic, partition, offset, timestamp and/or headers "
-        "to its record and the output schema as _kafka_<name> (deserializer avro or confluent_avro; confluent_json: "
-        "to its record, and json_to_avro's schema must list them); headers are an "
+        "to its record and the output schema as _kafka_<name> (deserializer avro, confluent_avro or confluent_protobuf; "
+        "confluent_json: to its record, and json_to_avro's schema must list them); headers are an "
         "array of {key, value} records in the message's order, repeats kept, value null for a header without one")
     metadata_key: Literal["string", "bytes", "confluent_avro"] = Field(
         default="string", description="the type of _kafka_key (null for a message without a key); a key that is not "
@@ -159,11 +164,15 @@ class KafkaSettings(Settings):
         if self.deserializer == "avro" and self.avro_schema is None:
             raise ValueError("deserializer avro needs avro_schema: PATH.avsc")
         needs = [f"{k} {v}" for k, v in (("deserializer", self.deserializer), ("metadata_key", self.metadata_key))
-                 if v in ("confluent_avro", "confluent_json")]
+                 if v in ("confluent_avro", "confluent_json", "confluent_protobuf")]
         if bool(needs) != (self.schema_registry is not None):
             raise ValueError(f"{needs[0]} needs schema_registry: {{url: http://host:8081}}" if needs else
-                             "schema_registry is read only with deserializer: confluent_avro or confluent_json, or "
-                             "metadata_key: confluent_avro")
+                             "schema_registry is read only with deserializer: confluent_avro, confluent_json or "
+                             "confluent_protobuf, or metadata_key: confluent_avro")
+        if self.protobuf_message is not None and self.deserializer != "confluent_protobuf":
+            raise ValueError("protobuf_message is read only with deserializer: confluent_protobuf")
+        if self.deserializer == "confluent_protobuf":
+            require("google.protobuf", "deserializer confluent_protobuf needs the protobuf package", "schema-registry")
         if needs:
             require("confluent_kafka.schema_registry", f"{needs[0]} needs confluent-kafka's schema registry client",
                     "schema-registry")
@@ -175,9 +184,9 @@ class KafkaSettings(Settings):
                                      f"({describe(exc)})") from None
         if "json_schema_validation" in self.model_fields_set and self.deserializer != "confluent_json":
             raise ValueError("json_schema_validation applies to deserializer confluent_json only")
-        if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro", "confluent_json"):
-            raise ValueError("metadata_columns needs deserializer avro or confluent_avro, whose output schema gains the "
-                             "_kafka_* fields, or confluent_json, whose json_to_avro schema must list them")
+        if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro", "confluent_protobuf", "confluent_json"):
+            raise ValueError("metadata_columns needs deserializer avro, confluent_avro or confluent_protobuf, whose output "
+                             "schema gains the _kafka_* fields, or confluent_json, whose json_to_avro schema must list them")
         if len(set(self.metadata_columns)) != len(self.metadata_columns):
             raise ValueError("metadata_columns names a column twice")
         for key in ("isolation_level", "isolation.level"):

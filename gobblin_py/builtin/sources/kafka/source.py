@@ -156,7 +156,7 @@ class KafkaSource(Source):
     def schema_kind(cls, settings: KafkaSettings) -> SchemaKind:
         """Messages read with `deserializer: avro` carry its avro_schema, with `confluent_avro` their subject's
         latest version; JSON, text and bytes carry none."""
-        return SchemaKind.AVRO if settings.deserializer in ("avro", "confluent_avro") else SchemaKind.NONE
+        return SchemaKind.AVRO if settings.deserializer in ("avro", "confluent_avro", "confluent_protobuf") else SchemaKind.NONE
 
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
         from kafka import TopicPartition
@@ -223,15 +223,15 @@ class KafkaSource(Source):
             from_file = load_avro_schema(s.avro_schema)
             self._check_clashes(from_file, f"avro_schema {s.avro_schema}")
         parts = [(part, subject_of) for part, subject_of, wanted in (
-            (VALUE, s.subject_of, s.deserializer == "confluent_avro"), (KEY, s.key_subject_of, s.avro_keys)) if wanted]
+            (VALUE, s.subject_of, s.deserializer in ("confluent_avro", "confluent_protobuf")),
+            (KEY, s.key_subject_of, s.avro_keys)) if wanted]
         if not parts or not topics:
             return {}
         assert s.schema_registry is not None
         client = registry_client(s.schema_registry)
         found: dict[str, dict[SchemaPart, OutputSchema]] = {}
         for topic in topics:
-            planned = found[topic] = {part: latest_schema(s.schema_registry, client, subject_of(topic), topic, part)
-                                      for part, subject_of in parts}
+            planned = found[topic] = {part: self._latest(client, subject_of(topic), topic, part) for part, subject_of in parts}
             if s.schema_evolution == "evolve":
                 planned = found[topic] = {part: evolved(s.schema_registry, client, out, topic, part)
                                           for part, out in planned.items()}
@@ -251,6 +251,16 @@ class KafkaSource(Source):
                     log.warning("%s", notice)
                     state.report_notice(topic, notice)
         return found
+
+    def _latest(self, client: Any, subject: str, topic: str, part: SchemaPart) -> OutputSchema:
+        """The subject's latest version as the output schema: Avro's own, or derived from a Protobuf message."""
+        s: KafkaSettings = self.settings
+        assert s.schema_registry is not None
+        if part is VALUE and s.deserializer == "confluent_protobuf":
+            from gobblin_py.builtin.sources.kafka.protobuf import latest_protobuf_schema
+
+            return latest_protobuf_schema(s.schema_registry, client, subject, topic, s.protobuf_message)
+        return latest_schema(s.schema_registry, client, subject, topic, part)
 
     def _check_clashes(self, schema: dict[str, Any], where: str) -> None:
         taken = clashes(self.settings, schema)
