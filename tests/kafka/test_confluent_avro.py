@@ -192,7 +192,7 @@ def test_settings_refuse_a_registry_without_confluent_avro_and_a_password_in_the
     with pytest.raises(ConfigError, match=r"source.schema_registry: .*url holds a secret") as refused:
         load_job(write_job(tmp_path, job))
     assert PASSWORD not in str(refused.value)
-    with pytest.raises(ValueError, match="metadata_columns needs deserializer avro or confluent_avro"):
+    with pytest.raises(ValueError, match="metadata_columns needs deserializer avro, confluent_avro or confluent_protobuf"):
         KafkaSettings(bootstrap_servers="b:9092", topics=["t"], metadata_columns=["offset"])
     s = KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="confluent_avro",
                       schema_registry={"url": "http://r:8081"}, subject="{topic}.v")
