@@ -77,6 +77,10 @@ class DatasetCommit:
     watermark_keys: int | None = None
     """How many keys the dataset's committed watermarks hold once `watermarks` are merged in (None: unknown), so
     a target recording it can tell whether the watermarks its commits carry add up to the whole (`resume_watermarks`)."""
+    source_state: dict[str, typing.Any] = field(default_factory=dict)
+    """What this run's work units keep in the dataset's state (`state.<name>` props): the source's schema in effect (a
+    registry subject's version and schema id, a table's columns), a topic's identity; a table sink records it beside
+    the watermarks, so the table says what its rows were read with."""
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
             dead_letters += _published_errors(branch.publisher.label, files, published)
         if isinstance(publisher, GlobalCommitter):
             commit = DatasetCommit(job.name, run_id, dataset, commit_id(job.name, run_id, dataset), tuple(files), watermarks,
-                                   keys)
+                                   keys, _kept(results, {}))
             publisher.check(commit)  # a commit that cannot succeed fails here, before anything is published
             steps.append(GlobalCommitStep.of(publisher, commit))
     steps.append(HighWatermarkCommitStep(state_dir=str(state_dir), dataset=dataset, watermarks=watermarks))

@@ -6,6 +6,8 @@ produced into the broker, and read back by readers that did not write them (Apac
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +176,8 @@ def test_a_field_added_mid_stream_evolves_one_iceberg_table_in_the_commit_that_f
     assert len(snapshots) == 2  # one per run: the column came with the commit that first wrote it
     assert [f.name for f in table.schema().fields] == ["id", "customer", "amount", "channel", "note"]
     assert len(table.schemas()) == 2
+    in_effect = [json.loads(s.summary["gobblin-py.source-state"])["value_schema"] for s in snapshots]
+    assert [(v["subject"], v["version"]) for v in in_effect] == [(f"{topic}-value", 1), (f"{topic}-value", 2)]
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert [r["id"] for r in rows] == list(range(50))  # every record once
     assert [(r["channel"], r["note"]) for r in rows[:20]] == [(None, None)] * 20  # written before the column existed

@@ -296,6 +296,13 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                       t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
         if commit.watermark_keys is not None:
             properties[t.WATERMARK_KEYS] = str(commit.watermark_keys)
+        if commit.source_state:
+            kept = json.dumps(commit.source_state, sort_keys=True, default=str)
+            if len(kept) <= t.SOURCE_STATE_MAX:
+                properties[t.SOURCE_STATE] = kept
+            else:
+                log.info("table %s: commit %s keeps %d bytes of source state, more than a snapshot summary holds here; "
+                         "it is in the dataset's state only", name, commit.commit_id, len(kept))
 
         def attempt() -> None:
             table = t.load_table(catalog, name)

@@ -30,6 +30,10 @@ WATERMARKS = "gobblin-py.watermarks"
 WATERMARK_KEYS = "gobblin-py.watermark-keys"
 """How many watermark keys the dataset holds once the commit's `WATERMARKS` (this run's keys) are merged in: the
 job's snapshots of a dataset add up to its whole watermarks when they hold that many keys between them."""
+SOURCE_STATE = "gobblin-py.source-state"
+"""What the commit's work units keep in the dataset's state, as JSON: the source's schema in effect (a registry
+subject's version and schema id, a table's columns) and identities (a topic's id); left out above `SOURCE_STATE_MAX`."""
+SOURCE_STATE_MAX = 16_384
 FIELD_IDS = "gobblin-py.field-ids"
 """The field id of each top-level column of the commit's files (JSON `{name: id}`): what the next commit compares with
 the table's schema, as another writer may rename or drop a column in between."""
