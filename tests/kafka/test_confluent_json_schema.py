@@ -220,10 +220,14 @@ def test_json_schema_validation_is_a_setting_of_confluent_json_only() -> None:
 
     registry = {"url": "http://r:8081"}
     assert KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="confluent_json",
-                         schema_registry=registry).json_schema_validation
+                         schema_registry=registry).validates_json  # the default
     off = KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="confluent_json", schema_registry=registry,
                         json_schema_validation=False)
-    assert not off.json_schema_validation
+    assert not off.validates_json
+    again = KafkaSettings.model_validate(off.model_dump())  # settings dumped and read again (as a commit record does)
+    assert not again.validates_json
+    plain = KafkaSettings(bootstrap_servers="b:9092", topics=["t"])
+    assert KafkaSettings.model_validate(plain.model_dump()) == plain
     with pytest.raises(ValueError, match="json_schema_validation applies to deserializer confluent_json only"):
         KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="json", json_schema_validation=False)
 

@@ -53,7 +53,7 @@ def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any]
         from gobblin_py.builtin.sources.kafka.registry import ConfluentJsonDecoder
 
         assert settings.schema_registry is not None
-        return (ValidatingJsonDecoder if settings.json_schema_validation else ConfluentJsonDecoder)(settings.schema_registry)
+        return (ValidatingJsonDecoder if settings.validates_json else ConfluentJsonDecoder)(settings.schema_registry)
     if kind == "confluent_avro":
         from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
 
@@ -160,7 +160,7 @@ class KafkaExtractor(BatchExtractor):
                 self._decode.schema(self._decode.schema_id(header))
         except UndecodableValue:
             return batch
-        if self.settings.json_schema_validation and not self._decode.all_valid(values):
+        if self.settings.validates_json and not self._decode.all_valid(values):
             return batch  # the row path rejects the documents that do not validate, each with its offset
         return dataclasses.replace(batch, format="json", values=[v[HEADER.size:] for v in values], raw=values)  # type: ignore[index]
 

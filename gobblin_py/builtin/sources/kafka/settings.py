@@ -99,10 +99,11 @@ class KafkaSettings(Settings):
         default=None, description="for deserializer confluent_avro, confluent_json or confluent_protobuf, and metadata_key "
                                   "confluent_avro: "
                                   "{url, basic_auth_user, password_env, ssl_ca_location, timeout_s, max_retries}")
-    json_schema_validation: bool = Field(
-        default=True, description="deserializer confluent_json: validate each value against its writer's JSON Schema "
+    json_schema_validation: bool | None = Field(
+        default=None, description="deserializer confluent_json: validate each value against its writer's JSON Schema "
         "(by its schema id; the draft its $schema names, draft-07 without one), as Confluent's JSONDeserializer does; "
-        "a value that does not validate is a bad record naming the schema id, the JSON path and the error")
+        "a value that does not validate is a bad record naming the schema id, the JSON path and the error (unset: "
+        "true)")
     subject: str = Field(
         default="{topic}-value", description="the registry subject of a topic's values: {topic} stands for the topic's name "
                                              "(Confluent's TopicNameStrategy, the default), or one fixed subject")
@@ -182,7 +183,7 @@ class KafkaSettings(Settings):
                 except (KeyError, IndexError, ValueError) as exc:
                     raise ValueError(f"{name} {getattr(self, name)!r}: only {{topic}} may stand in it "
                                      f"({describe(exc)})") from None
-        if "json_schema_validation" in self.model_fields_set and self.deserializer != "confluent_json":
+        if self.json_schema_validation is not None and self.deserializer != "confluent_json":
             raise ValueError("json_schema_validation applies to deserializer confluent_json only")
         if self.metadata_columns and self.deserializer not in ("avro", "confluent_avro", "confluent_protobuf", "confluent_json"):
             raise ValueError("metadata_columns needs deserializer avro, confluent_avro or confluent_protobuf, whose output "
@@ -196,6 +197,11 @@ class KafkaSettings(Settings):
         if self.client == "confluent":
             require("confluent_kafka", "client confluent needs the confluent-kafka package", "confluent")
         return self
+
+    @property
+    def validates_json(self) -> bool:
+        """Whether confluent_json values are validated against their JSON Schema (the default)."""
+        return self.json_schema_validation is not False
 
     def subject_of(self, topic: str) -> str:
         """The registry subject holding `topic`'s value schemas."""
