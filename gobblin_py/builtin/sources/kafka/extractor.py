@@ -86,7 +86,8 @@ class OffsetBatch(RawBatch):
 
 class KafkaExtractor(BatchExtractor):
     """Yields the decoded values of offsets `[low, high)` of one partition; undecodable ones are rejected.
-    Its raw batches (one per poll) let a `json_to_avro` → `parquet` task take the columnar path."""
+    Its raw batches (one per poll) let a `json_to_avro` → `parquet` task take the columnar path, and a `confluent_avro`
+    task without converters, whose batches it makes Arrow itself (`to_arrow`, see `columnar`)."""
 
     _columnar = False  # set by `columnar_path`
     _current: tuple[Callable[[int, int, bytes | None], SourceMessage | None], int, bytes | None] | None = None
