@@ -267,7 +267,8 @@ class AvroDatumDecoder:
         self._fields = fields
         self.arrow_schema = arrow_schema
         """The writers' Arrow mapping of the schema, its timestamp columns marked as holding datetimes on the row
-        path (`api.batches.ROW_VALUES`: fastavro reads timestamps as datetimes)."""
+        path (`api.batches.ROW_VALUES`: fastavro reads timestamps as datetimes, local-timestamps as ones without a
+        zone)."""
 
     @classmethod
     def for_schema(cls, avro_schema: Any) -> AvroDatumDecoder | None:
@@ -292,8 +293,8 @@ class AvroDatumDecoder:
             if made is None:
                 return None
             fields.append(made)
-        marked = pa.schema([f.with_metadata({ROW_VALUES: b"datetime"}) if pa.types.is_timestamp(f.type) else f
-                            for f in mapping])
+        marked = pa.schema([f.with_metadata({ROW_VALUES: b"datetime" if f.type.tz else b"naive-datetime"})
+                            if pa.types.is_timestamp(f.type) else f for f in mapping])
         return cls(fields, marked)
 
     def decode(self, data: Any, starts: np.ndarray, ends: np.ndarray) -> Any | None:
