@@ -22,7 +22,9 @@ from gobblin_py.api.types import Record
 
 ROW_VALUES = b"gobblin.row_values"
 """Arrow field metadata an extractor's batch may carry: `datetime` says the row path's values of that timestamp
-column are datetimes, so a writer splits a batch by partition as it would place those (see `TimePartitioner.split`)."""
+column are datetimes, so a writer splits a batch by partition as it would place those (see `TimePartitioner.split`);
+`naive-datetime` says they are datetimes without a zone, which the row path places by this machine's wall clock: a
+batch partitioned on such a column takes the row path."""
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,9 @@ def test_a_batch_it_cannot_place_as_the_row_path_is_handed_back_with_nothing_wri
     assert not writer.write_batch(_batch("micros", rows, datetimes=False))  # micros the row path takes as integers
     before_1970 = [{"id": 0, "ts": dt.datetime(1969, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC), "note": None}]
     assert not writer.write_batch(_batch("micros", before_1970, datetimes=True))  # the row path floors it
+    naive = pa.schema([f.with_metadata({ROW_VALUES: b"naive-datetime"}) if f.name == "ts" else f
+                       for f in _batch("micros", [], False).schema])  # placed by this machine's wall clock, row by row
+    assert not writer.write_batch(pa.RecordBatch.from_pylist(rows, schema=naive))  # (marked `datetime` it is taken)
     other = pa.RecordBatch.from_pylist([{"id": 1}], schema=pa.schema([("id", pa.int64())]))
     assert not writer.write_batch(other)  # another schema
     assert writer.close() == []

@@ -85,8 +85,10 @@ class PartitionedFiles(Generic[H]):
         index = batch.schema.get_field_index(self.partitioner.column)
         if index < 0:
             return None
-        metadata = batch.schema.field(index).metadata or {}
-        parts = self.partitioner.split(batch.column(index), metadata.get(ROW_VALUES) == b"datetime")
+        values = (batch.schema.field(index).metadata or {}).get(ROW_VALUES)
+        if values == b"naive-datetime":  # the row path places each by this machine's wall clock
+            return None
+        parts = self.partitioner.split(batch.column(index), values == b"datetime")
         if parts is None:
             return None
         return [(key, batch if mask is None else batch.filter(mask)) for key, mask in parts]

@@ -86,7 +86,8 @@ class OffsetBatch(RawBatch):
 
 class KafkaExtractor(BatchExtractor):
     """Yields the decoded values of offsets `[low, high)` of one partition; undecodable ones are rejected.
-    Its raw batches (one per poll) let a `json_to_avro` → `parquet` task take the columnar path."""
+    Its raw batches (one per poll) let a `json_to_avro` → `parquet` task take the columnar path, and a `confluent_avro`
+    task without converters, whose batches it makes Arrow itself (`to_arrow`, see `columnar`)."""
 
     _columnar = False  # set by `columnar_path`
     _current: tuple[Callable[[int, int, bytes | None], SourceMessage | None], int, bytes | None] | None = None
@@ -107,6 +108,8 @@ class KafkaExtractor(BatchExtractor):
         self._key_schema = KEY.read(workunit.props) if settings.avro_keys else None
         self._metadata = metadata_of(settings, self.topic, self.partition, self._key_decoder())
         self._headers = "headers" in settings.metadata_columns  # read from each message only then
+        self._arrow = self._columns() if settings.deserializer == "confluent_avro" else None
+        self.makes_arrow = self._arrow is not None
 
     def _key_decoder(self) -> Callable[[bytes], Any] | None:
         """`metadata_key: confluent_avro`: keys decoded into the key subject's version planned."""
@@ -116,6 +119,20 @@ class KafkaExtractor(BatchExtractor):
 
         assert self.settings.schema_registry is not None
         return ConfluentAvroDecoder.of(self.settings.schema_registry, self._key_schema, self.settings.schema_evolution)
+
+    def _columns(self) -> Any:
+        """`confluent_avro` values → Arrow (`columnar.ConfluentAvroColumns`), for a flat value schema; else None."""
+        from gobblin_py.builtin.sources.kafka.columnar import ConfluentAvroColumns
+
+        return ConfluentAvroColumns.of(self.settings, self._value_schema, self.get_schema(), self._decode, self.topic,
+                                       self.partition)
+
+    def to_arrow(self, batch: RawBatch) -> Any | None:
+        """A `confluent_avro` batch as one Arrow record batch when every value decodes straight into the output schema
+        (see `columnar`); None for the row path."""
+        if self._arrow is None or not isinstance(batch, OffsetBatch) or batch.format != "confluent_avro":
+            return None
+        return self._arrow(batch.values, batch.offsets, batch.details)
 
     def location(self) -> str:
         return f"{self.topic}/{self.partition}@{self.offset}"

@@ -334,6 +334,13 @@ class ConfluentAvroDecoder(_WireFormat):
             "only widened), or set source.schema_evolution: evolve (the output keeps every field, nullable where a "
             "version lacks it) or dead_letter (values of such versions go to the error file)")
 
+    def writes_output(self, schema_id: int) -> bool:
+        """Whether values of `schema_id` are written in the output schema itself, so their datums decode straight into
+        it with nothing to resolve (the output's own id, or an id of the identical schema; none for a merged output
+        schema); UndecodableValue for an id without a usable schema."""
+        found = self.schema(schema_id)
+        return found is self.reader or (isinstance(found, dict) and found == self.reader)
+
     def _version_of(self, schema_id: int) -> int | None:
         """The subject's version of schema `schema_id`; None when it is none of them (or one deleted)."""
         from confluent_kafka.schema_registry.error import SchemaRegistryError
