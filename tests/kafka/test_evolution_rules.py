@@ -63,3 +63,28 @@ def test_types_no_schema_reads_both_of_name_the_versions_and_the_field() -> None
     with pytest.raises(MergeError, match=r"v2 and the merge of v1: amount: double and record shop.Money cannot be merged"):
         merge_versions([("v1", ORDER), ("v2", changed(amount={"type": {"type": "record", "name": "Money", "fields": [
             {"name": "cents", "type": "long"}]}}))])
+
+
+def _ts(logical: str | None) -> dict:
+    field_type = {"type": "long", "logicalType": logical} if logical else "long"
+    return {"type": "record", "name": "E", "fields": [{"name": "id", "type": "int"}, {"name": "at", "type": field_type}]}
+
+
+def test_the_merge_keeps_a_fields_logical_type_and_refuses_to_change_what_its_numbers_mean() -> None:
+    older = {**_ts("timestamp-millis"), "fields": [*_ts("timestamp-millis")["fields"], {"name": "gone", "type": "string"}]}
+    merged = merge_versions([("version 1", older), ("version 2", _ts("timestamp-millis"))])
+    at = next(f for f in merged["fields"] if f["name"] == "at")
+    assert at["type"] == {"type": "long", "logicalType": "timestamp-millis"}  # still an instant, not a bare long
+    gone = next(f for f in merged["fields"] if f["name"] == "gone")
+    assert gone["type"] == ["null", "string"]
+    nullable_ts = {**older, "fields": [{"name": "id", "type": "int"},
+                                       {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+                                       {"name": "gone", "type": "string"}]}
+    kept = merge_versions([("version 1", nullable_ts), ("version 2", _ts("timestamp-micros"))])  # null joins it
+    branches = next(f for f in kept["fields"] if f["name"] == "at")["type"]
+    assert len(branches) == 2 and "null" in branches
+    assert {"type": "long", "logicalType": "timestamp-micros"} in branches
+    for a, b in (("timestamp-millis", "timestamp-micros"), (None, "timestamp-millis"), ("timestamp-millis", None)):
+        with pytest.raises(MergeError, match="at"):
+            merge_versions([("version 1", {**_ts(a), "fields": [*_ts(a)["fields"], {"name": "g", "type": "int"}]}),
+                            ("version 2", _ts(b))])

@@ -60,11 +60,13 @@ class _Schema:
         self.names = _names(self.root)
 
     def resolve(self, t: Any) -> Any:
-        """`t` with a named reference replaced by its definition, a `{"type": "int", ...}` by its type's name
-        (logical types compare as their underlying type)."""
+        """`t` with a named reference replaced by its definition, a `{"type": "int"}` by its type's name; a primitive
+        with a logical type stays a dict (`kind_of` gives its underlying type; the merge keeps the logical type)."""
         while True:
             if isinstance(t, str) and t not in PRIMITIVES:
                 t = self.names.get(t, t)
+            elif isinstance(t, dict) and t.get("type") in PRIMITIVES and "logicalType" in t:
+                return t
             elif isinstance(t, dict) and (t.get("type") in PRIMITIVES or isinstance(t.get("type"), (dict, list))
                                           or (isinstance(t.get("type"), str) and t["type"] not in (*NAMED, "array", "map"))):
                 t = t["type"]
@@ -84,7 +86,9 @@ def describe_type(t: Any) -> str:
     if isinstance(t, list):
         return "[" + ", ".join(describe_type(b) for b in t) + "]"
     if isinstance(t, dict):
-        return f"{t['type']} {t['name']}" if t.get("type") in NAMED else str(t["type"])
+        if t.get("type") in NAMED:
+            return f"{t['type']} {t['name']}"
+        return f"{t['type']} ({t['logicalType']})" if "logicalType" in t else str(t["type"])
     return str(t)
 
 
@@ -193,6 +197,9 @@ class _Merge:
         ok, nk = kind_of(o), kind_of(n)
         if ok == "union" or nk == "union":
             return self.union(o if ok == "union" else [o], n if nk == "union" else [n], path)
+        if ok in PRIMITIVES and nk in PRIMITIVES and _logical(o) != _logical(n):
+            raise MergeError(f"{path or 'the value'}: {describe_type(o)} and {describe_type(n)} cannot be merged: their "
+                             "numbers or bytes mean different things (a logical type added, removed or changed)")
         if ok != nk:
             if ok in PROMOTIONS and nk in PROMOTIONS[ok]:
                 return nk
@@ -200,7 +207,7 @@ class _Merge:
                 return ok  # the newer version narrowed it: keep the wider type, its values are promoted
             raise MergeError(f"{path or 'the value'}: {describe_type(o)} and {describe_type(n)} cannot be merged")
         if nk in PRIMITIVES:
-            return nk
+            return self.clean(n) if isinstance(n, dict) else nk  # with its logical type
         if nk in NAMED and n["name"] in self.emitted:
             return n["name"]
         if nk == "record":
@@ -263,7 +270,7 @@ class _Merge:
         if k == "union":
             return [self.copy(b, side) for b in t]
         if k in PRIMITIVES:
-            return k
+            return self.clean(t) if isinstance(t, dict) else k  # with its logical type
         if k in NAMED:
             if t["name"] in self.emitted:
                 return t["name"]
@@ -280,6 +287,13 @@ class _Merge:
     def clean(d: dict[str, Any]) -> dict[str, Any]:
         """A parsed schema's dict without fastavro's own keys."""
         return {k: v for k, v in d.items() if not k.startswith("__")}
+
+
+def _logical(t: Any) -> tuple[Any, ...] | None:
+    """A primitive's logical type and its parameters (None for a plain primitive): what its values mean."""
+    if not isinstance(t, dict) or "logicalType" not in t:
+        return None
+    return (t["logicalType"], t.get("precision"), t.get("scale"))
 
 
 def _joins(a: Any, b: Any) -> bool:
