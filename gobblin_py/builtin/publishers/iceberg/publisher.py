@@ -30,6 +30,11 @@ expiry removed some of those, so that they no longer add up, the run refuses it 
 concurrent one (several datasets into one table, a busy SQLite file) is retried on a reloaded table with backoff,
 `commit_attempts` times; then CommitError, the sequence stays pending and the next run recovers it.
 
+`mode: upsert` (with `key`, `order_by`, `delete_when`; `upsert.py`) keeps a table equal to its source by key
+instead: the data files are not published but read from task output as changes, the last per key wins, and ONE
+snapshot rewrites the table's files that hold a changed key (copy-on-write) and adds the new rows, in the same
+transaction as creation and schema evolution, tagged and checked as above; see docs/publishers/iceberg.md.
+
 Settings are written into every commit record, so they must hold no secret (the job loader refuses one): the catalog
 takes its credentials from the environment, e.g. `PYICEBERG_CATALOG__<NAME>__URI` / `__CREDENTIAL` with
 `catalog: {name: <name>, type: rest}`, and the warehouse's store from `job.filesystems` and its own environment
@@ -164,8 +169,9 @@ class IcebergPublisherSettings(Settings):
 
 
 class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
-    """Appends each dataset's Parquet files of one run to an Iceberg table as one snapshot; exactly-once with the
-    commit store (the snapshot carries the commit id, so a replay finds it and appends nothing)."""
+    """Appends each dataset's Parquet files of one run to an Iceberg table as one snapshot, or (`mode: upsert`) applies
+    them as changes by key, copy-on-write; exactly-once with the commit store (the snapshot carries the commit id, so
+    a replay finds it and changes nothing)."""
 
     Settings = IcebergPublisherSettings
     step_types = (IcebergReplaceCommitStep,)
