@@ -380,3 +380,14 @@ def test_the_table_found_committed_by_its_files_once_the_snapshot_was_expired(tm
     table.maintenance.expire_snapshots().by_id(table.snapshots()[0].snapshot_id).commit()
     assert pub.is_committed(c2) and pub.is_committed(c1), "both commits' files are live"
     shutil.rmtree(tmp_path / "task-output")
+
+
+def test_a_partitioned_upsert_without_pyiceberg_core_is_refused_at_validation(tmp_path: Path) -> None:
+    from gobblin_py.builtin.publishers.iceberg.upsert import partitioned_writes
+
+    if partitioned_writes():
+        pytest.skip("pyiceberg-core is installed: partitioned upserts are written")
+    job = upsert_job(tmp_path)
+    job["writer"]["partition"] = {"column": "updated_at", "granularity": "DAY", "pattern": "yyyy/MM/dd"}
+    with pytest.raises(ConfigError, match=r"publisher.mode.*pyiceberg-core.*drop writer.partition"):
+        load_job(write_job(tmp_path, job))

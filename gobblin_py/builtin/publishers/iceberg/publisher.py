@@ -204,6 +204,11 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                                                                     f"YEAR, not MINUTE (the {pub} publisher partitions the "
                                                                     "table as the writer does)")]
             update["partition"] = {"column": written.column, "granularity": written.granularity}
+        if settings.mode == "upsert" and (settings.partition or update.get("partition")):
+            from gobblin_py.builtin.publishers.iceberg.upsert import PARTITIONED_NEEDS, partitioned_writes
+
+            if not partitioned_writes():
+                return settings, [(f"{pub}.mode", f"{PARTITIONED_NEEDS} (drop {wri}.partition)")]
         if not update:
             return settings, []
         return type(settings).model_validate({**settings.model_dump(), **update}), []
@@ -333,8 +338,8 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
             self._check_no_table_there(commit.dataset, name)
             return
         output = t.read_schemas(io, paths)
-        problem = self._key_moved(table, name) or t.changed_identity(table, output, name) or \
-            t.breaking_change(table.schema(), output, name)
+        problem = self._key_moved(table, name) or self._cannot_write(table, name) or \
+            t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
         if problem is not None:
             raise CommitError(f"{problem}. Nothing of dataset {commit.dataset} was published or appended, and its "
                               "watermarks did not move: change the table so the records fit (Spark's ALTER TABLE), or the "
@@ -363,6 +368,14 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                         "this job's last commit recorded: another writer dropped and added it again, so the table's rows "
                         "may no longer be identified by it. Check the table, then start it over or restore the column")
         return None
+
+    def _cannot_write(self, table: Any, name: str) -> str | None:
+        """Upsert mode: why pyiceberg cannot write the table's files here (a partitioned table, pyiceberg-core missing)."""
+        from gobblin_py.builtin.publishers.iceberg.upsert import PARTITIONED_NEEDS, partitioned_writes
+
+        if self.settings.mode != "upsert" or table.spec().is_unpartitioned() or partitioned_writes():
+            return None
+        return f"table {name} is partitioned ({table.spec()}): {PARTITIONED_NEEDS}".replace("\n", " ")
 
     @_catalog_faults("committing to the table")
     def commit(self, commit: DatasetCommit) -> None:
@@ -463,8 +476,8 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                 tx = catalog.create_table_transaction(name, schema=schema, location=table_uri(self.table_dir(d)), **kwargs)
                 table_io = io
             else:
-                problem = self._key_moved(table, name) or t.changed_identity(table, output, name) or \
-                    t.breaking_change(table.schema(), output, name)
+                problem = self._key_moved(table, name) or self._cannot_write(table, name) or \
+                    t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
                 if problem is not None:
                     raise CommitError(
                         f"{problem}. Nothing of this run's changes of dataset {d} was applied (they wait in task "

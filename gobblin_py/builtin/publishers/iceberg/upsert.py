@@ -189,6 +189,19 @@ def _at(t: Any, i: int, files: Sequence[tuple[str, str]]) -> str:
     return f"row {t[_ROW][i].as_py() + 1} of {files[t[_FILE][i].as_py()][1]}"
 
 
+def partitioned_writes() -> bool:
+    """Whether pyiceberg can write a partitioned table's files here: its time transforms on Arrow need
+    `pyiceberg-core` (`pip install 'pyiceberg[pyiceberg-core]'`)."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyiceberg_core") is not None
+
+
+PARTITIONED_NEEDS = ("upsert mode writes the table's data files through pyiceberg, whose partition transforms need "
+                     "pyiceberg-core, not installed here: pip install 'pyiceberg[pyiceberg-core]', or upsert into an "
+                     "unpartitioned table")
+
+
 # --- applying the changes to a table --------------------------------------------------------------------------------
 
 def conform(t: Any, target: Any) -> Any:
@@ -262,7 +275,7 @@ def rewrite(tx: Any, table: Any | None, changes: Changes, spec: UpsertSpec, io: 
             written(data_file.file_path)
             added.append(data_file)
 
-    if table is not None and table.current_snapshot() is not None:
+    if table is not None and table.current_snapshot() is not None and not changes.empty:
         schema = table.schema()
         keys = changes.keys
         scan = table.scan(row_filter=key_filter(keys, spec.key, schema))
