@@ -30,6 +30,11 @@ expiry removed some of those, so that they no longer add up, the run refuses it 
 concurrent one (several datasets into one table, a busy SQLite file) is retried on a reloaded table with backoff,
 `commit_attempts` times; then CommitError, the sequence stays pending and the next run recovers it.
 
+`mode: upsert` (with `key`, `order_by`, `delete_when`; `upsert.py`) keeps a table equal to its source by key
+instead: the data files are not published but read from task output as changes, the last per key wins, and ONE
+snapshot rewrites the table's files that hold a changed key (copy-on-write) and adds the new rows, in the same
+transaction as creation and schema evolution, tagged and checked as above; see docs/publishers/iceberg.md.
+
 Settings are written into every commit record, so they must hold no secret (the job loader refuses one): the catalog
 takes its credentials from the environment, e.g. `PYICEBERG_CATALOG__<NAME>__URI` / `__CREDENTIAL` with
 `catalog: {name: <name>, type: rest}`, and the warehouse's store from `job.filesystems` and its own environment
@@ -49,7 +54,7 @@ import string
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
 from gobblin_py.api import (CommitStep, Committer, DatasetCommit, GlobalCommitter, OutputFile, PublishContext, Settings, TableCompaction,
                             TableFile, TableReplace, TargetWatermarks)
@@ -94,6 +99,14 @@ def default_catalog(work_dir: Any) -> dict[str, str]:
     return {"name": "gobblin_py", "type": "sql", "uri": f"sqlite:///{Location(work_dir) / 'iceberg' / 'catalog.db'}"}
 
 
+class DeleteWhen(Settings):
+    """Which changes delete their key's row (upsert mode): those whose `column` holds one of `equals`
+    (`{column: op, equals: [d]}`, or a boolean column: `{column: _deleted, equals: [true]}`)."""
+
+    column: str = Field(description="the column that marks a change as a delete (kept in the table, as every column)")
+    equals: list[StrictBool | StrictInt | str] = Field(min_length=1, description="the values of `column` that mean the key's row is deleted")
+
+
 class IcebergPublisherSettings(Settings):
     table: str = Field(description="`<namespace>.<name>`; `{dataset}` is replaced by the dataset's name")
     warehouse: FsLocation = Field(default=DEFAULT_WAREHOUSE, validate_default=True,
@@ -103,11 +116,46 @@ class IcebergPublisherSettings(Settings):
     errors_dir: FsLocation | None = Field(default=None, description="where error files go (unset: <warehouse>/_errors)")
     partition: TablePartition | None = Field(default=None, description="filled from writer.partition by the loader: leave it out")
     commit_attempts: int = Field(default=8, ge=1, description="tries of a commit that conflicts with concurrent commits")
+    mode: Literal["append", "upsert"] = Field(
+        default="append", description="append: add each run's files; upsert: apply them as changes by `key`, one row per key")
+    key: list[str] = Field(default_factory=list, description="upsert: the columns that identify a row (non-null in every change)")
+    order_by: list[str] = Field(
+        default_factory=list, description="upsert: the columns that order one key's changes within a commit, last wins "
+                                          "(unset: position within one file; a key in two files is refused)")
+    delete_when: DeleteWhen | None = Field(default=None, description="upsert: the changes that delete their key's row (unset: none)")
 
     @model_validator(mode="after")
     def _installed(self) -> IcebergPublisherSettings:
         require("pyiceberg.catalog.sql", "the iceberg publisher needs pyiceberg", "tables")
         return self
+
+    @model_validator(mode="after")
+    def _upsert(self) -> IcebergPublisherSettings:
+        if self.mode == "append":
+            given = [k for k in ("key", "order_by", "delete_when") if getattr(self, k)]
+            if given:
+                raise ValueError(f"{', '.join(given)} only apply to mode: upsert (append mode adds every row as it is)")
+            return self
+        if not self.key:
+            raise ValueError("mode: upsert needs key: the columns that identify a row, e.g. key: [id]")
+        for name in ("key", "order_by"):
+            columns = getattr(self, name)
+            if len(set(columns)) != len(columns):
+                raise ValueError(f"{name} names a column twice: {columns}")
+        both = set(self.key) & set(self.order_by)
+        if both:
+            raise ValueError(f"{sorted(both)} is in both key and order_by: one key's changes would never differ in it")
+        if self.delete_when is not None and self.delete_when.column in self.key:
+            raise ValueError(f"delete_when.column {self.delete_when.column!r} is a key column: the marker must be "
+                             "another column (e.g. op)")
+        return self
+
+    def upsert_spec(self) -> Any:
+        """The key, order and delete marker of upsert mode, for `upsert.py`."""
+        from gobblin_py.builtin.publishers.iceberg.upsert import UpsertSpec
+
+        d = self.delete_when
+        return UpsertSpec(tuple(self.key), tuple(self.order_by), d.column if d else None, tuple(d.equals) if d else ())
 
     @field_validator("table")
     @classmethod
@@ -121,8 +169,9 @@ class IcebergPublisherSettings(Settings):
 
 
 class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
-    """Appends each dataset's Parquet files of one run to an Iceberg table as one snapshot; exactly-once with the
-    commit store (the snapshot carries the commit id, so a replay finds it and appends nothing)."""
+    """Appends each dataset's Parquet files of one run to an Iceberg table as one snapshot, or (`mode: upsert`) applies
+    them as changes by key, copy-on-write; exactly-once with the commit store (the snapshot carries the commit id, so
+    a replay finds it and changes nothing)."""
 
     Settings = IcebergPublisherSettings
     step_types = (IcebergReplaceCommitStep,)
@@ -155,6 +204,11 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                                                                     f"YEAR, not MINUTE (the {pub} publisher partitions the "
                                                                     "table as the writer does)")]
             update["partition"] = {"column": written.column, "granularity": written.granularity}
+        if settings.mode == "upsert" and (settings.partition or update.get("partition")):
+            from gobblin_py.builtin.publishers.iceberg.upsert import PARTITIONED_NEEDS, partitioned_writes
+
+            if not partitioned_writes():
+                return settings, [(f"{pub}.mode", f"{PARTITIONED_NEEDS} (drop {wri}.partition)")]
         if not update:
             return settings, []
         return type(settings).model_validate({**settings.model_dump(), **update}), []
@@ -213,8 +267,11 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         return Location(self.settings.errors_dir) if self.settings.errors_dir else Location(self.settings.warehouse) / "_errors"
 
     def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
+        """Each file published (append mode); in upsert mode the error files only: the data files are changes the
+        table commit reads from task output (kept while the sequence is pending) and applies, never table files."""
+        upsert = self.settings.mode == "upsert"
         return [publish_step(f.path, self.errors_root() / f.rel_path if f.kind == "errors" else self.data_location(dataset, f),
-                             f.size, f.checksum) for f in files]
+                             f.size, f.checksum) for f in files if not (upsert and f.kind == "data")]
 
     def output_roots(self) -> list[str]:
         return [str(self.settings.warehouse), *([str(self.settings.errors_dir)] if self.settings.errors_dir else [])]
@@ -252,6 +309,8 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
             return True
         name = self.table_name(commit.dataset)
         table = t.load_table(self.catalog(), name)
+        if self.settings.mode == "upsert":
+            return table is not None and _upsert_committed(table, name, commit.commit_id)
         return table is not None and t.is_committed(table, name, commit.commit_id, paths)
 
     @_catalog_faults("checking the table before the commit")
@@ -269,19 +328,59 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         name = self.table_name(commit.dataset)
         catalog = self.catalog()
         table = t.load_table(catalog, name)
+        io = load_file_io(catalog.properties, paths[0])
+        if self.settings.mode == "upsert":  # a null key or a tie refused before anything moves (read again to commit)
+            from gobblin_py.builtin.publishers.iceberg.upsert import read_changes
+
+            read_changes(io, [(table_uri(f.path), f.rel_path) for f in commit.files if f.kind == "data"],
+                         self.settings.upsert_spec(), f"table {name} (dataset {commit.dataset})")
         if table is None:
             self._check_no_table_there(commit.dataset, name)
             return
-        output = t.read_schemas(load_file_io(catalog.properties, paths[0]), paths)
-        problem = t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
+        output = t.read_schemas(io, paths)
+        problem = self._key_moved(table, name) or self._cannot_write(table, name) or \
+            t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
         if problem is not None:
             raise CommitError(f"{problem}. Nothing of dataset {commit.dataset} was published or appended, and its "
                               "watermarks did not move: change the table so the records fit (Spark's ALTER TABLE), or the "
                               "job's schema so they fit the table, and run again")
 
+    def _key_moved(self, table: Any, name: str) -> str | None:
+        """Upsert mode: why the table's columns no longer hold the key the job's commits were applied by (a key column
+        renamed or dropped, or dropped and added again, by another writer); None in append mode or when they do."""
+        from gobblin_py.builtin.publishers.iceberg import tables as t
+
+        if self.settings.mode != "upsert":
+            return None
+        by_name = {f.name: f for f in table.schema().fields}
+        by_id = {f.field_id: f for f in table.schema().fields}
+        recorded = t.recorded_field_ids(table)
+        for column in self.settings.key:
+            found, expected = by_name.get(column), recorded.get(column)
+            now = by_id.get(expected) if expected is not None else None
+            if found is None:
+                where = (f"renamed to {now.name!r}" if now is not None else "dropped") if expected is not None else "never added"
+                return (f"table {name}: the upsert key column {column!r} is not in the table ({where}, by another writer "
+                        f"or before this job's first commit), so no change can be applied by key: rename it back, or "
+                        "change publisher.key and the job's output to the table's key column")
+            if expected is not None and found.field_id != expected:
+                return (f"table {name}: the upsert key column {column!r} is field id {found.field_id}, not {expected} as "
+                        "this job's last commit recorded: another writer dropped and added it again, so the table's rows "
+                        "may no longer be identified by it. Check the table, then start it over or restore the column")
+        return None
+
+    def _cannot_write(self, table: Any, name: str) -> str | None:
+        """Upsert mode: why pyiceberg cannot write the table's files here (a partitioned table, pyiceberg-core missing)."""
+        from gobblin_py.builtin.publishers.iceberg.upsert import PARTITIONED_NEEDS, partitioned_writes
+
+        if self.settings.mode != "upsert" or table.spec().is_unpartitioned() or partitioned_writes():
+            return None
+        return f"table {name} is partitioned ({table.spec()}): {PARTITIONED_NEEDS}".replace("\n", " ")
+
     @_catalog_faults("committing to the table")
     def commit(self, commit: DatasetCommit) -> None:
-        """One transaction: create the table if missing, evolve its schema by name, add the files as one snapshot."""
+        """One transaction: create the table if missing, evolve its schema by name, add the files as one snapshot
+        (upsert mode: apply them as changes by key, `_commit_upsert`)."""
         from pyiceberg.io import load_file_io
 
         from gobblin_py.builtin.publishers.iceberg import tables as t
@@ -289,6 +388,9 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         paths = self._data_uris(commit)
         if not paths:
             return  # only error files: nothing for the table
+        if self.settings.mode == "upsert":
+            self._commit_upsert(commit)
+            return
         name = self.table_name(commit.dataset)
         catalog = self.catalog()
         output = t.read_schemas(load_file_io(catalog.properties, paths[0]), paths)
@@ -342,6 +444,69 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
             _add(tx, fresh, {**properties, t.FIELD_IDS: t.field_ids(tx.table_metadata.schema(), output.names)}, name)
 
         t.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
+
+    def _commit_upsert(self, commit: DatasetCommit) -> None:
+        """Upsert mode: the commit's files (in task output) are changes, reduced to the last per key; ONE snapshot
+        rewrites the table's data files holding a changed key without it and adds the upserted rows, in the same
+        transaction as table creation and schema evolution. Retried from a fresh read on a conflict."""
+        from pyiceberg.io import load_file_io
+
+        from gobblin_py.builtin.publishers.iceberg import tables as t
+        from gobblin_py.builtin.publishers.iceberg import upsert as u
+
+        name, d = self.table_name(commit.dataset), commit.dataset
+        catalog = self.catalog()
+        sources = [(table_uri(f.path), f.rel_path) for f in commit.files if f.kind == "data"]
+        io = load_file_io(catalog.properties, sources[0][0])
+        output = t.read_schemas(io, [uri for uri, _ in sources])
+        spec = self.settings.upsert_spec()
+        changes = u.read_changes(io, sources, spec, f"table {name} (dataset {d})")
+        properties = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: d,
+                      t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
+        if commit.watermark_keys is not None:
+            properties[t.WATERMARK_KEYS] = str(commit.watermark_keys)
+        written: set[str] = set()
+        committed: list[str] = []
+
+        def attempt() -> None:
+            table = t.load_table(catalog, name)
+            if table is not None and _upsert_committed(table, name, commit.commit_id):
+                return  # a conflict's retry after the commit went through
+            if table is None:
+                namespace, _ = t.split_identifier(name)
+                t.ensure_namespace(catalog, namespace)
+                schema = t.to_iceberg_schema(output)
+                kwargs: dict[str, Any] = {}
+                if self.settings.partition is not None:
+                    p = self.settings.partition
+                    kwargs["partition_spec"] = t.partition_spec(schema, p.column, p.granularity, name)
+                tx = catalog.create_table_transaction(name, schema=schema, location=table_uri(self.table_dir(d)), **kwargs)
+                table_io = io
+            else:
+                problem = self._key_moved(table, name) or self._cannot_write(table, name) or \
+                    t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
+                if problem is not None:
+                    raise CommitError(
+                        f"{problem}. Nothing of this run's changes of dataset {d} was applied (they wait in task "
+                        f"output). Either change the table so they fit and run `gobblin-py recover JOB.yaml --dataset {d}`, "
+                        f"or give up on them with `recover JOB.yaml --dataset {d} --abandon` and fix the job: the next "
+                        "run re-extracts their range")
+                tx = table.transaction()
+                if t.needs_evolution(table.schema(), output):
+                    with tx.update_schema() as update:
+                        update.union_by_name(t.evolvable(output, table.schema()))
+                table_io = table.io
+            applied = u.rewrite(tx, table, changes, spec, table_io, commit.commit_id, name, written.add)
+            u.commit_snapshot(tx, table_io, applied, {**properties, t.FIELD_IDS: t.field_ids(tx.table_metadata.schema(), output.names),
+                                                      u.UPSERT: u.counts(changes, applied)}, name)
+            committed.extend(f.file_path for f in applied.added)
+            log.info("table %s: commit %s applied %d change(s) of %d key(s) (%d deleted), rewriting %d data file(s)",
+                     name, commit.commit_id, changes.received, changes.keys.num_rows, changes.deleted, len(applied.deleted))
+
+        try:
+            t.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
+        finally:  # what an attempt that lost a conflict wrote and the one that won did not: never in the table
+            _remove_unreferenced(io, sorted(written - set(committed)) if committed else [], name)
 
     # --- what the table says ---------------------------------------------------------------------------------------
 
@@ -440,6 +605,33 @@ def _add(tx: Any, paths: list[str], properties: dict[str, str], table: str) -> N
     except (ValueError, TypeError, ValidationError) as exc:
         raise CommitError(f"table {table}: cannot add {len(paths)} file(s) ({paths[0]} …): {exc}") from exc
     tx.commit_transaction()
+
+
+def _upsert_committed(table: Any, name: str, commit_id: str) -> bool:
+    """Whether the table's current state holds the upsert commit `commit_id`: its snapshot among the current one's
+    ancestors or, once some were expired, a live data file named with the commit's uuid. A commit that wrote no file
+    (deletes only) and whose snapshot was expired is applied again, which leaves the same rows (idempotent by key)."""
+    from gobblin_py.builtin.publishers.iceberg import tables as t
+    from gobblin_py.builtin.publishers.iceberg.upsert import committed_by_files
+
+    if t.has_commit(table, commit_id):
+        return True
+    if t.history_complete(table):
+        return False
+    found = committed_by_files(t.live_data_paths(table), commit_id)
+    if found:
+        log.info("table %s: upsert commit %s found by its files (its snapshot was expired)", name, commit_id)
+    return found
+
+
+def _remove_unreferenced(io: Any, paths: list[str], table: str) -> None:
+    """Delete the data files an upsert attempt wrote that its table does not reference (a retried attempt wrote
+    fewer); best effort: one left is an orphan no reader sees, named with the commit's uuid."""
+    for path in paths:
+        try:
+            io.delete(path)
+        except OSError as exc:
+            log.warning("table %s: could not remove %s, which no snapshot references: %s", table, path, exc)
 
 
 def table_uri(location: str) -> str:
