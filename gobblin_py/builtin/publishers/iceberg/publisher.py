@@ -394,17 +394,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         name = self.table_name(commit.dataset)
         catalog = self.catalog()
         output = t.read_schemas(load_file_io(catalog.properties, paths[0]), paths)
-        properties = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: commit.dataset,
-                      t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
-        if commit.watermark_keys is not None:
-            properties[t.WATERMARK_KEYS] = str(commit.watermark_keys)
-        if commit.source_state:
-            kept = json.dumps(commit.source_state, sort_keys=True, default=str)
-            if len(kept) <= t.SOURCE_STATE_MAX:
-                properties[t.SOURCE_STATE] = kept
-            else:
-                log.info("table %s: commit %s keeps %d bytes of source state, more than a snapshot summary holds here; "
-                         "it is in the dataset's state only", name, commit.commit_id, len(kept))
+        properties = _summary(commit, name)
 
         def attempt() -> None:
             table = t.load_table(catalog, name)
@@ -461,10 +451,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         output = t.read_schemas(io, [uri for uri, _ in sources])
         spec = self.settings.upsert_spec()
         changes = u.read_changes(io, sources, spec, f"table {name} (dataset {d})")
-        properties = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: d,
-                      t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
-        if commit.watermark_keys is not None:
-            properties[t.WATERMARK_KEYS] = str(commit.watermark_keys)
+        properties = _summary(commit, name)
         written: set[str] = set()
         committed: list[str] = []
 
@@ -594,6 +581,24 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
             added=[table_uri(p) for p in replace.added], keeps_data=replace.keeps_data, record=replace.record,
             properties={t.JOB: replace.job, t.RUN_ID: replace.run_id, t.COMPACTION: json.dumps(replace.counts, sort_keys=True)})
 
+
+
+def _summary(commit: DatasetCommit, table: str) -> dict[str, str]:
+    """What a commit's snapshot summary carries: its identity, the watermarks, and what the source keeps with it."""
+    from gobblin_py.builtin.publishers.iceberg import tables as t
+
+    properties = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: commit.dataset,
+                  t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
+    if commit.watermark_keys is not None:
+        properties[t.WATERMARK_KEYS] = str(commit.watermark_keys)
+    if commit.source_state:
+        kept = json.dumps(commit.source_state, sort_keys=True, default=str)
+        if len(kept) <= t.SOURCE_STATE_MAX:
+            properties[t.SOURCE_STATE] = kept
+        else:
+            log.info("table %s: commit %s keeps %d bytes of source state, more than a snapshot summary holds here; it "
+                     "is in the dataset's state only", table, commit.commit_id, len(kept))
+    return properties
 
 def _add(tx: Any, paths: list[str], properties: dict[str, str], table: str) -> None:
     """Add the files and commit; a file the table cannot take (duplicate, several partitions, a schema it cannot
