@@ -177,8 +177,10 @@ class PostgresCdcExtractor(Extractor):
             except psycopg.errors.UndefinedObject:
                 raise SourceError(f"replication slot {s.slot!r} was dropped during the run; nothing of this run is "
                                   "committed, and the next run names what is lost") from None
-            finally:
-                conn.autocommit = True
+            finally:  # also when the reader stops early (a change it refuses): the read's transaction ends here
+                if not conn.closed:
+                    conn.rollback()
+                    conn.autocommit = True
 
     def _changes(self, conn: Any, seen: Snapshot | None) -> Iterator[Record]:
         p = self.workunit.props
