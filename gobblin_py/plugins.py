@@ -37,6 +37,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "files": "gobblin_py.builtin.sources.files.source:FilesSource",
         "kafka": "gobblin_py.builtin.sources.kafka.source:KafkaSource",
         "jdbc": "gobblin_py.builtin.sources.jdbc.source:JdbcSource",
+        "postgres_cdc": "gobblin_py.builtin.sources.postgres_cdc.source:PostgresCdcSource",
     },
     Kind.CONVERTER: {
         "json_to_avro": "gobblin_py.builtin.converters.json_to_avro:JsonToAvroConverter",

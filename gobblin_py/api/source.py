@@ -6,6 +6,7 @@ import abc
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
+from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.api.context import SourceMessage, TaskContext
 from gobblin_py.api.plugin import Plugin
 from gobblin_py.api.types import Record, Schema, SchemaKind, WatermarkValue
@@ -93,6 +94,9 @@ class Source(Plugin, abc.ABC):
 
     keeps_key_stats: ClassVar[bool] = False
     """True to have each key's extraction statistics kept in the dataset state (for size estimates)."""
+    step_types: ClassVar[tuple[type[CommitStep], ...]] = ()
+    """The commit step classes `commit_steps` returns, so the commit store can load them (recovery rebuilds a step
+    from the commit record by its `type_name`)."""
 
     @abc.abstractmethod
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
@@ -129,6 +133,15 @@ class Source(Plugin, abc.ABC):
         master the driver runs tasks in threads, where that share goes as fast as on Spark (see
         `executors.base.held_bytes`). A guess costs speed, never data. Default: 0, all of it holds the lock."""
         return 0.0
+
+    def commit_steps(self, dataset: str, workunits: list[WorkUnit], watermarks: Mapping[str, WatermarkValue],
+                     state_dir: str) -> list[CommitStep]:
+        """Hook: steps of the source's own in `dataset`'s commit of `workunits` (its published ones), run right after
+        the dataset's watermark step (so each finds `watermarks` committed in the state files under `state_dir`) and
+        before its state step; a position the source must release upstream only once the data is durable (a
+        replication slot's). Each must be idempotent, of a class in `step_types`, and hold no secret (the commit
+        record keeps it). Default: none."""
+        return []
 
     @abc.abstractmethod
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:

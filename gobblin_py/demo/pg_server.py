@@ -24,9 +24,11 @@ PASSWORD = "s3cret-pw-not-in-messages"
 
 
 class LocalPostgres:
-    """`with LocalPostgres() as pg:` a started server; `pg.url(db)` without the password, `pg.connect(db)`."""
+    """`with LocalPostgres() as pg:` a started server; `pg.url(db)` without the password, `pg.connect(db)`.
+    `settings` are extra server settings (`-c name=value`), after ours: `{"wal_level": "logical"}` for logical decoding."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str | int] | None = None) -> None:
+        self.settings = dict(settings or {})
         import warnings
 
         with warnings.catch_warnings():  # platformdirs warns of an unset XDG_RUNTIME_DIR (a container): not ours to say
@@ -59,6 +61,7 @@ class LocalPostgres:
                   "-E", "UTF8", "--locale", "C")
         pwfile.unlink()
         options = f"-p {self.port} -h {self.host} -k '' -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "-t", "60", "start")
         deadline = time.monotonic() + 30
         while True:

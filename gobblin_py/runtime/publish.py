@@ -36,9 +36,10 @@ log = logging.getLogger(__name__)
 
 
 def step_registry(job: JobSpec) -> StepRegistry:
-    """Built-in steps plus every step class the job's publishers and dead-letter sink declare."""
+    """Built-in steps plus every step class the job's source, publishers and dead-letter sink declare."""
     sinks = [job.dead_letter.cls()] if job.dead_letter is not None else []
-    return StepRegistry(t for c in [*(b.publisher.cls() for b in job.branches), *sinks] for t in c.step_types)
+    return StepRegistry(t for c in [job.source.cls(), *(b.publisher.cls() for b in job.branches), *sinks]
+                        for t in c.step_types)
 
 
 def commit_id(job: str, run_id: str, dataset: str) -> str:
@@ -48,7 +49,7 @@ def commit_id(job: str, run_id: str, dataset: str) -> str:
 
 def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUnitResult], state_dir: Path) -> CommitSequence:
     """Steps that publish `results` of one dataset: per branch its files then its global commit, then the
-    watermarks, then the state. A GlobalCommitter's `check` refusing the commit raises its GobblinError."""
+    watermarks, the source's own steps (`Source.commit_steps`), the dead letters, then the state. A GlobalCommitter's `check` refusing the commit raises its GobblinError."""
     by_branch: dict[str, list[OutputFile]] = defaultdict(list)
     for r in results:
         for f in r.files:
@@ -75,6 +76,8 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
             publisher.check(commit)  # a commit that cannot succeed fails here, before anything is published
             steps.append(GlobalCommitStep.of(publisher, commit))
     steps.append(HighWatermarkCommitStep(state_dir=str(state_dir), dataset=dataset, watermarks=watermarks))
+    # the source's own steps, once the watermarks are committed: a position released upstream (a replication slot)
+    steps.extend(job.source.create().commit_steps(dataset, [r.workunit for r in results], watermarks, str(state_dir)))
     if dead_letters and job.dead_letter is not None:  # after the watermarks: only a committed range's bad records
         mark_dir = state_dir / "dead_letter" / dataset_file_name(dataset).removesuffix(".json")
         steps.append(job.dead_letter.create().commit_step(DeadLetterDelivery(

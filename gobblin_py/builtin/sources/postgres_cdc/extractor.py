@@ -1,0 +1,276 @@
+"""Reads one table's WorkUnit: its snapshot first when it has none committed, then its changes of the transactions
+committing in [low, end), decoded from `pgoutput` and parsed by psycopg's own loaders by type OID.
+
+A record is the table's columns and `_op`, `_lsn`, `_seq`, `_commit_ts`, `_xid`:
+- insert, update: the row after; delete: the old key (REPLICA IDENTITY DEFAULT/INDEX) or the whole old row (FULL),
+  the other columns null; truncate: one record, every column null (the table was emptied by that transaction);
+  read: a snapshot row. So every column is nullable in the change records.
+- `_lsn` is the transaction's commit LSN and `_seq` the change's place in it: (_lsn, _seq) orders all changes of the
+  slot totally, as they committed (a key updated many times in one transaction: ordered by `_seq`). Snapshot rows
+  have `_lsn` = the slot's position − 1 (the snapshot holds everything committed before it) and `_seq` = their row
+  number.
+- An unchanged TOASTed value (an update that did not touch a large value) is not sent by pgoutput: with REPLICA
+  IDENTITY FULL it is taken from the old row; otherwise the task fails naming the table and column (ALTER TABLE …
+  REPLICA IDENTITY FULL), never a record with the value missing.
+- A Relation message whose columns differ from the planned ones (ALTER TABLE in the range): columns added since the
+  change read as null (the plan has them, the change does not); a column dropped, renamed or retyped fails the task
+  naming the table, the change and the LSN (the next run plans with the columns as they are then; when changes of the
+  old shape remain in the range, snapshot the table again).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from gobblin_py.api import Extractor, TaskContext, WorkUnit
+from gobblin_py.api.types import Record, Schema, WatermarkValue
+from gobblin_py.builtin.sources.postgres_cdc import pgoutput
+from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, lsn_int, lsn_text, open_source
+from gobblin_py.errors import SourceError, UnreachableError, describe
+
+log = logging.getLogger(__name__)
+
+TEXT_OID, TEXT_ARRAY_OID = 25, 1009
+
+
+class Snapshot:
+    """Which transactions a snapshot sees, from `pg_current_snapshot()` (`xmin:xmax:xip,…`, 64-bit ids)."""
+
+    def __init__(self, text: str) -> None:
+        xmin, xmax, xip = text.split(":")
+        self.xmin, self.xmax = int(xmin), int(xmax)
+        self.xip = {int(x) for x in xip.split(",") if x}
+
+    def sees(self, xid: int) -> bool:
+        """Whether the snapshot sees (committed) transaction `xid` (32 bits, as pgoutput sends it)."""
+        d = (xid - self.xmax) & 0xFFFFFFFF
+        full = self.xmax + (d - (1 << 32) if d >= 1 << 31 else d)
+        return full < self.xmin or (full < self.xmax and full not in self.xip)
+
+
+class PostgresCdcExtractor(Extractor):
+    """One table's snapshot (first run) and changes in [low, end)."""
+
+    def __init__(self, settings: PostgresCdcSettings, workunit: WorkUnit, context: TaskContext) -> None:
+        self.settings, self.workunit, self.context = settings, workunit, context
+        p = workunit.props
+        self.table: str = p["table"]
+        self.names: list[str] = p["columns"]
+        self.types: list[list[int]] = p["types"]
+        self.low, self.end = int(p["low"]), int(p["end"])
+        self.conn: Any = None
+        self.at = ""  # where the current record came from
+        self._loaders: list[Any] = []
+        self._shapes: dict[int, list[int | None]] = {}  # relation message id → planned column i → its index there
+
+    def get_schema(self) -> Schema:
+        return self.workunit.props["avro_schema"]
+
+    def actual_high_watermark(self) -> WatermarkValue:
+        return self.end  # only a task that read its whole range is committed
+
+    def location(self) -> str:
+        return f"{self.table} {self.at}"
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            finally:
+                self.conn = None
+
+    def read_records(self) -> Iterator[Record]:
+        import psycopg
+
+        s = self.settings
+        self.conn = conn = open_source(s, in_task=True)
+        self._loaders = [self._loader(conn, i) for i in range(len(self.names))]
+        try:
+            seen = None
+            if self.workunit.props["snapshot"]:
+                seen = yield from self._snapshot(conn)
+            yield from self._changes(conn, seen)
+        except psycopg.OperationalError as exc:
+            raise UnreachableError(f"{s.endpoint}: lost the connection reading {self.table}: {describe(exc)}",
+                                   s.endpoint, "the next attempt (or run) reads the range again") from None
+        except psycopg.Error as exc:
+            raise SourceError(f"{s.endpoint}, slot {s.slot}, table {self.table}: {describe(exc)}") from None
+
+    def _loader(self, conn: Any, i: int) -> Any:
+        """psycopg's text loader of column i's type (its base type for a domain); None: keep the text."""
+        import psycopg
+
+        cast = (self.workunit.props.get("casts") or {}).get(self.names[i])
+        if cast == "text":
+            return None
+        oid = TEXT_ARRAY_OID if cast == "text[]" else self.types[i][2]
+        return conn.adapters.get_loader(oid, psycopg.pq.Format.TEXT)(oid, conn)
+
+    def _record(self, values: list[Any], op: str, lsn: int, seq: int, commit_us: int | None, xid: int | None) -> Record:
+        record = dict(zip(self.names, values))
+        record.update(_op=op, _lsn=lsn, _seq=seq, _xid=xid,
+                      _commit_ts=datetime.fromtimestamp(commit_us / 1e6, timezone.utc) if commit_us is not None else None)
+        return record
+
+    def _snapshot(self, conn: Any) -> Iterator[Record]:
+        """Every row as a REPEATABLE READ snapshot sees it; returns which transactions it sees."""
+        import psycopg
+        from psycopg import sql
+
+        p, s = self.workunit.props, self.settings
+        casts = p.get("casts") or {}
+        conn.autocommit = False
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+        seen = Snapshot(conn.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
+        columns = sql.SQL(", ").join(sql.SQL("{}::{}").format(sql.Identifier(c), sql.SQL(casts[c])) if c in casts
+                                     else sql.Identifier(c) for c in self.names)
+        query = sql.SQL("SELECT {} FROM {}").format(columns, sql.Identifier(p["schema_name"], p["table_name"]))
+        n = 0
+        with conn.cursor(name=f"gobblin_snap_{self.workunit.id[-32:]}") as cur:
+            cur.itersize = s.fetch_rows
+            cur.execute(query)
+            for row in cur:
+                self.at = f"snapshot row {n}"
+                yield self._record(list(row), "read", self.low - 1, n, None, None)
+                n += 1
+        conn.rollback()
+        conn.autocommit, conn.read_only = True, False
+        conn.isolation_level = None
+        log.info("%s: snapshot of %d row(s) (sees transactions below %d but %d)", self.table, n, seen.xmax, len(seen.xip))
+        return seen
+
+    def _peek(self, conn: Any) -> Iterator[bytes]:
+        """The slot's changes up to `end` (peeked: the slot does not move), waiting while another session holds it."""
+        import psycopg
+
+        s = self.settings
+        deadline = time.monotonic() + s.busy_wait_s
+        while True:
+            conn.autocommit = False
+            try:
+                flushed = lsn_int(conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0])
+                if flushed < self.end:
+                    raise SourceError(f"{s.endpoint}: the flushed WAL ({lsn_text(flushed)}) is behind this run's end "
+                                      f"({lsn_text(self.end)}), planned on the same server: was it replaced (a failover "
+                                      "to a standby that lacks it)? Nothing of this run is committed")
+                with conn.cursor(name=f"gobblin_cdc_{self.workunit.id[-32:]}") as cur:
+                    cur.itersize = 1000
+                    cur.execute("SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
+                                "'proto_version', '1', 'publication_names', %s)",
+                                (s.slot, lsn_text(self.end), s.publication))
+                    for (data,) in cur:
+                        yield bytes(data)
+                conn.rollback()
+                return
+            except psycopg.errors.ObjectInUse:
+                conn.rollback()
+                if time.monotonic() > deadline:
+                    raise SourceError(f"replication slot {s.slot!r} stayed in use by another session for "
+                                      f"{s.busy_wait_s:.0f}s (another job or consumer reading it?); one job alone may "
+                                      "read a slot") from None
+                time.sleep(0.2)
+            except psycopg.errors.UndefinedObject:
+                raise SourceError(f"replication slot {s.slot!r} was dropped during the run; nothing of this run is "
+                                  "committed, and the next run names what is lost") from None
+            finally:  # also when the reader stops early (a change it refuses): the read's transaction ends here
+                if not conn.closed:
+                    conn.rollback()
+                    conn.autocommit = True
+
+    def _changes(self, conn: Any, seen: Snapshot | None) -> Iterator[Record]:
+        p = self.workunit.props
+        oid = int(p["oid"])
+        relations: dict[int, pgoutput.Relation] = {}
+        begin: pgoutput.Begin | None = None
+        keep, seq, count = False, 0, 0
+        for data in self._peek(conn):
+            kind = data[:1]
+            if kind == b"B":
+                begin = pgoutput.decode(data)  # type: ignore[assignment]
+                assert isinstance(begin, pgoutput.Begin)
+                keep = self.low <= begin.final_lsn < self.end and (seen is None or not seen.sees(begin.xid))
+                seq = 0
+            elif kind == b"R":
+                rel = pgoutput.decode(data)
+                assert isinstance(rel, pgoutput.Relation)
+                relations[rel.oid] = rel
+            elif kind == b"C":
+                begin, keep = None, False
+            elif keep and kind in (b"I", b"U", b"D", b"T"):
+                assert begin is not None
+                message = pgoutput.decode(data)
+                for record in self._of(message, relations, oid, begin, seq):
+                    yield record
+                    seq += 1
+                    count += 1
+        log.info("%s: %d change(s) in [%s, %s)", self.table, count, lsn_text(self.low), lsn_text(self.end))
+
+    def _of(self, m: Any, relations: dict[int, pgoutput.Relation], oid: int, b: pgoutput.Begin, seq: int) -> Iterator[Record]:
+        """The records of one change message, if it is of this table."""
+        where = f"transaction {b.xid} committed at {lsn_text(b.final_lsn)}"
+        if isinstance(m, pgoutput.Truncate):
+            if oid in m.relations:
+                self.at = f"truncate in {where}"
+                yield self._record([None] * len(self.names), "truncate", b.final_lsn, seq, b.commit_us, b.xid)
+            return
+        rel = relations.get(m.relation)
+        if rel is None:
+            raise SourceError(f"{self.table}: a change of relation {m.relation} with no Relation message before it, in {where}")
+        if rel.table != self.table:
+            return
+        if m.relation != oid:
+            raise SourceError(f"table {self.table} was dropped and created again (relation {oid} is now {m.relation}), "
+                              f"seen in {where}: its changes cannot be told apart. Snapshot it again: `gobblin-py state "
+                              f"reset JOB.yaml --dataset {self.table} --yes`, then run")
+        shape = self._shape(rel, where)
+        self.at = f"{type(m).__name__.lower()} in {where}"
+        if isinstance(m, pgoutput.Insert):
+            yield self._record(self._values(m.new, shape, None, rel), "insert", b.final_lsn, seq, b.commit_us, b.xid)
+        elif isinstance(m, pgoutput.Update):
+            old = m.old if m.old_kind == "O" else None
+            yield self._record(self._values(m.new, shape, old, rel), "update", b.final_lsn, seq, b.commit_us, b.xid)
+        elif isinstance(m, pgoutput.Delete):
+            yield self._record(self._values(m.old, shape, None, rel), "delete", b.final_lsn, seq, b.commit_us, b.xid)
+
+    def _shape(self, rel: pgoutput.Relation, where: str) -> list[int | None]:
+        """Where each planned column is in the relation's tuples; a change of the columns beyond an added one fails."""
+        found = self._shapes.get(id(rel))
+        if found is not None:
+            return found
+        planned = {n: (t[0], t[1]) for n, t in zip(self.names, self.types)}
+        have = {c.name: (c.type_oid, c.typmod) for c in rel.columns}
+        changes = [f"column {n} is not in the plan (added after it was made, or renamed)" for n in have if n not in planned]
+        changes += [f"column {n} changed type (oid {planned[n][0]} typmod {planned[n][1]} → oid {have[n][0]} typmod "
+                    f"{have[n][1]})" for n in have if n in planned and planned[n] != have[n]]
+        if changes:
+            raise SourceError(f"table {self.table} changed in the range read (ALTER TABLE): {'; '.join(changes)}, at "
+                              f"{where}. Nothing of this run is committed for it; the next run plans with the columns as "
+                              "they are then. If changes of the old columns remain in its range, snapshot the table "
+                              f"again: `gobblin-py state reset JOB.yaml --dataset {self.table} --yes`")
+        index = {c.name: i for i, c in enumerate(rel.columns)}
+        shape = [index.get(n) for n in self.names]
+        self._shapes[id(rel)] = shape
+        return shape
+
+    def _values(self, tup: tuple, shape: list[int | None], old: tuple | None, rel: pgoutput.Relation) -> list[Any]:
+        out: list[Any] = []
+        for i, j in enumerate(shape):
+            raw = tup[j] if j is not None else None
+            if raw is pgoutput.UNCHANGED:
+                raw = old[j] if old is not None and j is not None else pgoutput.UNCHANGED
+                if raw is pgoutput.UNCHANGED:
+                    raise SourceError(f"table {self.table}, column {self.names[i]}: an update at {self.at} left a large "
+                                      "(TOASTed) value unchanged, and pgoutput does not send it: the change cannot be "
+                                      f"written whole. ALTER TABLE {self.table} REPLICA IDENTITY FULL, then snapshot "
+                                      f"it again (`gobblin-py state reset JOB.yaml --dataset {self.table} --yes`)")
+            if raw is None:
+                out.append(None)
+                continue
+            loader = self._loaders[i]
+            out.append(bytes(raw).decode("utf-8") if loader is None else loader.load(raw))
+        return out

@@ -1,0 +1,120 @@
+"""The replication slot: what planning reads of it, and the commit step that advances it once the data is durable.
+
+The step runs in every table's commit, right after that table's watermark step, and advances the slot to the lowest
+committed watermark of all the publication's tables (read from the state files when it runs, so whichever table
+commits last moves the slot to the end): never past a position some table still needs. A table with no committed
+watermark (never committed, or reset to be snapshotted again) holds nothing back: its snapshot starts wherever the
+slot is then. PostgreSQL refuses to move a slot backwards, so the step is idempotent by `verify()`: the slot's
+`confirmed_flush_lsn` is at or past that lowest watermark. A slot that no longer exists has nothing to release: the
+step is done, and the next run's planning names the loss.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from gobblin_py import checked_json
+from gobblin_py.api.commit_step import CommitStep
+from gobblin_py.builtin.sources.postgres_cdc.settings import connect, lsn_int, lsn_text
+from gobblin_py.errors import CommitError, GobblinError, StateStoreError
+
+log = logging.getLogger(__name__)
+
+WATERMARK_KEY = "lsn"
+"""The one watermark key of a table's dataset: every transaction committing before this LSN is in."""
+
+
+def slot_row(conn: Any, slot: str) -> dict[str, Any] | None:
+    """The slot's row of pg_replication_slots as a dict (`conflicting` exists from PostgreSQL 16); None: no such slot."""
+    row = conn.execute("SELECT to_jsonb(s) FROM pg_replication_slots s WHERE slot_name = %s", (slot,)).fetchone()
+    return row[0] if row is not None else None
+
+
+def committed_lsn(state_dir: str, dataset: str) -> int | None:
+    """The committed watermark of `dataset`, read as the state store writes it (`state.store.WatermarkFile`: the file
+    `watermarks/<dataset, percent-quoted>.json` under the job's state directory, a checked JSON body); None: none yet."""
+    path = Path(state_dir) / "watermarks" / (urllib.parse.quote(dataset, safe="") + ".json")
+    if not path.exists():
+        return None
+    try:
+        body = checked_json.read(path, StateStoreError, "watermark file", "the slot is not advanced until it is readable")
+    except StateStoreError as exc:
+        raise CommitError(str(exc)) from None
+    value = (body.get("watermarks") or {}).get(WATERMARK_KEY)
+    return int(value) if value is not None else None
+
+
+@dataclass
+class SlotAdvanceStep(CommitStep):
+    """Advance `slot` to the lowest committed watermark of `datasets` (see the module's docstring)."""
+
+    type_name: ClassVar[str] = "postgres_cdc_slot_advance"
+
+    url: str
+    password_env: str | None
+    slot: str
+    state_dir: str
+    datasets: list[str]
+    dataset: str
+    connect_timeout_s: int = 10
+    busy_wait_s: float = 30.0
+
+    def paths(self) -> list[str]:
+        return [self.state_dir]  # the url is the database's, not a path this step writes
+
+    def describe(self) -> str:
+        return f"advance replication slot {self.slot} to the lowest committed position of its {len(self.datasets)} table(s)"
+
+    def target(self) -> int | None:
+        """The lowest committed watermark over the tables; None when none has one."""
+        marks = [m for m in (committed_lsn(self.state_dir, d) for d in self.datasets) if m is not None]
+        return min(marks) if marks else None
+
+    def _connect(self) -> Any:
+        try:
+            return connect(self.url, self.password_env, self.connect_timeout_s, "5min")
+        except GobblinError as exc:
+            raise CommitError(f"{self.describe()}: {exc}; the next run advances it") from None
+
+    def verify(self) -> bool:
+        target = self.target()
+        if target is None:
+            return True
+        with self._connect() as conn:
+            row = slot_row(conn, self.slot)
+        if row is None:
+            log.warning("replication slot %s no longer exists: nothing to advance (the next run names what is lost)",
+                        self.slot)
+            return True
+        return row.get("confirmed_flush_lsn") is not None and lsn_int(row["confirmed_flush_lsn"]) >= target
+
+    def execute(self) -> None:
+        import psycopg
+
+        target = self.target()
+        if target is None:
+            return
+        deadline = time.monotonic() + self.busy_wait_s
+        with self._connect() as conn:
+            while True:
+                row = slot_row(conn, self.slot)
+                if row is None or lsn_int(row["confirmed_flush_lsn"]) >= target:
+                    return  # gone (planning names it), or already there (a replay, or another table's commit)
+                try:
+                    conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self.slot, lsn_text(target)))
+                    return
+                except psycopg.errors.ObjectInUse:  # another commit (or a reader) holds the slot for a moment
+                    if time.monotonic() > deadline:
+                        raise CommitError(f"{self.describe()}: the slot stayed in use by another session for "
+                                          f"{self.busy_wait_s:.0f}s; the next run advances it") from None
+                    time.sleep(0.2)
+                except psycopg.Error as exc:  # moved past the target meanwhile (a backward advance is refused)?
+                    row = slot_row(conn, self.slot)
+                    if row is None or lsn_int(row["confirmed_flush_lsn"]) >= target:
+                        return
+                    raise CommitError(f"{self.describe()} to {lsn_text(target)}: {str(exc).strip()}") from None

@@ -1,0 +1,311 @@
+"""The `postgres_cdc` source: PostgreSQL log-based change data capture through a logical replication slot (the built-in
+`pgoutput` plugin) and a publication; each published table is a dataset (`schema.table`) of change records.
+
+Positions. A table's watermark (key `lsn`) is an LSN L meaning "every transaction whose commit record lies before L
+is in". A run plans one end T for all tables: it commits a transaction synchronously (holding only a logical message,
+which pgoutput leaves out: a transaction that writes no WAL is not flushed), so every commit that returned before
+planning is flushed, whatever `synchronous_commit` the writers use, and takes
+`pg_current_wal_flush_lsn()`. Each table's WorkUnit covers the transactions committing in [L, T); its extractor reads
+them with `pg_logical_slot_peek_binary_changes(slot, T, …)` (peek: nothing is consumed) and keeps those of its table
+whose commit LSN is in [L, T): a transaction is wholly in one range, never split across two commits. The slot moves
+(`pg_replication_slot_advance`) only in the commit, after the watermarks (`slot.py`), to the lowest committed
+watermark of all tables; so a crash anywhere before replays exactly the uncommitted changes, still in the slot.
+
+One task. A logical slot serves one session at a time, so every table's WorkUnit goes into ONE MultiWorkUnit (its
+WorkUnits run one after another in one task); every table of the publication gets one every run, even one without
+changes: its watermark must still move, or the slot could never advance past it.
+
+First run, and a table added or reset: a table with no committed watermark is snapshotted first (`_op: read` rows),
+then its changes follow. The snapshot is a REPEATABLE READ transaction taken when the task runs (not a snapshot
+exported by the slot's creation: that one lives only while the creating replication connection stays open, across
+planning and the task). Exactness across the hand-off comes from the snapshot itself: its `pg_current_snapshot()`
+says which transactions it sees, and the changes that follow are those committing at or after the slot's position
+that it does not see. (A transaction whose commit record lies before the slot's position yet was still running when
+the snapshot was taken, held between its commit record and its end by a synchronous standby across the whole time
+since the slot got there, would be in neither; with no synchronous standby it cannot happen.)
+
+Checks before anything runs: `wal_level` is logical; the user may replicate (REPLICATION or superuser); the publication
+exists (or is created, `create_publication`) and holds the listed tables; the slot exists with plugin pgoutput in this
+database (or is created, `create_slot`), is not invalidated (`wal_status` lost, `conflicting`), and is not past any
+table's committed watermark (a slot dropped and re-created, or advanced by another consumer: the changes in between
+are gone; the run fails naming the slot, the tables and the range, and how to snapshot them again). Each table's
+columns are recorded with its commit (`state.columns`) and compared (a notice names a change); the slot's name is
+recorded too (`state.slot`), and a table committed from another slot is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from gobblin_py.api import CommitStep, Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
+from gobblin_py.api.names import workunit_id
+from gobblin_py.api.types import SchemaKind, WatermarkValue
+from gobblin_py.builtin.schemas.postgres_columns import Column, avro_schema, check_mapped, read_columns
+from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, lsn_int, lsn_text, open_source
+from gobblin_py.builtin.sources.postgres_cdc.slot import WATERMARK_KEY, SlotAdvanceStep, slot_row
+from gobblin_py.errors import ConfigError, GobblinError, SourceError, describe
+
+log = logging.getLogger(__name__)
+
+META_FIELDS: list[dict[str, Any]] = [
+    {"name": "_op", "type": "string", "doc": "read (snapshot), insert, update, delete or truncate"},
+    {"name": "_lsn", "type": "long", "doc": "the commit LSN of the change's transaction (a snapshot: the slot's position - 1)"},
+    {"name": "_seq", "type": "long", "doc": "the change's place in its transaction: (_lsn, _seq) orders the changes"},
+    {"name": "_commit_ts", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}], "default": None,
+     "doc": "when the transaction committed (null for snapshot rows)"},
+    {"name": "_xid", "type": ["null", "long"], "default": None, "doc": "the transaction's id (null for snapshot rows)"},
+]
+"""Fields every change record has after the table's columns."""
+
+REMEDIES = ("leave the table out of the publication, or rename the column",
+            "leave the table out of the publication, or change the column's type")
+
+BASE_TYPES_SQL = """
+SELECT a.attname, a.atttypid, a.atttypmod, CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END
+FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
+"""
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    dataset: str  # schema.table
+    schema_name: str
+    table_name: str
+    oid: int
+    columns: list[Column]
+    types: list[list[int]]  # per column: [declared type oid, typmod, base type oid]
+    replica_identity: str
+
+
+def reset_hint(job_tables: list[str]) -> str:
+    return "; ".join(f"`gobblin-py state reset JOB.yaml --dataset {t} --yes`" for t in job_tables)
+
+
+class PostgresCdcSource(Source):
+    """Every table of a publication as change records read from a logical replication slot (pgoutput), the slot's
+    position committed with the data and released only after the commit."""
+
+    Settings = PostgresCdcSettings
+    step_types = (SlotAdvanceStep,)
+
+    @classmethod
+    def schema_kind(cls, settings: PostgresCdcSettings) -> SchemaKind:
+        return SchemaKind.AVRO
+
+    def endpoints(self, workunit: WorkUnit) -> list[str]:
+        return [self.settings.endpoint]
+
+    def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
+        s: PostgresCdcSettings = self.settings
+        conn = open_source(s)
+        try:
+            return self._plan(conn, state)
+        except GobblinError:
+            raise
+        except Exception as exc:
+            import psycopg
+
+            if isinstance(exc, psycopg.Error):
+                raise SourceError(f"{s.endpoint}, slot {s.slot}: planning failed: {describe(exc)}") from None
+            raise
+        finally:
+            conn.close()
+
+    def _plan(self, conn: Any, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
+        s: PostgresCdcSettings = self.settings
+        self._check_server(conn)
+        tables = self._publication(conn)
+        plans = [self._table(conn, t) for t in tables]
+        committed = {p.dataset: _committed(state, p.dataset) for p in plans}
+        for p in plans:
+            kept = state.kept(p.dataset).get("slot")
+            if committed[p.dataset] is not None and isinstance(kept, dict) and kept.get("name") != s.slot:
+                raise ConfigError(f"table {p.dataset} was committed from replication slot {kept.get('name')!r}, and the job "
+                                  f"now reads slot {s.slot!r}: its committed position means nothing in another slot. "
+                                  f"Snapshot it again from this slot: {reset_hint([p.dataset])}")
+        slot = self._slot(conn, committed)
+        position = lsn_int(slot["confirmed_flush_lsn"])
+        end = self._end(conn, position)
+        units = []
+        for p in plans:
+            low = committed[p.dataset]
+            self._report_column_changes(p, state)
+            units.append(self._workunit(p, low if low is not None else position, max(end, low or 0), low is None,
+                                        [q.dataset for q in plans]))
+        log.info("slot %s at %s: reading %d table(s) up to %s (%d snapshotted)", s.slot, lsn_text(position), len(units),
+                 lsn_text(end), sum(1 for u in units if u.props["snapshot"]))
+        mwu = MultiWorkUnit(workunit_id(f"cdc.{s.slot}", "postgres_cdc", s.endpoint, s.database, s.slot, str(end),
+                                        *sorted(u.id for u in units)), tuple(units))
+        return [mwu]
+
+    def _check_server(self, conn: Any) -> None:
+        """wal_level logical, and a user who may replicate: a clear error before anything runs."""
+        s: PostgresCdcSettings = self.settings
+        level = conn.execute("SHOW wal_level").fetchone()[0]
+        if level != "logical":
+            raise ConfigError(f"{s.endpoint}: wal_level is {level!r}, and change data capture needs 'logical': set "
+                              "wal_level = logical in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and "
+                              "restart the server")
+        user, may = conn.execute("SELECT current_user, rolreplication OR rolsuper FROM pg_roles "
+                                 "WHERE rolname = current_user").fetchone()
+        if not may:
+            raise ConfigError(f"{s.endpoint}: user {user!r} may not use replication slots: ALTER ROLE {user} REPLICATION "
+                              "(or use a user that has it)")
+
+    def _publication(self, conn: Any) -> list[tuple[str, str]]:
+        """The publication's tables (created first when missing and allowed); the listed tables must be exactly them."""
+        from psycopg import sql
+
+        s: PostgresCdcSettings = self.settings
+        exists = conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (s.publication,)).fetchone()
+        if exists is None:
+            if not s.create_publication:
+                raise ConfigError(f"{s.endpoint}: publication {s.publication!r} does not exist in database {s.database}: "
+                                  f"create it (CREATE PUBLICATION {s.publication} FOR TABLE …), or set "
+                                  "create_publication: true with the tables")
+            names = [sql.Identifier(*t.split(".")) for t in s.tables or []]
+            try:
+                conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(
+                    sql.Identifier(s.publication), sql.SQL(", ").join(names)))
+            except Exception as exc:
+                raise ConfigError(f"{s.endpoint}: cannot create publication {s.publication!r}: {describe(exc)}") from None
+            log.info("created publication %s for %s", s.publication, ", ".join(s.tables or []))
+        found = [(a, b) for a, b in conn.execute(
+            "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s ORDER BY 1, 2", (s.publication,))]
+        if not found:
+            raise ConfigError(f"{s.endpoint}: publication {s.publication!r} publishes no table")
+        if s.tables is not None:
+            have, want = {f"{a}.{b}" for a, b in found}, set(s.tables)
+            if have != want:
+                diff = [f"{', '.join(sorted(want - have))} listed but not published" if want - have else "",
+                        f"{', '.join(sorted(have - want))} published but not listed" if have - want else ""]
+                raise ConfigError(f"publication {s.publication!r} does not hold exactly source.tables: "
+                                  f"{'; '.join(d for d in diff if d)} (ALTER PUBLICATION … ADD/DROP TABLE, or fix tables)")
+        return found
+
+    def _table(self, conn: Any, table: tuple[str, str]) -> TablePlan:
+        schema_name, table_name = table
+        dataset = f"{schema_name}.{table_name}"
+        oid, identity = conn.execute("SELECT c.oid, c.relreplident FROM pg_class c JOIN pg_namespace n ON n.oid = "
+                                     "c.relnamespace WHERE n.nspname = %s AND c.relname = %s", (schema_name, table_name)).fetchone()
+        columns = [Column(c.name, False, c.type_name, c.declared, c.avro, c.cast) for c in read_columns(conn, oid)]
+        check_mapped(dataset, columns, REMEDIES)
+        types = [[int(t), int(m), int(b)] for _, t, m, b in conn.execute(BASE_TYPES_SQL, (oid,))]
+        return TablePlan(dataset, schema_name, table_name, int(oid), columns, types, str(identity))
+
+    def _slot(self, conn: Any, committed: dict[str, int | None]) -> dict[str, Any]:
+        """The slot (created when missing and allowed), checked: pgoutput, this database, not invalidated, not past any
+        table's committed position."""
+        s: PostgresCdcSettings = self.settings
+        row = slot_row(conn, s.slot)
+        if row is None:
+            if not s.create_slot:
+                raise ConfigError(f"{s.endpoint}: replication slot {s.slot!r} does not exist: create it "
+                                  f"(SELECT pg_create_logical_replication_slot('{s.slot}', 'pgoutput')), or set "
+                                  "create_slot: true")
+            created = conn.execute("SELECT lsn FROM pg_create_logical_replication_slot(%s, 'pgoutput')", (s.slot,)).fetchone()[0]
+            log.info("created replication slot %s (pgoutput) at %s", s.slot, created)
+            row = slot_row(conn, s.slot)
+            assert row is not None
+        if row.get("plugin") != "pgoutput" or row.get("slot_type") != "logical":
+            raise ConfigError(f"replication slot {s.slot!r} is a {row.get('slot_type')} slot of plugin "
+                              f"{row.get('plugin')!r}; this source reads a logical slot of plugin pgoutput: name another slot")
+        if row.get("database") != s.database:
+            raise ConfigError(f"replication slot {s.slot!r} belongs to database {row.get('database')!r}, not "
+                              f"{s.database!r}: name a slot of this database")
+        mine = sorted(d for d, lsn in committed.items() if lsn is not None)
+        low = min((committed[d] for d in mine), default=None)
+        lost_from = lsn_text(low) if low is not None else "the committed positions"
+        if row.get("wal_status") == "lost" or row.get("conflicting") or row.get("confirmed_flush_lsn") is None:
+            why = "its WAL was removed (max_slot_wal_keep_size)" if row.get("wal_status") == "lost" else "it was invalidated"
+            raise SourceError(f"replication slot {s.slot!r} can no longer be read: {why}, so the changes from "
+                              f"{lost_from} on are gone. Drop the slot (SELECT pg_drop_replication_slot('{s.slot}')) and "
+                              f"snapshot the tables again: {reset_hint(mine) or 'the next run snapshots them'}")
+        position = lsn_int(row["confirmed_flush_lsn"])
+        behind = [d for d in mine if committed[d] is not None and committed[d] < position]  # type: ignore[operator]
+        if behind:
+            raise SourceError(f"replication slot {s.slot!r} is at {lsn_text(position)}, past the committed position of "
+                              f"table(s) {', '.join(f'{d} ({lsn_text(committed[d])})' for d in behind)}: the changes "  # type: ignore[arg-type]
+                              f"committed from {lsn_text(min(committed[d] for d in behind))} to {lsn_text(position)} "  # type: ignore[type-var]
+                              "are no longer in the slot (it was dropped and re-created, or advanced by another "
+                              f"consumer). Snapshot the table(s) again: {reset_hint(behind)}, then run")
+        return row
+
+    def _end(self, conn: Any, position: int) -> int:
+        """This run's end T: the flushed WAL once a transaction has committed synchronously (every commit that
+        returned before is in); with `max_changes`, moved back to just past the commit of the transaction that reaches it."""
+        s: PostgresCdcSettings = self.settings
+        conn.autocommit = False
+        try:
+            conn.execute("SET LOCAL synchronous_commit = on")
+            # WAL of its own (a transactional logical message, which pgoutput leaves out): so its commit is flushed
+            conn.execute("SELECT pg_logical_emit_message(true, 'gobblin-py', '')")
+            conn.commit()
+        finally:
+            conn.autocommit = True
+        end = lsn_int(conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0])
+        if s.max_changes is None or end <= position:
+            return end
+        from gobblin_py.builtin.sources.postgres_cdc.pgoutput import Commit, decode
+
+        last, rows = None, 0
+        for (data,) in conn.execute("SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, %s, "
+                                    "'proto_version', '1', 'publication_names', %s)",
+                                    (s.slot, lsn_text(end), s.max_changes, s.publication)):
+            rows += 1
+            if data[:1] == b"C":
+                last = decode(bytes(data))
+        if rows >= s.max_changes and isinstance(last, Commit):
+            log.info("max_changes %d: this run reads up to %s", s.max_changes, lsn_text(last.commit_lsn + 1))
+            return last.commit_lsn + 1
+        return end
+
+    @staticmethod
+    def _report_column_changes(p: TablePlan, state: SourceState) -> None:
+        before = state.kept(p.dataset).get("columns")
+        if not isinstance(before, list):
+            return
+        now = [c.name for c in p.columns]
+        added, dropped = [c for c in now if c not in before], [c for c in before if c not in now]
+        if added or dropped:
+            state.report_notice(p.dataset, f"columns of {p.dataset} changed since the last run: "
+                                + "; ".join(x for x in (f"added {', '.join(added)}" if added else "",
+                                                        f"dropped {', '.join(dropped)}" if dropped else "") if x))
+
+    def _workunit(self, p: TablePlan, low: int, end: int, snapshot: bool, tables: list[str]) -> WorkUnit:
+        s: PostgresCdcSettings = self.settings
+        names = [c.name for c in p.columns]
+        schema = avro_schema(p.dataset, [Column(c.name, False, c.type_name, c.declared, c.avro, c.cast) for c in p.columns],
+                             namespace="gobblin_py.postgres_cdc")
+        schema["fields"] += META_FIELDS
+        wu_id = workunit_id(f"{p.dataset}.{low}-{end}", "postgres_cdc", s.endpoint, s.database, s.slot, s.publication,
+                            p.dataset, ",".join(names), str(p.types), str(low), str(end), str(snapshot))
+        return WorkUnit(id=wu_id, dataset=p.dataset, watermark_key=WATERMARK_KEY, low_watermark=low,
+                        expected_high_watermark=end,
+                        props={"table": p.dataset, "schema_name": p.schema_name, "table_name": p.table_name,
+                               "oid": p.oid, "columns": names, "types": p.types,
+                               "casts": {c.name: c.cast for c in p.columns if c.cast}, "avro_schema": schema,
+                               "low": low, "end": end, "snapshot": snapshot, "replica_identity": p.replica_identity,
+                               "slot": s.slot, "publication": s.publication, "tables": tables,
+                               "state.columns": names, "state.slot": {"name": s.slot, "database": s.database}})
+
+    def commit_steps(self, dataset: str, workunits: list[WorkUnit], watermarks: dict[str, WatermarkValue],
+                     state_dir: str) -> list[CommitStep]:
+        """After the table's watermark: advance the slot to the lowest committed position of all the run's tables."""
+        s: PostgresCdcSettings = self.settings
+        tables = sorted({t for wu in workunits for t in wu.props.get("tables", [])} | {dataset})
+        return [SlotAdvanceStep(url=s.url, password_env=s.password_env, slot=s.slot, state_dir=state_dir, datasets=tables,
+                                dataset=dataset, connect_timeout_s=s.connect_timeout_s, busy_wait_s=s.busy_wait_s)]
+
+    def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
+        from gobblin_py.builtin.sources.postgres_cdc.extractor import PostgresCdcExtractor
+
+        return PostgresCdcExtractor(self.settings, workunit, context)
+
+
+def _committed(state: SourceState, dataset: str) -> int | None:
+    value = state.watermarks(dataset).get(WATERMARK_KEY)
+    return int(value) if value is not None else None

@@ -1,0 +1,40 @@
+"""postgres_cdc without a server: the slot step reads the watermarks as the state store writes them, snapshot
+visibility across the 32-bit xid wrap, LSN text, and the pgoutput decoder on a message cut short."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gobblin_py.builtin.sources.postgres_cdc import pgoutput
+from gobblin_py.builtin.sources.postgres_cdc.extractor import Snapshot
+from gobblin_py.builtin.sources.postgres_cdc.settings import lsn_int, lsn_text
+from gobblin_py.builtin.sources.postgres_cdc.slot import SlotAdvanceStep, committed_lsn
+from gobblin_py.state.store import WatermarkFile
+
+
+def test_slot_step_reads_the_state_stores_watermark_files(tmp_path: Path) -> None:
+    WatermarkFile(tmp_path, "public.a").write({"lsn": 500})
+    WatermarkFile(tmp_path, "sch ema.b/c").write({"lsn": 300})
+    assert committed_lsn(str(tmp_path), "public.a") == 500 and committed_lsn(str(tmp_path), "sch ema.b/c") == 300
+    assert committed_lsn(str(tmp_path), "public.none") is None
+    step = SlotAdvanceStep(url="postgresql://u@127.0.0.1:1/d", password_env=None, slot="s", state_dir=str(tmp_path),
+                           datasets=["public.a", "sch ema.b/c", "public.none"], dataset="public.a")
+    assert step.target() == 300 and step.paths() == [str(tmp_path)]
+
+
+def test_snapshot_visibility_across_the_xid_wrap() -> None:
+    epoch = 5 << 32
+    seen = Snapshot(f"{epoch + 100}:{epoch + 110}:{epoch + 105}")
+    assert seen.sees(99) and seen.sees(104) and not seen.sees(105) and not seen.sees(110) and not seen.sees(200)
+    wrapped = Snapshot(f"{epoch - 10}:{epoch + 3}:")
+    assert wrapped.sees(0xFFFFFFF8) and not wrapped.sees(3) and wrapped.sees(2)
+
+
+def test_lsn_text_round_trip_and_a_cut_message() -> None:
+    assert lsn_int("0/16B3748") == 0x16B3748 and lsn_text(lsn_int("1A/FF000001")) == "1A/FF000001"
+    with pytest.raises(pgoutput.DecodeError, match="cut short"):
+        pgoutput.decode(b"B\x00\x00")
+    with pytest.raises(pgoutput.DecodeError, match="not one of protocol version 1"):
+        pgoutput.decode(b"S\x00")
