@@ -1,0 +1,110 @@
+"""postgres_cdc into an Iceberg table kept equal to the source by key (`mode: upsert`): after every run — killed at
+commit points or not — the table read back with pyiceberg holds exactly the source table's rows (`SELECT … ORDER BY
+id`), and the slot stands at the committed watermark."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points
+
+from cdc.cdc_jobs import cdc_job, run, slot_position
+from support.jobs import write_job
+
+SETUP = """
+CREATE TABLE public.acct (id int PRIMARY KEY, owner text NOT NULL, balance bigint, note text);
+INSERT INTO public.acct SELECT i, 'o' || i, i * 10, NULL FROM generate_series(1, 40) AS i;
+"""
+
+
+def upsert_job(tmp: Path, pg: Any, db: str) -> dict[str, Any]:
+    job = cdc_job(tmp, pg, db, tables=["public.acct"], create_publication=True)
+    job["writer"] = {"class": "parquet"}
+    job["publisher"] = {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
+                        "key": ["id"], "order_by": ["_lsn", "_seq"],
+                        "delete_when": {"column": "_op", "equals": ["delete"]}}
+    return job
+
+
+def table_rows(tmp: Path) -> list[tuple[Any, ...]]:
+    from pyiceberg.catalog import load_catalog
+
+    catalog = load_catalog("gobblin_py", type="sql", uri=f"sqlite:///{tmp / 'work' / 'iceberg' / 'catalog.db'}")
+    rows = catalog.load_table("db.acct").scan(selected_fields=("id", "owner", "balance", "note")).to_arrow().to_pylist()
+    return sorted((r["id"], r["owner"], r["balance"], r["note"]) for r in rows)
+
+
+def source_rows(conn: Any) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in conn.execute("SELECT id, owner, balance, note FROM public.acct ORDER BY id").fetchall()]
+
+
+def change(conn: Any, rng: random.Random, next_id: list[int]) -> None:
+    """A few transactions of random inserts, updates (a key several times in one), deletes and a re-insert."""
+    for _ in range(rng.randint(2, 5)):
+        with conn.transaction():
+            ids = [r[0] for r in conn.execute("SELECT id FROM public.acct").fetchall()]
+            for _ in range(rng.randint(1, 6)):
+                what = rng.random()
+                if what < 0.3 or not ids:
+                    conn.execute("INSERT INTO public.acct VALUES (%s, %s, %s, %s)",
+                                 (next_id[0], f"n{next_id[0]}", rng.randint(0, 999), None))
+                    ids.append(next_id[0])
+                    next_id[0] += 1
+                elif what < 0.75:
+                    key = rng.choice(ids)
+                    for n in range(rng.randint(1, 3)):  # the same key updated again in the same transaction
+                        conn.execute("UPDATE public.acct SET balance = balance + %s, note = %s WHERE id = %s",
+                                     (n + 1, f"t{n}", key))
+                elif what < 0.9:
+                    key = ids.pop(rng.randrange(len(ids)))
+                    conn.execute("DELETE FROM public.acct WHERE id = %s", (key,))
+                else:
+                    key = rng.choice(ids)  # deleted and inserted again, other values
+                    conn.execute("DELETE FROM public.acct WHERE id = %s", (key,))
+                    conn.execute("INSERT INTO public.acct VALUES (%s, %s, %s, %s)", (key, f"again{key}", -1, "re"))
+
+
+def assert_equal(tmp: Path, conn: Any) -> None:
+    assert table_rows(tmp) == source_rows(conn)
+    marks = StateStore(tmp / "work", "c").watermarks()
+    assert slot_position(conn) == min(int(m["lsn"]) for m in marks.values())
+
+
+def test_the_table_equals_the_source_by_key_after_every_run(tmp_path: Path, pg: Any, db: str) -> None:
+    pytest.importorskip("pyiceberg")
+    conn = pg.connect(db)
+    conn.execute(SETUP)
+    job = upsert_job(tmp_path, pg, db)
+    rng, next_id = random.Random(3), [1000]
+    for round_ in range(4):
+        if round_:
+            change(conn, rng, next_id)
+        done = run(tmp_path, job)
+        assert done.succeeded, done.error
+        assert_equal(tmp_path, conn)
+
+
+@pytest.mark.crash
+def test_killed_at_every_commit_point_the_table_still_equals_the_source(tmp_path_factory: Any, pg: Any, db: str) -> None:
+    pytest.importorskip("pyiceberg")
+    conn = pg.connect(db)
+    conn.execute(SETUP)
+    rng, next_id = random.Random(11), [1000]
+    tmp = tmp_path_factory.mktemp("cdc-upsert")
+    write_job(tmp, upsert_job(tmp, pg, db))
+    assert cli(["run", "job.yaml", "--in-process"], tmp).returncode == 0
+    # the sequence: the table's commit, the watermarks, the slot's advance, the state
+    for point in [*commit_points(4), "recovery.before_commit"]:
+        change(conn, rng, next_id)
+        if point.startswith("recovery."):
+            assert cli(["run", "job.yaml", "--in-process"], tmp, crash_at="commit.after_step:1").returncode == SIGKILLED
+        crashed = cli(["run", "job.yaml", "--in-process"], tmp, crash_at=point)
+        assert crashed.returncode == SIGKILLED, f"{point}: {crashed.stdout}{crashed.stderr}"
+        again = cli(["run", "job.yaml", "--in-process"], tmp)
+        assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
+        assert_equal(tmp, conn)
