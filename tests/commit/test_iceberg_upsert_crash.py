@@ -44,7 +44,7 @@ def _assert_equal_to_source(tmp: Path, point: str, *batches: list[dict]) -> None
         f"{point}: one snapshot per committed run"
     marks = StateStore(tmp / "work", "u").watermarks()["customers"]
     assert json.loads(summaries[-1]["gobblin-py.watermarks"]).items() <= marks.items(), point
-    assert {f"c-00{n + 1}.jsonl" for n in range(len(batches))} == set(marks), point
+    assert {f"c-{n + 1:03d}.jsonl" for n in range(len(batches))} == set(marks), point
     listed = set()
     for s in table.snapshots():
         listed |= {t.file.file_path.removeprefix("file://") for t in table.scan(snapshot_id=s.snapshot_id).plan_files()}
@@ -61,16 +61,24 @@ def test_killed_at_every_commit_point_of_the_first_load_the_table_is_the_source(
         _assert_equal_to_source(tmp, point, FIRST)
 
 
+def _variant(n: int) -> list[dict]:
+    """SECOND's changes made the n-th run's own: other values, later times, new keys of its own."""
+    return [{**r, "name": r["name"] and f"{r['name']}-p{n}", "updated_at": r["updated_at"] + 10 * n,
+             **({"id": r["id"] + 5 * n} if r["id"] > 40 else {})} for r in SECOND]
+
+
 def test_killed_at_every_commit_point_of_an_update_run_the_table_is_the_source(tmp_path: Path) -> None:
-    for n, point in enumerate(POINTS):
-        tmp = _fresh(tmp_path / str(n))
-        _ok(tmp, "first load")
-        write_changes(tmp, "c-002.jsonl", SECOND)
+    tmp = _fresh(tmp_path / "t")
+    _ok(tmp, "first load")
+    batches = [FIRST]
+    for n, point in enumerate(POINTS):  # each point kills a run of changes of its own, on the table the last left
+        batches.append(_variant(n))
+        write_changes(tmp, f"c-{len(batches):03d}.jsonl", batches[-1])
         _ok(tmp, point, crash_at=point)
         _ok(tmp, point)
-        _assert_equal_to_source(tmp, point, FIRST, SECOND)
-        _ok(tmp, point)  # and a run with nothing new changes nothing
-        _assert_equal_to_source(tmp, point, FIRST, SECOND)
+        _assert_equal_to_source(tmp, point, *batches)
+    _ok(tmp, "a run with nothing new")  # changes nothing
+    _assert_equal_to_source(tmp, "a run with nothing new", *batches)
 
 
 def test_killed_inside_the_table_commit_then_during_recovery_the_next_run_applies_it_once(tmp_path: Path) -> None:
