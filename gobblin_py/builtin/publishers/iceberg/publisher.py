@@ -409,14 +409,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                              "nothing to add", name, len(paths), commit.commit_id)
                     return
             if table is None:
-                namespace, _ = t.split_identifier(name)
-                t.ensure_namespace(catalog, namespace)
-                schema = t.to_iceberg_schema(output)
-                kwargs: dict[str, Any] = {}
-                if self.settings.partition is not None:
-                    p = self.settings.partition
-                    kwargs["partition_spec"] = t.partition_spec(schema, p.column, p.granularity, name)
-                tx = catalog.create_table_transaction(name, schema=schema, location=table_uri(self.table_dir(commit.dataset)), **kwargs)
+                tx = self._create_transaction(catalog, name, output, commit.dataset)
             else:
                 problem = t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
                 if problem is not None:
@@ -434,6 +427,19 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
             _add(tx, fresh, {**properties, t.FIELD_IDS: t.field_ids(tx.table_metadata.schema(), output.names)}, name)
 
         t.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
+
+    def _create_transaction(self, catalog: Any, name: str, output: Any, dataset: str) -> Any:
+        """The transaction creating table `name` (and its namespace) with the files' schema and the partition spec."""
+        from gobblin_py.builtin.publishers.iceberg import tables as t
+
+        namespace, _ = t.split_identifier(name)
+        t.ensure_namespace(catalog, namespace)
+        schema = t.to_iceberg_schema(output)
+        kwargs: dict[str, Any] = {}
+        if self.settings.partition is not None:
+            p = self.settings.partition
+            kwargs["partition_spec"] = t.partition_spec(schema, p.column, p.granularity, name)
+        return catalog.create_table_transaction(name, schema=schema, location=table_uri(self.table_dir(dataset)), **kwargs)
 
     def _commit_upsert(self, commit: DatasetCommit) -> None:
         """Upsert mode: the commit's files (in task output) are changes, reduced to the last per key; ONE snapshot
@@ -460,14 +466,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
             if table is not None and _upsert_committed(table, name, commit.commit_id):
                 return  # a conflict's retry after the commit went through
             if table is None:
-                namespace, _ = t.split_identifier(name)
-                t.ensure_namespace(catalog, namespace)
-                schema = t.to_iceberg_schema(output)
-                kwargs: dict[str, Any] = {}
-                if self.settings.partition is not None:
-                    p = self.settings.partition
-                    kwargs["partition_spec"] = t.partition_spec(schema, p.column, p.granularity, name)
-                tx = catalog.create_table_transaction(name, schema=schema, location=table_uri(self.table_dir(d)), **kwargs)
+                tx = self._create_transaction(catalog, name, output, d)
                 table_io = io
             else:
                 problem = self._key_moved(table, name) or self._cannot_write(table, name) or \

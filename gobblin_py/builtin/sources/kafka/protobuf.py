@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gobblin_py.builtin.sources.kafka.registry import (HEADER, LossyRead, OutputSchema, UndecodableValue, Unusable,
-                                                       _WireFormat, ask)
+                                                       _WireFormat, ask, version_in)
 from gobblin_py.builtin.sources.kafka.settings import SchemaRegistrySettings
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
 
@@ -549,18 +549,7 @@ class ConfluentProtobufDecoder(_WireFormat):
 
     def _version_of(self, schema_id: int, schema: Any) -> int | None:
         """The subject's version of schema `schema_id`; None when it is none of them."""
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
-
-        subject = self.out.subject
-        try:
-            found = ask(self.settings, f"schema id {schema_id} under subject {subject!r}",
-                        lambda: self.client.lookup_schema(subject, schema))
-        except SchemaRegistryError as exc:
-            if exc.http_status_code == 404:
-                return None
-            raise RetriableTaskError(f"{self.settings.endpoint} answered {exc} for schema id {schema_id} under "
-                                     f"subject {subject!r}") from None
-        return int(found.version)
+        return version_in(self.settings, self.client, self.out.subject, schema_id, schema)
 
     def __call__(self, raw: bytes) -> Any:
         from google.protobuf.message import DecodeError

@@ -223,6 +223,20 @@ def evolved(s: SchemaRegistrySettings, client: Any, latest: OutputSchema, topic:
                         (*(v for v, _, _ in earlier), latest.version), fingerprint(schema))
 
 
+def version_in(s: SchemaRegistrySettings, client: Any, subject: str, schema_id: int, schema: Any) -> int | None:
+    """The version of `subject` that holds `schema` (the registry's schema id `schema_id`); None when none does (or the
+    one that did was deleted)."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    try:
+        found = ask(s, f"schema id {schema_id} under subject {subject!r}", lambda: client.lookup_schema(subject, schema))
+    except SchemaRegistryError as exc:
+        if exc.http_status_code == 404:
+            return None
+        raise RetriableTaskError(f"{s.endpoint} answered {exc} for schema id {schema_id} under subject {subject!r}") from None
+    return int(found.version)
+
+
 class Unusable(str):
     """Why a schema id's values cannot be read (a str subclass: a parsed primitive schema, such as a key's "string",
     is a str too)."""
@@ -343,18 +357,8 @@ class ConfluentAvroDecoder(_WireFormat):
 
     def _version_of(self, schema_id: int) -> int | None:
         """The subject's version of schema `schema_id`; None when it is none of them (or one deleted)."""
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
-
         schema = ask(self.settings, f"schema id {schema_id}", lambda: self.client.get_schema(schema_id))
-        try:
-            found = ask(self.settings, f"schema id {schema_id} under subject {self.subject!r}",
-                        lambda: self.client.lookup_schema(self.subject, schema))
-        except SchemaRegistryError as exc:
-            if exc.http_status_code == 404:
-                return None
-            raise RetriableTaskError(f"{self.settings.endpoint} answered {exc} for schema id {schema_id} under "
-                                     f"subject {self.subject!r}") from None
-        return int(found.version)
+        return version_in(self.settings, self.client, self.subject, schema_id, schema)
 
     def _accept(self, schema: Any) -> Any:
         import fastavro
