@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points
+from gobblin_py.testing.crash import SIGKILLED, cli
 
 from cdc.cdc_jobs import cdc_job, run, slot_position
 from support.jobs import write_job
@@ -98,8 +98,9 @@ def test_killed_at_every_commit_point_the_table_still_equals_the_source(tmp_path
     tmp = tmp_path_factory.mktemp("cdc-upsert")
     write_job(tmp, upsert_job(tmp, pg, db))
     assert cli(["run", "job.yaml", "--in-process"], tmp).returncode == 0
-    # the sequence: the table's commit, the watermarks, the slot's advance, the state
-    for point in [*commit_points(4), "recovery.before_commit"]:
+    # the sequence: the table's commit, the watermarks, the slot's advance, the state. Every point of each is killed
+    # in tests/cdc/test_cdc_crash.py and tests/commit/test_iceberg_upsert_crash.py; here, the boundaries between them
+    for point in ["commit.after_store_write", *(f"commit.after_step:{n}" for n in (1, 2, 3)), "recovery.before_commit"]:
         change(conn, rng, next_id)
         if point.startswith("recovery."):
             assert cli(["run", "job.yaml", "--in-process"], tmp, crash_at="commit.after_step:1").returncode == SIGKILLED

@@ -128,8 +128,10 @@ def test_settings_refuse_bad_records_fail_and_a_secret_in_producer_config(tmp_pa
 @pytest.mark.crash
 def test_kill_at_every_commit_point_leaves_each_bad_record_once(tmp_path_factory, broker, topic: str) -> None:
     good, bad = source_with_bad_records(broker.bootstrap, topic)
-    # 2 data files (one day, 2 partitions), 2 error files, the watermarks, the dead letters, the state
-    points = commit_points(7) + ["dead_letter.midway", "recovery.before_commit"]
+    # 2 data files (one day, 2 partitions), 2 error files, the watermarks, the dead letters, the state: every point
+    # but those between the file steps, where the dead letters stand as before the first
+    points = [p for p in commit_points(7) if p not in ("commit.after_step:1", "commit.after_step:2", "commit.after_step:3")]
+    points += ["dead_letter.midway", "recovery.before_commit"]
     for n, point in enumerate(points):
         dlq = f"{topic}.dlq{n}"
         create_topic(broker.bootstrap, dlq, 2)
