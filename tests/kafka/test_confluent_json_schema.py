@@ -15,15 +15,12 @@ from typing import Any
 
 import pytest
 
-from gobblin_py.runtime.executors.in_process import InProcessExecutor
-from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.config import load_job
 from gobblin_py.testing.outputs import read_error_files
 
-from support.jobs import write_job
 from support.kafka_broker import create_topic, produce
 from support.kafka_jobs import kafka_job
 from support.schema_registry import LocalSchemaRegistry
+from support.confluent_avro import read_avro, read_parquet, run
 
 START_MS = 1767225600000
 EVENT = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Event", "type": "object",
@@ -58,28 +55,6 @@ def context(topic: str) -> Any:
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     return SerializationContext(topic, MessageField.VALUE)
-
-
-def run(tmp: Path, job: dict[str, Any]) -> Any:
-    return JobRunner(load_job(write_job(tmp, job)), InProcessExecutor()).run()
-
-
-def read_avro(root: Path) -> list[dict[str, Any]]:
-    """Every record of every data file under `root`, read with Apache Avro (not the fastavro the tool writes with)."""
-    from avro.datafile import DataFileReader
-    from avro.io import DatumReader
-
-    out = []
-    for path in sorted(p for p in root.rglob("*.avro") if "_errors" not in p.parts):
-        with DataFileReader(open(path, "rb"), DatumReader()) as reader:
-            out.extend(reader)
-    return out
-
-
-def read_parquet(root: Path) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
-    return [row for p in sorted(root.rglob("*.parquet")) for row in pq.read_table(p).to_pylist()]
 
 
 def mixed_topic(bootstrap: str, topic: str, registry_url: str, n: int = 400) -> tuple[list[dict[str, Any]], dict[int, str], int]:

@@ -13,13 +13,10 @@ from typing import Any
 
 import pytest
 
-from gobblin_py.config import load_job
-from gobblin_py.runtime.executors.in_process import InProcessExecutor
-from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.outputs import read_error_files
 
-from support.jobs import run_cli, write_job
+from support.jobs import run_cli
 from support.kafka_broker import create_topic, produce
 from support.schema_registry import LocalSchemaRegistry
 
@@ -27,6 +24,7 @@ pytest.importorskip("google.protobuf", reason="needs protobuf (pip install -e '.
 
 from support.kafka_jobs import kafka_job  # noqa: E402 - after the skip
 from support.protos import message_class, order_file, tree_file  # noqa: E402
+from support.confluent_avro import read_avro, read_parquet, run
 
 pytestmark = pytest.mark.kafka
 
@@ -89,28 +87,6 @@ def normalized(row: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("counts"), list):
         out["counts"] = dict(out["counts"])
     return out
-
-
-def run(tmp: Path, job: dict[str, Any]) -> Any:
-    return JobRunner(load_job(write_job(tmp, job)), InProcessExecutor()).run()
-
-
-def read_avro(root: Path) -> list[dict[str, Any]]:
-    """Every record of every data file under `root`, read with Apache Avro (not the fastavro the tool writes with)."""
-    from avro.datafile import DataFileReader
-    from avro.io import DatumReader
-
-    out = []
-    for path in sorted(p for p in root.rglob("*.avro") if "_errors" not in p.parts):
-        with DataFileReader(open(path, "rb"), DatumReader()) as reader:
-            out.extend(reader)
-    return out
-
-
-def read_parquet(root: Path) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
-    return [row for p in sorted(root.rglob("*.parquet")) for row in pq.read_table(p).to_pylist()]
 
 
 def job_for(tmp: Path, bootstrap: str, topic: str, registry_url: str, writer: str = "avro", **source: Any) -> dict[str, Any]:

@@ -420,10 +420,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                         f"ALTER TABLE) and run `gobblin-py recover JOB.yaml --dataset {d}`, or give up on them with "
                         f"`recover JOB.yaml --dataset {d} --abandon`, delete those files and fix the schema: the next run "
                         "re-extracts their range")
-                tx = table.transaction()
-                if t.needs_evolution(table.schema(), output):
-                    with tx.update_schema() as update:
-                        update.union_by_name(t.evolvable(output, table.schema()))
+                tx = _evolving_transaction(table, output)
             _add(tx, fresh, {**properties, t.FIELD_IDS: t.field_ids(tx.table_metadata.schema(), output.names)}, name)
 
         t.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
@@ -477,10 +474,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
                         f"output). Either change the table so they fit and run `gobblin-py recover JOB.yaml --dataset {d}`, "
                         f"or give up on them with `recover JOB.yaml --dataset {d} --abandon` and fix the job: the next "
                         "run re-extracts their range")
-                tx = table.transaction()
-                if t.needs_evolution(table.schema(), output):
-                    with tx.update_schema() as update:
-                        update.union_by_name(t.evolvable(output, table.schema()))
+                tx = _evolving_transaction(table, output)
                 table_io = table.io
             applied = u.rewrite(tx, table, changes, spec, table_io, commit.commit_id, name, written.add)
             u.commit_snapshot(tx, table_io, applied, {**properties, t.FIELD_IDS: t.field_ids(tx.table_metadata.schema(), output.names),
@@ -580,6 +574,17 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
             added=[table_uri(p) for p in replace.added], keeps_data=replace.keeps_data, record=replace.record,
             properties={t.JOB: replace.job, t.RUN_ID: replace.run_id, t.COMPACTION: json.dumps(replace.counts, sort_keys=True)})
 
+
+
+def _evolving_transaction(table: Any, output: Any) -> Any:
+    """A transaction on `table` that first gains the columns the commit's files add (in the commit's own snapshot)."""
+    from gobblin_py.builtin.publishers.iceberg import tables as t
+
+    tx = table.transaction()
+    if t.needs_evolution(table.schema(), output):
+        with tx.update_schema() as update:
+            update.union_by_name(t.evolvable(output, table.schema()))
+    return tx
 
 
 def _summary(commit: DatasetCommit, table: str) -> dict[str, str]:

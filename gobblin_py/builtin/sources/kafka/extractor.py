@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import importlib.util
 import io
 import itertools
 import logging
@@ -121,7 +122,10 @@ class KafkaExtractor(BatchExtractor):
         return ConfluentAvroDecoder.of(self.settings.schema_registry, self._key_schema, self.settings.schema_evolution)
 
     def _columns(self) -> Any:
-        """`confluent_avro` values → Arrow (`columnar.ConfluentAvroColumns`), for a flat value schema; else None."""
+        """`confluent_avro` values → Arrow (`columnar.ConfluentAvroColumns`), for a flat value schema; else None, as
+        where numpy or pyarrow is not installed (`pip install gobblin-py[schema-registry]` alone: the row path)."""
+        if importlib.util.find_spec("numpy") is None or importlib.util.find_spec("pyarrow") is None:
+            return None
         from gobblin_py.builtin.sources.kafka.columnar import ConfluentAvroColumns
 
         return ConfluentAvroColumns.of(self.settings, self._value_schema, self.get_schema(), self._decode, self.topic,
