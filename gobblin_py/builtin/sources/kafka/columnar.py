@@ -51,7 +51,7 @@ class ConfluentAvroColumns:
 
         if settings.deserializer != "confluent_avro" or not set(settings.metadata_columns) <= COLUMNAR_METADATA:
             return None
-        if settings.avro_keys:
+        if settings.avro_keys or settings.tombstones == "delete":  # tombstones: records the row path makes
             return None
         decoder = AvroDatumDecoder.for_schema(value_schema)
         if decoder is None:

@@ -22,7 +22,8 @@ import orjson
 
 from gobblin_py.api import BatchExtractor, RawBatch, SourceMessage, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.builtin.sources.kafka.metadata import BadMetadata, MessageDetails, metadata_fields, metadata_of, with_metadata
+from gobblin_py.builtin.sources.kafka.metadata import (DELETED, PREFIX, BadMetadata, MessageDetails, metadata_fields,
+                                                      metadata_of, with_metadata)
 from gobblin_py.builtin.sources.kafka.registry import HEADER, KEY, VALUE, LossyRead, UndecodableValue
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
@@ -195,11 +196,21 @@ class KafkaExtractor(BatchExtractor):
         details = batch.details() if metadata is not None else itertools.repeat(None)
         values = batch.raw if batch.raw is not None else batch.values
         original = self._original(batch)
+        tombstones = self.settings.tombstones == "delete"
         for i, (offset, value, detail) in enumerate(zip(batch.offsets(), values, details)):
             self.offset = offset
             self.next_offset = offset + 1
             if value is None:
-                reject(None, "tombstone (null value)", self.location(), original(i, offset, value))
+                deleted = self._deleted(metadata, offset, detail) if tombstones else None
+                if deleted is None:
+                    reject(None, "tombstone (null value)" if not tombstones else "tombstone (null value) without a key: "
+                           "no key to delete", self.location(), original(i, offset, value))
+                    continue
+                if isinstance(deleted, BadMetadata):
+                    reject(None, str(deleted), self.location(), original(i, offset, value))
+                    continue
+                self._current = (original, i, value)
+                yield deleted
                 continue
             try:
                 record = decode(value)
@@ -223,6 +234,18 @@ class KafkaExtractor(BatchExtractor):
                     raise LossyRead(f"{self.location()}: the key: {exc}") from None
             self._current = (original, i, value)
             yield record
+
+    def _deleted(self, metadata: Any, offset: int, detail: Any) -> dict[str, Any] | BadMetadata | None:
+        """A tombstone under `tombstones: delete` as its record: every value field null, the metadata fields, and
+        `_kafka_deleted` true; None for one without a key (nothing to delete), BadMetadata for a key that cannot be read."""
+        try:
+            fields = metadata(offset, detail)
+        except BadMetadata as exc:
+            return exc
+        if fields.get(PREFIX + "key") is None:
+            return None
+        names = [f["name"] for f in self.get_schema().get("fields", [])]
+        return {**dict.fromkeys(names), **fields, DELETED: True}
 
     def current_message(self) -> SourceMessage | None:
         """The message of the record last yielded (a later stage rejects it), as read."""

@@ -1,5 +1,6 @@
 """`metadata_columns`: each message's key, topic, partition, offset, timestamp and headers as `_kafka_<name>` fields,
-added to the output schema (planning checks they clash with no value field) and to each record."""
+added to the output schema (planning checks they clash with no value field) and to each record; under `tombstones:
+delete`, `_kafka_deleted` too, and the value fields made nullable (a tombstone's are null)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from gobblin_py.builtin.sources.kafka.registry import UndecodableValue
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
 
 PREFIX = "_kafka_"
+DELETED = PREFIX + "deleted"
+"""`tombstones: delete`: true for a tombstone (its value fields null), false for every other record."""
 
 HEADERS_TYPE = {"type": "array", "items": {
     "type": "record", "name": "KafkaHeader", "namespace": "gobblin_py.kafka",
@@ -49,21 +52,36 @@ def metadata_fields(s: KafkaSettings, key_schema: Any = None) -> list[dict[str, 
         "headers": HEADERS_TYPE,
     }
     defaults = {"key": None, "timestamp": None, "headers": []}
-    return [{"name": PREFIX + c, "type": types[c], **({"default": defaults[c]} if c in defaults else {})}
-            for c in s.metadata_columns]
+    fields = [{"name": PREFIX + c, "type": types[c], **({"default": defaults[c]} if c in defaults else {})}
+              for c in s.metadata_columns]
+    if s.tombstones == "delete":
+        fields.append({"name": DELETED, "type": "boolean", "default": False})
+    return fields
+
+
+def _nullable(field: dict[str, Any]) -> dict[str, Any]:
+    """An Avro field that admits null (a tombstone's value fields), defaulting to it."""
+    kind = field["type"]
+    members = kind if isinstance(kind, list) else [kind]
+    if "null" in members:
+        return {**field, "type": ["null", *(m for m in members if m != "null")], "default": None}
+    return {**field, "type": ["null", *members], "default": None}
 
 
 def clashes(s: KafkaSettings, schema: dict[str, Any]) -> list[str]:
     """The metadata fields the value schema already has (a ConfigError where it is checked)."""
     names = {f.get("name") for f in schema.get("fields", [])}
-    return [PREFIX + c for c in s.metadata_columns if PREFIX + c in names]
+    return [f["name"] for f in metadata_fields(s) if f["name"] in names]
 
 
 def with_metadata(s: KafkaSettings, schema: dict[str, Any], key_schema: Any = None) -> dict[str, Any]:
     """The output schema: the value schema with the metadata fields appended (itself when none are asked)."""
     if not s.metadata_columns:
         return schema
-    return {**schema, "fields": [*schema.get("fields", []), *metadata_fields(s, key_schema)]}
+    values = schema.get("fields", [])
+    if s.tombstones == "delete":
+        values = [_nullable(f) for f in values]
+    return {**schema, "fields": [*values, *metadata_fields(s, key_schema)]}
 
 
 def metadata_of(s: KafkaSettings, topic: str, partition: int,
@@ -104,4 +122,6 @@ def metadata_of(s: KafkaSettings, topic: str, partition: int,
         "headers": lambda offset, m: headers_of(m.headers),
     }
     chosen = [(PREFIX + c, makers[c]) for c in columns]
+    if s.tombstones == "delete":
+        chosen.append((DELETED, lambda offset, m: False))
     return lambda offset, m: {name: make(offset, m) for name, make in chosen}

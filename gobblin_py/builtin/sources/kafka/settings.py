@@ -127,6 +127,12 @@ class KafkaSettings(Settings):
                                       "UTF-8 under string is a bad record; confluent_avro: keys in Confluent's wire "
                                       "format, read into key_subject's latest version as values are (needs "
                                       "schema_registry)")
+    tombstones: Literal["reject", "delete"] = Field(
+        default="reject", description="a message with a null value (a tombstone, Kafka's delete of its key): reject makes it "
+        "a bad record (the error file); delete makes it a record whose value fields are null and _kafka_deleted true (every "
+        "other record has it false, and the value fields become nullable), for an Iceberg upsert publisher's "
+        "delete_when: {column: _kafka_deleted, equals: [true]}. Needs metadata_columns with key (a tombstone without a key "
+        "is a bad record) and deserializer avro, confluent_avro or confluent_protobuf")
     client: Literal["kafka-python", "confluent"] = Field(
         default="kafka-python", description="confluent: librdkafka, a quarter of kafka-python's CPU per record (pip install 'gobblin-py[confluent]')")
     avro_schema: ExistingFile | None = Field(default=None, description="the .avsc file for deserializer: avro")
@@ -190,6 +196,11 @@ class KafkaSettings(Settings):
                              "schema gains the _kafka_* fields, or confluent_json, whose json_to_avro schema must list them")
         if len(set(self.metadata_columns)) != len(self.metadata_columns):
             raise ValueError("metadata_columns names a column twice")
+        if self.tombstones == "delete" and ("key" not in self.metadata_columns or self.deserializer not in (
+                "avro", "confluent_avro", "confluent_protobuf")):
+            raise ValueError("tombstones: delete needs metadata_columns with key (the deleted key; add it, and use "
+                             "_kafka_key as the upsert publisher's key) and deserializer avro, confluent_avro or "
+                             "confluent_protobuf (whose output schema gains _kafka_deleted)")
         for key in ("isolation_level", "isolation.level"):
             if self.consumer_config.get(key, "read_committed") != "read_committed":
                 raise ValueError(f"consumer_config {key}: {self.consumer_config[key]!r} would read records of aborted and "
