@@ -249,6 +249,24 @@ def test_identical_changes_tying_are_one_and_a_boolean_marker_deletes(tmp_path: 
     assert sorted(changes.upserts.to_pylist(), key=str) == sorted([rows[0], rows[4]], key=str)
 
 
+def test_changes_before_a_commits_last_truncate_are_dropped_and_a_tie_with_it_is_refused(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("op", pa.string()), ("lsn", pa.int64()), ("seq", pa.int32())])
+    rows = [{"id": 1, "op": "u", "lsn": 5, "seq": 0}, {"id": None, "op": "t", "lsn": 5, "seq": 1},
+            {"id": 2, "op": "c", "lsn": 5, "seq": 2}, {"id": None, "op": "t", "lsn": 7, "seq": 0},
+            {"id": 3, "op": "c", "lsn": 7, "seq": 1}, {"id": 2, "op": "d", "lsn": 9, "seq": 0}]
+    spec = UpsertSpec(("id",), ("lsn", "seq"), "op", ("d",), "op", ("t",))
+    changes = read_changes(_LocalIO(), [_parquet(tmp_path, "c.parquet", rows, schema)], spec, "table db.t")
+    assert changes.truncated and changes.received == 6 and changes.deleted == 1
+    assert changes.upserts.to_pylist() == [rows[4]] and sorted(changes.keys["id"].to_pylist()) == [2, 3]
+    plain = read_changes(_LocalIO(), [_parquet(tmp_path, "d.parquet", [rows[0]], schema)], spec, "table db.t")
+    assert not plain.truncated and not plain.empty
+    tied = [*rows, {"id": 4, "op": "c", "lsn": 7, "seq": 0}]
+    with pytest.raises(CommitError, match=r"change row 7 of e.parquet ties on lsn, seq with the truncate row 4"):
+        read_changes(_LocalIO(), [_parquet(tmp_path, "e.parquet", tied, schema)], spec, "table db.t")
+    with pytest.raises(CommitError, match=r"null key column 'id'"):  # without truncate_when, a truncate has no key
+        read_changes(_LocalIO(), [_parquet(tmp_path, "f.parquet", rows, schema)], UpsertSpec(("id",), ("lsn", "seq")), "table db.t")
+
+
 def test_key_and_order_columns_are_checked_against_the_output(tmp_path: Path) -> None:
     files = [_parquet(tmp_path, "a.parquet", [{"id": 1, "score": 0.5}])]
     with pytest.raises(CommitError, match=r"publisher.order_by names column 'ts', which the job's output does not have"):
@@ -261,7 +279,9 @@ def test_settings_refuse_an_upsert_without_key_and_upsert_keys_in_append_mode(tm
     for publisher, message in (({"key": None}, "mode: upsert needs key"),
                                ({"mode": "append"}, "only apply to mode: upsert"),
                                ({"delete_when": {"column": "id", "equals": ["d"]}}, "is a key column"),
-                               ({"order_by": ["id"]}, "in both key and order_by")):
+                               ({"order_by": ["id"]}, "in both key and order_by"),
+                               ({"order_by": None, "truncate_when": {"column": "op", "equals": ["t"]}},
+                                "truncate_when needs order_by")):
         with pytest.raises(ConfigError, match=message):
             load_job(write_job(tmp_path, upsert_job(tmp_path, **publisher)))
 

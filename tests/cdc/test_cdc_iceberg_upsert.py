@@ -27,7 +27,8 @@ def upsert_job(tmp: Path, pg: Any, db: str) -> dict[str, Any]:
     job["writer"] = {"class": "parquet"}
     job["publisher"] = {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
                         "key": ["id"], "order_by": ["_lsn", "_seq"],
-                        "delete_when": {"column": "_op", "equals": ["delete"]}}
+                        "delete_when": {"column": "_op", "equals": ["delete"]},
+                        "truncate_when": {"column": "_op", "equals": ["truncate"]}}
     return job
 
 
@@ -87,6 +88,32 @@ def test_the_table_equals_the_source_by_key_after_every_run(tmp_path: Path, pg: 
         done = run(tmp_path, job)
         assert done.succeeded, done.error
         assert_equal(tmp_path, conn)
+
+
+def test_a_truncate_empties_the_table_and_the_changes_after_it_apply(tmp_path: Path, pg: Any, db: str) -> None:
+    """TRUNCATE between runs, and inside a transaction between inserts and updates: what the table held before the
+    commit's last truncate goes, the changes after it (in `_lsn, _seq`) stay, in one snapshot."""
+    pytest.importorskip("pyiceberg")
+    conn = pg.connect(db)
+    conn.execute(SETUP)
+    job = upsert_job(tmp_path, pg, db)
+    assert run(tmp_path, job).succeeded
+    assert_equal(tmp_path, conn)
+    with conn.transaction():
+        conn.execute("INSERT INTO public.acct VALUES (100, 'before', 1, NULL)")
+        conn.execute("UPDATE public.acct SET note = 'gone' WHERE id = 3")
+        conn.execute("TRUNCATE public.acct")
+        conn.execute("INSERT INTO public.acct VALUES (3, 'after', 2, NULL), (101, 'after', 3, NULL)")
+        conn.execute("UPDATE public.acct SET balance = 30 WHERE id = 3")
+    conn.execute("INSERT INTO public.acct VALUES (102, 'later', 4, NULL)")
+    done = run(tmp_path, job)
+    assert done.succeeded, done.error
+    assert_equal(tmp_path, conn)
+    assert [r[0] for r in table_rows(tmp_path)] == [3, 101, 102]
+    conn.execute("TRUNCATE public.acct")  # a truncate alone: the table ends empty
+    done = run(tmp_path, job)
+    assert done.succeeded, done.error
+    assert table_rows(tmp_path) == [] == source_rows(conn)
 
 
 @pytest.mark.crash

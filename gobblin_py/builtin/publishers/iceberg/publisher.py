@@ -123,6 +123,10 @@ class IcebergPublisherSettings(Settings):
         default_factory=list, description="upsert: the columns that order one key's changes within a commit, last wins "
                                           "(unset: position within one file; a key in two files is refused)")
     delete_when: DeleteWhen | None = Field(default=None, description="upsert: the changes that delete their key's row (unset: none)")
+    truncate_when: DeleteWhen | None = Field(
+        default=None, description="upsert: the changes that empty the table (a source's TRUNCATE, e.g. {column: _op, "
+        "equals: [truncate]}): every row committed before the commit's last one goes, the changes after it in order_by "
+        "apply; their key may be null (needs order_by; unset: such a change is an ordinary one, and a null key fails the commit)")
 
     @model_validator(mode="after")
     def _installed(self) -> IcebergPublisherSettings:
@@ -132,7 +136,7 @@ class IcebergPublisherSettings(Settings):
     @model_validator(mode="after")
     def _upsert(self) -> IcebergPublisherSettings:
         if self.mode == "append":
-            given = [k for k in ("key", "order_by", "delete_when") if getattr(self, k)]
+            given = [k for k in ("key", "order_by", "delete_when", "truncate_when") if getattr(self, k)]
             if given:
                 raise ValueError(f"{', '.join(given)} only apply to mode: upsert (append mode adds every row as it is)")
             return self
@@ -145,17 +149,22 @@ class IcebergPublisherSettings(Settings):
         both = set(self.key) & set(self.order_by)
         if both:
             raise ValueError(f"{sorted(both)} is in both key and order_by: one key's changes would never differ in it")
-        if self.delete_when is not None and self.delete_when.column in self.key:
-            raise ValueError(f"delete_when.column {self.delete_when.column!r} is a key column: the marker must be "
-                             "another column (e.g. op)")
+        for name, marker in (("delete_when", self.delete_when), ("truncate_when", self.truncate_when)):
+            if marker is not None and marker.column in self.key:
+                raise ValueError(f"{name}.column {marker.column!r} is a key column: the marker must be another column "
+                                 "(e.g. op)")
+        if self.truncate_when is not None and not self.order_by:
+            raise ValueError("truncate_when needs order_by: which changes of a commit follow a truncate (and apply) is "
+                             "defined only by an order, e.g. order_by: [_lsn, _seq]")
         return self
 
     def upsert_spec(self) -> Any:
         """The key, order and delete marker of upsert mode, for `upsert.py`."""
         from gobblin_py.builtin.publishers.iceberg.upsert import UpsertSpec
 
-        d = self.delete_when
-        return UpsertSpec(tuple(self.key), tuple(self.order_by), d.column if d else None, tuple(d.equals) if d else ())
+        d, t = self.delete_when, self.truncate_when
+        return UpsertSpec(tuple(self.key), tuple(self.order_by), d.column if d else None, tuple(d.equals) if d else (),
+                          t.column if t else None, tuple(t.equals) if t else ())
 
     @field_validator("table")
     @classmethod

@@ -1,6 +1,7 @@
 """Upsert mode of the `iceberg` publisher (`mode: upsert, key: [id]`): a commit's Parquet files are the *changes* to a
 table kept equal to its source by key. The last change per key within the commit wins (by `order_by`), a change the
-`delete_when` marker names removes the key's row, and the table gets ONE snapshot: copy-on-write, the live data files
+`delete_when` marker names removes the key's row, a change the `truncate_when` marker names (a source's TRUNCATE)
+removes every row committed before it (the changes after it in `order_by` apply), and the table gets ONE snapshot: copy-on-write, the live data files
 that hold a changed key rewritten without it, plus the new rows (pyiceberg writes no equality deletes, and reads
 none, so copy-on-write is what every reader of the table sees alike).
 
@@ -37,12 +38,15 @@ _ROW = "__gobblin_row"
 @dataclass(frozen=True)
 class UpsertSpec:
     """What identifies a row and orders its changes: the key columns, the order columns (empty: file position), and
-    the delete marker (a column and the values that mean "deleted"; None: no deletes)."""
+    the delete marker (a column and the values that mean "deleted"; None: no deletes), and the truncate marker (the
+    values that mean "every row before this change is gone"; None: no truncates; needs `order_by`)."""
 
     key: tuple[str, ...]
     order_by: tuple[str, ...] = ()
     delete_column: str | None = None
     delete_values: tuple[Any, ...] = ()
+    truncate_column: str | None = None
+    truncate_values: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,10 +58,11 @@ class Changes:
     keys: Any         # pa.Table of the key columns
     received: int
     deleted: int
+    truncated: bool = False  # a truncate came first: every row the table held before this commit goes
 
     @property
     def empty(self) -> bool:
-        return self.keys.num_rows == 0
+        return self.keys.num_rows == 0 and not self.truncated
 
 
 def write_uuid(commit_id: str) -> uuid.UUID:
@@ -78,14 +83,14 @@ def check_columns(spec: UpsertSpec, schema: Any, where: str) -> None:
     import pyarrow.types as pt
 
     names = set(schema.names)
-    for role, columns in (("key", spec.key), ("order_by", spec.order_by),
-                          ("delete_when.column", (spec.delete_column,) if spec.delete_column else ())):
+    markers = [c for c in (spec.delete_column, spec.truncate_column) if c]
+    for role, columns in (("key", spec.key), ("order_by", spec.order_by), ("a marker column", markers)):
         for c in columns:
             if c not in names:
                 raise CommitError(f"{where}: publisher.{role} names column {c!r}, which the job's output does not have "
                                   f"(its columns: {', '.join(schema.names)}); fix publisher.{role} or the job's schema")
             t = schema.field(c).type
-            if role != "delete_when.column" and (not _orderable(t) or (role == "key" and pt.is_floating(t))):
+            if role != "a marker column" and (not _orderable(t) or (role == "key" and pt.is_floating(t))):
                 raise CommitError(f"{where}: publisher.{role} column {c!r} is {t}; a {role} column must be a "
                                   "string, an integer, a date, a timestamp, a decimal or binary"
                                   + (" (or a float, for order_by)" if role == "order_by" else ""))
@@ -114,6 +119,7 @@ def read_changes(io: Any, files: Sequence[tuple[str, str]], spec: UpsertSpec, wh
                           f"(files: {', '.join(n for _, n in files)})") from None
     check_columns(spec, changes.schema, where)
     received = changes.num_rows
+    changes, truncated = _after_last_truncate(changes, spec, files, where)
     for role, columns in (("key", spec.key), ("order_by", spec.order_by)):
         for c in columns:
             nulls = pc.is_null(changes[c])
@@ -123,8 +129,8 @@ def read_changes(io: Any, files: Sequence[tuple[str, str]], spec: UpsertSpec, wh
                                   f"without its {role} cannot be applied, so nothing of this commit was. Give every "
                                   f"record a {c!r} (a quality policy `required_fields` sends those without one to the "
                                   "error file)")
-    if received == 0:
-        return Changes(changes.drop_columns([_FILE, _ROW]), changes.select(list(spec.key)), 0, 0)
+    if changes.num_rows == 0:
+        return Changes(changes.drop_columns([_FILE, _ROW]), changes.select(list(spec.key)), received, 0, truncated)
     order = [*spec.key, *spec.order_by, _FILE, _ROW]
     ordered = changes.take(pc.sort_indices(changes, sort_keys=[(c, "ascending") for c in order]))
     same_key = _equal_next(ordered, spec.key)
@@ -151,15 +157,57 @@ def read_changes(io: Any, files: Sequence[tuple[str, str]], spec: UpsertSpec, wh
     winners = ordered.filter(last).drop_columns([_FILE, _ROW])
     deleted = pa.array([False] * winners.num_rows, pa.bool_())
     if spec.delete_column is not None:
-        marker = winners[spec.delete_column]
-        try:
-            values = pa.array(list(spec.delete_values)).cast(marker.type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            raise CommitError(f"{where}: publisher.delete_when.equals {list(spec.delete_values)} are not values of "
-                              f"column {spec.delete_column!r} ({marker.type})") from None
-        deleted = pc.fill_null(pc.is_in(marker, value_set=values), False)
+        deleted = _marked(winners, spec.delete_column, spec.delete_values, "delete_when", where)
     return Changes(winners.filter(pc.invert(deleted)), winners.select(list(spec.key)), received,
-                   int(pc.sum(deleted.cast("int64")).as_py() or 0))
+                   int(pc.sum(deleted.cast("int64")).as_py() or 0), truncated)
+
+
+def _marked(t: Any, column: str, values: Sequence[Any], role: str, where: str) -> Any:
+    """Row i of `t` holds one of `values` in `column` (booleans, nulls false)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    marker = t[column]
+    try:
+        wanted = pa.array(list(values)).cast(marker.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        raise CommitError(f"{where}: publisher.{role}.equals {list(values)} are not values of column {column!r} "
+                          f"({marker.type})") from None
+    return pc.fill_null(pc.is_in(marker, value_set=wanted), False)
+
+
+def _after_last_truncate(changes: Any, spec: UpsertSpec, files: Sequence[tuple[str, str]], where: str) -> tuple[Any, bool]:
+    """The changes that follow the commit's last truncate in `order_by` (all of them, and False, without one), and
+    whether there was one. CommitError: a truncate with a null order value, or another change tying with it."""
+    import pyarrow.compute as pc
+
+    if spec.truncate_column is None or changes.num_rows == 0:
+        return changes, False
+    marked = _marked(changes, spec.truncate_column, spec.truncate_values, "truncate_when", where)
+    truncates = changes.filter(marked)
+    if truncates.num_rows == 0:
+        return changes, False
+    for c in spec.order_by:
+        if pc.any(pc.is_null(truncates[c])).as_py():
+            raise CommitError(f"{where}: a truncate ({_at(truncates, pc.index(pc.is_null(truncates[c]), True).as_py(), files)}) "
+                              f"has a null order_by column {c!r}, so which changes follow it is not defined: nothing of "
+                              "this commit was applied")
+    last = truncates.take(pc.sort_indices(truncates, sort_keys=[(c, "descending") for c in spec.order_by])).slice(0, 1)
+    after = None
+    tie = None
+    for c in reversed(spec.order_by):  # (a, b) > (x, y) ⇔ a > x or (a = x and b > y)
+        bound = last[c][0]
+        greater = pc.fill_null(pc.greater(changes[c], bound), False)
+        equal = pc.fill_null(pc.equal(changes[c], bound), False)
+        after = greater if after is None else pc.or_(greater, pc.and_(equal, after))
+        tie = equal if tie is None else pc.and_(equal, tie)
+    assert after is not None and tie is not None
+    tied = pc.and_(tie, pc.invert(marked))
+    if pc.any(tied).as_py():
+        raise CommitError(f"{where}: change {_at(changes, pc.index(tied, True).as_py(), files)} ties on "
+                          f"{_names(spec.order_by)} with the truncate {_at(last, 0, files)}, so whether it came before or "
+                          "after it is not defined: nothing of this commit was applied")
+    return changes.filter(after), True
 
 
 def _equal_next(t: Any, columns: Sequence[str]) -> Any:
@@ -278,13 +326,16 @@ def rewrite(tx: Any, table: Any | None, changes: Changes, spec: UpsertSpec, io: 
     if table is not None and table.current_snapshot() is not None and not changes.empty:
         schema = table.schema()
         keys = changes.keys
-        scan = table.scan(row_filter=key_filter(keys, spec.key, schema))
+        scan = table.scan(row_filter=AlwaysTrue() if changes.truncated else key_filter(keys, spec.key, schema))
         for task in scan.plan_files():
             if task.delete_files:
                 raise CommitError(f"table {name}: data file {task.file.file_path} has delete files (another engine's "
                                   "merge-on-read deletes), which upsert mode does not rewrite: nothing of this commit "
                                   "was applied. Rewrite them away with that engine (Spark: CALL system.rewrite_data_files"
                                   " with delete-file-threshold 1), then run again")
+            if changes.truncated:  # every row committed before the truncate goes
+                deleted.append(task.file)
+                continue
             rows = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table([task])
             index = pa.array(range(rows.num_rows), pa.int64())
             probe = pa.table({**{c: rows[c] for c in spec.key}, _ROW: index})
@@ -331,7 +382,8 @@ def counts(changes: Changes, applied: Applied) -> str:
     """The `UPSERT` summary value."""
     return json.dumps({"changes": changes.received, "keys": changes.keys.num_rows, "upserted": changes.upserts.num_rows,
                        "deleted": changes.deleted, "files_rewritten": len(applied.deleted),
-                       "files_written": len(applied.added), "rows_kept": applied.kept_rows}, sort_keys=True)
+                       "files_written": len(applied.added), "rows_kept": applied.kept_rows,
+                       "truncated": changes.truncated}, sort_keys=True)
 
 
 def committed_by_files(live_paths: set[str], commit_id: str) -> bool:
