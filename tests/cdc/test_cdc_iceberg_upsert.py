@@ -136,3 +136,84 @@ def test_killed_at_every_commit_point_the_table_still_equals_the_source(tmp_path
         again = cli(["run", "job.yaml", "--in-process"], tmp)
         assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
         assert_equal(tmp, conn)
+
+
+@pytest.mark.crash
+def test_continuous_runs_killed_at_random_while_the_source_changes_keep_the_table_equal(
+        tmp_path_factory: Any, pg: Any, db: str) -> None:
+    """`run --continuous` (a checkpoint every 0.3 s) SIGKILLed at random times and at commit points while another
+    session changes the table all along: a reader at each kill sees every key at most once, and once the changes stop
+    one more run leaves the table equal to the source and the slot at the committed watermark."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from gobblin_py.crashpoints import ENV, WINDOW_ENV
+
+    pytest.importorskip("pyiceberg")
+    conn = pg.connect(db)
+    conn.execute(SETUP)
+    tmp = tmp_path_factory.mktemp("cdc-continuous")
+    job = upsert_job(tmp, pg, db)
+    job["job"]["checkpoint_interval"] = 0.3
+    write_job(tmp, job)
+    rng = random.Random(29)
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def keep_changing() -> None:
+        writer, local, next_id = pg.connect(db), random.Random(7), [1000]
+        try:
+            while not stop.is_set():
+                change(writer, local, next_id)
+                time.sleep(0.05)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failed.append(exc)
+        finally:
+            writer.close()
+
+    events = tmp / "work" / "events" / "c.jsonl"
+
+    def checkpoints() -> int:
+        return events.read_text().count('"CheckpointCommitted"') if events.exists() else 0
+
+    thread = threading.Thread(target=keep_changing, daemon=True)
+    thread.start()
+    killed = 0
+    try:
+        for n, crash_at in enumerate([None, "commit.after_step:1", None, "commit.after_step:3", None, None]):
+            env = {k: v for k, v in os.environ.items() if k not in (ENV, WINDOW_ENV)}
+            env[WINDOW_ENV] = "0.02"  # every crash point pauses: a random kill lands in a commit more often
+            if crash_at:
+                env[ENV] = crash_at
+            seen = checkpoints()
+            proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--continuous",
+                                     "--in-process"], cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            try:
+                deadline = time.monotonic() + 120
+                while crash_at is None and checkpoints() <= seen and proc.poll() is None:
+                    assert time.monotonic() < deadline, "no checkpoint committed in 120 s"
+                    time.sleep(0.05)
+                if crash_at is None:
+                    time.sleep(rng.uniform(0.0, 1.2))
+                    proc.kill()
+                proc.wait(timeout=120)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            assert proc.returncode == SIGKILLED, f"kill {n}: exit {proc.returncode}: {proc.stderr.read().decode()[-2000:]}"
+            proc.stderr.close()
+            killed += 1
+            keys = [r[0] for r in table_rows(tmp)]
+            assert len(keys) == len(set(keys)), f"kill {n}: a key is in the table twice"
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not failed, failed
+    assert killed == 6 and checkpoints() >= 4, f"{checkpoints()} checkpoints committed in 6 continuous runs"
+    again = cli(["run", "job.yaml", "--in-process"], tmp)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert_equal(tmp, conn)
