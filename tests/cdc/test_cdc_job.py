@@ -61,3 +61,24 @@ def test_snapshot_then_changes_once_in_order(tmp_path: Path, pg: Any, db: str) -
     assert third.succeeded, third.error
     assert read_changes(tmp_path / "output", "public.a") == a
     assert slot_position(conn) == min(int(m["lsn"]) for m in StateStore(tmp_path / "work", "c").watermarks().values())
+
+
+def test_a_change_whose_value_python_cannot_hold_is_a_bad_record_and_the_others_commit(tmp_path: Path, pg: Any, db: str) -> None:
+    """A date at `infinity` (PostgreSQL has it, Python's date has not) in a change: the error file names the table,
+    the change and the column with the value as the database sent it; the changes around it are committed."""
+    from gobblin_py.testing.outputs import read_error_files
+
+    conn = pg.connect(db)
+    conn.execute("CREATE TABLE public.d (id int PRIMARY KEY, due date); INSERT INTO public.d VALUES (1, '2024-05-01')")
+    job = cdc_job(tmp_path, pg, db, tables=["public.d"], create_publication=True)
+    assert run(tmp_path, job).succeeded
+    conn.execute("INSERT INTO public.d VALUES (2, '2024-06-01'), (3, 'infinity'), (4, '2024-07-01')")
+    second = run(tmp_path, job)
+    assert second.succeeded, second.error
+    rows = read_changes(tmp_path / "output", "public.d")
+    assert _ops(rows, "id") == [("read", 1), ("insert", 2), ("insert", 4)]
+    (error,) = read_error_files(tmp_path / "output")
+    assert error["location"].startswith("public.d insert in transaction") and "column due" in error["reason"]
+    assert "'infinity'" in error["reason"] and error["record"]["id"] == "3"
+    marks = StateStore(tmp_path / "work", "c").watermarks()
+    assert slot_position(conn) == min(int(m["lsn"]) for m in marks.values())

@@ -16,6 +16,8 @@ A record is the table's columns and `_op`, `_lsn`, `_seq`, `_commit_ts`, `_xid`:
   change read as null (the plan has them, the change does not); a column dropped, renamed or retyped fails the task
   naming the table, the change and the LSN (the next run plans with the columns as they are then; when changes of the
   old shape remain in the range, snapshot the table again).
+- A change holding a value its column's type cannot give in Python (a date at `infinity`, a year beyond 9999) is a
+  bad record: the error file names the table, the change, the column and the value, and the other changes go on.
 """
 
 from __future__ import annotations
@@ -35,6 +37,14 @@ from gobblin_py.errors import SourceError, UnreachableError, describe
 log = logging.getLogger(__name__)
 
 TEXT_OID, TEXT_ARRAY_OID = 25, 1009
+
+
+class BadValue(ValueError):
+    """A change's value that psycopg's loader of its type cannot read (PostgreSQL's `infinity` dates, years > 9999)."""
+
+    def __init__(self, column: str, text: str, reason: str, row: dict[str, Any]) -> None:
+        super().__init__(f"column {column}: value {text!r} cannot be read: {reason}")
+        self.row = row
 
 
 class Snapshot:
@@ -229,6 +239,12 @@ class PostgresCdcExtractor(Extractor):
                               f"reset JOB.yaml --dataset {self.table} --yes`, then run")
         shape = self._shape(rel, where)
         self.at = f"{type(m).__name__.lower()} in {where}"
+        try:
+            yield from self._change(m, shape, rel, b, seq)
+        except BadValue as exc:
+            self.context.reject(exc.row, str(exc), self.location())
+
+    def _change(self, m: Any, shape: list[int | None], rel: pgoutput.Relation, b: pgoutput.Begin, seq: int) -> Iterator[Record]:
         if isinstance(m, pgoutput.Insert):
             yield self._record(self._values(m.new, shape, None, rel), "insert", b.final_lsn, seq, b.commit_us, b.xid)
         elif isinstance(m, pgoutput.Update):
@@ -258,6 +274,8 @@ class PostgresCdcExtractor(Extractor):
         return shape
 
     def _values(self, tup: tuple, shape: list[int | None], old: tuple | None, rel: pgoutput.Relation) -> list[Any]:
+        import psycopg
+
         out: list[Any] = []
         for i, j in enumerate(shape):
             raw = tup[j] if j is not None else None
@@ -272,5 +290,13 @@ class PostgresCdcExtractor(Extractor):
                 out.append(None)
                 continue
             loader = self._loaders[i]
-            out.append(bytes(raw).decode("utf-8") if loader is None else loader.load(raw))
+            if loader is None:
+                out.append(bytes(raw).decode("utf-8"))
+                continue
+            try:
+                out.append(loader.load(raw))
+            except (ValueError, OverflowError, psycopg.DataError) as exc:  # psycopg's DataError: "date too large"
+                text = {n: None if v is None or v is pgoutput.UNCHANGED else bytes(v).decode("utf-8", "replace")
+                        for n, v in zip(self.names, (tup[k] if k is not None else None for k in shape))}
+                raise BadValue(self.names[i], bytes(raw).decode("utf-8", "replace"), describe(exc), text) from None
         return out
