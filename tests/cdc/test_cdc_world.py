@@ -100,6 +100,47 @@ def test_slot_dropped_and_recreated_fails_naming_slot_and_range(tmp_path: Path, 
         tmp_path / "work", "c").watermarks().values()))["lsn"])
 
 
+def test_a_table_dropped_and_created_again_between_runs_fails_naming_both_oids(tmp_path: Path, pg: Any, db: str) -> None:
+    """DROP and CREATE between runs leave no change of the old rows in the stream: the table's recorded relation oid
+    tells, and the run fails closed instead of leaving the old rows in the output as if they still were."""
+    conn = pg.connect(db)
+    conn.execute(SETUP)
+    job = cdc_job(tmp_path, pg, db, tables=["public.a"], create_publication=True)
+    assert run(tmp_path, job).succeeded
+    old = conn.execute("SELECT 'public.a'::regclass::oid").fetchone()[0]
+    conn.execute("DROP TABLE public.a; CREATE TABLE public.a (id int PRIMARY KEY, v text); "
+                 "INSERT INTO public.a VALUES (5, 'new'); ALTER PUBLICATION pub ADD TABLE public.a")
+    new = conn.execute("SELECT 'public.a'::regclass::oid").fetchone()[0]
+    code, text = _cli(tmp_path, job)
+    assert code != 0 and f"dropped and created again since its last commit (relation oid {old}, now {new})" in text
+    assert "--dataset public.a" in text
+    assert run_cli("state", "reset", "job.yaml", "--dataset", "public.a", "--yes", cwd=tmp_path).returncode == 0
+    assert run(tmp_path, job).succeeded
+    rows = read_changes(tmp_path / "output", "public.a")
+    assert sorted((r["_op"], r["id"]) for r in rows) == [("read", 1), ("read", 5)]
+
+
+def test_another_cluster_at_the_same_address_fails_naming_both_system_identifiers(tmp_path: Path, pg: Any, db: str) -> None:
+    """The database restored on (or replaced by) another PostgreSQL cluster: its LSNs mean nothing against the
+    committed position. Here, a second real server with the same database, table, publication and slot."""
+    from cdc.conftest import LOGICAL
+    from gobblin_py.demo.pg_server import LocalPostgres
+
+    conn = pg.connect(db)
+    conn.execute(SETUP)
+    job = cdc_job(tmp_path, pg, db, tables=["public.a"], create_publication=True)
+    assert run(tmp_path, job).succeeded
+    with LocalPostgres(LOGICAL) as other:
+        other.create_database(db)
+        other.connect(db).execute(SETUP + "INSERT INTO public.a VALUES (2, 'only there')")
+        ids = [c.execute("SELECT system_identifier::text FROM pg_control_system()").fetchone()[0]
+               for c in (conn, other.connect(db))]
+        code, text = _cli(tmp_path, cdc_job(tmp_path, other, db, tables=["public.a"], create_publication=True))
+        assert code != 0, text
+        assert f"committed from PostgreSQL cluster {ids[0]}" in text and f"is now cluster {ids[1]}" in text
+        assert "--dataset public.a" in text
+
+
 def test_column_added_reads_null_before_it_and_a_dropped_column_fails_naming_it(tmp_path: Path, pg: Any, db: str) -> None:
     conn = pg.connect(db)
     conn.execute(SETUP)

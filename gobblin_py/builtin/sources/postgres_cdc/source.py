@@ -120,12 +120,10 @@ class PostgresCdcSource(Source):
         tables = self._publication(conn)
         plans = [self._table(conn, t) for t in tables]
         committed = {p.dataset: _committed(state, p.dataset) for p in plans}
+        system = _system_identifier(conn)
         for p in plans:
-            kept = state.kept(p.dataset).get("slot")
-            if committed[p.dataset] is not None and isinstance(kept, dict) and kept.get("name") != s.slot:
-                raise ConfigError(f"table {p.dataset} was committed from replication slot {kept.get('name')!r}, and the job "
-                                  f"now reads slot {s.slot!r}: its committed position means nothing in another slot. "
-                                  f"Snapshot it again from this slot: {reset_hint([p.dataset])}")
+            if committed[p.dataset] is not None:
+                self._check_identity(p, state, system)
         slot = self._slot(conn, committed)
         position = lsn_int(slot["confirmed_flush_lsn"])
         end = self._end(conn, position)
@@ -134,12 +132,36 @@ class PostgresCdcSource(Source):
             low = committed[p.dataset]
             self._report_column_changes(p, state)
             units.append(self._workunit(p, low if low is not None else position, max(end, low or 0), low is None,
-                                        [q.dataset for q in plans]))
+                                        [q.dataset for q in plans], system))
         log.info("slot %s at %s: reading %d table(s) up to %s (%d snapshotted)", s.slot, lsn_text(position), len(units),
                  lsn_text(end), sum(1 for u in units if u.props["snapshot"]))
         mwu = MultiWorkUnit(workunit_id(f"cdc.{s.slot}", "postgres_cdc", s.endpoint, s.database, s.slot, str(end),
                                         *sorted(u.id for u in units)), tuple(units))
         return [mwu]
+
+    def _check_identity(self, p: TablePlan, state: SourceState, system: str | None) -> None:
+        """What the table's committed position was taken from is what this run reads: the same slot, the same
+        PostgreSQL cluster (its system identifier: LSNs of a restored or other server mean nothing against it), the same
+        table (its relation oid: a table dropped and created again lost rows that no change will ever delete). A
+        difference fails closed, naming both and the re-snapshot; a state from before a value was kept is not checked."""
+        s: PostgresCdcSettings = self.settings
+        kept = state.kept(p.dataset)
+        slot = kept.get("slot") if isinstance(kept.get("slot"), dict) else {}
+        if slot.get("name") not in (None, s.slot):
+            raise ConfigError(f"table {p.dataset} was committed from replication slot {slot.get('name')!r}, and the job "
+                              f"now reads slot {s.slot!r}: its committed position means nothing in another slot. "
+                              f"Snapshot it again from this slot: {reset_hint([p.dataset])}")
+        if system is not None and slot.get("system") not in (None, system):
+            raise SourceError(f"table {p.dataset} was committed from PostgreSQL cluster {slot.get('system')} (its system "
+                              f"identifier), and {s.endpoint} is now cluster {system} (restored from a backup, or another "
+                              "server): its LSNs mean nothing against the committed position, so changes could be missed "
+                              f"or read twice. Snapshot the table again from this server: {reset_hint([p.dataset])}")
+        oid = kept.get("oid")
+        if isinstance(oid, int) and oid != p.oid:
+            raise SourceError(f"table {p.dataset} was dropped and created again since its last commit (relation oid "
+                              f"{oid}, now {p.oid}): the rows of the old table are still in the output, and no change will "
+                              f"ever delete them. Snapshot the table again: {reset_hint([p.dataset])}, then run (an "
+                              "upsert table: drop it or delete its rows first, or the old rows stay)")
 
     def _check_server(self, conn: Any) -> None:
         """wal_level logical, and a user who may replicate: a clear error before anything runs."""
@@ -275,7 +297,7 @@ class PostgresCdcSource(Source):
                                 + "; ".join(x for x in (f"added {', '.join(added)}" if added else "",
                                                         f"dropped {', '.join(dropped)}" if dropped else "") if x))
 
-    def _workunit(self, p: TablePlan, low: int, end: int, snapshot: bool, tables: list[str]) -> WorkUnit:
+    def _workunit(self, p: TablePlan, low: int, end: int, snapshot: bool, tables: list[str], system: str | None) -> WorkUnit:
         s: PostgresCdcSettings = self.settings
         names = [c.name for c in p.columns]
         schema = avro_schema(p.dataset, [Column(c.name, False, c.type_name, c.declared, c.avro, c.cast) for c in p.columns],
@@ -290,7 +312,8 @@ class PostgresCdcSource(Source):
                                "casts": {c.name: c.cast for c in p.columns if c.cast}, "avro_schema": schema,
                                "low": low, "end": end, "snapshot": snapshot, "replica_identity": p.replica_identity,
                                "slot": s.slot, "publication": s.publication, "tables": tables,
-                               "state.columns": names, "state.slot": {"name": s.slot, "database": s.database}})
+                               "state.columns": names, "state.oid": p.oid,
+                               "state.slot": {"name": s.slot, "database": s.database, **({"system": system} if system else {})}})
 
     def commit_steps(self, dataset: str, workunits: list[WorkUnit], watermarks: dict[str, WatermarkValue],
                      state_dir: str) -> list[CommitStep]:
@@ -304,6 +327,16 @@ class PostgresCdcSource(Source):
         from gobblin_py.builtin.sources.postgres_cdc.extractor import PostgresCdcExtractor
 
         return PostgresCdcExtractor(self.settings, workunit, context)
+
+
+def _system_identifier(conn: Any) -> str | None:
+    """The cluster's system identifier (pg_control_system(); None where the user may not call it: then unchecked)."""
+    import psycopg
+
+    try:
+        return str(conn.execute("SELECT system_identifier::text FROM pg_control_system()").fetchone()[0])
+    except psycopg.errors.InsufficientPrivilege:
+        return None
 
 
 def _committed(state: SourceState, dataset: str) -> int | None:
