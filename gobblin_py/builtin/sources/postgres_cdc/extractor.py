@@ -4,7 +4,9 @@ committing in [low, end), decoded from `pgoutput` and parsed by psycopg's own lo
 A record is the table's columns and `_op`, `_lsn`, `_seq`, `_commit_ts`, `_xid`:
 - insert, update: the row after; delete: the old key (REPLICA IDENTITY DEFAULT/INDEX) or the whole old row (FULL),
   the other columns null; truncate: one record, every column null (the table was emptied by that transaction);
-  read: a snapshot row. So every column is nullable in the change records.
+  read: a snapshot row, after one truncate record (`_seq` -1): a snapshot replaces what a consumer held of the table
+  (a table snapshotted again after `state reset` loses, in an upsert table too, the rows deleted meanwhile). So every
+  column is nullable in the change records.
 - `_lsn` is the transaction's commit LSN and `_seq` the change's place in it: (_lsn, _seq) orders all changes of the
   slot totally, as they committed (a key updated many times in one transaction: ordered by `_seq`). Snapshot rows
   have `_lsn` = the slot's position − 1 (the snapshot holds everything committed before it) and `_seq` = their row
@@ -140,6 +142,9 @@ class PostgresCdcExtractor(Extractor):
         columns = sql.SQL(", ").join(sql.SQL("{}::{}").format(sql.Identifier(c), sql.SQL(casts[c])) if c in casts
                                      else sql.Identifier(c) for c in self.names)
         query = sql.SQL("SELECT {} FROM {}").format(columns, sql.Identifier(p["schema_name"], p["table_name"]))
+        self.at = "snapshot start"
+        # the snapshot replaces what a consumer held of the table (a reset table's old rows, in an upsert table too)
+        yield self._record([None] * len(self.names), "truncate", self.low - 1, -1, None, None)
         n = 0
         with conn.cursor(name=f"gobblin_snap_{self.workunit.id[-32:]}") as cur:
             cur.itersize = s.fetch_rows
