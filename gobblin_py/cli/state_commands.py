@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import orjson
 import typer
 
 from gobblin_py.errors import ConfigError, GobblinError, StateStoreError
+
+if TYPE_CHECKING:
+    from gobblin_py.state.store import DatasetStateFile
 
 state_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Committed watermarks and dataset states.\n\nExample: gobblin-py state show jobs/example.yaml")
 history_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The last runs of a job.\n\nExample: gobblin-py history list jobs/example.yaml --limit 5")
@@ -252,6 +255,8 @@ def _recorded_identities(file: DatasetStateFile) -> str:
 
 def _drop_recorded_identities(file: DatasetStateFile) -> None:
     """The dataset state minus what the Source recorded with the old positions (an unreadable file removed)."""
+    from gobblin_py.durable import remove_durably
+
     try:
         state = file.read()
     except StateStoreError:

@@ -30,3 +30,17 @@ def test_a_corrupt_watermark_file_blocks_only_its_dataset(tmp_path: Path) -> Non
     reset = cli(["state", "reset", "job.yaml", "--dataset", "clicks", "--yes"], tmp_path)  # the documented repair
     assert reset.returncode == 0, reset.stderr
     assert json.loads(cli(["state", "show", "job.yaml", "--json"], tmp_path).stdout)["clicks"]["watermarks"] == {}
+
+
+def test_a_corrupt_dataset_state_file_is_removed_by_state_reset(tmp_path: Path) -> None:
+    """The file of what the source recorded with the positions (identities, stats) torn: `state reset` removes it with
+    the watermarks (it used to stop with a NameError), and the next run starts the dataset over."""
+    write_job(tmp_path, example_job(tmp_path))
+    assert cli(RUN, tmp_path).returncode == 0
+    state = next((tmp_path / "work" / "state" / "t").glob("datasets/clicks*"), None) or \
+        next(p for p in (tmp_path / "work" / "state" / "t").rglob("*clicks*") if "watermarks" not in p.parts)
+    state.write_bytes(state.read_bytes()[:-7])
+    reset = cli(["state", "reset", "job.yaml", "--dataset", "clicks", "--yes"], tmp_path)
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    assert not state.exists()
+    assert cli(RUN, tmp_path).returncode == 0
