@@ -145,3 +145,22 @@ def test_a_failed_group_commit_is_a_warning_and_an_event_never_a_failed_run(tmp_
     assert _committed(tmp_path, topic) == {0: 5}
     failed = [e for e in EventLog(tmp_path / "work", "k").read() if e["name"] == "AfterCommitFailed"]
     assert len(failed) == 1 and "refused the offsets" in failed[0]["metadata"]["error"]
+
+
+def test_run_metrics_prom_writes_the_measured_lag(tmp_path: Path, broker, topic: str) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gobblin_py.testing.crash import cli
+
+    new_topic(broker.bootstrap, topic, 2, 20)
+    job = kafka_job(tmp_path, broker.bootstrap, [topic])
+    job["job"]["checkpoint_max_records"] = 15
+    write_job(tmp_path, job)
+    run = cli(["run", "job.yaml", "--in-process", "--metrics-prom", "k.prom"], tmp_path)
+    assert run.returncode == 0, run.stderr
+    samples = {s.name: s.value for f in text_string_to_metric_families((tmp_path / "k.prom").read_text())
+               for s in f.samples if s.labels.get("dataset") == topic and s.name.startswith("gobblin_py_dataset_lag")}
+    lag = _lag(tmp_path, job)
+    assert samples["gobblin_py_dataset_lag_records"] == lag.records == 40 - sum(_committed(tmp_path, topic).values()) == 25
+    assert 0 <= samples["gobblin_py_dataset_lag_seconds"] <= lag.seconds
+    assert samples["gobblin_py_dataset_lag_unknown"] == 0

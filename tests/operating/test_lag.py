@@ -137,3 +137,30 @@ def test_run_metrics_prom_has_the_lag_measured_after_the_run(tmp_path: Path) -> 
     assert samples[("gobblin_py_dataset_lag_bytes", "orders")] == 0
     assert samples[("gobblin_py_dataset_lag_seconds", "clicks")] == 0
     assert samples[("gobblin_py_dataset_lag_unknown", "clicks")] == 0
+
+
+def test_schedule_metrics_measure_the_lag_at_scrape_time(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gobblin_py.cli.prometheus import ScheduleMetrics
+    from gobblin_py.cron import Cron
+    from gobblin_py.scheduling.scheduler import ScheduledJob
+
+    path = write_job(tmp_path, example_job(tmp_path))
+    soon = dt.datetime.now() + dt.timedelta(minutes=5)
+    jobs = [ScheduledJob(path, "t", tmp_path / "work", Cron.parse("0 * * * * ?"), soon),
+            ScheduledJob(tmp_path / "gone.yaml", "gone", tmp_path / "work", Cron.parse("0 * * * * ?"), soon)]
+    registry = CollectorRegistry()
+    registry.register(ScheduleMetrics(jobs))
+    text = generate_latest(registry).decode()
+    assert text.count("# TYPE gobblin_py_dataset_lag_files gauge") == 1
+    samples = {(s.name, s.labels.get("job"), s.labels.get("dataset")): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    by_hand = _sizes(tmp_path / "data")
+    for dataset, (files, size) in by_hand.items():  # never run: every file waits
+        assert samples[("gobblin_py_dataset_lag_files", "t", dataset)] == files
+        assert samples[("gobblin_py_dataset_lag_bytes", "t", dataset)] == size
+    assert not any(job == "gone" and "_lag_" in name for name, job, _ in samples)  # a job file that does not load: no lag
