@@ -32,8 +32,9 @@ policies: `full` commits them together; `successful` never lets a failed sub-ran
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.api.lag import DatasetLag, unmeasured
@@ -48,6 +49,7 @@ from gobblin_py.builtin.sources.packing import worst_fit_decreasing
 from gobblin_py.errors import ConfigError, SourceError, describe
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -89,15 +91,7 @@ class JdbcSource(Source):
         units: list[WorkUnit] = []
         try:
             for i, t in enumerate(s.tables):
-                label = f"table {t.table} (source.tables[{i}])"
-                try:
-                    plan = self._resolve(conn, t, label)
-                    units += self._plan_table(conn, plan, state)
-                except Exception as exc:
-                    failure = dialect.failure(exc)
-                    if failure is None:
-                        raise
-                    raise planning_error(s, t.table, label, i, failure, exc) from None
+                units += self._for_table(s, conn, i, t, lambda plan: self._plan_table(conn, plan, state))
         finally:
             dialect.close(conn)
         return worst_fit_decreasing(units, s.max_workunits, lambda u: self.estimated_bytes(u, state))
@@ -114,19 +108,24 @@ class JdbcSource(Source):
         out: list[DatasetLag] = []
         try:
             for i, t in enumerate(s.tables):
-                label = f"table {t.table} (source.tables[{i}])"
                 try:
-                    out.append(self._table_lag(conn, s, self._resolve(conn, t, label), state))
+                    out.append(self._for_table(s, conn, i, t, lambda plan: self._table_lag(conn, s, plan, state)))
                 except (ConfigError, SourceError) as exc:
                     out.append(unmeasured(t.table, str(exc), "rows"))
-                except Exception as exc:
-                    failure = dialect.failure(exc)
-                    if failure is None:
-                        raise
-                    out.append(unmeasured(t.table, str(planning_error(s, t.table, label, i, failure, exc)), "rows"))
         finally:
             dialect.close(conn)
         return out
+
+    def _for_table(self, s: JdbcSettings, conn: Any, i: int, t: TableSettings, body: Callable[[TablePlan], T]) -> T:
+        """`body` of the i-th table's plan; a driver failure raised as the error naming the table and what to fix."""
+        label = f"table {t.table} (source.tables[{i}])"
+        try:
+            return body(self._resolve(conn, t, label))
+        except Exception as exc:
+            failure = s.dialect.failure(exc)
+            if failure is None:
+                raise
+            raise planning_error(s, t.table, label, i, failure, exc) from None
 
     @staticmethod
     def _table_lag(conn: Any, s: JdbcSettings, plan: TablePlan, state: SourceState) -> DatasetLag:
