@@ -483,10 +483,16 @@ class KafkaSource(Source):
 
 
 def lag_settings(s: KafkaSettings, timeout_s: float) -> KafkaSettings:
-    """The settings with their timeouts cut to `timeout_s`: a lag measurement gives up rather than wait."""
+    """The settings with their timeouts cut to `timeout_s` (a lag measurement gives up rather than wait) and small
+    fetches: it needs one record per partition (a broker still returns at least one whole batch)."""
     ms = max(1000, int(timeout_s * 1000))
     return s.model_copy(update={"request_timeout_ms": min(s.request_timeout_ms, ms),
-                                "idle_timeout_s": min(s.idle_timeout_s, max(0.5, timeout_s / 2))})
+                                "idle_timeout_s": min(s.idle_timeout_s, max(0.5, timeout_s / 2)),
+                                "max_partition_fetch_bytes": LAG_FETCH_BYTES, "fetch_max_bytes": 16 * LAG_FETCH_BYTES})
+
+
+LAG_FETCH_BYTES = 64 * 1024
+"""Bytes a lag measurement's fetch asks per partition."""
 
 
 def capped(ranges: list[tuple[Any, int, int]], limit: int | None) -> list[tuple[Any, int, int]]:
