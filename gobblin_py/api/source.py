@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.api.context import SourceMessage, TaskContext
+from gobblin_py.api.lag import DatasetLag
 from gobblin_py.api.plugin import Plugin
 from gobblin_py.api.types import Record, Schema, SchemaKind, WatermarkValue
 from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit
@@ -142,6 +143,19 @@ class Source(Plugin, abc.ABC):
         replication slot's). Each must be idempotent, of a class in `step_types`, and hold no secret (the commit
         record keeps it). Default: none."""
         return []
+
+    def backlog(self, state: SourceState, timeout_s: float) -> list[DatasetLag] | None:
+        """Hook: what of each dataset is not yet committed (`state`: the committed watermarks), measured upstream
+        (end offsets, `max(column)`, a listing) without reading data into a job and without side effects, within about
+        `timeout_s`. A dataset that cannot be measured gets an entry with its `error`; a failure of the whole source may
+        raise (the caller names it per dataset). Default: None, not known."""
+        return None
+
+    def committed(self, state: SourceState) -> None:
+        """Hook: called by the runner once a run's commits are durable, with the state they left; for a best-effort
+        copy of the positions outside (a Kafka consumer group, for lag tools), never read back. It runs outside the
+        commit sequence (a failure here must neither fail nor block a commit): whatever it raises is logged and an
+        event, and the run's outcome is unchanged. Default: nothing."""
 
     @abc.abstractmethod
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:

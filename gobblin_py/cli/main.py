@@ -57,7 +57,7 @@ def run(
     in_process: Annotated[bool, typer.Option("--in-process", help="run tasks in this process instead of Spark (debugging)")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="silent on success: only warnings, errors, and the summary of a run that failed")] = False,
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
-    metrics_prom: Annotated[Optional[Path], typer.Option("--metrics-prom", help="write the run's metrics in Prometheus' text format (node_exporter textfile collector)")] = None,
+    metrics_prom: Annotated[Optional[Path], typer.Option("--metrics-prom", help="write the run's metrics, and each dataset's lag measured after it, in Prometheus' text format (node_exporter textfile collector)")] = None,
     continuous: Annotated[bool, typer.Option("--continuous", help="checkpoint every job.checkpoint_interval until SIGTERM or Ctrl-C (as job.mode: continuous)")] = False,
     strict: Strict = False,
 ) -> None:
@@ -109,9 +109,10 @@ def run(
     if metrics_json is not None:
         write_metrics(result, metrics_json)
     if metrics_prom is not None:
+        from gobblin_py.operating.lag import measure_lag
         from gobblin_py.state.store import StateStore
 
-        write_metrics(result, metrics_prom, prometheus=StateStore(job.job.work_dir, job.name))
+        write_metrics(result, metrics_prom, prometheus=StateStore(job.job.work_dir, job.name), lags=measure_lag(job))
     raise typer.Exit(0 if result.succeeded else 2 if result.bad_config else 1)
 
 

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 
 from gobblin_py import durable
+from gobblin_py.api.lag import DatasetLag
 from gobblin_py.errors import ConfigError, GobblinError
 from gobblin_py.runtime.runner import JobResult
 from gobblin_py.state.store import StateStore
@@ -110,14 +111,16 @@ def check_metrics_path(path: Path, flag: str = "--metrics-json") -> None:
         raise ConfigError(f"{flag} {path}: cannot write there ({exc.strerror or exc}); nothing was run") from None
 
 
-def write_metrics(result: JobResult, path: Path, prometheus: StateStore | None = None) -> None:
-    """The run's metrics (job, datasets, tasks) as JSON, or in Prometheus' text format, for a monitoring system.
+def write_metrics(result: JobResult, path: Path, prometheus: StateStore | None = None,
+                  lags: list[DatasetLag] | None = None) -> None:
+    """The run's metrics (job, datasets, tasks) as JSON, or in Prometheus' text format (with the datasets' `lags`
+    measured after the run), for a monitoring system.
     A failure to write them is reported on stderr; it never changes what the run committed, nor its exit code."""
     try:
         if prometheus is not None:  # the job's state store: last success times outlive a failed run
             from gobblin_py.cli.prometheus import write_prometheus
 
-            write_prometheus(result, path, prometheus)
+            write_prometheus(result, path, prometheus, lags)
         else:
             durable.atomic_write(path, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
     except OSError as exc:

@@ -1,6 +1,7 @@
 """A job's metrics for Prometheus, through the maintained prometheus_client: written to a file by `run
 --metrics-prom` (node_exporter's textfile collector) or served over HTTP by `schedule --metrics-port`.
-Every metric is defined here once: `run_metrics` for one run, `ScheduleMetrics` adds the scheduler's counts."""
+Every metric is defined here once: `run_metrics` for one run, `lag_metrics` for the datasets' lag (also for a web
+server's own /metrics), `ScheduleMetrics` adds the scheduler's counts."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 
-from gobblin_py.errors import ConfigError
+from gobblin_py.config.model import JobSpec
+from gobblin_py.errors import ConfigError, GobblinError
+from gobblin_py.operating.lag import DatasetLag, LagCache
 from gobblin_py.runtime.runner import DatasetStatus, JobResult
 from gobblin_py.scheduling.scheduler import RunEnded, ScheduledJob
 from gobblin_py.state.store import StateStore
@@ -26,6 +29,9 @@ log = logging.getLogger(__name__)
 _COMMITTED = {s.value for s in (DatasetStatus.COMMITTED, DatasetStatus.PARTIAL, DatasetStatus.NO_NEW_DATA)}
 _COMMIT_FAILED = {s.value for s in (DatasetStatus.COMMIT_FAILED, DatasetStatus.BLOCKED)}
 _BY_JOB, _BY_DATASET = ["job"], ["job", "dataset"]
+LAG_TTL_S, LAG_TIMEOUT_S = 30.0, 5.0
+"""`schedule --metrics-port`: a job's lag is measured at a scrape at most once per LAG_TTL_S (a scrape never hammers the
+brokers), each measurement within LAG_TIMEOUT_S (under Prometheus' default scrape timeout of 10 s)."""
 
 
 def _epoch(iso: Any) -> float | None:
@@ -82,6 +88,31 @@ def run_metrics(run: Mapping[str, Any], state: StateStore, now: float) -> list[M
     return out
 
 
+def lag_metrics(job: str, lags: Iterable[DatasetLag]) -> list[Metric]:
+    """Each dataset's lag (`operating.lag.measure_lag`) as gauges: records (in the dataset's `unit`), seconds (the
+    age of the oldest record not committed; 0 when nothing waits), bytes and files where the source knows them, and
+    `lag_unknown` 1 where it could not be measured (its figures are then left out, never shown as 0)."""
+    records = GaugeMetricFamily("gobblin_py_dataset_lag_records", "records (rows, changes) not yet committed", labels=_BY_DATASET)
+    seconds = GaugeMetricFamily("gobblin_py_dataset_lag_seconds", "age of the oldest record not yet committed "
+                                "(0: nothing waits)", labels=_BY_DATASET)
+    size = GaugeMetricFamily("gobblin_py_dataset_lag_bytes", "bytes not yet committed (files: unread bytes; "
+                             "postgres_cdc: WAL bytes)", labels=_BY_DATASET)
+    files = GaugeMetricFamily("gobblin_py_dataset_lag_files", "files not yet read", labels=_BY_DATASET)
+    unknown = GaugeMetricFamily("gobblin_py_dataset_lag_unknown", "1 when the dataset's lag could not be measured "
+                                "(source unreachable, topic re-created...)", labels=_BY_DATASET)
+    for lag in lags:
+        labels = [job, lag.dataset]
+        unknown.add_metric(labels, 1 if lag.error else 0)
+        for family, value in ((records, lag.records), (size, lag.bytes), (files, lag.files)):
+            if value is not None:
+                family.add_metric(labels, value)
+        if lag.seconds is not None:
+            seconds.add_metric(labels, lag.seconds)
+        elif lag.pending is False:
+            seconds.add_metric(labels, 0.0)
+    return [records, seconds, size, files, unknown]
+
+
 class _Families:
     """A collector of families computed beforehand (prometheus_client asks a collector for them)."""
 
@@ -92,17 +123,19 @@ class _Families:
         return iter(self.families)
 
 
-def registry_for(result: JobResult, state: StateStore, now: float | None = None) -> CollectorRegistry:
-    """The run's metrics in a registry of their own."""
+def registry_for(result: JobResult, state: StateStore, now: float | None = None,
+                 lags: list[DatasetLag] | None = None) -> CollectorRegistry:
+    """The run's metrics (and its datasets' lag, measured after it) in a registry of their own."""
     reg = CollectorRegistry()
-    reg.register(_Families(run_metrics(result.to_json(), state, time.time() if now is None else now)))
+    families = run_metrics(result.to_json(), state, time.time() if now is None else now)
+    reg.register(_Families(families + (lag_metrics(result.job, lags) if lags is not None else [])))
     return reg
 
 
-def write_prometheus(result: JobResult, path: Path, state: StateStore) -> None:
+def write_prometheus(result: JobResult, path: Path, state: StateStore, lags: list[DatasetLag] | None = None) -> None:
     """Write the file atomically (prometheus_client writes a temporary file and renames it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_to_textfile(str(path), registry_for(result, state))
+    write_to_textfile(str(path), registry_for(result, state, lags=lags))
 
 
 def _merged(families: Iterable[Metric]) -> list[Metric]:
@@ -121,8 +154,10 @@ class ScheduleMetrics:
     """What `schedule --metrics-port` serves: each job's last run (`run_metrics`, updated as each run ends) and, per
     job, its runs by outcome, their durations, skipped firings and the next fire time."""
 
-    def __init__(self, jobs: list[ScheduledJob]) -> None:
+    def __init__(self, jobs: list[ScheduledJob], lag: LagCache | None = None) -> None:
         self.jobs = jobs
+        self.lag = lag if lag is not None else LagCache(ttl_s=LAG_TTL_S, timeout_s=LAG_TIMEOUT_S)
+        self._specs: dict[Path, tuple[float, JobSpec]] = {}
         self._lock = threading.Lock()
         self._last: dict[str, list[Metric]] = {}
         self._outcomes: dict[tuple[str, str], int] = {}
@@ -162,6 +197,28 @@ class ScheduleMetrics:
             if j.next_fire != dt.datetime.max:  # max: the schedule has no later time
                 next_fire.add_metric([j.name], j.next_fire.timestamp())
         yield from (runs, durations, exit_code, skipped, next_fire, *last)
+        measured = self.lag.get(self._lag_jobs())
+        yield from _merged(f for name, lags in sorted(measured.items()) for f in lag_metrics(name, lags))
+
+    def _lag_jobs(self) -> list[JobSpec]:
+        """The scheduled jobs whose lag is measured (a compaction's entry is its job's), each loaded again only when its
+        file changed; a job file that does not load now is left out (its next run names the problem)."""
+        from gobblin_py.config import load_job
+
+        out = []
+        for j in self.jobs:
+            if j.command != "run":
+                continue
+            try:
+                mtime = j.path.stat().st_mtime
+                held = self._specs.get(j.path)
+                if held is None or held[0] != mtime:
+                    self._specs[j.path] = held = (mtime, load_job(j.path))
+            except (OSError, GobblinError) as exc:
+                log.debug("lag of %s not measured: %s", j.name, exc)
+                continue
+            out.append(held[1])
+        return out
 
     def serve(self, host: str, port: int) -> tuple[str, WSGIServer]:
         """Serve /metrics on host:port (0: a free port) in a daemon thread; the URL and the server (`shutdown()`)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gobblin_py.api import MultiWorkUnit, SourceState, WorkUnit, flatten
 from gobblin_py.config.model import JobSpec
@@ -46,13 +46,8 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     those with an unreadable watermark or dataset-state file are left out: the state file holds the identities the
     Source checks before it reads (a Kafka topic's id), so reading on without it would fail open. Reads state only:
     no lock, nothing written."""
-    marks = state.read_watermarks()
-    keeps_stats = job.source.cls().keeps_key_stats
-    read_states = state.read_dataset_states()
-    states = read_states.values
-    stats = {ds: st.get("key_stats") or {} for ds, st in states.items()} if keeps_stats else {}
-    kept = {ds: st["source"] for ds, st in states.items() if isinstance(st.get("source"), dict)}
-    source_state = SourceState(marks.values, stats, max_records=job.job.checkpoint_max_records, kept=kept)
+    committed = committed_state(job, state)
+    source_state = committed.source_state
     try:
         source = job.source.create()
         units = source.get_workunits(source_state)
@@ -64,9 +59,29 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback
         raise SourceError(f"source {job.source.path} could not plan work units: {describe(exc)}") from exc
     check_names(units, job.source.label)
-    unreadable = {**read_states.errors, **marks.errors}
-    return Plan(without(units, set(skip) | set(unreadable)), marks.values, stats,
+    unreadable = committed.unreadable
+    return Plan(without(units, set(skip) | set(unreadable)), committed.watermarks, committed.key_stats,
                 source_state.input_problems, source_state.notices, unreadable, sizes, native)
+
+
+class Committed(NamedTuple):
+    """What the state store holds for the Source: its view (`source_state`), and the parts a plan records."""
+
+    source_state: SourceState
+    watermarks: dict[str, dict[str, Any]]
+    key_stats: dict[str, dict[str, Any]]
+    unreadable: dict[str, StateStoreError]  # datasets whose watermark or dataset-state file is corrupt
+
+
+def committed_state(job: JobSpec, state: StateStore) -> Committed:
+    """The committed watermarks, key statistics and kept source state as the Source sees them (read only: no lock)."""
+    marks = state.read_watermarks()
+    read_states = state.read_dataset_states()
+    states = read_states.values
+    stats = {ds: st.get("key_stats") or {} for ds, st in states.items()} if job.source.cls().keeps_key_stats else {}
+    kept = {ds: st["source"] for ds, st in states.items() if isinstance(st.get("source"), dict)}
+    source_state = SourceState(marks.values, stats, max_records=job.job.checkpoint_max_records, kept=kept)
+    return Committed(source_state, marks.values, stats, {**read_states.errors, **marks.errors})
 
 
 def _one_component(name: str) -> bool:

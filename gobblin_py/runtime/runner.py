@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from gobblin_py.api import Delivery, flatten
+from gobblin_py.api import Delivery, Source, flatten
 from gobblin_py.commit.confinement import job_confinement
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome
 from gobblin_py.commit.store import CommitStepStore
@@ -22,7 +22,7 @@ from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.runtime.executors.base import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
 from gobblin_py.runtime.observers import Observers
-from gobblin_py.runtime.planning import Plan, plan
+from gobblin_py.runtime.planning import Plan, committed_state, plan
 from gobblin_py.runtime.publish import PublishPath, step_registry
 from gobblin_py.runtime.resume import resume_from_targets
 from gobblin_py.runtime.task.results import TaskStatus, TasksCancelled, WorkUnitResult
@@ -140,9 +140,23 @@ class JobRunner:
                 log.error("dataset %s: %s", summary.dataset, problem)
             for note in summary.notices:
                 log.warning("dataset %s: %s", summary.dataset, note)
+        self._after_commit()
         phases.end("commit")
         self.clean_run(result.run_id)
         conclude(result)
+
+    def _after_commit(self) -> None:
+        """The source's `committed` hook, once this run's commits (and those recovery finished) are durable: best
+        effort, outside every commit sequence, so its failure is a warning and an event, never a failed or blocked
+        commit."""
+        source = self.job.source
+        if source.cls().committed is Source.committed:
+            return
+        try:
+            source.create().committed(committed_state(self.job, self.state).source_state)
+        except Exception as exc:  # noqa: BLE001 - best effort by contract: the run's outcome is its commits'
+            log.warning("source %s: after the commit: %s (the committed watermarks are unaffected)", source.label, describe(exc))
+            self.events.emit("AfterCommitFailed", source=source.label, error=describe(exc))
 
     def _last_run_on_spark(self) -> bool:
         """Whether the job's last run waited for Spark to start (its record has an executor_start phase)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from gobblin_py.api import Extractor, Source, SourceState, TaskContext, WorkUnit
+from gobblin_py.api.lag import DatasetLag
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.sources.files.compression import Compression, split_compression
@@ -56,32 +57,55 @@ class FilesSource(Source):
         s: FilesSettings = self.settings
         root = Location(s.path)
         units: list[WorkUnit] = []
-        done_of: dict[str, dict[str, WatermarkValue]] = {}
-        for item in self._inputs(root, state):
-            if item.size == NOT_A_FILE:
-                state.report_input_problem(item.dataset, f"{item.file} matches include but is not a regular file (a "
-                                           "dangling symlink, a FIFO, a socket or a device); not read: remove it, or "
-                                           "leave it out of include")
-                continue
-            fmt, compression = format_of(item.file.name)
-            if fmt is None:
-                state.report_input_problem(item.dataset, f"{item.file} matches include but its format cannot be told from "
-                                           f"its name (known: {', '.join(KNOWN_EXTENSIONS)}, each optionally with "
-                                           ".gz, .bz2, .zst or .xz); not read: rename it, or leave it out of include")
-                continue
-            done = done_of.setdefault(item.dataset, state.watermarks(item.dataset))
-            ingested = done.get(item.rel)
-            tailing = s.ingest_appended and compression is Compression.NONE
-            if ingested == item.size:
-                continue
-            if ingested is not None and not (tailing and isinstance(ingested, int) and item.size > ingested):
-                state.report_input_problem(item.dataset, _changed_message(item, ingested))
+        for item, ingested, problem in self._unread(self._inputs(root, state), state):
+            if problem is not None:
+                state.report_input_problem(item.dataset, problem)
                 continue
             start = int(ingested or 0)
+            tailing = s.ingest_appended and format_of(item.file.name)[1] is Compression.NONE
             end = _whole_lines_end(item.file, start, item.size) if tailing else item.size
             if end > start or (ingested is None and end == item.size):  # tailing: a line being written waits for its end
                 units.append(self._workunit(root, item, start, end, ingested))
         return units
+
+    def backlog(self, state: SourceState, timeout_s: float) -> list[DatasetLag]:
+        """Per dataset, the files not read and their bytes not read (from the listing planning makes, no file opened;
+        with `ingest_appended`, an ingested file's appended bytes too). Files the plan leaves out (changed, unknown
+        format) are not counted: the run names them."""
+        items = self._inputs(Location(self.settings.path), state)
+        files = dict.fromkeys({i.dataset for i in items} | set(state.datasets()), 0)
+        unread = dict.fromkeys(files, 0)
+        for item, ingested, problem in self._unread(items, state):
+            if problem is None:
+                files[item.dataset] += 1
+                unread[item.dataset] += item.size - int(ingested or 0)
+        return [DatasetLag(d, bytes=unread[d], files=files[d]) for d in sorted(files)]
+
+    def _unread(self, items: list[_Input], state: SourceState) -> list[tuple[_Input, WatermarkValue, str | None]]:
+        """Each input with bytes not ingested: (it, what of it was ingested, None), or (it, _, why it is not read)."""
+        s: FilesSettings = self.settings
+        out: list[tuple[_Input, WatermarkValue, str | None]] = []
+        done_of: dict[str, dict[str, WatermarkValue]] = {}
+        for item in items:
+            if item.size == NOT_A_FILE:
+                out.append((item, None, f"{item.file} matches include but is not a regular file (a dangling symlink, a "
+                                        "FIFO, a socket or a device); not read: remove it, or leave it out of include"))
+                continue
+            fmt, compression = format_of(item.file.name)
+            if fmt is None:
+                out.append((item, None, f"{item.file} matches include but its format cannot be told from its name (known: "
+                                        f"{', '.join(KNOWN_EXTENSIONS)}, each optionally with .gz, .bz2, .zst or .xz); "
+                                        "not read: rename it, or leave it out of include"))
+                continue
+            ingested = done_of.setdefault(item.dataset, state.watermarks(item.dataset)).get(item.rel)
+            tailing = s.ingest_appended and compression is Compression.NONE
+            if ingested == item.size:
+                continue
+            if ingested is not None and not (tailing and isinstance(ingested, int) and item.size > ingested):
+                out.append((item, ingested, _changed_message(item, ingested)))
+                continue
+            out.append((item, ingested, None))
+        return out
 
     def _inputs(self, root: Location, state: SourceState) -> list[_Input]:
         """Every file matched by include, with its dataset and key; hidden (`.x`, `_x`) files and directories left out."""

@@ -80,6 +80,14 @@ class TableQueries(ABC):
         """This run's upper bound: max − lag (integers); time columns by `bounds.time_bound`'s rule per kind."""
 
     @abstractmethod
+    def newest(self, conn: Any) -> Any:
+        """max(watermark column) under `where` (±infinity left out); None for an empty table."""
+
+    @abstractmethod
+    def count_range(self, conn: Any, r: Range) -> int:
+        """The rows (under `where`) of range `r` (`(lo, hi]`; from the start, rows without a watermark included)."""
+
+    @abstractmethod
     def split(self, conn: Any, r: Range, parts: int) -> tuple[int, list[Any]]:
         """The range's row count and the inner boundaries of `parts` sub-ranges of similar row counts; a boundary
         is a value of the column, so one value never spans two sub-ranges."""

@@ -248,7 +248,7 @@ class MySqlQueries(TableQueries):
             if t.watermark_zone is not None:
                 raise ConfigError(f"{self.label}: watermark_zone is for time columns; {t.watermark_column} is an integer "
                                   "(remove watermark_zone)")
-            top = self._one(conn, f"SELECT MAX({self.wm}) FROM {self.table} WHERE TRUE{self.where}", [])[0]
+            top = self.newest(conn)
             return Bound(None if top is None else int(top) - lag)
         lag_s = seconds(lag, LAG_UNITS)
         if lag_s is None:
@@ -266,6 +266,13 @@ class MySqlQueries(TableQueries):
         return time_bound(kind, data_type.lower() == "timestamp", as_utc(now_utc), server_wall, newest,
                           timedelta(seconds=lag_s), t.watermark_zone, self.label, t.watermark_column)
 
+    def newest(self, conn: Any) -> Any:
+        return self._one(conn, f"SELECT MAX({self.wm}) FROM {self.table} WHERE TRUE{self.where}", [])[0]
+
+    def count_range(self, conn: Any, r: Range) -> int:
+        cond, params = self.range_condition(r)
+        return int(self._one(conn, f"SELECT COUNT(*) FROM {self.table} WHERE {cond}{self.where}", params)[0])
+
     def range_condition(self, r: Range) -> tuple[str, list[Any]]:
         """`(lo, hi]` of the watermark column; a range from the start also holds the rows without a watermark."""
         if r.lo is None:
@@ -281,7 +288,7 @@ class MySqlQueries(TableQueries):
         cond, params = self.range_condition(r)
         sample = ""
         if parts > 1:
-            rows = int(self._one(conn, f"SELECT COUNT(*) FROM {self.table} WHERE {cond}{self.where}", params)[0])
+            rows = self.count_range(conn, r)
             if rows > SAMPLE_ABOVE:
                 sample = f" AND RAND(0) < {SAMPLE_ROWS / rows:.6f}"
         query = (f"SELECT COUNT(*), MAX(wm) FROM (SELECT {self.wm} AS wm, NTILE(%s) OVER (ORDER BY {self.wm}) AS tile "

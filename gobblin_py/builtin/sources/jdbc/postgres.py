@@ -181,7 +181,7 @@ class PostgresQueries(TableQueries):
         self.finite = sql.SQL("{wm} > '-infinity' AND {wm} < 'infinity'").format(wm=self.wm)  # time kinds only
 
     def upper_bound(self, conn: Any, s: JdbcSettings) -> Bound:
-        sql, t, kind = self.sql, self.settings, self.kind
+        t, kind = self.settings, self.kind
         lag = t.watermark_lag
         if kind == WatermarkKind.INTEGER:
             if not isinstance(lag, int):
@@ -190,8 +190,8 @@ class PostgresQueries(TableQueries):
             if t.watermark_zone is not None:
                 raise ConfigError(f"{self.label}: watermark_zone is for time columns; {t.watermark_column} is an integer "
                                   "(remove watermark_zone)")
-            query = sql.SQL("SELECT max({}) - %s FROM {} WHERE TRUE{}").format(self.wm, self.table, self.where)
-            return Bound(conn.execute(query, (lag,)).fetchone()[0])
+            newest = self.newest(conn)
+            return Bound(None if newest is None else newest - lag)
         interval = f"{lag} seconds" if isinstance(lag, (int, float)) else lag
         import psycopg
 
@@ -200,12 +200,21 @@ class PostgresQueries(TableQueries):
         except psycopg.errors.DataError:
             raise ConfigError(f"{self.label}: watermark_lag {lag!r} is not a duration: give seconds (300) or "
                               "a PostgreSQL interval ('5 minutes')") from None
-        # the newest finite value: ±infinity is in no range (counted by count_infinite), and Python has no such datetime
-        newest = sql.SQL("SELECT max({wm}) FROM {t} WHERE {finite}{where}").format(
-            wm=self.wm, t=self.table, finite=self.finite, where=self.where)
         now_utc, server_wall = conn.execute("SELECT now(), localtimestamp").fetchone()
         return time_bound(kind, kind == WatermarkKind.TIMESTAMPTZ, now_utc, server_wall,
-                          conn.execute(newest, []).fetchone()[0], lag_td, t.watermark_zone, self.label, t.watermark_column)
+                          self.newest(conn), lag_td, t.watermark_zone, self.label, t.watermark_column)
+
+    def newest(self, conn: Any) -> Any:
+        """The newest finite value: ±infinity is in no range (counted by count_infinite), and Python has no such datetime."""
+        finite = self.finite if self.kind != WatermarkKind.INTEGER else self.sql.SQL("TRUE")
+        query = self.sql.SQL("SELECT max({wm}) FROM {t} WHERE {finite}{where}").format(
+            wm=self.wm, t=self.table, finite=finite, where=self.where)
+        return conn.execute(query, []).fetchone()[0]  # params given: `%%` in where is read as `%`
+
+    def count_range(self, conn: Any, r: Range) -> int:
+        cond, params = self.range_condition(r)
+        return int(conn.execute(self.sql.SQL("SELECT count(*) FROM {t} WHERE {cond}{where}").format(
+            t=self.table, cond=cond, where=self.where), params).fetchone()[0])
 
     def range_condition(self, r: Range) -> tuple[Any, list[Any]]:
         """`(lo, hi]` of the watermark column; a range from the start also holds the rows without a watermark (never
@@ -225,8 +234,7 @@ class PostgresQueries(TableQueries):
         cond, params = self.range_condition(r)
         fractions = [k / parts for k in range(1, parts)]
         if fractions:
-            rows = int(conn.execute(sql.SQL("SELECT count(*) FROM {t} WHERE {cond}{where}").format(
-                t=self.table, cond=cond, where=self.where), params).fetchone()[0])
+            rows = self.count_range(conn, r)
             if rows > SAMPLE_ABOVE and self._sampleable(conn):
                 sampled = sql.SQL("SELECT percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY {wm}) FROM {t} "
                                   "TABLESAMPLE SYSTEM (%s::real) REPEATABLE (0) WHERE {cond}{where}").format(

@@ -83,6 +83,10 @@ class JdbcSettings(Settings):
                                     "as rows from the row after the last one taken; native fails the task there")
     statement_timeout: str | int = Field(default="15min", description="timeout of every query: 300ms, 30s, 15min (0: none)")
     connect_timeout_s: int = Field(default=10, ge=1, description="seconds to wait for a connection to the database")
+    lag_count_rows: bool = Field(
+        default=True, description="a lag measurement (Prometheus gauges, status) counts the rows above the committed "
+        "watermark (count(*), cut off after the measurement's timeout: then only max(watermark column) − committed is "
+        "given); false: never counted, for tables where that count is too dear")
     null_watermark: Literal["warn", "report"] = Field(
         default="warn", description="rows whose watermark is NULL (after the first load) or ±infinity (never "
                                     "extracted): warn logs their count, report makes it an input problem (exit 1)")

@@ -32,21 +32,24 @@ policies: `full` commits them together; `successful` never lets a failed sub-ran
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
+from gobblin_py.api.lag import DatasetLag, unmeasured
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.sources.jdbc.bounds import far_from_clock
 from gobblin_py.builtin.sources.jdbc.columns import Column, avro_schema, check_mapped
 from gobblin_py.builtin.sources.jdbc.dialect import Failure, first_line, timeout_error
-from gobblin_py.builtin.sources.jdbc.ranges import DONE_PREFIX, HIGH, Committed, Range, committed, encode
+from gobblin_py.builtin.sources.jdbc.ranges import DONE_PREFIX, HIGH, Committed, Range, WatermarkKind, committed, encode
 from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings, TableSettings
 from gobblin_py.builtin.sources.packing import worst_fit_decreasing
 from gobblin_py.errors import ConfigError, SourceError, describe
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -88,18 +91,63 @@ class JdbcSource(Source):
         units: list[WorkUnit] = []
         try:
             for i, t in enumerate(s.tables):
-                label = f"table {t.table} (source.tables[{i}])"
-                try:
-                    plan = self._resolve(conn, t, label)
-                    units += self._plan_table(conn, plan, state)
-                except Exception as exc:
-                    failure = dialect.failure(exc)
-                    if failure is None:
-                        raise
-                    raise planning_error(s, t.table, label, i, failure, exc) from None
+                units += self._for_table(s, conn, i, t, lambda plan: self._plan_table(conn, plan, state))
         finally:
             dialect.close(conn)
         return worst_fit_decreasing(units, s.max_workunits, lambda u: self.estimated_bytes(u, state))
+
+    def backlog(self, state: SourceState, timeout_s: float) -> list[DatasetLag]:
+        """Per table, `max(watermark column)` − the committed position (seconds for time columns), and the rows not yet
+        committed (above it, and in the holes a failed sub-range left) unless `lag_count_rows` is off or the count
+        outlasts the timeout; every query cut off by a statement timeout of `timeout_s`."""
+        s: JdbcSettings = self.settings.model_copy(update={
+            "statement_timeout": max(1, int(timeout_s * 1000)),
+            "connect_timeout_s": max(1, min(self.settings.connect_timeout_s, int(timeout_s)))})
+        dialect = s.dialect
+        conn = dialect.connect(s)
+        out: list[DatasetLag] = []
+        try:
+            for i, t in enumerate(s.tables):
+                try:
+                    out.append(self._for_table(s, conn, i, t, lambda plan: self._table_lag(conn, s, plan, state)))
+                except (ConfigError, SourceError) as exc:
+                    out.append(unmeasured(t.table, str(exc), "rows"))
+        finally:
+            dialect.close(conn)
+        return out
+
+    def _for_table(self, s: JdbcSettings, conn: Any, i: int, t: TableSettings, body: Callable[[TablePlan], T]) -> T:
+        """`body` of the i-th table's plan; a driver failure raised as the error naming the table and what to fix."""
+        label = f"table {t.table} (source.tables[{i}])"
+        try:
+            return body(self._resolve(conn, t, label))
+        except Exception as exc:
+            failure = s.dialect.failure(exc)
+            if failure is None:
+                raise
+            raise planning_error(s, t.table, label, i, failure, exc) from None
+
+    @staticmethod
+    def _table_lag(conn: Any, s: JdbcSettings, plan: TablePlan, state: SourceState) -> DatasetLag:
+        t = plan.settings
+        done = committed(plan.kind, state.watermarks(plan.dataset), f"dataset {plan.dataset}")
+        q = s.dialect.queries(t, plan.schema_name, plan.table_name, [c.name for c in plan.columns], plan.kind, plan.where_label)
+        newest, top = q.newest(conn), done.top
+        ahead = newest is not None and (top is None or newest > top)
+        rows = None
+        if s.lag_count_rows:
+            try:
+                rows = sum(q.count_range(conn, r) for r in [*done.holes(), *([Range(top, newest)] if ahead else [])])
+            except Exception as exc:
+                if s.dialect.failure(exc) is not Failure.TIMEOUT:
+                    raise
+                log.info("%s: the rows above the committed watermark were not counted within the timeout", plan.where_label)
+        gap = (newest - top if ahead else 0) if top is not None and newest is not None else None
+        if plan.kind != WatermarkKind.INTEGER:  # the gap of two times (or dates) in seconds
+            return DatasetLag(plan.dataset, records=rows, seconds=gap.total_seconds() if gap else None, unit="rows")
+        if rows is None:  # not counted: the gap in the column's own units
+            return DatasetLag(plan.dataset, records=None if gap is None else int(gap), unit=t.watermark_column)
+        return DatasetLag(plan.dataset, records=rows, unit="rows")
 
     def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
         """Estimated rows × the table's bytes per row: of its last extraction, else the catalog's (a first load),

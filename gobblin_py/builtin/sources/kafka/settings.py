@@ -143,6 +143,11 @@ class KafkaSettings(Settings):
     request_timeout_ms: int = Field(default=30_000, ge=1000, description="how long a request to the broker may take")
     idle_timeout_s: float = Field(default=60.0, gt=0, description="give up when a partition makes no progress this long")
     consumer_config: dict[str, Any] = Field(default_factory=dict, description="extra kafka-python consumer settings (security, …)")
+    commit_offsets_to_group: str | None = Field(
+        default=None, min_length=1, description="a consumer group (group.id) that gets a copy of the committed offsets after each run's "
+        "commits, so lag tools that read consumer groups (Burrow, Kafka UIs, Datadog) see the job. Best effort: a "
+        "failure is a warning and a GroupCommitFailed event, never a failed run; the group is never read back (the job's "
+        "watermarks stay the truth) and must have no active members. Unset: no group is written")
 
     @field_validator("topics")
     @classmethod

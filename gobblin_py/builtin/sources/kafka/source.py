@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
+from gobblin_py.api.lag import DatasetLag, PartitionLag, unmeasured
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.sources.packing import worst_fit_decreasing
@@ -317,6 +318,96 @@ class KafkaSource(Source):
         stale = sorted(int(k) for k in current if k not in matched)
         return Recreated(topic, stale, "the broker reports no topic ids; " + "; ".join(evidence))
 
+    def backlog(self, state: SourceState, timeout_s: float) -> list[DatasetLag]:
+        """Per partition, end offset − committed offset (the last stable offset: `read_committed`, as runs read), and
+        the age of the first record not committed (one record fetched; None when nothing waits). A topic re-created
+        since its offsets were committed, or missing, is an error, never a small figure."""
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError
+
+        s = lag_settings(self.settings, timeout_s)
+        consumer = open_consumer(s)
+        try:
+            available = consumer.topics()
+            topics = self._select_topics(available | set(s.topics or []))
+            described = describe_topics(s, [t for t in topics if t in available], consumer)
+            out = []
+            for topic in topics:
+                if topic not in available:
+                    out.append(unmeasured(topic, f"topic {topic!r} does not exist on Kafka broker(s) {s.brokers}"))
+                    continue
+                tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or set())]
+                begins, ends = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+                committed = state.watermarks(topic)
+                recreated = self._recreated(topic, described[1].get(topic), committed, state.kept(topic), consumer, begins, ends)
+                if recreated is not None:
+                    out.append(unmeasured(topic, recreated.message(s.brokers) + ": the lag of the new topic is not "
+                                          "measured until a run reads it (see on_topic_recreated)"))
+                    continue
+                out.append(self._topic_lag(s, consumer, topic, tps, begins, ends, committed))
+            return out
+        except KafkaError as exc:
+            raise SourceError(f"Kafka broker(s) {s.brokers}: could not read topic metadata or offsets: {describe(exc)}") from None
+        finally:
+            consumer.close()
+
+    def _topic_lag(self, s: KafkaSettings, consumer: Any, topic: str, tps: list[Any], begins: dict[Any, int],
+                   ends: dict[Any, int], committed: dict[str, Any]) -> DatasetLag:
+        """One topic's lag from its offsets; a partition never committed starts where its first run would
+        (`bootstrap_with_offset`), one whose committed offsets retention deleted at its first offset."""
+        starts, problems = {}, []
+        for tp in tps:
+            mark = committed.get(str(tp.partition))
+            start = int(mark) if mark is not None else begins[tp] if s.bootstrap_with_offset == "earliest" else ends[tp]
+            if start > ends[tp]:
+                problems.append(f"partition {tp.partition}'s committed offset {start} is past its end offset {ends[tp]}")
+            starts[tp] = max(start, begins[tp])
+        if problems:
+            return unmeasured(topic, f"topic {topic!r} on {s.brokers}: " + "; ".join(problems))
+        pending = {tp: start for tp, start in starts.items() if start < ends[tp]}
+        firsts = first_records(s, consumer, pending, required=False) if pending else {}
+        now_ms = time.time() * 1000
+        parts = []
+        for tp in tps:
+            first = firsts.get((tp.topic, tp.partition))
+            seconds = max(0.0, (now_ms - first[1]) / 1000) if first is not None and first[1] >= 0 else None
+            parts.append(PartitionLag(f"{topic}-{tp.partition}", ends[tp] - starts[tp], seconds))
+        ages = [p.seconds for p in parts if p.seconds is not None]
+        return DatasetLag(topic, records=sum(p.records or 0 for p in parts), seconds=max(ages) if ages else None,
+                          unit="records", partitions=tuple(parts))
+
+    def committed(self, state: SourceState) -> None:
+        """`commit_offsets_to_group`: the committed offsets of the job's topics copied to that consumer group, so lag
+        tools (Burrow, Kafka UIs) see the job. Called by the runner after the run's commits, not a commit step: a
+        step's failure would leave the dataset's commit pending and block its next run, and this copy is never read
+        back (the watermarks stay the truth). Partitions whose offsets were committed from an earlier incarnation of
+        the topic (another topic id) are left out."""
+        s: KafkaSettings = self.settings
+        if s.commit_offsets_to_group is None:
+            return
+        from kafka import TopicPartition
+
+        from gobblin_py.builtin.sources.kafka.consumer_group import commit_offsets
+
+        datasets = state.datasets()
+        topics = [t for t in self._select_topics(set(datasets) | set(s.topics or [])) if t in datasets]
+        if not topics:
+            return
+        _, ids = describe_topics(s, topics)
+        offsets, skipped = {}, []
+        for topic in topics:
+            recorded = state.kept(topic).get(KEPT_IDS)
+            recorded = recorded if isinstance(recorded, dict) else {}
+            for partition, offset in state.watermarks(topic).items():
+                if ids.get(topic) and recorded.get(partition) not in (None, ids[topic]):
+                    skipped.append(f"{topic}/{partition}")
+                elif offset is not None:
+                    offsets[TopicPartition(topic, int(partition))] = int(offset)
+        if skipped:
+            log.warning("consumer group %s: partition(s) %s left as they are: their committed offsets belong to an earlier "
+                        "topic of the same name", s.commit_offsets_to_group, ", ".join(skipped))
+        commit_offsets(s, s.commit_offsets_to_group, offsets)
+
     def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
         """Records in range × the partition's bytes per record last time (1 KiB when unknown)."""
         records = max(0, int(workunit.expected_high_watermark or 0) - int(workunit.low_watermark or 0))
@@ -389,6 +480,19 @@ class KafkaSource(Source):
         from gobblin_py.builtin.sources.kafka.extractor import KafkaExtractor
 
         return KafkaExtractor(self.settings, workunit, context)
+
+
+def lag_settings(s: KafkaSettings, timeout_s: float) -> KafkaSettings:
+    """The settings with their timeouts cut to `timeout_s` (a lag measurement gives up rather than wait) and small
+    fetches: it needs one record per partition (a broker still returns at least one whole batch)."""
+    ms = max(1000, int(timeout_s * 1000))
+    return s.model_copy(update={"request_timeout_ms": min(s.request_timeout_ms, ms),
+                                "idle_timeout_s": min(s.idle_timeout_s, max(0.5, timeout_s / 2)),
+                                "max_partition_fetch_bytes": LAG_FETCH_BYTES, "fetch_max_bytes": 16 * LAG_FETCH_BYTES})
+
+
+LAG_FETCH_BYTES = 64 * 1024
+"""Bytes a lag measurement's fetch asks per partition."""
 
 
 def capped(ranges: list[tuple[Any, int, int]], limit: int | None) -> list[tuple[Any, int, int]]:

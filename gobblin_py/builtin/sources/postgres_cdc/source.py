@@ -40,10 +40,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gobblin_py.api import CommitStep, Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
+from gobblin_py.api.lag import DatasetLag, unmeasured
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.schemas.postgres_columns import Column, avro_schema, check_mapped, read_columns
-from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, lsn_int, lsn_text, open_source
+from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, connect, lsn_int, lsn_text, open_source
 from gobblin_py.builtin.sources.postgres_cdc.slot import WATERMARK_KEY, SlotAdvanceStep, slot_row
 from gobblin_py.errors import ConfigError, GobblinError, SourceError, describe
 
@@ -314,6 +315,41 @@ class PostgresCdcSource(Source):
                                "slot": s.slot, "publication": s.publication, "tables": tables,
                                "state.columns": names, "state.oid": p.oid,
                                "state.slot": {"name": s.slot, "database": s.database, **({"system": system} if system else {})}})
+
+    def backlog(self, state: SourceState, timeout_s: float) -> list[DatasetLag]:
+        """Per table, the WAL bytes between its committed LSN and `pg_current_wal_lsn()`: an upper bound of its changes
+        not yet committed (the WAL holds every table's writes; the changes themselves are not decoded: that would be
+        reading them). A slot that is gone, invalidated or past the committed position is an error per table."""
+        s: PostgresCdcSettings = self.settings
+        conn = connect(s.url, s.password_env, max(1, int(timeout_s)), max(1, int(timeout_s * 1000)))
+        try:
+            tables = sorted({f"{a}.{b}" for a, b in conn.execute(
+                "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s", (s.publication,))}
+                | set(s.tables or []) | set(state.datasets()))
+            row = slot_row(conn, s.slot)
+            current = lsn_int(conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0])
+        finally:
+            conn.close()
+        problem = None
+        if row is None:
+            problem = f"replication slot {s.slot!r} does not exist on {s.endpoint}"
+        elif row.get("wal_status") == "lost" or row.get("conflicting") or row.get("confirmed_flush_lsn") is None:
+            problem = f"replication slot {s.slot!r} can no longer be read (its WAL was removed, or it was invalidated)"
+        out = []
+        for table in tables:
+            low = _committed(state, table)
+            kept = state.kept(table).get("slot")
+            if problem is not None and (low is not None or row is not None):
+                out.append(unmeasured(table, problem, "changes"))
+            elif low is not None and isinstance(kept, dict) and kept.get("name") != s.slot:
+                out.append(unmeasured(table, f"committed from replication slot {kept.get('name')!r}, not {s.slot!r}",
+                                      "changes"))
+            elif low is not None and row is not None and lsn_int(row["confirmed_flush_lsn"]) > low:
+                out.append(unmeasured(table, f"replication slot {s.slot!r} is past the committed position {lsn_text(low)}: "
+                                      "changes were lost (see the next run's error)", "changes"))
+            else:  # never committed: the whole table waits for its snapshot, its size unknown here
+                out.append(DatasetLag(table, unit="changes", bytes=None if low is None else max(0, current - low)))
+        return out
 
     def commit_steps(self, dataset: str, workunits: list[WorkUnit], watermarks: dict[str, WatermarkValue],
                      state_dir: str) -> list[CommitStep]:
