@@ -18,7 +18,7 @@ from gobblin_py.config.model import JobSpec
 from gobblin_py.cron import Cron, CronError
 from gobblin_py.errors import ConfigError, GobblinError
 from gobblin_py.operating.committed import committed_state
-from gobblin_py.operating.lag import DatasetLag
+from gobblin_py.operating.lag import DatasetLag, measure_lag
 from gobblin_py.runtime.runner import step_registry
 from gobblin_py.scheduling.scheduler import job_files
 from gobblin_py.state.alerts import FailureTracker
@@ -97,9 +97,14 @@ class PendingCommit:
         return {**self.view.to_json(), "quarantined": self.quarantined}
 
 
+def commit_store(job: JobSpec) -> CommitStepStore:
+    """The job's commit log, its records' steps resolved and confined to the job's directories."""
+    return CommitStepStore(job.job.work_dir, step_registry(job), job_confinement(job))
+
+
 def pending_commits(job: JobSpec) -> list[PendingCommit]:
     """The job's pending commit sequences with each step's state, checked against the filesystem."""
-    store = CommitStepStore(job.job.work_dir, step_registry(job), job_confinement(job))
+    store = commit_store(job)
     return [PendingCommit(v, v.corrupt is not None or v.attempts >= job.job.commit_max_attempts)
             for v in inspection.pending(store, [job.name])]
 
@@ -211,6 +216,22 @@ def failing_streak(job: JobSpec, runs: list[dict[str, Any]]) -> tuple[int, str |
             count += 1
     since = counted[-count].get("started") if 0 < count <= len(counted) else None
     return count, since
+
+
+def job_lag(job: JobSpec, timeout_s: float = 10.0) -> list[DatasetLag]:
+    """`measure_lag`, never raising: a measurement that fails gives each dataset the error instead of a figure."""
+    try:
+        return measure_lag(job, timeout_s)
+    except Exception as exc:  # noqa: BLE001 - a broker or database down must not hide the rest of the overview
+        return [DatasetLag(dataset=d, records=None, seconds=None, bytes=None, files=None, unit="records", partitions=(),
+                           error=f"lag not measured: {exc}") for d in StateStore(job.job.work_dir, job.name).dataset_names()]
+
+
+def jobs_overview(refs: list[JobRef], lag_timeout_s: float | None = 10.0, now: dt.datetime | None = None,
+                  limits: LagLimits = LagLimits()) -> list[JobOverview]:
+    """Every job's overview, with its lag measured (unless `lag_timeout_s` is None)."""
+    return [job_overview(ref, job_lag(ref.spec, lag_timeout_s) if ref.spec is not None and lag_timeout_s is not None else None,
+                         now, limits) for ref in refs]
 
 
 def job_overview(ref: JobRef, lag: list[DatasetLag] | None = None, now: dt.datetime | None = None,
