@@ -41,6 +41,7 @@ def status_command(
     if as_json:
         print(orjson.dumps([v.to_json() for v in views], option=orjson.OPT_INDENT_2).decode())
         raise typer.Exit(1 if any(v.attention for v in views) else 0)
+    from rich.console import Console
     from rich.table import Table
 
     table = Table(show_lines=False)
@@ -57,7 +58,8 @@ def status_command(
                       f"{last.records_written:,}" if last else "", str(v.failing_streak), commits,
                       "\n".join(f"{d.dataset}: {_lag_text(d.lag)}" for d in v.datasets) or "-",
                       style="red" if v.attention else None)
-    out.print(table)
+    wide = out if out.is_terminal else Console(highlight=False, width=200)  # a pipe gets whole lines, not 80 columns
+    wide.print(table)
     for v in views:
         for reason in v.attention:
             out.print(f"{v.name}: {reason}", markup=False)
