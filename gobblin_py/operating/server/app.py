@@ -24,7 +24,7 @@ from gobblin_py.commit.recovery import recover as recover_pending
 from gobblin_py.errors import ConfigError, GobblinError
 from gobblin_py.operating import overview as ov
 from gobblin_py.operating.lag import DatasetLag
-from gobblin_py.operating.server import pages
+import gobblin_py.operating.server.pages as pages
 from gobblin_py.state.events import EventLog
 from gobblin_py.state.lock import JobLock
 from gobblin_py.state.store import StateStore
