@@ -10,20 +10,20 @@ import typer
 
 from gobblin_py.cli.output import err, out, setup_logging
 from gobblin_py.commit import inspect as inspection
-from gobblin_py.commit.confinement import Confinement, job_confinement
+from gobblin_py.commit.confinement import Confinement
 from gobblin_py.commit.recovery import Outcome
 from gobblin_py.commit.recovery import recover as recover_pending
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
 from gobblin_py.config.model import JobSpec
-from gobblin_py.runtime.runner import step_registry
+from gobblin_py.operating.overview import commit_store
 from gobblin_py.state.lock import JobLock
 
 
 def inspect(job_file: Path | None, work_dir: Path | None, datasets: list[str] | None, as_json: bool) -> int:
     if job_file is not None:
         job = load_job(job_file)
-        store = CommitStepStore(job.job.work_dir, step_registry(job), job_confinement(job))
+        store = commit_store(job)
         jobs = [job.name]
     else:  # no job file: the job's directories are unknown, so records are listed unchecked (read-only)
         assert work_dir is not None
@@ -54,7 +54,7 @@ def inspect(job_file: Path | None, work_dir: Path | None, datasets: list[str] | 
 def recover(job_file: Path, datasets: list[str] | None, abandon: bool, yes: bool) -> int:
     job = load_job(job_file)
     setup_logging(job.logging.level, False)
-    store = CommitStepStore(job.job.work_dir, step_registry(job), job_confinement(job))
+    store = commit_store(job)
     with JobLock(job.job.work_dir, job.name, job.job.lock):
         selected = store.datasets(job.name) if datasets is None else [d for d in datasets if store.exists(job.name, d)]
         for d in datasets or []:

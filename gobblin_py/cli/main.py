@@ -303,10 +303,13 @@ def convert(
 
 from gobblin_py.cli.demo_command import demo_app  # noqa: E402
 from gobblin_py.cli.state_commands import history_app, state_app  # noqa: E402
+from gobblin_py.cli.status_commands import serve_command, status_command  # noqa: E402
 
 app.command("plan")(plan_command)
 app.command("compact")(compact_command)
 app.command("infer")(infer_command)
+app.command("status")(status_command)
+app.command("serve")(serve_command)
 app.add_typer(state_app, name="state")
 app.add_typer(history_app, name="history")
 app.add_typer(demo_app, name="demo")

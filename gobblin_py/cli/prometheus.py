@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server, write_to_textfile
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 
 from gobblin_py.config.model import JobSpec
@@ -230,3 +230,12 @@ class ScheduleMetrics:
             raise ConfigError(f"--metrics-port {port}: cannot listen on {host}:{port} ({exc.strerror or exc}); "
                               "choose another port") from None
         return f"http://{host}:{server.server_port}/metrics", server
+
+
+def last_runs_text(last: list[tuple[Mapping[str, Any], StateStore]]) -> bytes:
+    """Prometheus text of each job's last run (its record and its state store): what `serve` answers at /metrics."""
+    families = [f for run, state in last for f in run_metrics(run, state, (_epoch(run.get("started")) or time.time())
+                                                              + float(run.get("duration_s") or 0))]
+    registry = CollectorRegistry()
+    registry.register(_Families(_merged(families)))
+    return generate_latest(registry)

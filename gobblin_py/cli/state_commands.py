@@ -56,30 +56,22 @@ def state_show(
     Example: gobblin-py state show jobs/example.yaml --dataset orders
     """
     from gobblin_py.cli.output import err, out
+    from gobblin_py.operating.committed import committed_state
 
     try:
         job, store = _store(job_file)
-        read_marks, read_states = store.read_watermarks(), store.read_dataset_states()
+        known = store.dataset_names()
+        if dataset is not None and dataset not in known:
+            _fail(ConfigError(_no_state(dataset, known)))
+        committed = committed_state(job, dataset)
     except GobblinError as exc:
         _fail(exc)
         return
-    marks, states = read_marks.values, read_states.values
-    unreadable = {**read_states.errors, **read_marks.errors}
-    if dataset is not None:
-        unreadable = {d: e for d, e in unreadable.items() if d == dataset}
-    for name, exc in sorted(unreadable.items()):
-        err.print(f"error: {name}: unreadable: {exc}", markup=False)
-    names = sorted(set(marks) | set(states) | set(unreadable))
-    if dataset is not None:
-        if dataset not in names:
-            _fail(ConfigError(_no_state(dataset, names)))
-        names = [dataset]
-    view = {d: {"watermarks": marks.get(d, {}), "state": states.get(d, {})} for d in names}
-    tables, pending = _table_marks(job, store, dataset, names)
-    for d, mark in sorted(tables.items()):
-        entry = view.setdefault(d, {"watermarks": {}, "state": {}})
-        entry["table"] = {"table": mark.table, "run_id": mark.run_id, "snapshot_id": mark.snapshot_id, "watermarks": mark.watermarks,
-                          "committed_at": _ms_iso(mark.committed_at_ms), "matches_state": all(entry["watermarks"].get(k) == v for k, v in mark.watermarks.items())}
+    unreadable, view, pending = committed.unreadable, committed.view, committed.pending
+    for name, error in sorted(unreadable.items()):
+        err.print(f"error: {name}: unreadable: {error}", markup=False)
+    for warning in committed.warnings:
+        err.print(f"warning: {warning}", markup=False)
     names = sorted(view)
     if as_json:
         _json(view)
@@ -119,34 +111,6 @@ def _print_marks(wm: dict[str, Any], dataset: str, every: bool, indent: str) -> 
         out.print(f"{indent}{key} = {value}", markup=False)
     if len(shown) < len(wm):
         out.print(f"{indent}… {len(wm) - len(shown)} more (--dataset {dataset} shows all)", markup=False)
-
-
-def _table_marks(job: Any, store: Any, dataset: str | None, names: list[str]) -> tuple[dict[str, Any], set[str]]:
-    """For a job whose publisher is a GlobalCommitter (a table): dataset → what the target records of the job's
-    last commit of it (a table's newest snapshot's watermarks), over the datasets with state or a pending commit;
-    and the datasets with a pending commit."""
-    from gobblin_py.api import GlobalCommitter
-    from gobblin_py.cli.output import err
-    from gobblin_py.commit.store import CommitStepStore
-
-    publishers = [b.publisher.create() for b in job.branches if issubclass(b.publisher.cls(), GlobalCommitter)]
-    if not publishers:
-        return {}, set()
-    pending = set(CommitStepStore(job.job.work_dir).datasets(job.name))
-    wanted = [dataset] if dataset is not None else sorted(set(names) | pending)
-    found: dict[str, Any] = {}
-    for publisher in publishers:
-        try:
-            found.update(publisher.committed_watermarks(job.name, wanted))
-        except Exception as exc:  # noqa: BLE001 - a catalog down must not hide the state store's view
-            err.print(f"warning: cannot read what publisher {type(publisher).__name__} committed: {exc}", markup=False)
-    return found, pending
-
-
-def _ms_iso(ms: int) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _mark(value: Any, missing: str) -> str:
@@ -311,15 +275,16 @@ def history_list(
     Example: gobblin-py history list jobs/example.yaml --limit 5
     """
     from gobblin_py.cli.output import out
+    from gobblin_py.operating.overview import run_history
 
     try:
         _, store = _store(job_file)
-        runs = list(reversed(store.runs()))[:limit]
+        runs = run_history(store, limit)
     except GobblinError as exc:
         _fail(exc)
         return
     if as_json:
-        _json([{k: v for k, v in r.items() if k != "tasks"} for r in runs])
+        _json(runs)
         return
     if not runs:
         out.print("no runs yet", markup=False)
@@ -340,19 +305,14 @@ def history_show(
     Example: gobblin-py history show jobs/example.yaml 20261121T183541479601Z-e04fbd
     """
     from gobblin_py.cli.output import out
+    from gobblin_py.operating.overview import find_run
 
     try:
         _, store = _store(job_file)
-        runs = {r["run_id"]: r for r in store.runs()}
+        run = find_run(store, run_id)
     except GobblinError as exc:
         _fail(exc)
         return
-    matches = [r for rid, r in runs.items() if rid.startswith(run_id)]
-    if len(matches) != 1:
-        _fail(ConfigError(f"run {run_id!r} {'is ambiguous' if matches else 'is not in the history'} "
-                          f"(the last {len(runs)} runs are kept; see `gobblin-py history list`)"))
-        return
-    run = matches[0]
     if as_json:
         _json(run)
         return

@@ -1,1 +1,1 @@
-"""Operating jobs from outside a run: how far behind each dataset is (`lag`)."""
+"""Above the runtime: what an operator reads about jobs (each dataset's lag, the overview) and the status page that shows it."""

@@ -61,6 +61,10 @@ class FailureTracker:
             return {"consecutive_failures": 0, "alerted": False}
         return checked_json.read(self.path, StateStoreError, "alert state file")
 
+    def consecutive_failures(self) -> int:
+        """Failed runs in a row until now (0 after a success, and before the first run)."""
+        return int(self._read().get("consecutive_failures", 0))
+
     def record(self, run_id: str, succeeded: bool, error: str | None) -> str | None:
         """Count this run; returns "failing" or "recovered" when an alert went out."""
         state = self._read()

@@ -22,11 +22,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "runtime": {"runtime", "api", "commit", "config", "state", *SHARED},
     "compaction": {"compaction", "api", "commit", "config", "runtime", "state", *SHARED},
     "scheduling": {"scheduling", "api", "commit", "compaction", "config", "runtime", "state", *SHARED},
-    "operating": {"operating", "api", "commit", "config", "runtime", "state", *SHARED},
+    "operating": {"operating", "api", "commit", "config", "runtime", "scheduling", "state", *SHARED},
     "testing": {"testing", "api", "builtin", "commit", "config", "runtime", "state", *SHARED},
     "demo": {"demo", *SHARED},
-    "cli": {"cli", "api", "builtin", "commit", "compaction", "config", "demo", "operating", "runtime", "scheduling", "state", "testing",
-            *SHARED},
+    "cli": {"cli", "api", "builtin", "commit", "compaction", "config", "demo", "operating", "runtime", "scheduling", "state", "testing", *SHARED},
 }
 """Top-level layer → the layers it may import."""
 
