@@ -232,10 +232,13 @@ class ScheduleMetrics:
         return f"http://{host}:{server.server_port}/metrics", server
 
 
-def last_runs_text(last: list[tuple[Mapping[str, Any], StateStore]]) -> bytes:
-    """Prometheus text of each job's last run (its record and its state store): what `serve` answers at /metrics."""
+def last_runs_text(last: list[tuple[Mapping[str, Any], StateStore]],
+                   lags: Mapping[str, Iterable[DatasetLag]] | None = None) -> bytes:
+    """Prometheus text of each job's last run (its record and its state store) and each job's lag (by job name): what
+    `serve` answers at /metrics."""
     families = [f for run, state in last for f in run_metrics(run, state, (_epoch(run.get("started")) or time.time())
                                                               + float(run.get("duration_s") or 0))]
+    families += [f for job, lag in (lags or {}).items() for f in lag_metrics(job, lag)]
     registry = CollectorRegistry()
     registry.register(_Families(_merged(families)))
     return generate_latest(registry)

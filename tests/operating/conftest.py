@@ -26,6 +26,18 @@ SECRETS = [SMTP_PASSWORD, SMTP_USER]
 TOKEN = "test-token-0123456789abcdef"
 
 
+class UNREAD:
+    """One orders file of ok's that no run has read yet: its lag is 1 file of `size` bytes."""
+
+    rel = Path("ok/data/orders/orders-2026-02-01.csv")
+    text = "id,ts,user,kind\n" + "".join(f"{800000 + i},2026-02-01T10:00:{i:02d}Z,u{i},buy\n" for i in range(40))
+    size = len(text.encode())
+
+    @classmethod
+    def write(cls, root: Path) -> None:
+        (root / cls.rel).write_text(cls.text)
+
+
 def _job(root: Path, name: str, **job_keys: object) -> Path:
     """The example job named `name`, its data, output and work directory under `root/name`."""
     home = root / name
@@ -56,6 +68,7 @@ def jobs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "ok" / "data" / "clicks" / "more.jsonl").write_text(
         "".join(json.dumps({"id": 900000 + i, "ts": 1767312000000 + i, "user": "u1", "kind": "click"}) + "\n" for i in range(50)))
     assert cli([*run, "jobs/ok.yaml"], root).returncode == 0
+    UNREAD.write(root)  # arrived after the last run: the lag the page shows
     assert cli([*run, "jobs/broken.yaml"], root).returncode == 1
     assert cli([*run, "jobs/waiting.yaml"], root, crash_at="commit.after_store_write:1").returncode == SIGKILLED
     assert cli([*run, "jobs/stuck.yaml"], root, crash_at="commit.after_store_write:1").returncode == SIGKILLED

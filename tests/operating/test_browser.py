@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from operating.conftest import Served
+from operating.conftest import UNREAD, Served
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -37,6 +37,7 @@ def test_an_operator_finds_what_needs_a_person_and_follows_it_down_to_a_run(serv
             assert "failing: 1 run(s) in a row" in page.locator('tr[data-job="broken"]').inner_text()
             assert "⚠ 1 pending" in page.locator('tr[data-job="waiting"]').inner_text()
             assert "3 of 4 need a person" in page.inner_text("main")
+            assert f"orders: 1 files, {UNREAD.size:,} bytes" in ok.inner_text()  # ok's lag: a file no run has read
             page.screenshot(path=str(SHOTS / "overview.png"), full_page=True)
 
             stuck.get_by_role("link", name="stuck").click()
@@ -57,6 +58,7 @@ def test_an_operator_finds_what_needs_a_person_and_follows_it_down_to_a_run(serv
 
             page.goto(served.url + "/jobs/ok")
             assert "✔ ok" in page.inner_text("h1")
+            assert f"1 files, {UNREAD.size:,} bytes" in page.inner_text("main")  # the datasets table's lag column
             page.locator("#runs a").last.click()  # the first run, which had bad records
             page.wait_for_url("**/jobs/ok/runs/**")
             assert "succeeded" in page.inner_text("h1")

@@ -13,7 +13,7 @@ import pytest
 
 from gobblin_py.testing.crash import SIGKILLED, cli
 
-from operating.conftest import SECRETS, TOKEN, Served, _job
+from operating.conftest import SECRETS, TOKEN, UNREAD, Served, _job
 
 JOBS = ["ok", "broken", "waiting", "stuck"]
 
@@ -75,8 +75,10 @@ def test_the_api_agrees_with_history_state_show_and_inspect_commits(served: Serv
     assert jobs["waiting"]["pending"] == ["clicks"] and jobs["waiting"]["quarantined"] == []
     assert any(r.startswith("pending commits: clicks") for r in jobs["waiting"]["attention"])
     assert jobs["stuck"]["quarantined"] == ["clicks"] and jobs["stuck"]["failing_streak"] == 3
-    lag = api(served, "/api/jobs/ok/lag")
-    assert {entry["dataset"] for entry in lag} == {"clicks", "orders"}
+    lag = {entry["dataset"]: entry for entry in api(served, "/api/jobs/ok/lag")}
+    assert set(lag) == {"clicks", "orders"}
+    assert (lag["orders"]["files"], lag["orders"]["bytes"], lag["orders"]["error"]) == (1, UNREAD.size, None)
+    assert (lag["clicks"]["files"], lag["clicks"]["bytes"]) == (0, 0)
 
 
 def test_status_json_is_what_the_api_serves(served: Served, jobs_dir: Path) -> None:
@@ -104,6 +106,8 @@ def test_openapi_metrics_and_the_event_stream(served: Served) -> None:
             "/api/jobs/{job}/commits", "/api/jobs/{job}/lag", "/api/jobs/{job}/events"} <= set(spec["paths"])
     status, body = get(served.url + "/metrics")
     assert status == 200 and b'gobblin_py_run_succeeded{job="ok"} 1.0' in body and b'gobblin_py_run_succeeded{job="broken"} 0.0' in body
+    assert b'gobblin_py_dataset_lag_files{dataset="orders",job="ok"} 1.0' in body
+    assert f'gobblin_py_dataset_lag_bytes{{dataset="orders",job="ok"}} {float(UNREAD.size)}'.encode() in body
     with urllib.request.urlopen(served.url + "/api/jobs/ok/events", timeout=10) as stream:
         assert stream.headers["content-type"].startswith("text/event-stream")
         lines = [stream.readline() for _ in range(6)]

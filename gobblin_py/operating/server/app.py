@@ -11,7 +11,6 @@ import datetime as dt
 import hmac
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -23,14 +22,15 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Str
 from gobblin_py.commit.recovery import recover as recover_pending
 from gobblin_py.errors import ConfigError, GobblinError
 from gobblin_py.operating import overview as ov
-from gobblin_py.operating.lag import DatasetLag
+from gobblin_py.operating.lag import DatasetLag, LagCache
 import gobblin_py.operating.server.pages as pages
 from gobblin_py.state.events import EventLog
 from gobblin_py.state.lock import JobLock
 from gobblin_py.state.store import StateStore
 
-MetricsText = Callable[[list[tuple[dict[str, Any], StateStore]]], bytes]
-"""Prometheus text of each job's last run (its record and state store): `gobblin_py.cli.prometheus.last_runs_text`."""
+MetricsText = Callable[[list[tuple[dict[str, Any], StateStore]], dict[str, list[DatasetLag]]], bytes]
+"""Prometheus text of each job's last run (its record and state store) and each job's lag (by job name):
+`gobblin_py.cli.prometheus.last_runs_text`."""
 
 
 class Jobs:
@@ -39,9 +39,8 @@ class Jobs:
 
     def __init__(self, paths: list[Path], lag_timeout_s: float = 10.0, lag_ttl_s: float = 30.0,
                  limits: ov.LagLimits = ov.LagLimits()) -> None:
-        self.paths, self.lag_timeout_s, self.lag_ttl_s, self.limits = paths, lag_timeout_s, lag_ttl_s, limits
-        self._lag: dict[str, tuple[float, list[DatasetLag]]] = {}
-        self._lock = threading.Lock()
+        self.paths, self.limits = paths, limits
+        self._lag = LagCache(ttl_s=lag_ttl_s, timeout_s=lag_timeout_s)
         ov.find_jobs(paths)  # a path that does not exist fails now, at start-up
 
     def refs(self) -> list[ov.JobRef]:
@@ -62,14 +61,11 @@ class Jobs:
     def lag(self, ref: ov.JobRef) -> list[DatasetLag] | None:
         if ref.spec is None:
             return None
-        with self._lock:
-            cached = self._lag.get(ref.name)
-        if cached is not None and time.monotonic() - cached[0] < self.lag_ttl_s:
-            return cached[1]
-        measured = ov.job_lag(ref.spec, self.lag_timeout_s)
-        with self._lock:
-            self._lag[ref.name] = (time.monotonic(), measured)
-        return measured
+        return self._lag.get([ref.spec]).get(ref.name)
+
+    def lags(self, refs: list[ov.JobRef]) -> dict[str, list[DatasetLag]]:
+        """Each loadable job's lag by name, the stale ones measured in parallel."""
+        return self._lag.get([r.spec for r in refs if r.spec is not None])
 
     def overview(self, ref: ov.JobRef) -> ov.JobOverview:
         return ov.job_overview(ref, self.lag(ref), limits=self.limits)
@@ -142,13 +138,14 @@ def create_app(jobs: Jobs, *, metrics: MetricsText | None = None, token: str | N
         if metrics is None:
             raise HTTPException(404, "no metrics")
         last = []
-        for ref in jobs.refs():
+        refs = jobs.refs()
+        for ref in refs:
             if ref.spec is not None:
                 store = _state(ref.spec)
                 run = _read(store.last_run)
                 if run is not None:
                     last.append((run, store))
-        return PlainTextResponse(metrics(last), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return PlainTextResponse(metrics(last, jobs.lags(refs)), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     if token:
         _actions(app, jobs, token)
