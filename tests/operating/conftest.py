@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,10 +48,20 @@ def _job(root: Path, name: str, **job_keys: object) -> Path:
     return write_job(root / "jobs", spec, f"{name}.yaml")
 
 
+class STREAM:
+    """jobs/stream.yaml reads a topic of the test broker: 2 partitions of 20 events read, then `waiting` more produced."""
+
+    topic = "status-stream"  # the session's broker is fresh; no other test names this topic
+    waiting = {0: 4, 1: 3}
+
+
 @pytest.fixture(scope="session")
-def jobs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def jobs_dir(tmp_path_factory: pytest.TempPathFactory, broker: Any) -> Path:
     """jobs/ok.yaml succeeded twice; jobs/broken.yaml failed; jobs/waiting.yaml has a pending commit (its run killed
-    mid-commit); jobs/stuck.yaml has a commit quarantined after 3 failed attempts."""
+    mid-commit); jobs/stuck.yaml has a commit quarantined after 3 failed attempts; jobs/stream.yaml reads Kafka and
+    has records waiting."""
+    from support.kafka_jobs import events, kafka_job, new_topic, produce_events
+
     import os
 
     os.environ["GOBBLIN_TEST_SMTP_PASSWORD"] = SMTP_PASSWORD
@@ -76,6 +87,13 @@ def jobs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Path(record["body"]["steps"][2]["args"]["src"]).unlink()  # its third step can never be done: quarantined after 3
     for _ in range(3):
         assert cli([*run, "jobs/stuck.yaml"], root).returncode == 1
+    new_topic(broker.bootstrap, STREAM.topic, 2, 20)
+    (root / "stream").mkdir()
+    spec = kafka_job(root / "stream", broker.bootstrap, [STREAM.topic])
+    spec["job"]["name"] = "stream"
+    write_job(root / "jobs", spec, "stream.yaml")
+    assert cli([*run, "jobs/stream.yaml"], root).returncode == 0
+    produce_events(broker.bootstrap, STREAM.topic, {p: events(n) for p, n in STREAM.waiting.items()})
     return root
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from operating.conftest import UNREAD, Served
+from operating.conftest import STREAM, UNREAD, Served
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -30,13 +30,15 @@ def test_an_operator_finds_what_needs_a_person_and_follows_it_down_to_a_run(serv
             page = browser.new_page(viewport={"width": 1366, "height": 900})
             page.goto(served.url + "/")
             rows = page.locator("#jobs tbody tr")
-            assert rows.count() == 4
+            assert rows.count() == 5
             ok, stuck = page.locator('tr[data-job="ok"]'), page.locator('tr[data-job="stuck"]')
             assert "✔ ok" in ok.inner_text() and "succeeded" in ok.inner_text() and "0 0/15 * * * ?" in ok.inner_text()
             assert "✖ needs a person" in stuck.inner_text() and "1 quarantined" in stuck.inner_text()
             assert "failing: 1 run(s) in a row" in page.locator('tr[data-job="broken"]').inner_text()
             assert "⚠ 1 pending" in page.locator('tr[data-job="waiting"]').inner_text()
-            assert "3 of 4 need a person" in page.inner_text("main")
+            assert "3 of 5 need a person" in page.inner_text("main")
+            stream = page.locator('tr[data-job="stream"]').inner_text()
+            assert "✔ ok" in stream and f"{STREAM.topic}: {sum(STREAM.waiting.values())} records" in stream
             assert f"orders: 1 files, {UNREAD.size:,} bytes" in ok.inner_text()  # ok's lag: a file no run has read
             page.screenshot(path=str(SHOTS / "overview.png"), full_page=True)
 
