@@ -33,7 +33,8 @@ from typing import Any
 from gobblin_py.api import Extractor, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.postgres_cdc import pgoutput
-from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, lsn_int, lsn_text, open_source
+from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, flushed_after_sync_commit, lsn_int,
+                                                             lsn_text, open_source)
 from gobblin_py.errors import SourceError, UnreachableError, describe
 
 log = logging.getLogger(__name__)
@@ -156,8 +157,18 @@ class PostgresCdcExtractor(Extractor):
         conn.rollback()
         conn.autocommit, conn.read_only = True, False
         conn.isolation_level = None
-        log.info("%s: snapshot of %d row(s) (sees transactions below %d but %d)", self.table, n, seen.xmax, len(seen.xip))
+        self._cover(conn)
+        log.info("%s: snapshot of %d row(s) (sees transactions below %d but %d); changes read up to %s", self.table, n,
+                 seen.xmax, len(seen.xip), lsn_text(self.end))
         return seen
+
+    def _cover(self, conn: Any) -> None:
+        """Moves this table's end past every commit the snapshot saw. The snapshot was taken after planning, so it may
+        hold transactions committing at or after the planned end; read only up to that end, the next run (which has no
+        snapshot to tell them by) would read their changes again. Every transaction the snapshot saw committed before
+        it; once a transaction of our own has committed synchronously, the flushed WAL holds all their commit records,
+        so the changes up to it are read now, those the snapshot holds left out by the visibility rule."""
+        self.end = max(self.end, flushed_after_sync_commit(conn))
 
     def _peek(self, conn: Any) -> Iterator[bytes]:
         """The slot's changes up to `end` (peeked: the slot does not move), waiting while another session holds it."""

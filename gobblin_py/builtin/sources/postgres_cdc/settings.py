@@ -157,3 +157,17 @@ def lsn_int(text: str) -> int:
 def lsn_text(value: int) -> str:
     """The 64-bit LSN as PostgreSQL writes it (`0/16B3748`), for messages and SQL."""
     return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
+
+
+def flushed_after_sync_commit(conn: Any) -> int:
+    """The flushed WAL position once a transaction of our own has committed synchronously: every commit that returned
+    (became visible) before this call has its commit record below it. The transaction writes a transactional logical
+    message, which pgoutput leaves out, so there is WAL of its own to flush. `conn` is left in autocommit."""
+    conn.autocommit = False
+    try:
+        conn.execute("SET LOCAL synchronous_commit = on")
+        conn.execute("SELECT pg_logical_emit_message(true, 'gobblin-py', '')")
+        conn.commit()
+    finally:
+        conn.autocommit = True
+    return lsn_int(conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0])

@@ -44,7 +44,8 @@ from gobblin_py.api.lag import DatasetLag, unmeasured
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.schemas.postgres_columns import Column, avro_schema, check_mapped, read_columns
-from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, connect, lsn_int, lsn_text, open_source
+from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, connect, flushed_after_sync_commit, lsn_int,
+                                                             lsn_text, open_source)
 from gobblin_py.builtin.sources.postgres_cdc.slot import WATERMARK_KEY, SlotAdvanceStep, slot_row
 from gobblin_py.errors import ConfigError, GobblinError, SourceError, describe
 
@@ -261,15 +262,7 @@ class PostgresCdcSource(Source):
         """This run's end T: the flushed WAL once a transaction has committed synchronously (every commit that
         returned before is in); with `max_changes`, moved back to just past the commit of the transaction that reaches it."""
         s: PostgresCdcSettings = self.settings
-        conn.autocommit = False
-        try:
-            conn.execute("SET LOCAL synchronous_commit = on")
-            # WAL of its own (a transactional logical message, which pgoutput leaves out): so its commit is flushed
-            conn.execute("SELECT pg_logical_emit_message(true, 'gobblin-py', '')")
-            conn.commit()
-        finally:
-            conn.autocommit = True
-        end = lsn_int(conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0])
+        end = flushed_after_sync_commit(conn)
         if s.max_changes is None or end <= position:
             return end
         from gobblin_py.builtin.sources.postgres_cdc.pgoutput import Commit, decode
