@@ -284,24 +284,3 @@ def unreachable(s: JdbcSettings, text: str, in_task: bool) -> Exception:
     return UnreachableError(message, s.endpoint, REMEDY) if in_task else SourceError(f"{message}. {REMEDY}")
 
 
-def rebatch(batches: Iterator[Any], rows: int) -> Iterator[Any]:
-    """Arrow record batches of exactly `rows` rows (the last one shorter), whatever sizes `batches` come in: a native
-    reader's batches cut as the row stream's round trips are, so both paths hand the writer the same batches."""
-    def joined(pieces: list[Any]) -> Any:
-        return pieces[0] if len(pieces) == 1 else pa.Table.from_batches(pieces).combine_chunks().to_batches()[0]
-
-    import pyarrow as pa
-
-    held: list[Any] = []
-    count = 0
-    for batch in batches:
-        while batch.num_rows:
-            take = min(rows - count, batch.num_rows)
-            held.append(batch.slice(0, take))
-            count += take
-            batch = batch.slice(take)
-            if count == rows:
-                yield joined(held)
-                held, count = [], 0
-    if count:
-        yield joined(held)

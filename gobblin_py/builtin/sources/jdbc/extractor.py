@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from gobblin_py.api import TaskContext, WorkUnit
-from gobblin_py.api.batches import ROW_VALUES, BatchExtractor, RawBatch
+from gobblin_py.api.batches import BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.jdbc.ranges import Range, decode
-from gobblin_py.builtin.sources.jdbc.dialect import REMEDY, Failure, NativeReadError, rebatch, timeout_error
+from gobblin_py.builtin.schemas.arrow_rows import conform, is_decimal, last_row, rebatch, row_schema
+from gobblin_py.builtin.sources.jdbc.dialect import REMEDY, Failure, NativeReadError, timeout_error
 from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 
@@ -97,7 +98,7 @@ class JdbcExtractor(BatchExtractor):
             before = self.rows
             yield RawBatch("arrow", arrow)
             self.rows = before + arrow.num_rows
-            self.last = _last_row(arrow)
+            self.last = last_row(arrow)
             self._taken = arrow
 
     def _rest_by_rows(self, conn: Any, exc: NativeReadError) -> tuple[Any, list[Any]]:
@@ -110,7 +111,7 @@ class JdbcExtractor(BatchExtractor):
         order = [t.watermark_column, *t.key_columns]
         last = None
         if self.rows and all(c in self._taken.schema.names for c in order):
-            last = _last_row(self._taken.select(order))  # as the reader gave them: the values the query compares
+            last = last_row(self._taken.select(order))  # as the reader gave them: the values the query compares
         if not self.rows:
             rest = self.queries.select(self.range)
         elif last is None:
@@ -140,10 +141,10 @@ class JdbcExtractor(BatchExtractor):
         the row driver's refusal would be."""
         schema = self._schema()
         try:
-            records = _conform(arrow, schema, whole=False).to_pylist()
+            records = conform(arrow, schema, whole=False).to_pylist()
         except (OverflowError, ValueError) as exc:
             raise self._read_error(Failure.BAD_VALUE, exc) from None
-        decimals = [f.name for f in schema if _is_decimal(f.type)]
+        decimals = [f.name for f in schema if is_decimal(f.type)]
         for record in records:
             for name in decimals:
                 if isinstance(record[name], str):  # PostgreSQL's NaN or Infinity, which no Arrow decimal holds
@@ -154,7 +155,7 @@ class JdbcExtractor(BatchExtractor):
 
     def _schema(self) -> Any:
         if self._arrow_schema is None:
-            self._arrow_schema = _arrow_schema(self.get_schema())
+            self._arrow_schema = row_schema(self.get_schema())
         return self._arrow_schema
 
     def to_arrow(self, batch: RawBatch) -> Any | None:
@@ -165,7 +166,7 @@ class JdbcExtractor(BatchExtractor):
 
         schema = self._schema()
         if batch.format == "arrow":
-            return _conform(batch.values, schema)
+            return conform(batch.values, schema)
         columns = list(zip(*batch.values))
         try:
             arrays = [pa.array(values, type=field.type, from_pandas=False) for values, field in zip(columns, schema)]
@@ -196,67 +197,3 @@ class JdbcExtractor(BatchExtractor):
             except Exception:  # noqa: BLE001 - closing after a lost connection must not hide the read's error
                 log.debug("closing the connection to %s failed", self.settings.endpoint, exc_info=True)
             self.conn = None
-
-
-def _arrow_schema(avro_schema: dict[str, Any]) -> Any:
-    """The Arrow mapping of the rows' schema, its timestamp columns marked as holding datetimes (so a batch is split
-    by time partition as the row path places each row's datetime)."""
-    import pyarrow as pa
-
-    from gobblin_py.builtin.schemas.arrow import ArrowMapping
-
-    schema = ArrowMapping(avro_schema).schema
-    return pa.schema([f.with_metadata({ROW_VALUES: b"datetime"}) if pa.types.is_timestamp(f.type) else f for f in schema])
-
-
-def _is_decimal(t: Any) -> bool:
-    import pyarrow as pa
-
-    return bool(pa.types.is_decimal(t))
-
-
-def _last_row(arrow: Any) -> Record | None:
-    """The batch's last row, for `location()`; None when Python cannot hold one of its values."""
-    try:
-        return arrow.slice(arrow.num_rows - 1).to_pylist()[0] if arrow.num_rows else None
-    except (OverflowError, ValueError):
-        return None
-
-
-def _conform(arrow: Any, schema: Any, whole: bool = True) -> Any | None:
-    """A native reader's batch cast to the schema's Arrow mapping (smallint → int32, numeric text → decimal, timestamp →
-    UTC micros); None when a value does not cast exactly (NaN, a scale it would lose, a NULL in a NOT NULL field)
-    or holds a time Python cannot (the row path then decides as it would). Not `whole`: each column that casts is
-    cast and the others kept as they came, for the row path."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    arrays, fields = [], []
-    for column, field in zip(arrow.columns, schema):
-        if isinstance(column.type, pa.ExtensionType):
-            column = column.storage  # numeric, uuid, json: their text
-        try:
-            if column.type != field.type:
-                column = column.cast(field.type, safe=True)
-            if whole and pa.types.is_timestamp(field.type) and column.null_count < len(column):
-                low, high = pc.min_max(column).values()
-                if not (_PY_MIN_US <= low.cast(pa.int64()).as_py() and high.cast(pa.int64()).as_py() <= _PY_MAX_US):
-                    return None
-        except (pa.ArrowException, OverflowError, TypeError, ValueError):
-            if whole:
-                return None
-            arrays.append(column)
-            fields.append(pa.field(field.name, column.type))
-            continue
-        arrays.append(column)
-        fields.append(field)
-    try:
-        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
-    except (pa.ArrowException, ValueError):
-        if whole:
-            return None
-        return pa.RecordBatch.from_arrays(arrays, names=[f.name for f in fields])
-
-
-_PY_MIN_US = -62135596800 * 1_000_000  # 0001-01-01T00:00:00, Python's datetime.min, in microseconds since 1970
-_PY_MAX_US = 253402300799 * 1_000_000 + 999_999  # 9999-12-31T23:59:59.999999

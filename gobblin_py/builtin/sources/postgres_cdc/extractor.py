@@ -18,6 +18,8 @@ A record is the table's columns and `_op`, `_lsn`, `_seq`, `_commit_ts`, `_xid`:
   change read as null (the plan has them, the change does not); a column dropped, renamed or retyped fails the task
   naming the table, the change and the LSN (the next run plans with the columns as they are then; when changes of the
   old shape remain in the range, snapshot the table again).
+- On the columnar path (a task without converters into a writer that takes Arrow), a snapshot is read through ADBC in
+  the same exported snapshot (`native.py`) and handed to the writer as Arrow batches; changes take the row path.
 - A change holding a value its column's type cannot give in Python (a date at `infinity`, a year beyond 9999) is a
   bad record: the error file names the table, the change, the column and the value, and the other changes go on.
 """
@@ -27,12 +29,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from decimal import Decimal
 from typing import Any
 
-from gobblin_py.api import Extractor, TaskContext, WorkUnit
+from gobblin_py.api import TaskContext, WorkUnit
+from gobblin_py.api.batches import BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.builtin.sources.postgres_cdc import pgoutput
+from gobblin_py.builtin.schemas.arrow_rows import conform, is_decimal, row_schema
+from gobblin_py.builtin.sources.postgres_cdc import native, pgoutput
 from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, flushed_after_sync_commit, lsn_int,
                                                              lsn_text, open_source)
 from gobblin_py.errors import SourceError, UnreachableError, describe
@@ -50,6 +56,19 @@ class BadValue(ValueError):
         self.row = row
 
 
+@dataclass(frozen=True)
+class SnapshotRows(RawBatch):
+    """Snapshot rows as the native reader gave them (`values`: one Arrow record batch of the table's columns); `first`
+    is the first row's number, its `_seq`."""
+
+    first: int = 0
+
+
+RECORDS = "records"
+"""The format of a batch of records already made (`values`: (record, where it came from) pairs): the row path."""
+CHANGES_PER_BATCH = 1000
+
+
 class Snapshot:
     """Which transactions a snapshot sees, from `pg_current_snapshot()` (`xmin:xmax:xip,…`, 64-bit ids)."""
 
@@ -65,8 +84,10 @@ class Snapshot:
         return full < self.xmin or (full < self.xmax and full not in self.xip)
 
 
-class PostgresCdcExtractor(Extractor):
+class PostgresCdcExtractor(BatchExtractor):
     """One table's snapshot (first run) and changes in [low, end)."""
+
+    makes_arrow = True
 
     def __init__(self, settings: PostgresCdcSettings, workunit: WorkUnit, context: TaskContext) -> None:
         self.settings, self.workunit, self.context = settings, workunit, context
@@ -79,6 +100,8 @@ class PostgresCdcExtractor(Extractor):
         self.at = ""  # where the current record came from
         self._loaders: list[Any] = []
         self._shapes: dict[int, list[int | None]] = {}  # relation message id → planned column i → its index there
+        self.native = False  # the columnar path, with ADBC installed: the snapshot comes as Arrow
+        self._arrow: Any = None  # the Arrow mapping of the records' schema
 
     def get_schema(self) -> Schema:
         return self.workunit.props["avro_schema"]
@@ -96,7 +119,10 @@ class PostgresCdcExtractor(Extractor):
             finally:
                 self.conn = None
 
-    def read_records(self) -> Iterator[Record]:
+    def columnar_path(self) -> None:
+        self.native = native.installed()
+
+    def read_batches(self) -> Iterator[RawBatch]:
         import psycopg
 
         s = self.settings
@@ -106,12 +132,68 @@ class PostgresCdcExtractor(Extractor):
             seen = None
             if self.workunit.props["snapshot"]:
                 seen = yield from self._snapshot(conn)
-            yield from self._changes(conn, seen)
+            held: list[tuple[Record, str]] = []
+            for record in self._changes(conn, seen):
+                held.append((record, self.at))
+                if len(held) == CHANGES_PER_BATCH:
+                    yield RawBatch(RECORDS, held)
+                    held = []
+            if held:
+                yield RawBatch(RECORDS, held)
         except psycopg.OperationalError as exc:
             raise UnreachableError(f"{s.endpoint}: lost the connection reading {self.table}: {describe(exc)}",
                                    s.endpoint, "the next attempt (or run) reads the range again") from None
         except psycopg.Error as exc:
             raise SourceError(f"{s.endpoint}, slot {s.slot}, table {self.table}: {describe(exc)}") from None
+
+    def records_of(self, batch: RawBatch) -> Iterator[Record]:
+        if isinstance(batch, SnapshotRows):
+            yield from self._snapshot_records(batch)
+            return
+        for record, at in batch.values:
+            self.at = at
+            yield record
+
+    def _snapshot_records(self, batch: SnapshotRows) -> Iterator[Record]:
+        """Native snapshot rows as the row cursor gives them: each column cast to the schema's type where it casts
+        exactly, numeric text (NaN, Infinity) as Decimals; a value Python cannot hold fails as the cursor would."""
+        import pyarrow as pa
+
+        values = pa.schema(list(self._schema())[:len(self.names)])
+        try:
+            rows = conform(batch.values, values, whole=False).to_pylist()
+        except (OverflowError, ValueError) as exc:
+            raise SourceError(f"table {self.table}: a snapshot row holds a value Python cannot ({describe(exc)})") from None
+        decimals = [f.name for f in values if is_decimal(f.type)]
+        for n, row in enumerate(rows, start=batch.first):
+            for name in decimals:
+                if isinstance(row[name], str):
+                    row[name] = Decimal(row[name])
+            self.at = f"snapshot row {n}"
+            yield self._record([row[c] for c in self.names], "read", self.low - 1, n, None, None)
+
+    def to_arrow(self, batch: RawBatch) -> Any | None:
+        """Native snapshot rows as one Arrow batch of the records' schema (the change fields of a snapshot row added as
+        columns); None for changes and for rows a cast refuses (the row path then decides)."""
+        import pyarrow as pa
+
+        if not isinstance(batch, SnapshotRows):
+            return None
+        schema = self._schema()
+        width = len(self.names)
+        columns = conform(batch.values, pa.schema(list(schema)[:width]))
+        if columns is None:
+            return None
+        n = batch.values.num_rows
+        meta = [pa.array(["read"] * n, schema.field("_op").type), pa.array([self.low - 1] * n, schema.field("_lsn").type),
+                pa.array(range(batch.first, batch.first + n), schema.field("_seq").type),
+                pa.nulls(n, schema.field("_commit_ts").type), pa.nulls(n, schema.field("_xid").type)]
+        return pa.RecordBatch.from_arrays([*columns.columns, *meta], schema=schema)
+
+    def _schema(self) -> Any:
+        if self._arrow is None:
+            self._arrow = row_schema(self.get_schema())
+        return self._arrow
 
     def _loader(self, conn: Any, i: int) -> Any:
         """psycopg's text loader of column i's type (its base type for a domain); None: keep the text."""
@@ -129,8 +211,9 @@ class PostgresCdcExtractor(Extractor):
                       _commit_ts=datetime.fromtimestamp(commit_us / 1e6, timezone.utc) if commit_us is not None else None)
         return record
 
-    def _snapshot(self, conn: Any) -> Iterator[Record]:
-        """Every row as a REPEATABLE READ snapshot sees it; returns which transactions it sees."""
+    def _snapshot(self, conn: Any) -> Iterator[RawBatch]:
+        """Every row as a REPEATABLE READ snapshot sees it, after a truncate record; returns which transactions it
+        sees. Natively (ADBC, in the snapshot exported) on the columnar path, else by psycopg's row cursor."""
         import psycopg
         from psycopg import sql
 
@@ -139,21 +222,28 @@ class PostgresCdcExtractor(Extractor):
         conn.autocommit = False
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.read_only = True
-        seen = Snapshot(conn.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
+        seen_text, exported = conn.execute("SELECT pg_current_snapshot()::text, pg_export_snapshot()").fetchone()
+        seen = Snapshot(seen_text)
         columns = sql.SQL(", ").join(sql.SQL("{}::{}").format(sql.Identifier(c), sql.SQL(casts[c])) if c in casts
                                      else sql.Identifier(c) for c in self.names)
         query = sql.SQL("SELECT {} FROM {}").format(columns, sql.Identifier(p["schema_name"], p["table_name"]))
-        self.at = "snapshot start"
         # the snapshot replaces what a consumer held of the table (a reset table's old rows, in an upsert table too)
-        yield self._record([None] * len(self.names), "truncate", self.low - 1, -1, None, None)
+        yield RawBatch(RECORDS, [(self._record([None] * len(self.names), "truncate", self.low - 1, -1, None, None),
+                                  "snapshot start")])
         n = 0
-        with conn.cursor(name=f"gobblin_snap_{self.workunit.id[-32:]}") as cur:
-            cur.itersize = s.fetch_rows
-            cur.execute(query)
-            for row in cur:
-                self.at = f"snapshot row {n}"
-                yield self._record(list(row), "read", self.low - 1, n, None, None)
-                n += 1
+        if self.native:
+            log.info("%s: snapshot read through ADBC in exported snapshot %s", self.table, exported)
+            for arrow in native.snapshot_batches(s, exported, query.as_string(conn), s.fetch_rows, self.table):
+                yield SnapshotRows("arrow", arrow, first=n)
+                n += arrow.num_rows
+        else:
+            with conn.cursor(name=f"gobblin_snap_{self.workunit.id[-32:]}") as cur:
+                cur.itersize = s.fetch_rows
+                cur.execute(query)
+                while rows := cur.fetchmany(s.fetch_rows):
+                    yield RawBatch(RECORDS, [(self._record(list(row), "read", self.low - 1, n + i, None, None),
+                                              f"snapshot row {n + i}") for i, row in enumerate(rows)])
+                    n += len(rows)
         conn.rollback()
         conn.autocommit, conn.read_only = True, False
         conn.isolation_level = None
