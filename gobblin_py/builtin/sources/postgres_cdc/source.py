@@ -80,6 +80,7 @@ class TablePlan:
     columns: list[Column]
     types: list[list[int]]  # per column: [declared type oid, typmod, base type oid]
     replica_identity: str
+    table_bytes: int = 0  # pg_table_size: what a snapshot reads
 
 
 def reset_hint(job_tables: list[str]) -> str:
@@ -213,12 +214,13 @@ class PostgresCdcSource(Source):
     def _table(self, conn: Any, table: tuple[str, str]) -> TablePlan:
         schema_name, table_name = table
         dataset = f"{schema_name}.{table_name}"
-        oid, identity = conn.execute("SELECT c.oid, c.relreplident FROM pg_class c JOIN pg_namespace n ON n.oid = "
-                                     "c.relnamespace WHERE n.nspname = %s AND c.relname = %s", (schema_name, table_name)).fetchone()
+        oid, identity, size = conn.execute("SELECT c.oid, c.relreplident, pg_table_size(c.oid) FROM pg_class c JOIN "
+                                           "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+                                           (schema_name, table_name)).fetchone()
         columns = [Column(c.name, False, c.type_name, c.declared, c.avro, c.cast) for c in read_columns(conn, oid)]
         check_mapped(dataset, columns, REMEDIES)
         types = [[int(t), int(m), int(b)] for _, t, m, b in conn.execute(BASE_TYPES_SQL, (oid,))]
-        return TablePlan(dataset, schema_name, table_name, int(oid), columns, types, str(identity))
+        return TablePlan(dataset, schema_name, table_name, int(oid), columns, types, str(identity), int(size or 0))
 
     def _slot(self, conn: Any, committed: dict[str, int | None]) -> dict[str, Any]:
         """The slot (created when missing and allowed), checked: pgoutput, this database, not invalidated, not past any
@@ -305,6 +307,7 @@ class PostgresCdcSource(Source):
                                "oid": p.oid, "columns": names, "types": p.types,
                                "casts": {c.name: c.cast for c in p.columns if c.cast}, "avro_schema": schema,
                                "low": low, "end": end, "snapshot": snapshot, "replica_identity": p.replica_identity,
+                               "snapshot_bytes": p.table_bytes if snapshot else 0, "wal_bytes": max(0, end - low),
                                "slot": s.slot, "publication": s.publication, "tables": tables,
                                "state.columns": names, "state.oid": p.oid,
                                "state.slot": {"name": s.slot, "database": s.database, **({"system": system} if system else {})}})
@@ -351,6 +354,21 @@ class PostgresCdcSource(Source):
         tables = sorted({t for wu in workunits for t in wu.props.get("tables", [])} | {dataset})
         return [SlotAdvanceStep(url=s.url, password_env=s.password_env, slot=s.slot, state_dir=state_dir, datasets=tables,
                                 dataset=dataset, connect_timeout_s=s.connect_timeout_s, busy_wait_s=s.busy_wait_s)]
+
+    def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
+        """The table's size when it is snapshotted, plus the WAL of the range its changes are decoded from (every
+        table of the run decodes the same WAL, for its own changes)."""
+        return float(workunit.props.get("snapshot_bytes", 0)) + float(workunit.props.get("wal_bytes", 0))
+
+    def native_share(self, workunit: WorkUnit, converted: bool) -> float:
+        """On the columnar path a snapshot is read by ADBC and written as Arrow, outside Python's lock (as the jdbc
+        source's native reads, 0.95 of it); the WAL is decoded in Python."""
+        from gobblin_py.builtin.sources.postgres_cdc import native
+
+        snapshot, wal = float(workunit.props.get("snapshot_bytes", 0)), float(workunit.props.get("wal_bytes", 0))
+        if converted or not snapshot or not native.installed():
+            return 0.0
+        return 0.95 * snapshot / (snapshot + wal)
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
         from gobblin_py.builtin.sources.postgres_cdc.extractor import PostgresCdcExtractor
