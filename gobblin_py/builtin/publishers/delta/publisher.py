@@ -5,8 +5,8 @@ How, in the commit sequence (`runtime/publish.py`): the per-file steps publish e
 publisher's no-replace rename (copy-then-verify on object stores) to `<table>/data/<rel_path>`, a name that is a pure
 function of what the file holds, so a replay publishes the same names; error files go to `<errors_dir>/<rel_path>`
 (default `_errors` beside the table, outside it: a vacuum deletes what the table does not reference). Then the
-GlobalCommitStep calls `commit`: delta-rs's low-level API (`create_table_with_add_actions` when the table is new,
-else `DeltaTable.create_write_transaction`) adds the published files where they are, nothing rewritten, as one
+GlobalCommitStep calls `commit`: delta-rs's low-level API (`DeltaTable.create_write_transaction` with `AddAction`s)
+adds the published files where they are, nothing rewritten, as one
 commit whose `txn` action carries app id `gobblin-py/<job>/<dataset>` and the dataset's next transaction version,
 and whose commitInfo carries the commit id, run, dataset and watermarks. delta-rs records a `txn` without skipping
 a duplicate (delta-io/delta-rs#2580), so the step's `verify()` (`is_committed`) is the application's own check: the
@@ -16,7 +16,8 @@ adds nothing twice. The watermark step still comes after.
 The version is pinned when the sequence is built (`pin`, in the commit record, so the same on every replay): the
 version the dataset's last commit pinned (kept in its state) + 1. What the commit assumes is checked there, and again
 in `commit`: the table at `table_uri` is the one the last commit went to (its Delta `metadata().id` recorded with
-each commit; a table deleted and re-created fails closed naming both ids), its transaction version for the app id
+each commit; a table deleted and re-created fails closed naming both ids; a missing table is created empty, with the
+files' columns and the partition column, when the sequence is built, so its id is pinned before anything is published), its transaction version for the app id
 is the one the last commit left (lower: the log was rewritten or the table replaced; higher: another job commits
 under this job's name), no RESTORE was committed since the last commit (delta-rs's restore keeps `txn` versions, so
 only the history tells), and the columns fit: new columns are added as nullable ones (one metadata commit before the
@@ -131,6 +132,8 @@ class DeltaPublisher(Committer, GlobalCommitter):
         table is the one the dataset's last commit went to and that nothing rolled it back since."""
         name, app = str(self.table_location(commit.dataset)), t.app_id(commit.job, commit.dataset)
         table = self._open(commit.dataset)
+        if table is None and any(f.kind == "data" for f in commit.files):
+            table = self._create(commit, name)
         table_id = table.metadata().id if table is not None else None
         txn = table.transaction_version(app) if table is not None else None
         read = table.version() if table is not None else -1
@@ -152,6 +155,19 @@ class DeltaPublisher(Committer, GlobalCommitter):
                         f"(the commitInfo of its last commit of {app} carries them): `gobblin-py state reset JOB.yaml "
                         f"--dataset {commit.dataset} --to KEY=VALUE …`, which also forgets the pinned table, then run again")
         return {"table_id": table_id, "version": last["version"] + 1, "read_version": read}
+
+    def _create(self, commit: DatasetCommit, name: str) -> Any:
+        """The table created empty (the files' columns, read in task output, and the partition column), so that its id
+        is known and pinned before anything is published; a table another commit created meanwhile is kept."""
+        from deltalake import CommitProperties, DeltaTable, Schema
+
+        output = t.output_schema(self._files(commit, published=False), self.settings.partition, name)
+        DeltaTable.create(name, Schema.from_arrow(output), mode="ignore", storage_options=self.settings.storage_options or None,
+                          partition_by=[self.settings.partition.name] if self.settings.partition else None,
+                          commit_properties=CommitProperties(custom_metadata={t.COMMIT_ID: commit.commit_id, t.JOB: commit.job,
+                                                                              "gobblin-py.operation": "create table"}))
+        log.info("table %s: created for commit %s", name, commit.commit_id)
+        return self._open(commit.dataset)
 
     @staticmethod
     def _unchanged(name: str, app: str, before: str | None, done: int, table_id: str | None, txn: int | None) -> None:
@@ -184,9 +200,8 @@ class DeltaPublisher(Committer, GlobalCommitter):
     def commit(self, commit: DatasetCommit) -> None:
         """One Delta commit adding the published files with the transaction (app id, version); a table created when
         missing, new columns added first. Retried on a conflicting concurrent commit."""
-        from deltalake import CommitProperties, Schema, Transaction
+        from deltalake import CommitProperties, Transaction
         from deltalake.exceptions import CommitFailedError, DeltaError
-        from deltalake.transaction import create_table_with_add_actions
 
         d, p = commit.dataset, self.settings.partition
         name, app, version = str(self.table_location(d)), t.app_id(commit.job, d), _version(commit)
@@ -199,26 +214,22 @@ class DeltaPublisher(Committer, GlobalCommitter):
                     t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
         for attempt in range(1, self.settings.commit_attempts + 1):
             table = self._open(d)
-            if table is not None:
-                txn = table.transaction_version(app)
-                if (txn or 0) >= version:
-                    return  # a conflict's retry after the commit went through
-                if commit.pinned.get("table_id") is not None or txn is not None:
-                    self._unchanged(name, app, commit.pinned.get("table_id"), version - 1, table.metadata().id, txn)
-            props = CommitProperties(custom_metadata={**metadata, t.TABLE_ID: (table.metadata().id if table else "new")},
+            txn = table.transaction_version(app) if table is not None else None
+            if (txn or 0) >= version:
+                return  # a conflict's retry after the commit went through
+            self._unchanged(name, app, commit.pinned.get("table_id"), version - 1,
+                            table.metadata().id if table is not None else None, txn)
+            if table is None:  # pinned before it existed: a record not written by `pin`
+                raise CommitError(f"table {name} does not exist, and commit {commit.commit_id} pinned none")
+            props = CommitProperties(custom_metadata={**metadata, t.TABLE_ID: table.metadata().id},
                                      app_transactions=[Transaction(app, version)])
             try:
-                if table is None:
-                    create_table_with_add_actions(name, Schema.from_arrow(output), t.add_actions(files, p, _now_ms()), mode="error",
-                                                  partition_by=partition_by, storage_options=self.settings.storage_options or None,
-                                                  commit_properties=props)
-                else:
-                    new = self._fits(table, output, name)
-                    if new:
-                        self._add_columns(table, output, new, metadata)
-                        table = self._open(d)
-                    table.create_write_transaction(t.add_actions(files, p, _now_ms()), "append", output, partition_by,
-                                                   commit_properties=props)
+                new = self._fits(table, output, name)
+                if new:
+                    self._add_columns(table, output, new, metadata)
+                    table = self._open(d)
+                table.create_write_transaction(t.add_actions(files, p, _now_ms()), "append", output, partition_by,
+                                               commit_properties=props)
                 log.info("table %s: commit %s added %d file(s) as transaction version %d of %s", name, commit.commit_id,
                          len(files), version, app)
                 return

@@ -124,7 +124,7 @@ def _delta_types(schema: Any) -> dict[str, str]:
     from deltalake import Schema
 
     fields = Schema.from_arrow(schema).fields if isinstance(schema, pa.Schema) else schema.fields
-    return {f.name: str(f.type) for f in fields}
+    return {f.name: str(getattr(f.type, "type", f.type)) for f in fields}  # a PrimitiveType by its name: "double"
 
 
 def schema_change(table_schema: Any, output: Any, table: str) -> tuple[str | None, list[str]]:
