@@ -12,13 +12,16 @@ from typing import Any
 
 import pytest
 
-from gobblin_py.config import load_job
-from gobblin_py.runtime.executors.in_process import InProcessExecutor
-from gobblin_py.runtime.runner import DatasetStatus, JobRunner
+from gobblin_py.runtime.runner import DatasetStatus
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.outputs import read_avro_dir
 
-from support.jobs import example_job, write_job
+from support.jobs import example_job
+
+from builtin import test_iceberg_publisher as iceberg_tests
+from builtin.test_iceberg_publisher import _new_clicks, _run
+
+reference = iceberg_tests.reference
+"""dataset → id counts of the example job written as Avro by the `fs` publisher: what each table must hold."""
 
 deltalake = pytest.importorskip("deltalake")
 duckdb = pytest.importorskip("duckdb")
@@ -76,28 +79,6 @@ def _load_delta_extension(con: Any) -> bool:
 def commits(t: Any) -> list[dict]:
     """The table's gobblin-py add commits (commitInfo), oldest first."""
     return [h for h in reversed(t.history()) if "gobblin-py.commit-id" in h and "gobblin-py.operation" not in h]
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict[str, Counter]:
-    """dataset → id counts of the example job written as Avro by the `fs` publisher: what each table must hold."""
-    tmp = tmp_path_factory.mktemp("avro")
-    assert JobRunner(load_job(write_job(tmp, example_job(tmp))), InProcessExecutor()).run().succeeded
-    out: dict[str, Counter] = {}
-    for rec in read_avro_dir(tmp / "output"):
-        out.setdefault(rec["_file"].split("/")[0], Counter())[rec["id"]] += 1
-    return out
-
-
-def _run(tmp: Path, job: dict) -> Any:
-    return JobRunner(load_job(write_job(tmp, job)), InProcessExecutor()).run()
-
-
-def _new_clicks(tmp: Path, first_id: int, n: int, extra: dict | None = None) -> None:
-    day = 1767657600000  # 2026-01-06T00:00Z
-    lines = [json.dumps({"id": first_id + i, "ts": day + 1000 * i, "user": "u1", "kind": "click", "amount": None,
-                         "country": "US", **(extra or {})}) for i in range(n)]
-    (tmp / "data" / "clicks" / f"clicks-new-{first_id}.jsonl").write_text("\n".join(lines) + "\n")
 
 
 # --- a job into tables -------------------------------------------------------------------------------------------

@@ -173,8 +173,8 @@ class DeltaPublisher(Committer, GlobalCommitter):
     def _unchanged(name: str, app: str, before: str | None, done: int, table_id: str | None, txn: int | None) -> None:
         """CommitError unless the table is Delta table `before` (when known) and its transaction version for `app` is
         `done`, the version of the dataset's last commit."""
-        fix = (f"Nothing was published and the watermarks did not move. If the new table is meant, start it over: "
-               f"`gobblin-py state reset JOB.yaml --dataset …` (to the start, or to what it holds); else put the old table back")
+        fix = ("Nothing was published and the watermarks did not move. If the new table is meant, start it over: "
+               "`gobblin-py state reset JOB.yaml --dataset …` (to the start, or to what it holds); else put the old table back")
         if before is not None and table_id is None:
             raise CommitError(f"table {name} (Delta table id {before}, which this job's last commit went to) is gone. {fix}")
         if before is not None and table_id != before:
