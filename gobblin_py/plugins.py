@@ -67,6 +67,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
     Kind.PUBLISHER: {
         "fs": "gobblin_py.builtin.publishers.fs:FsPublisher",
         "iceberg": "gobblin_py.builtin.publishers.iceberg.publisher:IcebergPublisher",
+        "delta": "gobblin_py.builtin.publishers.delta.publisher:DeltaPublisher",
     },
     Kind.DEAD_LETTER: {
         "kafka": "gobblin_py.builtin.dead_letter.kafka:KafkaDeadLetters",

@@ -81,6 +81,9 @@ class DatasetCommit:
     """What this run's work units keep in the dataset's state (`state.<name>` props): the source's schema in effect (a
     registry subject's version and schema id, a table's columns), a topic's identity; a table sink records it beside
     the watermarks, so the table says what its rows were read with."""
+    pinned: dict[str, typing.Any] = field(default_factory=dict)
+    """What `GlobalCommitter.pin` read of the target for this commit (a table's id, the version it commits as): in the
+    commit record, so the same on every replay."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,13 @@ class GlobalCommitter(abc.ABC):
     def check(self, commit: DatasetCommit) -> None:
         """Hook, before anything of the dataset is published (the files still in task output): raise `CommitError`
         when the commit cannot succeed, e.g. a schema the table cannot take; the dataset fails and nothing moves."""
+
+    def pin(self, commit: DatasetCommit, last: dict[str, typing.Any]) -> dict[str, typing.Any]:
+        """Hook, after `check`: what this commit relies on of the target (a table's id, the transaction version it
+        commits as), as JSON values. It goes into the commit record (`commit.pinned` on every replay) and, with the
+        dataset's state, is `last` at the dataset's next commit, so a target that changed in between (re-created,
+        restored to an older version) is found and refused here, naming what changed. Default: nothing."""
+        return {}
 
     def committed_watermarks(self, job: str, datasets: list[str]) -> dict[str, typing.Any]:
         """Hook for `gobblin-py state show`: dataset → what the target itself records of `job`'s last commit of it

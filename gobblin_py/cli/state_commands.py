@@ -226,8 +226,8 @@ def _drop_recorded_identities(file: DatasetStateFile) -> None:
     except StateStoreError:
         remove_durably(file.path)
         return
-    if state and state.get("source"):
-        file.write({k: v for k, v in state.items() if k != "source"})
+    if state and (state.get("source") or state.get("pinned")):  # and what table publishers pinned (`GlobalCommitter.pin`)
+        file.write({k: v for k, v in state.items() if k not in ("source", "pinned")})
 
 
 def _reset_plan(job: Any, dataset: str | None, to: list[str], import_offsets: Path | None) -> dict[str, dict[str, Any]]:

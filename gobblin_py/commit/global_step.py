@@ -32,6 +32,7 @@ class GlobalCommitStep(CommitStep):
     watermarks: dict[str, WatermarkValue] = field(default_factory=dict)
     watermark_keys: int | None = None   # absent from records written before it: unknown
     source_state: dict[str, Any] = field(default_factory=dict)  # absent from records written before it: none
+    pinned: dict[str, Any] = field(default_factory=dict)  # absent from records written before it: none
 
     @classmethod
     def of(cls, publisher: Committer, commit: DatasetCommit) -> GlobalCommitStep:
@@ -46,7 +47,8 @@ class GlobalCommitStep(CommitStep):
         return cls(publisher=f"{kind.__module__}:{kind.__qualname__}", settings=settings,
                    job=commit.job, run_id=commit.run_id, dataset=commit.dataset, commit_id=commit.commit_id,
                    files=[dataclasses.asdict(f) for f in commit.files], watermarks=dict(commit.watermarks),
-                   watermark_keys=commit.watermark_keys, source_state=dict(commit.source_state))
+                   watermark_keys=commit.watermark_keys, source_state=dict(commit.source_state),
+                   pinned=dict(commit.pinned))
 
     def _committer(self) -> GlobalCommitter:
         kind = resolve(Kind.PUBLISHER, self.publisher)
@@ -57,7 +59,8 @@ class GlobalCommitStep(CommitStep):
     def _commit(self) -> DatasetCommit:
         return DatasetCommit(job=self.job, run_id=self.run_id, dataset=self.dataset, commit_id=self.commit_id,
                              files=tuple(OutputFile(**f) for f in self.files), watermarks=dict(self.watermarks),
-                             watermark_keys=self.watermark_keys, source_state=dict(self.source_state))
+                             watermark_keys=self.watermark_keys, source_state=dict(self.source_state),
+                             pinned=dict(self.pinned))
 
     def verify(self) -> bool:
         return self._committer().is_committed(self._commit())

@@ -9,6 +9,7 @@ GlobalCommitter adds one commit step per dataset, and the watermark and state st
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -59,6 +60,9 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
         keys: int | None = len({**WatermarkFile(state_dir, dataset).read(), **watermarks})
     except StateStoreError:  # its step refuses it, naming the file
         keys = None
+    previous = _previous_state(state_dir, dataset)
+    last_pins = previous.get(PINNED) if isinstance(previous.get(PINNED), dict) else {}
+    pins: dict[str, dict] = {}
     steps: list[CommitStep] = []
     dead_letters: list[DeadLetterFile] = []
     for branch in job.branches:
@@ -74,6 +78,10 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
             commit = DatasetCommit(job.name, run_id, dataset, commit_id(job.name, run_id, dataset), tuple(files), watermarks,
                                    keys, _kept(results, {}))
             publisher.check(commit)  # a commit that cannot succeed fails here, before anything is published
+            pinned = publisher.pin(commit, last_pins.get(branch.name) or {})
+            if pinned:
+                pins[branch.name] = pinned
+                commit = dataclasses.replace(commit, pinned=pinned)
             steps.append(GlobalCommitStep.of(publisher, commit))
     steps.append(HighWatermarkCommitStep(state_dir=str(state_dir), dataset=dataset, watermarks=watermarks))
     # the source's own steps, once the watermarks are committed: a position released upstream (a replication slot)
@@ -83,7 +91,7 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
         steps.append(job.dead_letter.create().commit_step(DeadLetterDelivery(
             job.name, dataset, commit_id(job.name, run_id, dataset), tuple(dead_letters), str(mark_dir))))
     steps.append(DatasetStateCommitStep(state_dir=str(state_dir), dataset=dataset, run_id=run_id,
-                                        state=_dataset_state(job, dataset, results, state_dir)))
+                                        state=_dataset_state(job, results, previous, {**last_pins, **pins})))
     return CommitSequence(job=job.name, dataset=dataset, run_id=run_id, steps=steps)
 
 
@@ -125,8 +133,22 @@ def _kept(results: list[WorkUnitResult], previous: dict) -> dict:
     return kept
 
 
-def _dataset_state(job: JobSpec, dataset: str, results: list[WorkUnitResult], state_dir: Path) -> dict:
-    """What the state step records for the dataset: counts, and for sources that plan by them, per-key stats."""
+PINNED = "pinned"
+"""The dataset state's key for what each branch's GlobalCommitter pinned of its target at the dataset's last commit
+(`GlobalCommitter.pin`), by branch name."""
+
+
+def _previous_state(state_dir: Path, dataset: str) -> dict:
+    """The dataset's state as its last commit left it ({} when none, or unreadable: the state step rewrites it)."""
+    try:
+        return DatasetStateFile(state_dir, dataset).read() or {}
+    except StateStoreError:  # planning hints and identities recorded anew: the state step rewrites the file
+        return {}
+
+
+def _dataset_state(job: JobSpec, results: list[WorkUnitResult], previous: dict, pins: dict[str, dict]) -> dict:
+    """What the state step records for the dataset: counts, what publishers pinned of their targets, and for sources
+    that plan by them, per-key stats."""
     state = {
         "committed_at": utc_now(),
         "workunits": len(results),
@@ -136,10 +158,8 @@ def _dataset_state(job: JobSpec, dataset: str, results: list[WorkUnitResult], st
         "files_published": sum(1 for r in results for f in r.files if f.kind == "data"),
         "error_files_published": sum(1 for r in results for f in r.files if f.kind == "errors"),
     }
-    try:
-        previous = DatasetStateFile(state_dir, dataset).read() or {}
-    except StateStoreError:  # planning hints and identities recorded anew: the state step rewrites the file
-        previous = {}
+    if pins:
+        state[PINNED] = pins
     kept = _kept(results, previous)
     if kept:
         state["source"] = kept  # what SourceState.kept gives the next plan

@@ -1,0 +1,280 @@
+"""The `delta` publisher: each dataset's Parquet files of one run become ONE commit of a Delta Lake table, through
+delta-rs (the `deltalake` package), exactly once.
+
+How, in the commit sequence (`runtime/publish.py`): the per-file steps publish each data file with the `fs`
+publisher's no-replace rename (copy-then-verify on object stores) to `<table>/data/<rel_path>`, a name that is a pure
+function of what the file holds, so a replay publishes the same names; error files go to `<errors_dir>/<rel_path>`
+(default `_errors` beside the table, outside it: a vacuum deletes what the table does not reference). Then the
+GlobalCommitStep calls `commit`: delta-rs's low-level API (`DeltaTable.create_write_transaction` with `AddAction`s)
+adds the published files where they are, nothing rewritten, as one
+commit whose `txn` action carries app id `gobblin-py/<job>/<dataset>` and the dataset's next transaction version,
+and whose commitInfo carries the commit id, run, dataset and watermarks. delta-rs records a `txn` without skipping
+a duplicate (delta-io/delta-rs#2580), so the step's `verify()` (`is_committed`) is the application's own check: the
+table's `transaction_version(app_id)` ≥ this commit's version means the files are in, and a replay after a crash
+adds nothing twice. The watermark step still comes after.
+
+The version is pinned when the sequence is built (`pin`, in the commit record, so the same on every replay): the
+version the dataset's last commit pinned (kept in its state) + 1. What the commit assumes is checked there, and again
+in `commit`: the table at `table_uri` is the one the last commit went to (its Delta `metadata().id` recorded with
+each commit; a table deleted and re-created fails closed naming both ids; a missing table is created empty, with the
+files' columns and the partition column, when the sequence is built, so its id is pinned before anything is published), its transaction version for the app id
+is the one the last commit left (lower: the log was rewritten or the table replaced; higher: another job commits
+under this job's name), no RESTORE was committed since the last commit (delta-rs's restore keeps `txn` versions, so
+only the history tells), and the columns fit: new columns are added as nullable ones (one metadata commit before the
+add, `alter.add_columns`), a column dropped or of another type fails the dataset naming it.
+
+Partitioning: the writer's `partition` (`{column: ts, granularity: DAY}`) becomes the table's string partition
+column `ts_day` ("2026-01-01"), each file's value read from its time column (one per file, as the writer writes).
+Settings are written into every commit record: credentials come from the environment (AWS_ACCESS_KEY_ID …), only
+non-secret `storage_options` (an endpoint, a region) are settings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from gobblin_py.api import CommitStep, Committer, DatasetCommit, Delivery, GlobalCommitter, OutputFile, PublishContext, TargetWatermarks
+from gobblin_py.builtin.publishers.delta import table as t
+from gobblin_py.builtin.publishers.delta.settings import DeltaPublisherSettings
+from gobblin_py.errors import CommitError
+from gobblin_py.fs import Location
+from gobblin_py.fs.publish_steps import publish_step
+
+log = logging.getLogger(__name__)
+
+
+class DeltaPublisher(Committer, GlobalCommitter):
+    """Adds each dataset's Parquet files of one run to a Delta table as one commit tagged with a Delta transaction
+    (app id, version); exactly-once with the commit store, as a replay finds the transaction version and adds nothing."""
+
+    Settings = DeltaPublisherSettings
+    guarantee = Delivery.EXACTLY_ONCE
+
+    @classmethod
+    def complete_settings(cls, settings: DeltaPublisherSettings, context: PublishContext) -> tuple[DeltaPublisherSettings, list[tuple[str, str]]]:
+        """The `parquet` writer's files only; `partition` from `writer.partition`."""
+        from gobblin_py.builtin.writers.parquet import ParquetWriter
+
+        pub, wri = context.publisher_key, context.writer_key
+        if not issubclass(context.writer, ParquetWriter):
+            return settings, [(f"{pub}.class", f"the delta publisher adds Parquet files to a table, and {wri}.class is "
+                                               f"{context.writer_name!r}: set {wri}: {{class: parquet}}")]
+        written = getattr(context.writer_settings, "partition", None)
+        if settings.partition is not None or written is None:
+            return settings, []
+        if written.granularity == "MINUTE":
+            return settings, [(f"{wri}.partition.granularity", f"the {pub} publisher partitions the table by HOUR, DAY, "
+                                                                "MONTH or YEAR of the writer's column, not MINUTE")]
+        partition = {"column": written.column, "granularity": written.granularity, "unit": written.unit}
+        return type(settings).model_validate({**settings.model_dump(), "partition": partition}), []
+
+    # --- where files go ------------------------------------------------------------------------------------------
+
+    def table_location(self, dataset: str) -> Location:
+        return Location(self.settings.table_uri.replace("{dataset}", dataset))
+
+    def _root(self) -> Location:
+        """The directory every table of this publisher lies under: the part of table_uri before `{dataset}`, or the
+        table's parent."""
+        uri = self.settings.table_uri
+        return Location(uri.split("/{dataset}", 1)[0]) if "{dataset}" in uri else Location(uri).parent
+
+    def data_location(self, dataset: str, f: OutputFile) -> Location:
+        return self.table_location(dataset) / "data" / f.rel_path
+
+    def errors_root(self) -> Location:
+        return Location(self.settings.errors_dir) if self.settings.errors_dir else self._root() / "_errors"
+
+    def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
+        """Each file published under the table (data) or the errors directory; the table commit is the global step."""
+        return [publish_step(f.path, self.errors_root() / f.rel_path if f.kind == "errors" else self.data_location(dataset, f),
+                             f.size, f.checksum) for f in files]
+
+    def output_roots(self) -> list[str]:
+        return [str(self._root()), *([str(self.settings.errors_dir)] if self.settings.errors_dir else [])]
+
+    # --- the table -----------------------------------------------------------------------------------------------
+
+    def _open(self, dataset: str) -> Any:
+        return t.open_table(str(self.table_location(dataset)), self.settings.storage_options)
+
+    def _files(self, commit: DatasetCommit, published: bool) -> list[t.DataFile]:
+        """The commit's data files, read where they are published (or, before, in task output)."""
+        table = str(self.table_location(commit.dataset))
+        return [t.read_file(str(self.data_location(commit.dataset, f)) if published else f.path, f"data/{f.rel_path}",
+                            self.settings.partition, table) for f in commit.files if f.kind == "data"]
+
+    def _fits(self, table: Any, output: Any, name: str) -> list[str]:
+        """The columns the table gains; CommitError naming a column dropped, retyped, or another partitioning."""
+        expected = [self.settings.partition.name] if self.settings.partition else []
+        if list(table.metadata().partition_columns) != expected:
+            raise CommitError(f"table {name} is partitioned by {list(table.metadata().partition_columns)} and this job's "
+                              f"files by {expected} (writer.partition): nothing was added; make them agree")
+        problem, new = t.schema_change(table.schema(), output, name)
+        if problem is not None:
+            raise CommitError(f"{problem}. Nothing was added to the table and the watermarks did not move")
+        return new
+
+    def check(self, commit: DatasetCommit) -> None:
+        """Before any file is published: the files' columns (read from task output) must fit the table if it exists."""
+        if not any(f.kind == "data" for f in commit.files):
+            return
+        table = self._open(commit.dataset)
+        if table is not None:
+            name = str(self.table_location(commit.dataset))
+            self._fits(table, t.output_schema(self._files(commit, published=False), self.settings.partition, name), name)
+
+    def pin(self, commit: DatasetCommit, last: dict[str, Any]) -> dict[str, Any]:
+        """The table's id and the transaction version this commit adds as (the last one's + 1), after checking that the
+        table is the one the dataset's last commit went to and that nothing rolled it back since."""
+        name, app = str(self.table_location(commit.dataset)), t.app_id(commit.job, commit.dataset)
+        table = self._open(commit.dataset)
+        if table is None and any(f.kind == "data" for f in commit.files):
+            table = self._create(commit, name)
+        table_id = table.metadata().id if table is not None else None
+        txn = table.transaction_version(app) if table is not None else None
+        read = table.version() if table is not None else -1
+        if not last:
+            if txn is not None:
+                log.warning("table %s holds commits of %s up to transaction version %d, and the dataset's state pins none "
+                            "(reset): this commit continues at %d", name, app, txn, txn + 1)
+            return {"table_id": table_id, "version": (txn or 0) + 1, "read_version": read}
+        self._unchanged(name, app, last.get("table_id"), last["version"], table_id, txn)
+        if table is not None and read > last.get("read_version", read):
+            for entry in table.history(read - last["read_version"]):
+                if entry.get("operation") == "RESTORE" and entry.get("version", -1) > last["read_version"]:
+                    restored = entry.get("operationParameters", {}).get("version", "?")
+                    raise CommitError(
+                        f"table {name} was restored to version {restored} (its version {entry.get('version')}) after this "
+                        f"job's commit of transaction version {last['version']} of {app}: the rows of the commits after "
+                        f"version {restored} may be gone from it, while the dataset's watermarks are past them. Nothing was "
+                        "published and the watermarks did not move. Set the dataset's watermarks to what the table holds "
+                        f"(the commitInfo of its last commit of {app} carries them): `gobblin-py state reset JOB.yaml "
+                        f"--dataset {commit.dataset} --to KEY=VALUE …`, which also forgets the pinned table, then run again")
+        return {"table_id": table_id, "version": last["version"] + 1, "read_version": read}
+
+    def _create(self, commit: DatasetCommit, name: str) -> Any:
+        """The table created empty (the files' columns, read in task output, and the partition column), so that its id
+        is known and pinned before anything is published; a table another commit created meanwhile is kept."""
+        from deltalake import CommitProperties, DeltaTable, Schema
+
+        output = t.output_schema(self._files(commit, published=False), self.settings.partition, name)
+        DeltaTable.create(name, Schema.from_arrow(output), mode="ignore", storage_options=self.settings.storage_options or None,
+                          partition_by=[self.settings.partition.name] if self.settings.partition else None,
+                          commit_properties=CommitProperties(custom_metadata={t.COMMIT_ID: commit.commit_id, t.JOB: commit.job,
+                                                                              "gobblin-py.operation": "create table"}))
+        log.info("table %s: created for commit %s", name, commit.commit_id)
+        return self._open(commit.dataset)
+
+    @staticmethod
+    def _unchanged(name: str, app: str, before: str | None, done: int, table_id: str | None, txn: int | None) -> None:
+        """CommitError unless the table is Delta table `before` (when known) and its transaction version for `app` is
+        `done`, the version of the dataset's last commit."""
+        fix = ("Nothing was published and the watermarks did not move. If the new table is meant, start it over: "
+               "`gobblin-py state reset JOB.yaml --dataset …` (to the start, or to what it holds); else put the old table back")
+        if before is not None and table_id is None:
+            raise CommitError(f"table {name} (Delta table id {before}, which this job's last commit went to) is gone. {fix}")
+        if before is not None and table_id != before:
+            raise CommitError(f"table {name} is Delta table id {table_id}, not {before} which this job's last commit went "
+                              f"to: it was deleted and created again. {fix}")
+        if (txn or 0) < done:
+            raise CommitError(f"table {name}: the transaction version of {app} is {txn}, lower than {done} which this job "
+                              f"committed: the table's log was replaced or rolled back (not by RESTORE, which keeps it). {fix}")
+        if (txn or 0) > done:
+            raise CommitError(f"table {name}: the transaction version of {app} is {txn}, higher than {done} which this job "
+                              "committed last: another job (another work directory, the same job name) commits to it, and "
+                              "each would skip the other's commits. Give each job its own name or table")
+
+    def is_committed(self, commit: DatasetCommit) -> bool:
+        """The table's transaction version for the app id is at least this commit's (trivially: no data files)."""
+        if not any(f.kind == "data" for f in commit.files):
+            return True
+        table = self._open(commit.dataset)
+        if table is None:
+            return False
+        return (table.transaction_version(t.app_id(commit.job, commit.dataset)) or 0) >= _version(commit)
+
+    def commit(self, commit: DatasetCommit) -> None:
+        """One Delta commit adding the published files with the transaction (app id, version); a table created when
+        missing, new columns added first. Retried on a conflicting concurrent commit."""
+        from deltalake import CommitProperties, Transaction
+        from deltalake.exceptions import CommitFailedError, DeltaError
+
+        d, p = commit.dataset, self.settings.partition
+        name, app, version = str(self.table_location(d)), t.app_id(commit.job, d), _version(commit)
+        files = self._files(commit, published=True)
+        if not files:
+            return
+        output = t.output_schema(files, p, name)
+        partition_by = [p.name] if p is not None else []
+        metadata = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: d,
+                    t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
+        for attempt in range(1, self.settings.commit_attempts + 1):
+            table = self._open(d)
+            txn = table.transaction_version(app) if table is not None else None
+            if (txn or 0) >= version:
+                return  # a conflict's retry after the commit went through
+            self._unchanged(name, app, commit.pinned.get("table_id"), version - 1,
+                            table.metadata().id if table is not None else None, txn)
+            if table is None:  # pinned before it existed: a record not written by `pin`
+                raise CommitError(f"table {name} does not exist, and commit {commit.commit_id} pinned none")
+            props = CommitProperties(custom_metadata={**metadata, t.TABLE_ID: table.metadata().id},
+                                     app_transactions=[Transaction(app, version)])
+            try:
+                new = self._fits(table, output, name)
+                if new:
+                    self._add_columns(table, output, new, metadata)
+                    table = self._open(d)
+                table.create_write_transaction(t.add_actions(files, p, _now_ms()), "append", output, partition_by,
+                                               commit_properties=props)
+                log.info("table %s: commit %s added %d file(s) as transaction version %d of %s", name, commit.commit_id,
+                         len(files), version, app)
+                return
+            except (CommitFailedError, DeltaError) as exc:
+                if attempt == self.settings.commit_attempts:
+                    raise CommitError(f"table {name}: commit {commit.commit_id} failed: {exc}") from exc
+                log.info("table %s: commit %s conflicted (%s); attempt %d of %d", name, commit.commit_id, exc, attempt + 1,
+                         self.settings.commit_attempts)
+                time.sleep(min(2.0, 0.1 * 2 ** attempt))
+
+    @staticmethod
+    def _add_columns(table: Any, output: Any, new: list[str], metadata: dict[str, str]) -> None:
+        """The new columns added to the table (nullable), in a metadata commit of their own before the add."""
+        import pyarrow as pa
+        from deltalake import CommitProperties, Schema
+
+        fields = Schema.from_arrow(pa.schema([output.field(n) for n in new])).fields
+        table.alter.add_columns(fields, commit_properties=CommitProperties(custom_metadata={**metadata, "gobblin-py.operation": "add columns"}))
+        log.info("table %s: added column(s) %s for commit %s", table.table_uri, ", ".join(new), metadata[t.COMMIT_ID])
+
+    def resume_watermarks(self, job: str, datasets: list[str]) -> dict[str, TargetWatermarks]:
+        """A dataset the state store holds nothing of whose table holds this job's commits is refused, naming the
+        watermarks of its last one: extracting from the start would add its records again."""
+        for d in datasets:
+            table = self._open(d)
+            txn = table.transaction_version(t.app_id(job, d)) if table is not None else None
+            if txn is None:
+                continue
+            last = next((h for h in table.history() if h.get(t.DATASET) == d and h.get(t.JOB) == job and t.WATERMARKS in h), {})
+            raise CommitError(
+                f"table {self.table_location(d)}: the state store holds nothing of dataset {d} (a new or lost work "
+                f"directory), and the table holds this job's commits of it up to transaction version {txn}: extracting "
+                f"from the start would add their records again. Restore the work directory, or set the dataset's "
+                f"watermarks to what the table holds (its last commit carries {last.get(t.WATERMARKS, '?')}): "
+                f"`gobblin-py state reset JOB.yaml --dataset {d} --to KEY=VALUE …`, then run again")
+        return {}
+
+
+def _version(commit: DatasetCommit) -> int:
+    version = commit.pinned.get("version")
+    if not isinstance(version, int):
+        raise CommitError(f"commit {commit.commit_id}: its record pins no Delta transaction version: it was not written "
+                          "by this publisher's sequence; abandon it (`gobblin-py recover JOB.yaml --abandon`)")
+    return version
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
