@@ -231,22 +231,13 @@ class BranchConfig:
 
 
 class MaintenanceSection(_Strict):
-    """`maintenance:`: what `gobblin-py maintain` does when the command line does not say, and (with `schedule`)
-    what `schedule` and continuous runs do between checkpoints; nothing is set by default."""
+    """`maintenance:`: what `gobblin-py maintain` does when the command line does not say; nothing is set by default."""
 
     expire_snapshots_older_than: Seconds | None = Field(default=None, description="Iceberg: expire snapshots older than this (7d), never the newest keep_last nor one a pending commit needs")
     keep_last: int = Field(default=1, ge=1, description="Iceberg: snapshots always kept, newest first, however old")
     remove_orphans_older_than: Seconds | None = Field(default=None, description="Iceberg: delete files under the table's location that no snapshot lists, last written this long ago (at least 1h; 3d is safe)")
     retention: Seconds | None = Field(default=None, description="delete whole time partitions (a directory of the writer's partition pattern, an Iceberg partition of a time transform) that ended this long ago (30d)")
     datasets: list[str] = Field(default_factory=list, description="only these datasets (empty: all)")
-    schedule: str | None = Field(default=None, description="cron expression: `gobblin-py schedule` and continuous runs run the maintenance on it")
-
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        if value is not None:
-            Cron.parse(value)
-        return value
 
 
 @dataclass(frozen=True)
