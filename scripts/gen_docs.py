@@ -188,7 +188,7 @@ def job_keys_page() -> str:
 
     defaults = yaml.safe_load((REPO / "gobblin_py" / "conf" / "defaults.yaml").read_text())
     models: dict[str, type[BaseModel]] = {"job": m.JobSection, "spark": m.SparkSection, "logging": m.LoggingSection,
-                                          "compaction": m.CompactionSection}
+                                          "compaction": m.CompactionSection, "maintenance": m.MaintenanceSection}
     missing = set(SECTIONS) - set(models) - set(FRAMEWORK_KEYS)
     assert not missing, f"sections without documentation in scripts/gen_docs.py: {missing}"
     gobblin = _gobblin_keys()

@@ -11,6 +11,7 @@ from gobblin_py.api.plugin import NoSettings, Plugin, Settings
 from gobblin_py.api.quality import BranchStats, RowPolicy, RowPolicyType, TaskPolicy, TaskPolicyType
 from gobblin_py.api.source import Extractor, Source, SourceState
 from gobblin_py.api.types import Record, Schema, SchemaKind, WatermarkValue
+from gobblin_py.api.upkeep import PendingCommit, TableUpkeep, UpkeepAction, UpkeepRequest
 from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit, flatten
 from gobblin_py.api.writer import DataWriter, DedupSpec, Delivery, FileMerger, MergedFiles, MergeSpec, OutputFile, WriterTarget
 from gobblin_py.errors import RecordError, TaskError
@@ -18,8 +19,8 @@ from gobblin_py.errors import RecordError, TaskError
 __all__ = [
     "BatchConverter", "BatchExtractor", "BatchWriter", "BranchStats", "CommitStep", "Committer", "Converter", "CsvBlock", "DataPublisher", "DatasetCommit", "DataWriter",
     "DedupSpec", "Delivery", "Extractor", "FileMerger", "ForkOperator", "GlobalCommitter", "MergedFiles", "MergeSpec", "MultiWorkUnit", "NoSettings",
-    "JsonLines", "OneToOneConverter", "OutputFile", "Plugin", "PublishContext", "RawBatch", "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "SchemaKind",
+    "JsonLines", "OneToOneConverter", "OutputFile", "PendingCommit", "Plugin", "PublishContext", "RawBatch", "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "SchemaKind",
     "Settings", "Source", "SourceMessage", "SourceState", "StepStatus", "TableCompaction", "TableFile", "TableReplace", "TargetWatermarks", "TaskContext", "TaskCounter", "TaskError",
-    "TaskPolicy", "TaskPolicyType", "WatermarkValue",
+    "TableUpkeep", "TaskPolicy", "TaskPolicyType", "UpkeepAction", "UpkeepRequest", "WatermarkValue",
     "WorkUnit", "WriterTarget", "flatten",
 ]

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from gobblin_py.cli.compact_command import compact_command
+from gobblin_py.cli.maintain_command import maintain_command
 from gobblin_py.cli.infer_command import infer_command
 from gobblin_py.cli.plan_command import plan_command
 from gobblin_py.errors import ConfigError, GobblinError
@@ -307,6 +308,7 @@ from gobblin_py.cli.status_commands import serve_command, status_command  # noqa
 
 app.command("plan")(plan_command)
 app.command("compact")(compact_command)
+app.command("maintain")(maintain_command)
 app.command("infer")(infer_command)
 app.command("status")(status_command)
 app.command("serve")(serve_command)

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.api.types import WatermarkValue
 from gobblin_py.errors import CommitError, StateStoreError
+from gobblin_py.fs.delete_steps import FsDeleteCommitStep
 from gobblin_py.fs.exchange_steps import FsExchangeDirsCommitStep, FsRemoveReplacedCommitStep, FsStageCommitStep
 from gobblin_py.fs.publish_steps import FsCopyCommitStep, FsRenameCommitStep, publish_step
 from gobblin_py.state.store import CompactionFile, DatasetStateFile, WatermarkFile
@@ -110,4 +111,4 @@ __all__ = ["BUILTIN_STEPS", "CompactionStateCommitStep", "DatasetStateCommitStep
 
 BUILTIN_STEPS: tuple[type[CommitStep], ...] = (FsRenameCommitStep, FsCopyCommitStep, HighWatermarkCommitStep, DatasetStateCommitStep,
                                                FsStageCommitStep, FsExchangeDirsCommitStep, FsRemoveReplacedCommitStep,
-                                               CompactionStateCommitStep)
+                                               CompactionStateCommitStep, FsDeleteCommitStep)

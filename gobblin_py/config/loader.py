@@ -28,6 +28,7 @@ from gobblin_py.config.model import (
     JobSection,
     JobSpec,
     LoggingSection,
+    MaintenanceSection,
     PluginConfig,
     RowPolicyConfig,
     SparkSection,
@@ -41,7 +42,7 @@ from gobblin_py.fs.paths import JOB_DIR
 from gobblin_py.plugins import BUILTINS, Kind, resolve
 from gobblin_py.suggest import did_you_mean
 
-SECTIONS = ("job", "source", "converters", "quality", "fork", "writer", "publisher", "spark", "logging", "compaction")
+SECTIONS = ("job", "source", "converters", "quality", "fork", "writer", "publisher", "spark", "logging", "compaction", "maintenance")
 _DEFAULTS_ENV = "GOBBLIN_PY_DEFAULTS"
 PACKAGE_CONF = Path(__file__).resolve().parents[1] / "conf"
 """Settings that ship inside the package: the job defaults and Spark's logging configuration."""
@@ -363,6 +364,7 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
     spark = errors.model(SparkSection, merged.get("spark"), "spark")
     logging_ = errors.model(LoggingSection, merged.get("logging"), "logging")
     compaction = errors.model(CompactionSection, merged.get("compaction"), "compaction")
+    maintenance = errors.model(MaintenanceSection, merged.get("maintenance"), "maintenance")
     if "source" not in raw:
         errors.add("source", "required section is missing (for example: source: {class: files, path: jobs/data})")
         source = None
@@ -382,7 +384,7 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
         _check_lock(job, errors)
         if source is not None:
             _check_apart(job, source, branches, errors)
-    if errors.problems or None in (job, spark, logging_, source, fork, compaction):
+    if errors.problems or None in (job, spark, logging_, source, fork, compaction, maintenance):
         listed = "\n".join(f"  {substituted.redact(p)}" for p in errors.problems)
         raise ConfigError(f"{path}: invalid job file ({len(errors.problems)} problem{'s' if len(errors.problems) != 1 else ''}):\n{listed}")
     configure_filesystems(job.filesystems)
@@ -398,6 +400,7 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
         spark=spark,
         logging=logging_,
         compaction=compaction,
+        maintenance=maintenance,
         dead_letter=dead_letter,
         raw=merged,
     )

@@ -230,6 +230,16 @@ class BranchConfig:
     publisher: PluginConfig
 
 
+class MaintenanceSection(_Strict):
+    """`maintenance:`: what `gobblin-py maintain` does when the command line does not say; nothing is set by default."""
+
+    expire_snapshots_older_than: Seconds | None = Field(default=None, description="Iceberg: expire snapshots older than this (7d), never the newest keep_last nor one a pending commit needs")
+    keep_last: int = Field(default=1, ge=1, description="Iceberg: snapshots always kept, newest first, however old")
+    remove_orphans_older_than: Seconds | None = Field(default=None, description="Iceberg: delete files under the table's location that no snapshot lists, last written this long ago (at least 1h; 3d is safe)")
+    retention: Seconds | None = Field(default=None, description="delete whole time partitions (a directory of the writer's partition pattern, an Iceberg partition of a time transform) that ended this long ago (30d)")
+    datasets: list[str] = Field(default_factory=list, description="only these datasets (empty: all)")
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """Everything a run needs, validated; shipped to executors as is."""
@@ -245,6 +255,7 @@ class JobSpec:
     spark: SparkSection
     logging: LoggingSection
     compaction: CompactionSection = field(default_factory=CompactionSection)
+    maintenance: MaintenanceSection = field(default_factory=MaintenanceSection)
     dead_letter: PluginConfig | None = None  # quality.dead_letter: where each committed range's bad records also go
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 

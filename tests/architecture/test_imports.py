@@ -1,4 +1,4 @@
-"""Imports point one way (CONTRIBUTING.md, "Layers"): api ← builtin ← runtime ← compaction, scheduling ← cli, with
+"""Imports point one way (CONTRIBUTING.md, "Layers"): api ← builtin ← runtime ← compaction, maintenance, scheduling ← cli, with
 sub-rules inside builtin, and no import cycle anywhere in the package; a new edge against them fails here."""
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "config": {"config", "api", "builtin", "state", *SHARED},
     "runtime": {"runtime", "api", "commit", "config", "state", *SHARED},
     "compaction": {"compaction", "api", "commit", "config", "runtime", "state", *SHARED},
-    "scheduling": {"scheduling", "api", "commit", "compaction", "config", "runtime", "state", *SHARED},
+    "maintenance": {"maintenance", "api", "commit", "config", "runtime", "state", *SHARED},
+    "scheduling": {"scheduling", "api", "commit", "compaction", "config", "maintenance", "runtime", "state", *SHARED},
     "operating": {"operating", "api", "commit", "config", "runtime", "scheduling", "state", *SHARED},
     "testing": {"testing", "api", "builtin", "commit", "config", "runtime", "state", *SHARED},
     "demo": {"demo", *SHARED},
-    "cli": {"cli", "api", "builtin", "commit", "compaction", "config", "demo", "operating", "runtime", "scheduling", "state", "testing", *SHARED},
+    "cli": {"cli", "api", "builtin", "commit", "compaction", "config", "demo", "maintenance", "operating", "runtime", "scheduling", "state", "testing", *SHARED},
 }
 """Top-level layer → the layers it may import."""
 

@@ -56,14 +56,15 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
-from gobblin_py.api import (CommitStep, Committer, DatasetCommit, GlobalCommitter, OutputFile, PublishContext, Settings, TableCompaction,
-                            TableFile, TableReplace, TargetWatermarks)
+from gobblin_py.api import (CommitStep, Committer, DatasetCommit, GlobalCommitter, OutputFile, PendingCommit, PublishContext, Settings, TableCompaction,
+                            TableFile, TableReplace, TableUpkeep, TargetWatermarks, UpkeepAction, UpkeepRequest)
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location
 from gobblin_py.fs.paths import FsLocation
 from gobblin_py.fs.publish_steps import publish_step
 from gobblin_py.builtin.extras import require
 from gobblin_py.builtin.publishers.iceberg.compaction import IcebergReplaceCommitStep
+from gobblin_py.builtin.publishers.iceberg.upkeep import UPKEEP_STEPS, plan_upkeep
 
 log = logging.getLogger(__name__)
 
@@ -177,14 +178,14 @@ class IcebergPublisherSettings(Settings):
         return value
 
 
-class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
+class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
     """Appends each dataset's Parquet files of one run to an Iceberg table as one snapshot, or (`mode: upsert`) applies
     them as changes by key, copy-on-write; exactly-once with the commit store (the snapshot carries the commit id, so
     a replay finds it and changes nothing)."""
 
     Settings = IcebergPublisherSettings
-    step_types = (IcebergReplaceCommitStep,)
-    """`gobblin-py compact` of a table partition commits through it."""
+    step_types = (IcebergReplaceCommitStep, *UPKEEP_STEPS)
+    """`gobblin-py compact` of a table partition commits through the first, `gobblin-py maintain` through the others."""
 
     @classmethod
     def complete_settings(cls, settings: IcebergPublisherSettings, context: PublishContext) -> tuple[IcebergPublisherSettings, list[tuple[str, str]]]:
@@ -571,6 +572,12 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction):
         found = t.load_table(self.catalog(), table)
         recorded = t.recorded_field_ids(found) if found is not None else {}
         return t.changed_identity(found, SimpleNamespace(names=list(recorded)), table) if recorded else None
+
+    @_catalog_faults("planning its upkeep")
+    def upkeep(self, job: str, datasets: list[str], request: UpkeepRequest, pending: list[PendingCommit]) -> list[UpkeepAction]:
+        """Expiry, orphan files and retention of the tables `datasets` go to (`upkeep.py`); none in a table a pending
+        commit touches."""
+        return plan_upkeep(self, job, datasets, request, pending)
 
     def replace_step(self, replace: TableReplace) -> CommitStep:
         """One snapshot replacing the merged files with the published merged ones, tagged with the compaction's commit

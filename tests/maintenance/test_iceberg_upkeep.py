@@ -1,0 +1,136 @@
+"""`maintain` on Iceberg tables: snapshot expiry keeps the newest --keep-last and refuses a table a pending commit
+touches (the next run then recovers that commit: every record once, read by pyiceberg and by DuckDB over the live
+files); orphan files old enough are removed, young ones and a pending commit's kept; retention by the table's day
+partition deletes old days in one snapshot."""
+
+from __future__ import annotations
+
+import calendar
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from gobblin_py.commit.store import CommitStepStore
+from gobblin_py.testing.crash import SIGKILLED, cli
+
+from builtin.test_iceberg_publisher import catalog, iceberg_job, table_ids
+from support.jobs import write_job
+
+pytest.importorskip("pyiceberg")
+RUN = ["run", "job.yaml", "--in-process", "-q"]
+DAY = 86400
+
+
+def _add(tmp: Path, name: str, ids: range) -> None:
+    with open(tmp / "data" / "clicks" / f"{name}.jsonl", "w") as out:
+        for i in ids:
+            out.write(json.dumps({"id": i, "ts": 1767225600000 + i, "user": "u1", "kind": "click", "amount": None,
+                                  "country": "US"}) + "\n")
+
+
+def _ok(done) -> None:
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _scan_ids(table) -> Counter:
+    return Counter(table.scan().to_arrow().column("id").to_pylist())
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> Path:
+    """Two committed runs: clicks has two snapshots."""
+    tmp = tmp_path_factory.mktemp("iceberg")
+    write_job(tmp, iceberg_job(tmp))
+    _ok(cli(RUN, tmp))
+    _add(tmp, "more", range(100_000, 100_050))
+    _ok(cli(RUN, tmp))
+    assert len(catalog(tmp).load_table("db.clicks").snapshots()) == 2
+    return tmp
+
+
+@pytest.fixture
+def job(two_runs: Path, tmp_path: Path) -> Path:
+    """A private copy of `two_runs` at the same absolute path (the catalog holds absolute paths)."""
+    backup = tmp_path / "backup"
+    shutil.copytree(two_runs, backup, symlinks=True)
+    yield two_runs
+    shutil.rmtree(two_runs)
+    shutil.copytree(backup, two_runs, symlinks=True)
+
+
+def test_expiry_keeps_the_newest_and_refuses_a_table_a_pending_commit_needs(job: Path) -> None:
+    before = catalog(job).load_table("db.clicks")
+    [old, new] = sorted(before.snapshots(), key=lambda s: s.timestamp_ms)
+    old_list = old.manifest_list.removeprefix("file://")
+    _add(job, "pending", range(200_000, 200_030))
+    killed = cli(["run", "job.yaml", "--in-process"], job, crash_at="commit.after_store_write:1")
+    assert killed.returncode == SIGKILLED
+    [record] = CommitStepStore(job / "work").datasets("t")
+    dry = cli(["maintain", "job.yaml", "--expire-snapshots-older-than", "0s", "--keep-last", "1"], job)
+    _ok(dry)
+    assert f"refused: table db.{record}: the pending commit {record!r}" in dry.stdout, dry.stdout
+    assert len(catalog(job).load_table(f"db.{record}").snapshots()) == 2 if record == "clicks" else True
+
+    done = cli(["maintain", "job.yaml", "--expire-snapshots-older-than", "0s", "--keep-last", "1", "--yes"], job)
+    _ok(done)  # recovers the pending commit first, then expires all but the newest snapshot of each table
+    assert f"deleted: snapshot {old.snapshot_id}" in done.stdout and f"deleted: {old_list}" in done.stdout, done.stdout
+    table = catalog(job).load_table("db.clicks")
+    assert len(table.snapshots()) == 1 and table.current_snapshot().snapshot_id not in (old.snapshot_id, new.snapshot_id)
+    assert not os.path.exists(old_list)
+    _ok(cli(RUN, job))
+    for d in ("clicks", "orders"):
+        t = catalog(job).load_table(f"db.{d}")
+        ids = table_ids(t)
+        assert ids and set(ids.values()) == {1} and ids == _scan_ids(t), d
+    assert Counter(i for i in table_ids(table) if i >= 200_000) == Counter(range(200_000, 200_030))
+
+
+def test_orphans_old_removed_young_and_pending_kept(job: Path) -> None:
+    data = job / "warehouse" / "db" / "clicks" / "data"
+    old, young = data / "orphan-old.parquet", data / "orphan-young.parquet"
+    old.write_bytes(b"x" * 10)
+    young.write_bytes(b"y" * 10)
+    os.utime(old, (time.time() - 3 * DAY, time.time() - 3 * DAY))
+    _add(job, "pending", range(300_000, 300_020))
+    killed = cli(["run", "job.yaml", "--in-process"], job, crash_at="commit.after_step:1")  # one file published, no snapshot
+    assert killed.returncode == SIGKILLED
+    [record] = CommitStepStore(job / "work").datasets("t")
+    published = [p for p in data.rglob("*.parquet") if p.name.startswith("part") or "orphan" not in p.name]
+    for p in published:  # old, as the sweep sees it: only the record keeps them
+        os.utime(p, (time.time() - 3 * DAY, time.time() - 3 * DAY))
+    dry = cli(["maintain", "job.yaml", "--remove-orphans-older-than", "1d"], job)
+    _ok(dry)
+    assert f"the pending commit {record!r}" in dry.stdout and "would delete" not in dry.stdout, dry.stdout
+    assert cli(["maintain", "job.yaml", "--remove-orphans-older-than", "10m"], job).returncode == 2
+
+    done = cli(["maintain", "job.yaml", "--remove-orphans-older-than", "1d", "--yes"], job)
+    _ok(done)
+    assert f"deleted: {old} (10 bytes)" in done.stdout, done.stdout
+    assert not old.exists() and young.exists()
+    table = catalog(job).load_table("db.clicks")
+    assert all(Path(p.removeprefix("file://")).exists() for p in (t.file.file_path for t in table.scan().plan_files()))
+    ids = table_ids(table)
+    assert set(ids.values()) == {1} and ids == _scan_ids(table)
+    assert Counter(i for i in ids if i >= 300_000) == Counter(range(300_000, 300_020))
+
+
+def test_retention_deletes_old_days_in_one_snapshot(job: Path) -> None:
+    table = catalog(job).load_table("db.clicks")
+    days = Counter(str(r) for r in table.scan().to_arrow().column("ts").cast("date32").to_pylist())
+    assert len(days) > 2
+    keep_from = sorted(days)[2]  # the first two days go
+    retention = time.time() - calendar.timegm(time.strptime(keep_from + " 12", "%Y-%m-%d %H"))
+    done = cli(["maintain", "job.yaml", "--retention", f"{retention:.0f}", "--dataset", "clicks", "--yes"], job)
+    _ok(done)
+    assert "retention db.clicks: done" in done.stdout, done.stdout
+    after = catalog(job).load_table("db.clicks")
+    left = Counter(str(r) for r in after.scan().to_arrow().column("ts").cast("date32").to_pylist())
+    assert min(left) == keep_from and sum(left.values()) == sum(n for d, n in days.items() if d >= keep_from)
+    again = cli(["maintain", "job.yaml", "--retention", f"{retention:.0f}", "--dataset", "clicks", "--yes"], job)
+    _ok(again)
+    assert "no partition before" in again.stdout and len(after.snapshots()) == len(catalog(job).load_table("db.clicks").snapshots())
