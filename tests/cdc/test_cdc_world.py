@@ -10,7 +10,7 @@ import pytest
 
 from gobblin_py.demo.pg_server import PASSWORD
 
-from cdc.cdc_jobs import PASSWORD_ENV, cdc_job, read_changes, run, slot_position
+from cdc.cdc_jobs import cdc_job, read_changes, run, slot_position
 from support.jobs import run_cli, write_job
 
 SETUP = "CREATE TABLE public.a (id int PRIMARY KEY, v text); INSERT INTO public.a VALUES (1, 'one');"

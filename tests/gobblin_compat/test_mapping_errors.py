@@ -42,11 +42,11 @@ qualitychecker.task.policy.types=FAIL,OPTIONAL
     lines = result.stderr.splitlines()
     assert lines[0] == f"error: {job}: invalid Gobblin job file (4 problems):"
     # each problem names the key and where it was written (relative to the directory the command runs in)
-    assert f"  converter.classes (job.pull:4): unsupported Gobblin converter class 'com.acme.MyConverter': gobblin-py has no equivalent" in lines
-    assert any(line.startswith(f"  writer.builder.class (job.pull:5): SimpleDataWriterBuilder writes each record's bytes "
+    assert "  converter.classes (job.pull:4): unsupported Gobblin converter class 'com.acme.MyConverter': gobblin-py has no equivalent" in lines
+    assert any(line.startswith("  writer.builder.class (job.pull:5): SimpleDataWriterBuilder writes each record's bytes "
                                "as they are: it needs the messages of a Kafka source with no converters") for line in lines)
-    assert any(line.startswith(f"  data.publisher.type (job.pull:7): unsupported Gobblin publisher class") and "Hive registration" in line for line in lines)
-    assert f"  qualitychecker.task.policy.types (job.pull:10): names 2 type(s) for the 1 policies of qualitychecker.task.policies" in lines
+    assert any(line.startswith("  data.publisher.type (job.pull:7): unsupported Gobblin publisher class") and "Hive registration" in line for line in lines)
+    assert "  qualitychecker.task.policy.types (job.pull:10): names 2 type(s) for the 1 policies of qualitychecker.task.policies" in lines
 
 
 def test_unused_keys_warn_and_fail_only_with_strict(tmp_path: Path) -> None:
@@ -66,12 +66,12 @@ kafka.shcema.registry.url=http://typo
     lenient = run_cli("validate", str(job), cwd=tmp_path)
     assert lenient.returncode == 0, lenient.stderr
     assert lenient.stdout.strip() == f"{job}: valid job 'strictness' (source kafka, 1 converter, 1 branch)"
-    assert f"warning: kafka.shcema.registry.url (job.pull:11): not used by gobblin-py" in lenient.stderr.splitlines()
-    assert f"warning: job.group (job.pull:2): not applied: gobblin-py names a job by job.name alone" in lenient.stderr.splitlines()
+    assert "warning: kafka.shcema.registry.url (job.pull:11): not used by gobblin-py" in lenient.stderr.splitlines()
+    assert "warning: job.group (job.pull:2): not applied: gobblin-py names a job by job.name alone" in lenient.stderr.splitlines()
     strict = run_cli("validate", str(job), "--strict", cwd=tmp_path)
     assert strict.returncode == 2
     assert strict.stderr.splitlines()[-2:] == [f"error: {job}: invalid Gobblin job file (1 problem):",
-                                               f"  kafka.shcema.registry.url (job.pull:11): not used by gobblin-py"]
+                                               "  kafka.shcema.registry.url (job.pull:11): not used by gobblin-py"]
 
 
 def test_a_validation_problem_names_the_gobblin_key_behind_it(tmp_path: Path) -> None:

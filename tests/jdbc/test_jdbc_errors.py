@@ -54,7 +54,7 @@ def test_unknown_column_named_with_the_columns_there_are(tmp_path: Path, pg, tab
     code, text = _run(tmp_path, jdbc_job(tmp_path, pg, table, [{**TABLE, key: value}]))
     assert code == 2, text  # the job names what is not there: a bad job file, as validate would say
     name = value if isinstance(value, str) else value[1]
-    assert f"table public.t (source.tables[0]): " in text and f"{name!r} is not a column of the table (columns: id, updated)" in text
+    assert "table public.t (source.tables[0]): " in text and f"{name!r} is not a column of the table (columns: id, updated)" in text
 
 
 def test_unknown_column_in_where(tmp_path: Path, pg, table) -> None:
