@@ -11,6 +11,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gobblin_py.crashpoints import COPY_POINTS, ENV, POINTS, WINDOW_ENV
@@ -26,6 +27,21 @@ def cli(args: list[str], cwd: Path, crash_at: str | None = None, timeout: float 
         env[ENV] = crash_at
     return subprocess.run([sys.executable, "-m", "gobblin_py.cli.main", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def each_point(points: Sequence[str], check: Callable[[int, str], None], workers: int = 2) -> None:
+    """`check(n, point)` for every named point, `workers` at a time: each kill at a named point is deterministic and
+    each check works in directories of its own, so the children of two checks can run side by side (a 2-core machine
+    then runs the harness's child processes twice as fast). Raises the failure of the first point, in order, that
+    failed, naming it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="crash-point") as pool:
+        futures = [pool.submit(check, n, point) for n, point in enumerate(points)]
+        failures = [(point, f.exception()) for point, f in zip(points, futures)]
+    for point, exc in failures:
+        if exc is not None:
+            raise AssertionError(f"at {point}: {exc}") from exc
 
 
 def kill_at_random(args: list[str], cwd: Path, after_s: float, window_s: float = 0.0) -> int:

@@ -18,6 +18,7 @@ import pytest
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import (
+    each_point,
     SIGKILLED, cli, commit_points, duplicates, kill_at_random, random_delay, recovery_points, snapshot,
     time_to_point,
 )
@@ -87,8 +88,11 @@ def test_points_are_enumerated_from_the_code(reference: dict) -> None:
 
 @pytest.mark.parametrize("then", ["run", "recover"])
 def test_kill_at_every_commit_point_then_run_again(tmp_path_factory, reference: dict, then: str) -> None:
-    for point in commit_points(reference["steps"]):
-        tmp = _setup(tmp_path_factory.mktemp("p"), reference)
+    points = commit_points(reference["steps"])
+    dirs = [tmp_path_factory.mktemp("p") for _ in points]
+
+    def check(n: int, point: str) -> None:
+        tmp = _setup(dirs[n], reference)
         crashed = cli(RUN, tmp, crash_at=point)
         assert crashed.returncode == SIGKILLED, f"{point} was never reached: {crashed.stdout}{crashed.stderr}"
         if then == "recover":
@@ -97,6 +101,8 @@ def test_kill_at_every_commit_point_then_run_again(tmp_path_factory, reference: 
         again = cli(RUN, tmp)
         assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
         _assert_exactly_once(tmp, reference)
+
+    each_point(points, check)
 
 
 def test_kill_during_recovery_itself(tmp_path_factory, reference: dict) -> None:

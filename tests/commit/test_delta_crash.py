@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
 
 from builtin.test_delta_publisher import DATASETS, commits, delta_ids, delta_job, duckdb_ids, table
 from support.jobs import write_job
@@ -33,7 +33,8 @@ def reference(tmp_path_factory) -> dict:
 def test_killed_at_every_commit_point_each_record_is_in_the_table_once(tmp_path: Path, reference: dict) -> None:
     points = commit_points(reference["steps"])
     assert len(points) > reference["steps"] > 2 * len(DATASETS) + 3
-    for n, point in enumerate(points):
+
+    def check(n: int, point: str) -> None:
         tmp = tmp_path / str(n)
         tmp.mkdir()
         shutil.copytree(reference["tmp"] / "data", tmp / "data")
@@ -52,3 +53,5 @@ def test_killed_at_every_commit_point_each_record_is_in_the_table_once(tmp_path:
             assert t.transaction_version(f"gobblin-py/t/{d}") == 1, point
         leftovers = list((tmp / "work" / "task-output").rglob("*.parquet"))
         assert not leftovers, f"{point}: task output left behind: {leftovers[:3]}"
+
+    each_point(points, check)

@@ -19,7 +19,7 @@ from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, duplicates, snapshot
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, duplicates, snapshot
 
 from support.jobs import REPO, example_job, write_job
 
@@ -87,7 +87,8 @@ def test_one_manifest_per_dataset_lists_every_published_file_once(reference: dic
 def test_killed_at_every_commit_point_the_next_run_commits_each_manifest_once(tmp_path: Path, reference: dict) -> None:
     points = [p for p in commit_points(reference["steps"]) if not p.startswith("recovery.")]
     assert len(points) > reference["steps"]
-    for n, point in enumerate(points):
+
+    def check(n: int, point: str) -> None:
         tmp = tmp_path / str(n)
         tmp.mkdir()
         shutil.copytree(reference["tmp"] / "data", tmp / "data")
@@ -103,6 +104,8 @@ def test_killed_at_every_commit_point_the_next_run_commits_each_manifest_once(tm
             assert sorted(f["file"] for f in files) == _published(tmp / "output", dataset), point
         assert _records(manifests) == _records(reference["manifests"]), point
         assert StateStore(tmp / "work", "t").watermarks() == reference["watermarks"], point
+
+    each_point(points, check)
 
 
 class PartialCatalog(FsPublisher, GlobalCommitter):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, recovery_points
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, recovery_points
 
 from builtin.test_iceberg_publisher import catalog, gobblin_summaries, iceberg_job, table_ids
 from support.jobs import write_job
@@ -61,13 +61,16 @@ def _assert_exactly_once(tmp: Path, reference: dict, point: str) -> None:
 def test_killed_at_every_commit_point_each_record_is_in_the_table_once(tmp_path: Path, reference: dict) -> None:
     points = commit_points(reference["steps"])
     assert len(points) > reference["steps"] > 2 * len(DATASETS) + 3
-    for n, point in enumerate(points):
+
+    def check(n: int, point: str) -> None:
         tmp = _fresh(tmp_path / str(n), reference)
         killed = cli(RUN, tmp, crash_at=point)
         assert killed.returncode == SIGKILLED, f"{point}: {killed.stdout}{killed.stderr}"
         again = cli(RUN, tmp)
         assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
         _assert_exactly_once(tmp, reference, point)
+
+    each_point(points, check)
 
 
 def test_killed_again_during_recovery_the_next_run_still_commits_once(tmp_path: Path, reference: dict) -> None:

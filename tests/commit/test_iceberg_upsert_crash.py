@@ -13,7 +13,7 @@ import pytest
 
 from gobblin_py.builtin.publishers.iceberg.upsert import WRITTEN_POINT
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, recovery_points
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, recovery_points
 
 from builtin.test_iceberg_upsert import FIRST, SECOND, catalog, expected, read_back, upsert_job, write_changes
 from support.jobs import write_job
@@ -54,11 +54,13 @@ def _assert_equal_to_source(tmp: Path, point: str, *batches: list[dict]) -> None
 
 
 def test_killed_at_every_commit_point_of_the_first_load_the_table_is_the_source(tmp_path: Path) -> None:
-    for n, point in enumerate(POINTS):
+    def check(n: int, point: str) -> None:
         tmp = _fresh(tmp_path / str(n))
         _ok(tmp, point, crash_at=point)
         _ok(tmp, point)
         _assert_equal_to_source(tmp, point, FIRST)
+
+    each_point(POINTS, check)
 
 
 def _variant(n: int) -> list[dict]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, duplicates, snapshot
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, duplicates, each_point, snapshot
 
 from support.jobs import EXAMPLE_DATA, example_job, write_job
 
@@ -43,12 +43,13 @@ def test_kill_at_every_commit_point_then_run_again(tmp_path_factory, s3, referen
     assert sum(reference["snapshot"]["records"].values()) == 2000
     points = commit_points(STEPS, copies=COPIES)
     assert f"commit.copy_verified:{COPIES}" in points and f"commit.after_step:{STEPS}" in points
-    for point in points:
-        tmp = tmp_path_factory.mktemp("p")
+    dirs = [tmp_path_factory.mktemp("p") for _ in points]
+
+    def check(n: int, point: str) -> None:
         extra = {}
         if task_output == "s3":
             extra = {"task_output_dir": f"s3://{s3.new_bucket()}/tasks"}
-        tmp, bucket = _setup(tmp, s3, **extra)
+        tmp, bucket = _setup(dirs[n], s3, **extra)
         crashed = cli(RUN, tmp, crash_at=point)
         assert crashed.returncode == SIGKILLED, f"{point} was never reached: {crashed.stdout}{crashed.stderr}"
         again = cli(RUN, tmp)
@@ -59,3 +60,5 @@ def test_kill_at_every_commit_point_then_run_again(tmp_path_factory, s3, referen
         assert StateStore(tmp / "work", "t").watermarks() == reference["watermarks"], point
         if extra:
             assert s3.keys(extra["task_output_dir"].removeprefix("s3://")) == [], f"{point}: task output left behind"
+
+    each_point(points, check)

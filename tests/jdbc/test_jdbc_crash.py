@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, duplicates, recovery_points, snapshot
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, duplicates, recovery_points, snapshot
 
 from jdbc.jdbc_jobs import jdbc_job
 from support.jobs import write_job
@@ -58,8 +58,11 @@ def _assert_same(tmp: Path, reference: dict) -> None:
 def test_kill_at_every_commit_point_then_run_again(tmp_path_factory, pg, source_db: str, runs: list[int]) -> None:
     reference = _clean(tmp_path_factory.mktemp("ref"), pg, source_db, runs)
     assert sum(reference["snapshot"]["records"].values()) == 601
-    for point in commit_points(STEPS) + recovery_points()[:1]:
-        tmp = tmp_path_factory.mktemp("p")
+    points = commit_points(STEPS) + recovery_points()[:1]
+    dirs = [tmp_path_factory.mktemp("p") for _ in points]
+
+    def check(n: int, point: str) -> None:
+        tmp = dirs[n]
         if len(runs) > 1:
             _clean(tmp, pg, source_db, runs[:-1])
         _job(tmp, pg, source_db, runs[-1])
@@ -70,3 +73,5 @@ def test_kill_at_every_commit_point_then_run_again(tmp_path_factory, pg, source_
         again = cli(RUN, tmp)
         assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
         _assert_same(tmp, reference)
+
+    each_point(points, check)

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
 from gobblin_py.testing.outputs import read_error_files
 
 from support.jobs import write_job
@@ -132,10 +132,13 @@ def test_kill_at_every_commit_point_leaves_each_bad_record_once(tmp_path_factory
     # but those between the file steps, where the dead letters stand as before the first
     points = [p for p in commit_points(7) if p not in ("commit.after_step:1", "commit.after_step:2", "commit.after_step:3")]
     points += ["dead_letter.midway", "recovery.before_commit"]
-    for n, point in enumerate(points):
+    dirs = [tmp_path_factory.mktemp("dl") for _ in points]
+    for n in range(len(points)):
+        create_topic(broker.bootstrap, f"{topic}.dlq{n}", 2)
+
+    def check(n: int, point: str) -> None:
         dlq = f"{topic}.dlq{n}"
-        create_topic(broker.bootstrap, dlq, 2)
-        tmp = tmp_path_factory.mktemp("dl")
+        tmp = dirs[n]
         write_job(tmp, dead_letter_job(tmp, broker.bootstrap, topic, dlq))
         if point.startswith("recovery."):
             assert cli(RUN, tmp, crash_at="commit.after_step:5").returncode == SIGKILLED  # after the watermarks
@@ -146,3 +149,5 @@ def test_kill_at_every_commit_point_leaves_each_bad_record_once(tmp_path_factory
         ids = output_ids(tmp / "output", topic)
         assert set(ids) == good and set(ids.values()) == {1}, point
         assert_dead_letters_once(broker.bootstrap, dlq, bad, topic)
+
+    each_point(points, check)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, kill_at_random
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, kill_at_random
 
 from support.jobs import write_job
 from support.kafka_broker import LocalBroker, create_topic, end_offsets
@@ -36,8 +36,11 @@ def _assert_exactly_once(tmp: Path, bootstrap: str, topic: str, expected: set[in
 def test_kill_at_every_commit_point(tmp_path_factory, broker, topic: str) -> None:
     data = new_topic(broker.bootstrap, topic, 2, 60)  # 2 partitions × 3 days: 6 files + watermarks + state
     expected = {e["id"] for evs in data.values() for e in evs}
-    for point in commit_points(8) + ["recovery.before_commit"]:
-        tmp = tmp_path_factory.mktemp("kp")
+    points = commit_points(8) + ["recovery.before_commit"]
+    dirs = [tmp_path_factory.mktemp("kp") for _ in points]
+
+    def check(n: int, point: str) -> None:
+        tmp = dirs[n]
         write_job(tmp, kafka_job(tmp, broker.bootstrap, [topic]))
         if point.startswith("recovery."):
             assert cli(RUN, tmp, crash_at="commit.after_step:3").returncode == SIGKILLED
@@ -46,6 +49,8 @@ def test_kill_at_every_commit_point(tmp_path_factory, broker, topic: str) -> Non
         again = cli(RUN, tmp)
         assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
         _assert_exactly_once(tmp, broker.bootstrap, topic, expected)
+
+    each_point(points, check)
 
 
 def test_random_kills_while_records_keep_arriving(tmp_path: Path, broker, topic: str) -> None:
