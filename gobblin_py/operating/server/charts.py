@@ -40,11 +40,12 @@ def bar_chart(name: str, unit: str, bars: list[Bar], series: list[str] | None = 
     series = series or [unit]
     left, right, top, bottom = 56, 8, 12, 34
     plot_w, plot_h = width - left - right, height - top - bottom
-    peak = max((sum(b.values) for b in bars), default=0.0) or 1.0
+    highest = max((sum(b.values) for b in bars), default=0.0)
+    peak = highest or 1.0  # the axis of an all-zero chart still has a height
     slot = plot_w / max(len(bars), 1)
     bar_w = max(min(slot * 0.7, 40), 2)
     pid = "hatch-" + "".join(c if c.isalnum() else "-" for c in name.lower())
-    desc = f"{name}: {len(bars)} runs, highest {_fmt(peak)} {unit}" if bars else f"{name}: no runs yet"
+    desc = f"{name}: {len(bars)} runs, highest {_fmt(highest)} {unit}" if bars else f"{name}: no runs yet"
     parts = [f'<svg class="chart" role="img" aria-label="{escape(desc)}" viewBox="0 0 {width} {height}" width="100%" '
              f'preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg">',
              f"<title>{escape(desc)}</title>",
