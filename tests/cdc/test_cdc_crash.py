@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
 
 from cdc.cdc_jobs import cdc_job, read_changes, slot_position
 from support.jobs import write_job
@@ -33,7 +33,7 @@ def _replay(rows: list[dict[str, Any]], key: str) -> dict[Any, Any]:
     return table
 
 
-def _check(tmp: Path, conn: Any) -> None:
+def _check(tmp: Path, conn: Any, slot: str) -> None:
     for table, key in (("public.a", "id"), ("public.b", "k")):
         rows = read_changes(tmp / "output", table)
         seen = Counter(repr(sorted(r.items())) for r in rows)
@@ -44,19 +44,22 @@ def _check(tmp: Path, conn: Any) -> None:
         assert len({(r["_lsn"], r["_seq"]) for r in changes}) == len(changes)
         assert _replay(rows, key) == dict(conn.execute(f"SELECT {key}, v FROM {table}").fetchall()), table
     marks = StateStore(tmp / "work", "c").watermarks()
-    assert slot_position(conn) == min(int(m["lsn"]) for m in marks.values())
+    assert slot_position(conn, slot) == min(int(m["lsn"]) for m in marks.values())
 
 
 @pytest.mark.parametrize("in_snapshot", [False, True], ids=["changes", "first-run"])
 def test_kill_at_every_commit_point(tmp_path_factory: Any, pg: Any, in_snapshot: bool) -> None:
     """Killed in the run that reads changes, or in the first run (the snapshot; the rerun finds the slot made)."""
-    for n, point in enumerate(commit_points(8) + ["recovery.before_commit"]):
-        tmp = tmp_path_factory.mktemp("cp")
-        db = pg.create_database(f"crash_{int(in_snapshot)}_{n}")
+    points = commit_points(8) + ["recovery.before_commit"]
+    dirs = [tmp_path_factory.mktemp("cp") for _ in points]
+    dbs = [pg.create_database(f"crash_{int(in_snapshot)}_{n}") for n in range(len(points))]
+
+    def check(n: int, point: str) -> None:  # a database and a slot of its own (slot names are the server's)
+        tmp, db, slot = dirs[n], dbs[n], f"s_{int(in_snapshot)}_{n}"
         conn = pg.connect(db)
         conn.execute("CREATE TABLE public.a (id int PRIMARY KEY, v text); CREATE TABLE public.b (k int PRIMARY KEY, v text);"
                      "INSERT INTO public.a VALUES (1, 'a1'), (2, 'a2'); INSERT INTO public.b VALUES (1, 'b1');")
-        write_job(tmp, cdc_job(tmp, pg, db, tables=["public.a", "public.b"], create_publication=True))
+        write_job(tmp, cdc_job(tmp, pg, db, tables=["public.a", "public.b"], create_publication=True, slot=slot))
         if not in_snapshot:
             first = cli(RUN, tmp)
             assert first.returncode == 0, first.stdout + first.stderr
@@ -70,6 +73,8 @@ def test_kill_at_every_commit_point(tmp_path_factory: Any, pg: Any, in_snapshot:
         conn.execute("UPDATE public.b SET v = 'b1-y' WHERE k = 1; INSERT INTO public.a VALUES (4, 'a4')")
         again = cli(RUN, tmp)
         assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
-        _check(tmp, conn)
-        conn.execute("SELECT pg_drop_replication_slot('s1')")
+        _check(tmp, conn, slot)
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
         conn.close()
+
+    each_point(points, check)
