@@ -72,7 +72,7 @@ def _lag_text(lag: Any) -> str:
     if lag.error:
         return lag.error
     bits = [f"{lag.records:,} records" if lag.records is not None else "", f"{lag.seconds:,.0f} s" if lag.seconds is not None else "",
-            f"{lag.files:,} files" if lag.files is not None else "", f"{lag.bytes:,} bytes" if lag.bytes is not None else ""]
+            f"{lag.files:,} file{'' if lag.files == 1 else 's'}" if lag.files is not None else "", f"{lag.bytes:,} bytes" if lag.bytes is not None else ""]
     return ", ".join(b for b in bits if b) or "0"
 
 

@@ -39,7 +39,7 @@ def test_an_operator_finds_what_needs_a_person_and_follows_it_down_to_a_run(serv
             assert "3 of 5 need a person" in page.inner_text("main")
             stream = page.locator('tr[data-job="stream"]').inner_text()
             assert "✔ ok" in stream and f"{STREAM.topic}: {sum(STREAM.waiting.values())} records" in stream
-            assert f"orders: 1 files, {UNREAD.size:,} bytes" in ok.inner_text()  # ok's lag: a file no run has read
+            assert f"orders: 1 file, {UNREAD.size:,} bytes" in ok.inner_text()  # ok's lag: a file no run has read
             page.screenshot(path=str(SHOTS / "overview.png"), full_page=True)
 
             stuck.get_by_role("link", name="stuck").click()
@@ -60,7 +60,7 @@ def test_an_operator_finds_what_needs_a_person_and_follows_it_down_to_a_run(serv
 
             page.goto(served.url + "/jobs/ok")
             assert "✔ ok" in page.inner_text("h1")
-            assert f"1 files, {UNREAD.size:,} bytes" in page.inner_text("main")  # the datasets table's lag column
+            assert f"1 file, {UNREAD.size:,} bytes" in page.inner_text("main")  # the datasets table's lag column
             page.locator("#runs a").last.click()  # the first run, which had bad records
             page.wait_for_url("**/jobs/ok/runs/**")
             assert "succeeded" in page.inner_text("h1")
