@@ -49,7 +49,7 @@ def test_missing_publication_and_no_replication_privilege(tmp_path: Path, pg: An
     job["source"]["url"] = job["source"]["url"].replace("gobblin@", "plain@")
     code, text = _cli(tmp_path, job)
     assert code == 2 and "user 'plain' may not use replication slots" in text and "REPLICATION" in text
-    assert conn.execute("SELECT count(*) FROM pg_replication_slots").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM pg_replication_slots WHERE database = %s", (db,)).fetchone()[0] == 0
 
 
 def test_peek_up_to_an_lsn_gives_only_transactions_committing_before_it(pg: Any, db: str) -> None:

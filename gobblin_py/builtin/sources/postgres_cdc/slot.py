@@ -1,10 +1,11 @@
 """The replication slot: what planning reads of it, and the commit step that advances it once the data is durable.
 
 The step runs in every table's commit, right after that table's watermark step, and advances the slot to the lowest
-committed watermark of all the publication's tables (read from the state files when it runs, so whichever table
-commits last moves the slot to the end): never past a position some table still needs. A table with no committed
-watermark (never committed, or reset to be snapshotted again) holds nothing back: its snapshot starts wherever the
-slot is then. PostgreSQL refuses to move a slot backwards, so the step is idempotent by `verify()`: the slot's
+committed watermark of all the run's tables (read from the state files when it runs, so whichever table commits
+last moves the slot to the end): never past a position some table still needs. While one of them has no committed
+watermark (its snapshot in this run not committed yet, or failed), the slot stays where it is: each snapshot covers the
+WAL up to its own end, so two tables snapshotted in one run end at different positions, and a slot moved to the first
+committed one's would drop the other's changes between the two. PostgreSQL refuses to move a slot backwards, so the step is idempotent by `verify()`: the slot's
 `confirmed_flush_lsn` is at or past that lowest watermark. A slot that no longer exists has nothing to release: the
 step is done, and the next run's planning names the loss.
 """
@@ -71,9 +72,9 @@ class SlotAdvanceStep(CommitStep):
         return f"advance replication slot {self.slot} to the lowest committed position of its {len(self.datasets)} table(s)"
 
     def target(self) -> int | None:
-        """The lowest committed watermark over the tables; None when none has one."""
-        marks = [m for m in (committed_lsn(self.state_dir, d) for d in self.datasets) if m is not None]
-        return min(marks) if marks else None
+        """The lowest committed watermark over the tables; None (stay) while any of them has none."""
+        marks = [committed_lsn(self.state_dir, d) for d in self.datasets]
+        return None if not marks or None in marks else min(m for m in marks if m is not None)
 
     def _connect(self) -> Any:
         try:
