@@ -50,15 +50,22 @@ def blocking(name: str, root: str, publisher: Any, pending: list[PendingCommit])
     return None
 
 
-def _reachable(table: Any, snapshots: list[Any]) -> dict[str, int | None]:
-    """Every file `snapshots` reference (manifest lists, manifests, data and delete files) → its size where known."""
+def _reachable(table: Any, snapshots: list[Any], manifests: dict[str, dict[str, int | None]] | None = None) -> dict[str, int | None]:
+    """Every file `snapshots` reference (manifest lists, manifests, data and delete files) → its size where known.
+    A manifest is read once however many snapshots list it (appends carry every earlier manifest into the next list);
+    `manifests` keeps what each read manifest references, for another call on the same table."""
     io, out = table.io, {}
+    manifests = {} if manifests is None else manifests
     for s in snapshots:
         out[_local(s.manifest_list)] = None
         for manifest in s.manifests(io):
-            out[_local(manifest.manifest_path)] = manifest.manifest_length
-            for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-                out[_local(entry.data_file.file_path)] = entry.data_file.file_size_in_bytes
+            path = _local(manifest.manifest_path)
+            if path not in manifests:
+                files: dict[str, int | None] = {path: manifest.manifest_length}
+                for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                    files[_local(entry.data_file.file_path)] = entry.data_file.file_size_in_bytes
+                manifests[path] = files
+            out.update(manifests[path])
     return out
 
 
@@ -93,7 +100,8 @@ class IcebergExpireCommitStep(CommitStep):
         return table
 
     def _present(self, table: Any) -> list[int]:
-        return [i for i in self.snapshot_ids if table.metadata.snapshot_by_id(i) is not None]
+        have = {s.snapshot_id for s in table.metadata.snapshots}  # one pass: snapshot_by_id is a linear search
+        return [i for i in self.snapshot_ids if i in have]
 
     def verify(self) -> bool:
         return not self._present(self._table())
@@ -166,7 +174,9 @@ def _expire(table: Any, name: str, root: str, request: UpkeepRequest, base: dict
         action.note = f"no snapshot to expire ({len(snapshots)} snapshot(s); the newest {request.keep_last} and branch heads are kept)"
         return action
     kept = [s for s in snapshots if s not in expired]
-    only_expired = {p: n for p, n in _reachable(table, expired).items() if p not in _reachable(table, kept)}
+    manifests: dict[str, dict[str, int | None]] = {}
+    still = _reachable(table, kept, manifests)
+    only_expired = {p: n for p, n in _reachable(table, expired, manifests).items() if p not in still}
     files = _existing(only_expired, root)
     action.steps = [IcebergExpireCommitStep(**base, table=name, snapshot_ids=[s.snapshot_id for s in expired])]
     if files:
