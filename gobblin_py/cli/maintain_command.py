@@ -18,6 +18,7 @@ def maintain_command(
     keep_last: Annotated[Optional[int], typer.Option("--keep-last", help="Iceberg: always keep this many newest snapshots [default: maintenance.keep_last, else 1]")] = None,
     remove_orphans_older_than: Annotated[Optional[str], typer.Option("--remove-orphans-older-than", help="Iceberg: delete files under the table's location no snapshot lists, last written this long ago (at least 1h; 3d is safe) [default: maintenance.remove_orphans_older_than]")] = None,
     retention: Annotated[Optional[str], typer.Option("--retention", help="delete whole time partitions that ended this long ago (30d) [default: maintenance.retention]")] = None,
+    below_table_retention: Annotated[bool, typer.Option("--below-table-retention", help="Delta: honour an age shorter than the table's own delta.deletedFileRetentionDuration / delta.logRetentionDuration (refused otherwise)")] = False,
     dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="delete; without it, only list what would be deleted")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
@@ -43,7 +44,7 @@ def maintain_command(
         job = load_job(job_file)
         options = maintenance_options(job, datasets=dataset, expire_snapshots_older_than=expire_snapshots_older_than,
                                       keep_last=keep_last, remove_orphans_older_than=remove_orphans_older_than,
-                                      retention=retention)
+                                      retention=retention, below_table_retention=below_table_retention)
         setup_logging(job.logging.level, verbose)
         report = Maintainer(JobRunner(job, InProcessExecutor())).run(options, apply=yes)
     except GobblinError as exc:
