@@ -279,16 +279,22 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
     # --- compaction and upkeep -----------------------------------------------------------------------------------
 
     def table_name(self, dataset: str) -> str:
-        return str(self.table_location(dataset))
+        """The table's location relative to the publisher's root (`clicks` for `lake/{dataset}`): a relative name,
+        as compaction records and state are named by it."""
+        return str(self.table_location(dataset))[len(str(self._root())):].strip("/")
+
+    def _table_uri(self, name: str) -> str:
+        return str(self._root() / name)
 
     def table_files(self, table: str) -> list[TableFile] | None:
         """Every file the table's current version lists (from its log, no file opened); None when there is no table."""
-        found = t.open_table(table, self.settings.storage_options)
+        uri = self._table_uri(table)
+        found = t.open_table(uri, self.settings.storage_options)
         if found is None:
             return None
         columns = list(found.metadata().partition_columns)
         expected = [self.settings.partition.name] if self.settings.partition else []
-        root = table.rstrip("/") + "/"
+        root = uri.rstrip("/") + "/"
         return [TableFile(path=root + f["path"], size=f["size"], records=f["records"] or 0,
                           partition="/".join(f"{c}={f['partition'][c]}" for c in columns), added_ms=f["added_ms"],
                           data=not f["deletion_vector"], current_spec=columns == expected,
@@ -302,15 +308,16 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
     def replace_step(self, replace: TableReplace) -> CommitStep:
         """One Delta commit replacing the merged files with the published merged ones, tagged with a transaction of
         the partition's compaction app id at the next version (read now, pinned in the record)."""
-        table = t.open_table(replace.table, self.settings.storage_options)
+        uri = self._table_uri(replace.table)
+        table = t.open_table(uri, self.settings.storage_options)
         if table is None:
-            raise CommitError(f"table {replace.table} no longer exists: partition {replace.record} is not compacted")
+            raise CommitError(f"table {uri} no longer exists: partition {replace.record} is not compacted")
         partition = str(replace.counts.get("partition", ""))
         app = compaction_app_id(replace.job, partition)
-        root = replace.table.rstrip("/") + "/"
+        root = uri.rstrip("/") + "/"
         values = dict(part.split("=", 1) for part in partition.split("/") if part)
         return DeltaReplaceCommitStep(
-            table=replace.table, app_id=app, version=(table.transaction_version(app) or 0) + 1, commit_id=replace.commit_id,
+            table=uri, app_id=app, version=(table.transaction_version(app) or 0) + 1, commit_id=replace.commit_id,
             partition=values, replaced=[p[len(root):] if p.startswith(root) else p for p in replace.replaced],
             added=[str(p) for p in replace.added], keeps_data=replace.keeps_data, record=replace.record,
             metadata={t.JOB: replace.job, t.RUN_ID: replace.run_id, "gobblin-py.operation": "compaction",
