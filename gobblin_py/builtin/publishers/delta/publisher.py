@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
     """Adds each dataset's Parquet files of one run to a Delta table as one commit tagged with a Delta transaction
     (app id, version); exactly-once with the commit store, as a replay finds the transaction version and adds nothing.
-    Its tables' partitions are compacted (`compaction.py`) and kept (`upkeep.py`) the same way."""
+    `compact` merges its tables' partitions and `maintain` vacuums, checkpoints and applies retention, each exactly once too."""
 
     Settings = DeltaPublisherSettings
     step_types = (DeltaReplaceCommitStep, *UPKEEP_STEPS)
