@@ -65,14 +65,11 @@ class DeltaReplaceCommitStep(CommitStep):
         from deltalake.transaction import RemoveAction
 
         table = self._open()
-        done = table.transaction_version(self.app_id) or 0
-        if done >= self.version:
+        if t.transaction_done(table, self.app_id, self.version, self.table,
+                              f"compaction {self.commit_id} was planned: another compaction of the partition committed "
+                              f"since. Nothing was replaced: abandon it (`gobblin-py recover JOB.yaml --dataset {self.record} "
+                              "--abandon`); its merged files are removed by a vacuum"):
             return
-        if done != self.version - 1:
-            raise CommitError(f"table {self.table}: the transaction version of {self.app_id} is {done}, not "
-                              f"{self.version - 1} as when compaction {self.commit_id} was planned: another compaction of "
-                              f"the partition committed since. Nothing was replaced: abandon it (`gobblin-py recover "
-                              f"JOB.yaml --dataset {self.record} --abandon`); its merged files are removed by a vacuum")
         live = {p: s for p, s in zip(*_paths_and_sizes(table))}
         gone = [p for p in self.replaced if p not in live]
         if gone:

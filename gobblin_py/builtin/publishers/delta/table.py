@@ -41,6 +41,17 @@ def open_table(uri: str, storage_options: dict[str, str]) -> Any:
         return None
 
 
+def transaction_done(table: Any, app: str, version: int, uri: str, stale: str) -> bool:
+    """Whether the table's transaction version of `app` already reaches `version` (a replay: nothing to do); a
+    CommitError saying `stale` when it is neither that nor the version just before (another commit of the app since)."""
+    done = table.transaction_version(app) or 0
+    if done >= version:
+        return True
+    if done != version - 1:
+        raise CommitError(f"table {uri}: the transaction version of {app} is {done}, not {version - 1} as when {stale}")
+    return False
+
+
 @dataclass(frozen=True)
 class DataFile:
     """One published Parquet file as the commit adds it."""

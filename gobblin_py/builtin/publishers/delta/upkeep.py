@@ -135,13 +135,10 @@ class DeltaRetentionCommitStep(CommitStep):
         from deltalake import CommitProperties, Transaction
 
         table = _table(self.table, self.storage_options)
-        done = table.transaction_version(self.app_id) or 0
-        if done >= self.version:
+        if t.transaction_done(table, self.app_id, self.version, self.table,
+                              "this retention was planned: another maintenance of the table ran since. Nothing was "
+                              "deleted; abandon this record and run `gobblin-py maintain` again"):
             return
-        if done != self.version - 1:
-            raise CommitError(f"table {self.table}: the transaction version of {self.app_id} is {done}, not "
-                              f"{self.version - 1} as when this retention was planned: another maintenance of the table "
-                              "ran since. Nothing was deleted; abandon this record and run `gobblin-py maintain` again")
         table.delete(self._predicate(), commit_properties=CommitProperties(
             app_transactions=[Transaction(self.app_id, self.version)],
             custom_metadata={t.COMMIT_ID: self.commit_id, "gobblin-py.operation": "retention"}))
