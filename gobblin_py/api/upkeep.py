@@ -19,6 +19,9 @@ class UpkeepRequest:
     keep_last: int = 1
     remove_orphans_older_than: float | None = None
     retention: float | None = None
+    below_table_retention: bool = False
+    """Asked for explicitly: an age below a table's own retention property (Delta's `delta.deletedFileRetentionDuration`,
+    `delta.logRetentionDuration`) is honoured rather than refused."""
 
 
 @dataclass(frozen=True)

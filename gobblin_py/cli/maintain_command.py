@@ -14,17 +14,19 @@ from gobblin_py.errors import GobblinError
 
 def maintain_command(
     job_file: Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)],
-    expire_snapshots_older_than: Annotated[Optional[str], typer.Option("--expire-snapshots-older-than", help="Iceberg: expire snapshots older than this (7d) and delete the files only they referenced [default: maintenance.expire_snapshots_older_than]")] = None,
+    expire_snapshots_older_than: Annotated[Optional[str], typer.Option("--expire-snapshots-older-than", help="Iceberg: expire snapshots older than this (7d) and delete the files only they referenced; Delta: checkpoint, then delete the log entries below it older than this [default: maintenance.expire_snapshots_older_than]")] = None,
     keep_last: Annotated[Optional[int], typer.Option("--keep-last", help="Iceberg: always keep this many newest snapshots [default: maintenance.keep_last, else 1]")] = None,
-    remove_orphans_older_than: Annotated[Optional[str], typer.Option("--remove-orphans-older-than", help="Iceberg: delete files under the table's location no snapshot lists, last written this long ago (at least 1h; 3d is safe) [default: maintenance.remove_orphans_older_than]")] = None,
+    remove_orphans_older_than: Annotated[Optional[str], typer.Option("--remove-orphans-older-than", help="Iceberg: delete files under the table's location no snapshot lists, last written this long ago (at least 1h; 3d is safe); Delta: vacuum (files removed from the log or unreferenced this long ago) [default: maintenance.remove_orphans_older_than]")] = None,
     retention: Annotated[Optional[str], typer.Option("--retention", help="delete whole time partitions that ended this long ago (30d) [default: maintenance.retention]")] = None,
+    below_table_retention: Annotated[bool, typer.Option("--below-table-retention", help="Delta: honour an age shorter than the table's own delta.deletedFileRetentionDuration / delta.logRetentionDuration (refused otherwise)")] = False,
     dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="delete; without it, only list what would be deleted")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show debug lines")] = False,
 ) -> None:
     """Keep the job's tables and directories in shape: expire old Iceberg snapshots (never the newest --keep-last, never
-    in a table a pending commit needs), delete orphan files under a table's location, and delete whole time partitions
+    in a table a pending commit needs) or checkpoint a Delta table and expire its old log entries, delete orphan files
+    under a table's location (a Delta vacuum), and delete whole time partitions
     older than --retention. Without --yes it only lists every file, partition and snapshot it would delete; with --yes
     it deletes them through the commit log under the job lock (a kill anywhere is completed by the next `maintain` or
     `run`). Settings not given come from the job file's `maintenance:` section. Exit 0 when every action is done (or
@@ -43,7 +45,7 @@ def maintain_command(
         job = load_job(job_file)
         options = maintenance_options(job, datasets=dataset, expire_snapshots_older_than=expire_snapshots_older_than,
                                       keep_last=keep_last, remove_orphans_older_than=remove_orphans_older_than,
-                                      retention=retention)
+                                      retention=retention, below_table_retention=below_table_retention)
         setup_logging(job.logging.level, verbose)
         report = Maintainer(JobRunner(job, InProcessExecutor())).run(options, apply=yes)
     except GobblinError as exc:

@@ -41,7 +41,8 @@ def _age(value: str | None, default: float | None, option: str) -> float | None:
 
 def maintenance_options(job: JobSpec, *, datasets: list[str] | None = None, expire_snapshots_older_than: str | None = None,
                         keep_last: int | None = None, remove_orphans_older_than: str | None = None,
-                        retention: str | None = None, now: float | None = None) -> MaintenanceOptions:
+                        retention: str | None = None, below_table_retention: bool = False,
+                        now: float | None = None) -> MaintenanceOptions:
     """The options given over the job file's `maintenance:` section; ConfigError naming the option that is bad, too
     young, or names a dataset the job never committed, and when nothing at all is asked."""
     section = job.maintenance
@@ -66,7 +67,8 @@ def maintenance_options(job: JobSpec, *, datasets: list[str] | None = None, expi
                               f"{', '.join(known) or 'none yet'}")
     options = MaintenanceOptions(chosen, UpkeepRequest(now=now if now is not None else time.time(),
                                                        expire_snapshots_older_than=expire, keep_last=keep,
-                                                       remove_orphans_older_than=orphans, retention=kept))
+                                                       remove_orphans_older_than=orphans, retention=kept,
+                                                       below_table_retention=below_table_retention))
     if not options.anything:
         raise ConfigError("nothing to do: give --expire-snapshots-older-than, --remove-orphans-older-than or --retention "
                           "(or set them under the job file's `maintenance:`)")

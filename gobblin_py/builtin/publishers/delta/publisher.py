@@ -8,7 +8,8 @@ function of what the file holds, so a replay publishes the same names; error fil
 GlobalCommitStep calls `commit`: delta-rs's low-level API (`DeltaTable.create_write_transaction` with `AddAction`s)
 adds the published files where they are, nothing rewritten, as one
 commit whose `txn` action carries app id `gobblin-py/<job>/<dataset>` and the dataset's next transaction version,
-and whose commitInfo carries the commit id, run, dataset and watermarks. delta-rs records a `txn` without skipping
+and whose commitInfo carries the commit id, run, dataset, watermarks and the table version `pin` read (what the
+next commit's RESTORE check reads the history from, so `maintain` keeps the log entries after it). delta-rs records a `txn` without skipping
 a duplicate (delta-io/delta-rs#2580), so the step's `verify()` (`is_committed`) is the application's own check: the
 table's `transaction_version(app_id)` ≥ this commit's version means the files are in, and a replay after a crash
 adds nothing twice. The watermark step still comes after.
@@ -36,8 +37,13 @@ import logging
 import time
 from typing import Any
 
-from gobblin_py.api import CommitStep, Committer, DatasetCommit, Delivery, GlobalCommitter, OutputFile, PublishContext, TargetWatermarks
+from gobblin_py.api import (
+    CommitStep, Committer, DatasetCommit, Delivery, GlobalCommitter, OutputFile, PendingCommit, PublishContext, TableCompaction,
+    TableFile, TableReplace, TableUpkeep, TargetWatermarks, UpkeepAction, UpkeepRequest,
+)
 from gobblin_py.builtin.publishers.delta import table as t
+from gobblin_py.builtin.publishers.delta.compaction import DeltaReplaceCommitStep, compaction_app_id, counts_json, table_state
+from gobblin_py.builtin.publishers.delta.upkeep import UPKEEP_STEPS, plan_upkeep
 from gobblin_py.builtin.publishers.delta.settings import DeltaPublisherSettings
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location
@@ -46,11 +52,13 @@ from gobblin_py.fs.publish_steps import publish_step
 log = logging.getLogger(__name__)
 
 
-class DeltaPublisher(Committer, GlobalCommitter):
+class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
     """Adds each dataset's Parquet files of one run to a Delta table as one commit tagged with a Delta transaction
-    (app id, version); exactly-once with the commit store, as a replay finds the transaction version and adds nothing."""
+    (app id, version); exactly-once with the commit store, as a replay finds the transaction version and adds nothing.
+    `compact` merges its tables' partitions and `maintain` vacuums, checkpoints and applies retention, each exactly once too."""
 
     Settings = DeltaPublisherSettings
+    step_types = (DeltaReplaceCommitStep, *UPKEEP_STEPS)
     guarantee = Delivery.EXACTLY_ONCE
 
     @classmethod
@@ -211,7 +219,8 @@ class DeltaPublisher(Committer, GlobalCommitter):
         output = t.output_schema(files, p, name)
         partition_by = [p.name] if p is not None else []
         metadata = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: d,
-                    t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
+                    t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str),
+                    **({t.READ_VERSION: commit.pinned["read_version"]} if "read_version" in commit.pinned else {})}
         for attempt in range(1, self.settings.commit_attempts + 1):
             table = self._open(d)
             txn = table.transaction_version(app) if table is not None else None
@@ -241,7 +250,7 @@ class DeltaPublisher(Committer, GlobalCommitter):
                 time.sleep(min(2.0, 0.1 * 2 ** attempt))
 
     @staticmethod
-    def _add_columns(table: Any, output: Any, new: list[str], metadata: dict[str, str]) -> None:
+    def _add_columns(table: Any, output: Any, new: list[str], metadata: dict[str, Any]) -> None:
         """The new columns added to the table (nullable), in a metadata commit of their own before the add."""
         import pyarrow as pa
         from deltalake import CommitProperties, Schema
@@ -266,6 +275,59 @@ class DeltaPublisher(Committer, GlobalCommitter):
                 f"watermarks to what the table holds (its last commit carries {last.get(t.WATERMARKS, '?')}): "
                 f"`gobblin-py state reset JOB.yaml --dataset {d} --to KEY=VALUE …`, then run again")
         return {}
+
+    # --- compaction and upkeep -----------------------------------------------------------------------------------
+
+    def table_name(self, dataset: str) -> str:
+        """The table's location relative to the publisher's root (`clicks` for `lake/{dataset}`): a relative name,
+        as compaction records and state are named by it."""
+        return str(self.table_location(dataset))[len(str(self._root())):].strip("/")
+
+    def _table_uri(self, name: str) -> str:
+        return str(self._root() / name)
+
+    def table_files(self, table: str) -> list[TableFile] | None:
+        """Every file the table's current version lists (from its log, no file opened); None when there is no table."""
+        uri = self._table_uri(table)
+        found = t.open_table(uri, self.settings.storage_options)
+        if found is None:
+            return None
+        columns = list(found.metadata().partition_columns)
+        expected = [self.settings.partition.name] if self.settings.partition else []
+        root = uri.rstrip("/") + "/"
+        return [TableFile(path=root + f["path"], size=f["size"], records=f["records"] or 0,
+                          partition="/".join(f"{c}={f['partition'][c]}" for c in columns), added_ms=f["added_ms"],
+                          data=not f["deletion_vector"], current_spec=columns == expected,
+                          compacted=f["path"].rsplit("/", 1)[-1].startswith("compacted-"))
+                for f in table_state(found, columns)]
+
+    def compacted_dir(self, dataset: str, partition: str) -> str:
+        """Beside the table's other data files: `<table>/data/<partition>/` (`ts_day=2026-01-01`)."""
+        return str(self.table_location(dataset) / "data" / (partition or "_unpartitioned"))
+
+    def replace_step(self, replace: TableReplace) -> CommitStep:
+        """One Delta commit replacing the merged files with the published merged ones, tagged with a transaction of
+        the partition's compaction app id at the next version (read now, pinned in the record)."""
+        uri = self._table_uri(replace.table)
+        table = t.open_table(uri, self.settings.storage_options)
+        if table is None:
+            raise CommitError(f"table {uri} no longer exists: partition {replace.record} is not compacted")
+        partition = str(replace.counts.get("partition", ""))
+        app = compaction_app_id(replace.job, partition)
+        root = uri.rstrip("/") + "/"
+        values = dict(part.split("=", 1) for part in partition.split("/") if part)
+        return DeltaReplaceCommitStep(
+            table=uri, app_id=app, version=(table.transaction_version(app) or 0) + 1, commit_id=replace.commit_id,
+            partition=values, replaced=[p[len(root):] if p.startswith(root) else p for p in replace.replaced],
+            added=[str(p) for p in replace.added], keeps_data=replace.keeps_data, record=replace.record,
+            metadata={t.JOB: replace.job, t.RUN_ID: replace.run_id, "gobblin-py.operation": "compaction",
+                      "gobblin-py.compaction": counts_json(replace.counts)},
+            storage_options=dict(self.settings.storage_options))
+
+    def upkeep(self, job: str, datasets: list[str], request: UpkeepRequest, pending: list[PendingCommit]) -> list[UpkeepAction]:
+        """Vacuum, checkpoint and log expiry, and retention of the tables `datasets` go to (`upkeep.py`); nothing a
+        pending commit names or needs."""
+        return plan_upkeep(self, job, datasets, request, pending)
 
 
 def _version(commit: DatasetCommit) -> int:

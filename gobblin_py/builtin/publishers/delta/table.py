@@ -19,9 +19,10 @@ RUN_ID = "gobblin-py.run-id"
 DATASET = "gobblin-py.dataset"
 WATERMARKS = "gobblin-py.watermarks"
 TABLE_ID = "gobblin-py.table-id"
+READ_VERSION = "gobblin-py.read-version"
 """Keys of the commitInfo (custom metadata) of every commit the publisher makes."""
 
-_FORMATS = {"HOUR": "%Y-%m-%d-%H", "DAY": "%Y-%m-%d", "MONTH": "%Y-%m", "YEAR": "%Y"}
+PARTITION_FORMATS = {"HOUR": "%Y-%m-%d-%H", "DAY": "%Y-%m-%d", "MONTH": "%Y-%m", "YEAR": "%Y"}
 
 
 def app_id(job: str, dataset: str) -> str:
@@ -38,6 +39,17 @@ def open_table(uri: str, storage_options: dict[str, str]) -> Any:
         return DeltaTable(uri, storage_options=storage_options or None)
     except TableNotFoundError:
         return None
+
+
+def transaction_done(table: Any, app: str, version: int, uri: str, stale: str) -> bool:
+    """Whether the table's transaction version of `app` already reaches `version` (a replay: nothing to do); a
+    CommitError saying `stale` when it is neither that nor the version just before (another commit of the app since)."""
+    done = table.transaction_version(app) or 0
+    if done >= version:
+        return True
+    if done != version - 1:
+        raise CommitError(f"table {uri}: the transaction version of {app} is {done}, not {version - 1} as when {stale}")
+    return False
 
 
 @dataclass(frozen=True)
@@ -89,19 +101,23 @@ def _partition_value(pf: Any, p: DeltaPartition, loc: str, table: str) -> str:
         elif not isinstance(v, dt.datetime):
             raise CommitError(f"table {table}: the partition column {p.column!r} is {col.type} in {loc}; expected a "
                               "timestamp or epoch numbers")
-        values.append(v.astimezone(dt.timezone.utc).strftime(_FORMATS[p.granularity]))
+        values.append(v.astimezone(dt.timezone.utc).strftime(PARTITION_FORMATS[p.granularity]))
     if values[0] != values[1]:
         raise CommitError(f"table {table}: {loc} spans partitions {values[0]} to {values[1]} of {p.name}; a file is added to "
                           "one partition")
     return values[0]
 
 
-def add_actions(files: list[DataFile], partition: DeltaPartition | None, now_ms: int) -> list[Any]:
-    """The log's `add` actions for `files`, with their row counts as statistics."""
+def add_actions(files: list[DataFile], partition: DeltaPartition | None, now_ms: int, data_change: bool = True,
+                values: dict[str, str] | None = None) -> list[Any]:
+    """The log's `add` actions for `files`, with their row counts as statistics; partition `values` given, or each
+    file's value of `partition`. `data_change` false for files that only rearrange rows (a compaction's)."""
     from deltalake.transaction import AddAction
 
-    return [AddAction(f.rel, f.size, {partition.name: f.partition} if partition is not None else {}, now_ms, True,
-                      json.dumps({"numRecords": f.rows})) for f in files]
+    def of(f: DataFile) -> dict[str, str]:
+        return dict(values) if values is not None else {partition.name: f.partition} if partition is not None else {}
+
+    return [AddAction(f.rel, f.size, of(f), now_ms, data_change, json.dumps({"numRecords": f.rows})) for f in files]
 
 
 def output_schema(files: list[DataFile], partition: DeltaPartition | None, table: str) -> Any:
