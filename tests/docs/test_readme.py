@@ -95,7 +95,7 @@ def test_the_readme_is_a_front_door() -> None:
 def test_the_readme_gives_the_command_ci_runs() -> None:
     """.ci/run runs exactly README's second command."""
     ci = (REPO / ".ci" / "run").read_text()
-    command = ".venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -q"
+    command = ".venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -q -n 2"
     assert command in ci and command in (REPO / "README.md").read_text()
 
 
