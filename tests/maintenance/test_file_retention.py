@@ -1,7 +1,7 @@
 """Retention on a files dataset (`maintain --retention`): whole day partitions older than the retention are deleted
 through the commit log, the young ones kept, nothing outside the dataset touched; a dry run changes nothing; a
 partition a pending commit touches is refused, named; a SIGKILL at every commit point of the deletion sequence is
-completed by the next `maintain --yes`."""
+completed by the next `maintain --yes` (or `run`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.commit.store import CommitStepStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
 
 from compaction.compaction_jobs import DAY_MS, JAN1, add_input, ingest, make_job, partition, read_partition
 
@@ -98,13 +98,22 @@ def test_a_partition_a_pending_commit_touches_is_refused_and_named(ingested: Pat
 
 
 @pytest.mark.crash
-@pytest.mark.parametrize("point", commit_points(1))
-def test_killed_at_every_commit_point_the_next_maintain_finishes(ingested: Path, tmp_path: Path, point: str) -> None:
-    root = _copy(ingested, tmp_path)
-    day2 = {k: v for k, v in tree(root / "output").items() if "2026/01/02" in k}
-    killed = maintain(root, "--yes", crash_at=point)
-    assert killed.returncode == SIGKILLED, killed.stdout + killed.stderr
-    assert {k: v for k, v in tree(root / "output").items() if "2026/01/02" in k} == day2
-    done = maintain(root, "--yes")
-    assert done.returncode == 0, done.stdout + done.stderr
-    _assert_retained(root, day2)
+def test_killed_at_every_commit_point_the_next_maintain_or_run_finishes(ingested: Path, tmp_path: Path) -> None:
+    """Where the deletion's record was left pending, odd points recover it with `run` (which deletes the partition
+    and ingests nothing again), even ones with `maintain`; `maintain` then has nothing left to do."""
+    def check(n: int, point: str) -> None:
+        (tmp_path / str(n)).mkdir()
+        root = _copy(ingested, tmp_path / str(n))
+        day2 = {k: v for k, v in tree(root / "output").items() if "2026/01/02" in k}
+        killed = maintain(root, "--yes", crash_at=point)
+        assert killed.returncode == SIGKILLED, killed.stdout + killed.stderr
+        assert {k: v for k, v in tree(root / "output").items() if "2026/01/02" in k} == day2
+        if n % 2 and CommitStepStore(root / "work").datasets("c"):
+            again = cli(["run", "job.yaml", "--in-process", "-q"], root)
+            assert again.returncode == 0, again.stdout + again.stderr
+            _assert_retained(root, day2)
+        done = maintain(root, "--yes")
+        assert done.returncode == 0, done.stdout + done.stderr
+        _assert_retained(root, day2)
+
+    each_point(commit_points(1), check)
