@@ -142,6 +142,9 @@ class Maintainer:
         runner, run_id = self.runner, result.run_id
         t0 = time.monotonic()
         result.recovery = runner.publishing.recover()
+        for rec in result.recovery.blocked.values():
+            log.warning("pending commit %s is %s: maintenance leaves alone all it needs: %s", rec.dataset,
+                        rec.outcome.value, rec.message)
         runner.clean_orphans(current=run_id)
         pending, corrupt = pending_commits(runner)
         result.phases["recovery"] = time.monotonic() - t0
