@@ -1,8 +1,8 @@
 """Each Iceberg upkeep action of `gobblin-py maintain --yes` under SIGKILL at every commit point: the next `maintain`
-(or a `run`, then `maintain`) completes it, and a user sees every record once at the current snapshot (pyiceberg and
+(after a `run`, or not) completes it, and a user sees every record once at the current snapshot (pyiceberg and
 DuckDB), the expired snapshots gone and the files only they listed deleted, the orphans gone, nothing a snapshot
-lists deleted, and an empty commit log. Where a maintenance record was left pending, odd points recover with `run` first
-(it replays the record and appends nothing), even ones with `maintain` itself. The tables are built in this
+lists deleted, and an empty commit log. Where a maintenance record was left pending, odd points recover it with `run` first (it
+replays the record and appends nothing), the others with `maintain` itself. The tables are built in this
 process before the kills start; only the kills and the recoveries are child processes."""
 
 from __future__ import annotations
@@ -33,12 +33,14 @@ def _ids(dataset: str, days: set[int]) -> Counter:
 
 
 def _killed_then_completed(tmp: Path, args: list[str], n: int, point: str) -> None:
-    """`maintain ARGS --yes` killed at `point`; then again (even `n`), or `run` and then again (odd `n`)."""
+    """`maintain ARGS --yes` killed at `point`; then `maintain ARGS --yes` again, after a `run` where the kill left a
+    record (odd `n`): the run replays it, appends nothing, and leaves the commit log empty; the sequences the kill
+    came before are the next `maintain`'s."""
     killed = cli(["maintain", "job.yaml", *args, "--yes"], tmp, crash_at=point)
     assert killed.returncode == SIGKILLED, f"{point}: {killed.stdout}{killed.stderr}"
     if n % 2 and CommitStepStore(tmp / "work").datasets("t"):
         ok(cli(RUN, tmp), f"{point}: run: ")
-        assert CommitStepStore(tmp / "work").datasets("t") == [], f"{point}: run left the maintenance record pending"
+        assert CommitStepStore(tmp / "work").datasets("t") == [], f"{point}: the run left the maintenance record pending"
     ok(cli(["maintain", "job.yaml", *args, "--yes"], tmp), f"{point}: maintain again: ")
 
 
