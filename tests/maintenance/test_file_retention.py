@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
@@ -116,3 +117,28 @@ def test_killed_at_every_commit_point_the_next_maintain_or_run_finishes(ingested
         _assert_retained(root, day2)
 
     each_point(commit_points(1), check)
+
+
+def test_a_dataset_under_a_deep_directory_is_maintained(tmp_path: Path) -> None:
+    """The record of a deletion is named by its target; a final directory deep enough that the name, written as a
+    file name, passes the file system's 255 bytes still gets its record (named by a digest of the target), which the
+    next `maintain` completes after a kill."""
+    root = tmp_path / "job"
+    root.mkdir()
+    make_job(root)
+    deep = root / "lake" / ("a" * 60) / ("b" * 60) / ("c" * 60)
+    job = yaml.safe_load((root / "job.yaml").read_text())
+    job["publisher"]["final_dir"] = str(deep)
+    (root / "job.yaml").write_text(yaml.safe_dump(job))
+    ingest(root)
+    day1 = deep / "clicks" / "2026" / "01" / "01"
+    assert read_partition(day1)
+    killed = maintain(root, "--yes", crash_at="commit.after_store_write")
+    assert killed.returncode == SIGKILLED, killed.stdout + killed.stderr
+    [record] = CommitStepStore(root / "work").datasets("c")
+    assert record.startswith("maintain/retention/clicks-") and len(record) < 100, record
+    done = maintain(root, "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"recovered the pending commit of dataset {record}" in done.stderr and not day1.exists()
+    assert read_partition(deep / "clicks" / "2026" / "01" / "02")
+    assert CommitStepStore(root / "work").datasets("c") == []
