@@ -169,7 +169,7 @@ class Scheduler:
     def run_forever(self) -> int:
         """Fire jobs on time until `stop()` (or SIGTERM/SIGINT); returns the exit code for the scheduler."""
         if not self.jobs:
-            log.error("no job with job.schedule among the files given")
+            log.error("no job with job.schedule, compaction.schedule or maintenance.schedule among the files given")
             return 2
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self.stop)
