@@ -134,3 +134,38 @@ def test_retention_deletes_old_days_in_one_snapshot(job: Path) -> None:
     again = cli(["maintain", "job.yaml", "--retention", f"{retention:.0f}", "--dataset", "clicks", "--yes"], job)
     _ok(again)
     assert "no partition before" in again.stdout and len(after.snapshots()) == len(catalog(job).load_table("db.clicks").snapshots())
+
+
+def test_orphan_removal_keeps_the_jobs_error_files_and_a_table_nested_in_the_location(tmp_path: Path) -> None:
+    """`errors_dir` set inside a table's location, and another table whose location lies inside it: their files are
+    listed by no snapshot of the table, yet they are no orphans of it; only the real orphan goes."""
+    import pyarrow as pa
+
+    from maintenance.upkeep_jobs import read_ids, small_lake, table
+
+    clicks_dir = tmp_path / "warehouse" / "db" / "clicks"
+    (tmp_path / "data" / "clicks").mkdir(parents=True)
+    (tmp_path / "data" / "clicks" / "bad.jsonl").write_text(json.dumps({"id": 999, "user": "u1", "kind": "click"}) + "\n")
+    small_lake(tmp_path, publisher={"errors_dir": str(clicks_dir / "errors")})
+    [error_file] = (clicks_dir / "errors").rglob("*.jsonl")
+    cat = catalog(tmp_path)
+    cat.create_namespace("other")
+    nested = cat.create_table("other.nested", schema=pa.schema([pa.field("id", pa.int64())]),
+                                            location=f"file://{clicks_dir / 'nested'}")
+    nested.append(pa.table({"id": [1, 2]}))
+    orphan = clicks_dir / "data" / "orphan.parquet"
+    orphan.write_bytes(b"not listed")
+    long_ago = time.time() - 3 * DAY
+    for p in (tmp_path / "warehouse").rglob("*"):
+        if p.is_file():
+            os.utime(p, (long_ago, long_ago))
+    nested_files = sorted(p for p in (clicks_dir / "nested").rglob("*") if p.is_file())
+
+    done = cli(["maintain", "job.yaml", "--remove-orphans-older-than", "1d", "--dataset", "clicks", "--yes"], tmp_path)
+    _ok(done)
+    assert f"deleted: {orphan} (10 bytes)" in done.stdout and not orphan.exists(), done.stdout
+    assert error_file.exists() and all(p.exists() for p in nested_files), done.stdout
+    assert str(error_file) not in done.stdout and "nested/" not in done.stdout.replace("refused", ""), done.stdout
+    assert "the job's error files" in done.stdout and "another table's location" in done.stdout, done.stdout
+    assert sorted(catalog(tmp_path).load_table("other.nested").scan().to_arrow().column("id").to_pylist()) == [1, 2]
+    assert read_ids(table(tmp_path, "clicks")) == Counter(range(30))

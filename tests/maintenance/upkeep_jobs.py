@@ -31,9 +31,10 @@ def add_records(tmp: Path, dataset: str, name: str, ids: range, days: range = ra
                                   "amount": None, "country": "US"}) + "\n")
 
 
-def small_lake(tmp: Path, **job_extra: Any) -> Path:
-    """`tmp` with the job file and its first run committed (in this process: a tenth of a child's time): each table
-    one snapshot of 30 records in 3 day files."""
+def small_lake(tmp: Path, publisher: dict[str, Any] | None = None, **job_extra: Any) -> Path:
+    """`tmp` with the job file (`publisher` merged into its publisher's settings, `job_extra` into its job section)
+    and its first run committed (in this process: a tenth of a child's time): each table one snapshot of 30 records
+    in 3 day files."""
     from gobblin_py.config import load_job
     from gobblin_py.runtime.executors.in_process import InProcessExecutor
     from gobblin_py.runtime.runner import JobRunner
@@ -41,7 +42,9 @@ def small_lake(tmp: Path, **job_extra: Any) -> Path:
     tmp.mkdir(parents=True, exist_ok=True)
     for d in DATASETS:
         add_records(tmp, d, "first", range(FIRST_ID[d], FIRST_ID[d] + 30))
-    result = JobRunner(load_job(write_job(tmp, iceberg_job(tmp, **job_extra))), InProcessExecutor()).run()
+    job = iceberg_job(tmp, **job_extra)
+    job["publisher"].update(publisher or {})
+    result = JobRunner(load_job(write_job(tmp, job)), InProcessExecutor()).run()
     assert result.succeeded, result.error
     return tmp
 

@@ -187,7 +187,22 @@ def _expire(table: Any, name: str, root: str, request: UpkeepRequest, base: dict
     return action
 
 
-def _orphans(table: Any, name: str, root: str, request: UpkeepRequest, pending: list[PendingCommit]) -> UpkeepAction:
+def _nested_tables(listing: list[str], root: str) -> set[str]:
+    """The locations of other tables inside `root`: each directory below it holding `metadata/*.metadata.json`."""
+    out = set()
+    for p in listing:
+        if p.endswith(".metadata.json") and os.path.basename(os.path.dirname(p)) == "metadata":
+            location = os.path.dirname(os.path.dirname(p))
+            if inside(location, root):
+                out.add(location)
+    return out
+
+
+def _orphans(table: Any, name: str, root: str, request: UpkeepRequest, pending: list[PendingCommit],
+             errors_root: str) -> UpkeepAction:
+    """Files under the table's location no snapshot lists, old enough; never one under the job's error files'
+    directory nor under another table's location that lies inside this one (no snapshot of this table lists them
+    either, yet they are not its orphans)."""
     action = UpkeepAction("remove-orphans", name)
     assert request.remove_orphans_older_than is not None
     if not Location(root).is_local:
@@ -198,13 +213,21 @@ def _orphans(table: Any, name: str, root: str, request: UpkeepRequest, pending: 
     referenced |= {_local(s.statistics_path) for s in table.metadata.statistics}
     named = {os.path.normpath(p) for c in pending for p in c.paths if Location(p).is_local}
     cutoff = request.now - request.remove_orphans_older_than
+    listing = {str(path): size for path, size in filesystem_for(root).find(Location(root)).items()}
+    others = {r: "the job's error files" for r in (errors_root,) if inside(r, root)}
+    others.update({r: "another table's location" for r in sorted(_nested_tables(list(listing), root))})
+    kept = dict.fromkeys(others, 0)
     files = {}
-    for path, size in filesystem_for(root).find(Location(root)).items():
-        p = str(path)
+    for p, size in listing.items():
         if p in referenced or p.endswith(".metadata.json") or os.path.basename(p) == "version-hint.text" or p in named:
+            continue
+        under = next((r for r in others if inside(p, r)), None)
+        if under is not None:
+            kept[under] += 1
             continue
         if os.lstat(p).st_mtime < cutoff:
             files[p] = size
+    action.refused = [f"{n} file(s) under {r} ({others[r]}): never orphans of table {name}" for r, n in kept.items() if n]
     if files:
         action.steps = [FsDeleteCommitStep(root=root, files=files, what=f"orphan files of table {name}")]
         action.deletions = [f"{p} ({n} bytes)" for p, n in sorted(files.items())]
@@ -278,7 +301,7 @@ def plan_upkeep(publisher: Any, job: str, datasets: list[str], request: UpkeepRe
             elif what == "expire-snapshots":
                 actions.append(_expire(table, name, root, request, base))
             elif what == "remove-orphans":
-                actions.append(_orphans(table, name, root, request, pending))
+                actions.append(_orphans(table, name, root, request, pending, _local(str(publisher.errors_root()))))
             else:
                 actions.append(_retention(table, name, job, request, base))
     return actions
