@@ -231,7 +231,9 @@ def schedule(
 ) -> None:
     """Run every job that has job.schedule (a cron expression) on time, until SIGTERM; never two runs of a job at once.
 
-    The runs share one Spark session, started by the first run with work; --isolated runs each as a child process.
+    A job's compaction.schedule and maintenance.schedule fire as `<job>:compact` and `<job>:maintain` (deleting, as
+    `maintain --yes`). The runs share one Spark session, started by the first run with work; --isolated runs each as a
+    child process.
 
     Example: gobblin-py schedule jobs/ --metrics-port 9464
     """

@@ -22,6 +22,8 @@ def maintain_command(
     dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="delete; without it, only list what would be deleted")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="silent on success: only warnings, errors, and the report of a maintenance that failed")] = False,
+    metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="with --yes: write the run's metrics (as `run` does) to this JSON file")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show debug lines")] = False,
 ) -> None:
     """Keep the job's tables and directories in shape: expire old Iceberg snapshots (never the newest --keep-last, never
@@ -29,12 +31,13 @@ def maintain_command(
     under a table's location (a Delta vacuum), and delete whole time partitions
     older than --retention. Without --yes it only lists every file, partition and snapshot it would delete; with --yes
     it deletes them through the commit log under the job lock (a kill anywhere is completed by the next `maintain` or
-    `run`). Settings not given come from the job file's `maintenance:` section. Exit 0 when every action is done (or
+    `run`). Settings not given come from the job file's `maintenance:` section (with `maintenance.schedule`,
+    `schedule` and continuous runs run it with --yes on that cron). Exit 0 when every action is done (or
     listed), 1 when one failed or the job is running, 2 on a bad job file or option.
 
     Example: gobblin-py maintain jobs/example.yaml --retention 30d --expire-snapshots-older-than 7d --keep-last 10 --yes
     """
-    from gobblin_py.cli.output import fail, out, setup_logging
+    from gobblin_py.cli.output import check_metrics_path, fail, out, setup_logging, write_metrics
     from gobblin_py.config import load_job
     from gobblin_py.maintenance.maintainer import Maintainer
     from gobblin_py.maintenance.options import maintenance_options
@@ -46,12 +49,18 @@ def maintain_command(
         options = maintenance_options(job, datasets=dataset, expire_snapshots_older_than=expire_snapshots_older_than,
                                       keep_last=keep_last, remove_orphans_older_than=remove_orphans_older_than,
                                       retention=retention, below_table_retention=below_table_retention)
-        setup_logging(job.logging.level, verbose)
+        if metrics_json is not None:
+            check_metrics_path(metrics_json)
+        setup_logging("WARNING" if quiet and not verbose else job.logging.level, verbose)
         report = Maintainer(JobRunner(job, InProcessExecutor())).run(options, apply=yes)
     except GobblinError as exc:
         fail(exc)
+    if metrics_json is not None and report.result is not None:
+        write_metrics(report.result, metrics_json)
     if as_json:
         print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
+    elif quiet and report.succeeded:  # silent on success, as `run --quiet`
+        pass
     else:
         verb = "would delete" if report.dry_run else "deleted"
         head = f"job {job.name} maintenance" + (" (dry run: nothing is deleted without --yes)" if report.dry_run else

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from typing import Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
@@ -35,6 +35,15 @@ class BadRecordPolicy(str, enum.Enum):
 
     ERR_FILE = "ERR_FILE"
     FAIL = "FAIL"
+
+
+def _cron(value: str) -> str:
+    Cron.parse(value)  # CronError is a ValueError: reported with the key path
+    return value
+
+
+CronText = Annotated[str, AfterValidator(_cron)]
+"""A cron expression (Quartz style, seconds first), checked when the job file is loaded."""
 
 
 class _Strict(BaseModel):
@@ -78,7 +87,7 @@ class JobSection(_Strict):
     commit_on_executors_from: int | None = Field(
         default=None, ge=0, description="datasets from which commits run as Spark tasks (0: never; unset: 64 on a cluster, never in local mode)")
     retention_runs: int = Field(default=50, ge=1, description="run records kept per job (history)")
-    schedule: str | None = Field(default=None, description="cron expression (Quartz style, seconds first) for `gobblin-py schedule`")
+    schedule: CronText | None = Field(default=None, description="cron expression (Quartz style, seconds first) for `gobblin-py schedule`")
     mode: Literal["bounded", "continuous"] = Field(default="bounded", description="continuous: one run checkpoints every checkpoint_interval until stopped")
     checkpoint_interval: Seconds = Field(default=10.0, gt=0, description="continuous runs: from the start of one checkpoint to the next")
     checkpoint_max_records: int | None = Field(
@@ -109,13 +118,6 @@ class JobSection(_Strict):
         """This job's own local staging, `<work_dir>/staging/<job>`: no other job writes or cleans here."""
         return self.work_dir / "staging" / self.name
 
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        if value is not None:
-            Cron.parse(value)  # CronError is a ValueError: reported with the key path
-        return value
-
 
 class DedupSettings(_Strict):
     """`compaction.dedup`: one record per value of `key` in each partition."""
@@ -134,14 +136,7 @@ class CompactionSection(_Strict):
     partition: str | None = Field(default=None, description="only partitions under this path prefix")
     datasets: list[str] = Field(default_factory=list, description="only these datasets (empty: all)")
     dedup: DedupSettings | None = Field(default=None, description="keep one record per key in each partition")
-    schedule: str | None = Field(default=None, description="cron expression: `gobblin-py schedule` runs the compaction on it")
-
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        if value is not None:
-            Cron.parse(value)
-        return value
+    schedule: CronText | None = Field(default=None, description="cron expression: `gobblin-py schedule` runs the compaction on it")
 
 
 def _size_or_off(value: object) -> object:
@@ -230,6 +225,12 @@ class BranchConfig:
     publisher: PluginConfig
 
 
+MIN_ORPHAN_AGE = 3600.0
+"""Seconds: orphan files younger than this are never removed, whatever is asked. A file a commit is writing, or has
+published and not yet added to its table, is unreferenced until that commit lands; an hour is longer than any commit
+of the job takes (and the commit log protects the job's own pending commits at any age)."""
+
+
 class MaintenanceSection(_Strict):
     """`maintenance:`: what `gobblin-py maintain` does when the command line does not say; nothing is set by default."""
 
@@ -238,6 +239,23 @@ class MaintenanceSection(_Strict):
     remove_orphans_older_than: Seconds | None = Field(default=None, description="Iceberg: delete files under the table's location that no snapshot lists, last written this long ago (at least 1h; 3d is safe)")
     retention: Seconds | None = Field(default=None, description="delete whole time partitions (a directory of the writer's partition pattern, an Iceberg partition of a time transform) that ended this long ago (30d)")
     datasets: list[str] = Field(default_factory=list, description="only these datasets (empty: all)")
+    schedule: CronText | None = Field(default=None, description="cron expression: `gobblin-py schedule` runs the maintenance on it (as `<job>:maintain`), and a continuous run between checkpoints; it deletes, as `maintain --yes` does")
+
+    @field_validator("remove_orphans_older_than")
+    @classmethod
+    def _orphan_age(cls, value: float | None) -> float | None:
+        if value is not None and value < MIN_ORPHAN_AGE:
+            raise ValueError(f"{value:.0f}s is younger than the {MIN_ORPHAN_AGE:.0f}s a commit of the job may take to add "
+                             "the files it published; give 1h or more (3d is the usual choice)")
+        return value
+
+    @model_validator(mode="after")
+    def _something_on_schedule(self) -> MaintenanceSection:
+        if self.schedule is not None and all(v is None for v in (self.expire_snapshots_older_than,
+                                                                  self.remove_orphans_older_than, self.retention)):
+            raise ValueError("schedule: nothing to run on it; set expire_snapshots_older_than, remove_orphans_older_than "
+                             "or retention in the same section")
+        return self
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ recovers nothing, writes nothing and lists what it would delete."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +23,7 @@ from gobblin_py.maintenance.retention import plan_retention
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.lock import JobLock
-from gobblin_py.state.store import StateStore
+from gobblin_py.state.store import StateStore, dataset_file_name
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,20 @@ class MaintenanceReport:
                 "error": self.error or (self.result.error if self.result else None), "actions": [vars(a) for a in self.actions]}
 
 
+LONGEST_RECORD_FILE = 200
+"""Bytes: a record's file name (its name quoted, `.json`) longer than this is named by a digest of its target instead,
+so that it and its temporary file stay under the 255 bytes file systems allow (a file dataset's target is the
+absolute path of its directory, which may be deep)."""
+
+
 def record_name(action: UpkeepAction) -> str:
-    return f"{RECORD_PREFIX}/{action.action}/{action.target}"
+    """`maintain/<action>/<target>`; for a target too long to make a file name of: its last part (as a hint) and
+    a 128-bit digest of the whole target."""
+    name = f"{RECORD_PREFIX}/{action.action}/{action.target}"
+    if len(dataset_file_name(name)) <= LONGEST_RECORD_FILE:
+        return name
+    hint = re.sub(r"[^A-Za-z0-9._-]", "_", action.target.rstrip("/").rsplit("/", 1)[-1])[:60]
+    return f"{RECORD_PREFIX}/{action.action}/{hint}-{hashlib.sha256(action.target.encode()).hexdigest()[:32]}"
 
 
 def pending_commits(runner: JobRunner) -> tuple[list[PendingCommit], list[str]]:
@@ -142,6 +156,9 @@ class Maintainer:
         runner, run_id = self.runner, result.run_id
         t0 = time.monotonic()
         result.recovery = runner.publishing.recover()
+        for rec in result.recovery.blocked.values():
+            log.warning("pending commit %s is %s: maintenance leaves alone all it needs: %s", rec.dataset,
+                        rec.outcome.value, rec.message)
         runner.clean_orphans(current=run_id)
         pending, corrupt = pending_commits(runner)
         result.phases["recovery"] = time.monotonic() - t0

@@ -7,16 +7,11 @@ import time
 from dataclasses import dataclass
 
 from gobblin_py.api import UpkeepRequest
-from gobblin_py.config.model import JobSpec
+from gobblin_py.config.model import MIN_ORPHAN_AGE, JobSpec
 from gobblin_py.errors import ConfigError
 from gobblin_py.state.store import StateStore
 from gobblin_py.suggest import did_you_mean
 from gobblin_py.units import parse_duration
-
-MIN_ORPHAN_AGE = 3600.0
-"""Seconds: orphan files younger than this are never removed, whatever is asked. A file a commit is writing, or has
-published and not yet added to its table, is unreferenced until that commit lands; an hour is longer than any commit
-of the job takes (and the commit log protects the job's own pending commits at any age)."""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ tasks, publish every dataset through the same commit protocol), so each is exact
 continuous run killed anywhere is recovered by the next run, continuous or not: FLIP-143's unbounded case, with the
 checkpoint as the commit boundary. A checkpoint with no new data runs no Spark job. With `compaction.schedule`, the
 job's compaction runs between checkpoints when its cron comes due, under the lock the run holds (with
-`compaction.older_than`, on closed time partitions only)."""
+`compaction.older_than`, on closed time partitions only); with `maintenance.schedule`, so does its maintenance (as
+`maintain --yes` with the job file's `maintenance:` settings). A failure of either is logged and the run goes on."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from gobblin_py.cron import Cron, CronError
 from gobblin_py.errors import GobblinError, os_fault
 from gobblin_py.compaction.plan import compaction_options
 from gobblin_py.compaction.compactor import CompactionReport, Compactor
+from gobblin_py.maintenance.maintainer import MaintenanceReport, Maintainer
+from gobblin_py.maintenance.options import maintenance_options
 from gobblin_py.runtime.job_result import DatasetStatus, JobResult
 from gobblin_py.runtime.runner import JobRunner, new_run_id
 
@@ -37,9 +40,7 @@ class CheckpointLoop:
         self.runner, self.stop, self.after = runner, stop, after_checkpoint
         settings = runner.job.job
         self.interval, self.limits = settings.checkpoint_interval, settings.continuous
-        schedule = runner.job.compaction.schedule
-        self.compaction = Cron.parse(schedule) if schedule else None
-        self.next_compaction = self.compaction.next_after(dt.datetime.now()) if self.compaction else None
+        self.compaction, self.maintenance = Due(runner.job.compaction.schedule), Due(runner.job.maintenance.schedule)
         self.raised = False  # the last checkpoint ended in an error, not in a verdict on its datasets
 
     def __call__(self, result: JobResult) -> None:
@@ -65,6 +66,7 @@ class CheckpointLoop:
                 log.error("%s", result.error)
                 return
             self._compact_when_due()
+            self._maintain_when_due()
             wait = self.interval if not failures or waited else min(self.limits.max_backoff, self.interval * 2 ** failures)
             if failures and not waited:
                 log.warning("checkpoint %d failed (%d in a row); the next in %.1fs: %s", result.checkpoints_total, failures,
@@ -76,15 +78,10 @@ class CheckpointLoop:
     def _compact_when_due(self) -> None:
         """The job's compaction, when `compaction.schedule` has come due since the last one; its failure is logged
         and the run goes on (what it left pending is recovered by the next checkpoint)."""
-        if self.compaction is None or self.next_compaction is None or dt.datetime.now() < self.next_compaction:
+        if not self.compaction.fired():
             return
-        try:
-            self.next_compaction = self.compaction.next_after(dt.datetime.now())
-        except CronError:
-            self.next_compaction = None
         runner = self.runner
-        result = JobResult(job=runner.job.name, run_id=new_run_id(), succeeded=False,
-                           started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), duration_s=0.0)
+        result = _side_run(runner)
         report = CompactionReport(result)
         t0 = time.monotonic()
         try:
@@ -96,6 +93,32 @@ class CheckpointLoop:
         (log.info if result.succeeded else log.error)("compaction %s: %d partitions compacted%s", result.run_id, merged,
                                                       f": {result.error}" if result.error else "")
         runner.events.emit("CompactionFinished", run_id=result.run_id, partitions=merged, error=result.error)
+        runner.persist(result)
+
+    def _maintain_when_due(self) -> None:
+        """The job's maintenance (`maintain --yes` with its `maintenance:` settings), when `maintenance.schedule` has
+        come due since the last one; its failure (an action that failed, a dataset it names not committed yet) is
+        logged and the run goes on (a deletion it left pending is completed by the next checkpoint's recovery)."""
+        if not self.maintenance.fired():
+            return
+        runner = self.runner
+        result = _side_run(runner)
+        report = MaintenanceReport(dry_run=False, result=result)
+        t0 = time.monotonic()
+        try:
+            Maintainer(runner).maintain(result, maintenance_options(runner.job), report)
+        except GobblinError as exc:
+            result.succeeded, result.error = False, str(exc)
+        except OSError as exc:
+            result.succeeded, result.error = False, os_fault(exc)
+        result.duration_s = time.monotonic() - t0
+        deleted = sum(len(a.deletions) for a in report.actions if a.status == "done")
+        refused = sum(len(a.refused) for a in report.actions)
+        failed = [f"{a.action} {a.target}: {a.message}" for a in report.actions if a.status == "failed"]
+        error = result.error or (failed[0] if failed else None)
+        (log.info if report.succeeded else log.error)("maintenance %s: %d deletion(s) done, %d refused%s", result.run_id,
+                                                      deleted, refused, f": {error}" if error else "")
+        runner.events.emit("MaintenanceFinished", run_id=result.run_id, deleted=deleted, refused=refused, error=error)
         runner.persist(result)
 
     def _checkpoint(self, result: JobResult, n: int) -> JobResult:
@@ -125,6 +148,31 @@ class CheckpointLoop:
         if self.after is not None:
             self.after(result)
         return checkpoint
+
+
+class Due:
+    """A cron schedule between checkpoints: `fired()` once each time it has come due, then waits for its next time
+    (none after the last: a year field that has passed)."""
+
+    def __init__(self, schedule: str | None) -> None:
+        self.cron = Cron.parse(schedule) if schedule else None
+        self.next = self.cron.next_after(dt.datetime.now()) if self.cron else None
+
+    def fired(self) -> bool:
+        now = dt.datetime.now()
+        if self.cron is None or self.next is None or now < self.next:
+            return False
+        try:
+            self.next = self.cron.next_after(now)
+        except CronError:
+            self.next = None
+        return True
+
+
+def _side_run(runner: JobRunner) -> JobResult:
+    """The result of a compaction or maintenance run between checkpoints: a run of its own in the job's history."""
+    return JobResult(job=runner.job.name, run_id=new_run_id(), succeeded=False,
+                     started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), duration_s=0.0)
 
 
 def _waits_only(checkpoint: JobResult) -> bool:

@@ -1,5 +1,6 @@
 """The long-running scheduler: runs each job file that has `job.schedule` on time, one run per job at a time, and
-its compaction on `compaction.schedule` (as `<job>:compact`; the job lock keeps it apart from the job's runs).
+its compaction on `compaction.schedule` (as `<job>:compact`) and its maintenance on `maintenance.schedule` (as
+`<job>:maintain`, deleting as `maintain --yes` does); the job lock keeps each apart from the job's runs.
 
 Warm (the default): the runs share one SparkSession in the scheduler's process, started by the first run that
 has tasks, so a job fired every few minutes stops paying Spark's start each time. Each firing re-reads the job
@@ -37,6 +38,8 @@ from gobblin_py.cron import Cron, CronError
 from gobblin_py.errors import ConfigError, GobblinError
 from gobblin_py.compaction.plan import compaction_options
 from gobblin_py.compaction.compactor import Compactor
+from gobblin_py.maintenance.maintainer import Maintainer
+from gobblin_py.maintenance.options import maintenance_options
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.job_result import JobResult
 from gobblin_py.runtime.runner import JobRunner
@@ -74,7 +77,7 @@ class ScheduledJob:
     skipped: int = 0
     exit_codes: list[int] = field(default_factory=list)
     as_child: bool | None = None  # warm mode: whether its last run went to a child (its spark: section differs)
-    command: str = "run"  # or `compact`: the job's compaction on `compaction.schedule` (named `<job>:compact`)
+    command: str = "run"  # or `compact` (`<job>:compact`, on compaction.schedule), `maintain` (`<job>:maintain`)
 
     @property
     def busy(self) -> bool:
@@ -131,10 +134,11 @@ class Scheduler:
         specs: list[JobSpec] = []
         for path in job_files(paths):
             job = load_job(path)
-            if not job.job.schedule and not job.compaction.schedule:
+            if not job.job.schedule and not job.compaction.schedule and not job.maintenance.schedule:
                 log.info("%s has no job.schedule: not scheduled (run it with `gobblin-py run`)", path)
                 continue
-            for command, key, text in (("run", "job.schedule", job.job.schedule), ("compact", "compaction.schedule", job.compaction.schedule)):
+            for command, key, text in (("run", "job.schedule", job.job.schedule), ("compact", "compaction.schedule", job.compaction.schedule),
+                                       ("maintain", "maintenance.schedule", job.maintenance.schedule)):
                 if not text:
                     continue
                 cron = Cron.parse(text)
@@ -142,7 +146,7 @@ class Scheduler:
                     first = cron.next_after(now)
                 except CronError as exc:
                     raise ConfigError(f"{path}: {key}: {exc}") from None
-                name = job.name if command == "run" else f"{job.name}:compact"
+                name = job.name if command == "run" else f"{job.name}:{command}"
                 self.jobs.append(ScheduledJob(path, name, job.job.work_dir, cron, first, command=command))
                 specs.append(job)
         names = [j.name for j in self.jobs]
@@ -165,7 +169,7 @@ class Scheduler:
     def run_forever(self) -> int:
         """Fire jobs on time until `stop()` (or SIGTERM/SIGINT); returns the exit code for the scheduler."""
         if not self.jobs:
-            log.error("no job with job.schedule among the files given")
+            log.error("no job with job.schedule, compaction.schedule or maintenance.schedule among the files given")
             return 2
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self.stop)
@@ -247,8 +251,9 @@ class Scheduler:
 
     def _start_child(self, j: ScheduledJob) -> None:
         self._result_file(j).unlink(missing_ok=True)
+        how = ["--yes"] if j.command == "maintain" else ["--in-process"] if self.in_process else []  # maintain: in-process
         cmd = [sys.executable, "-m", "gobblin_py.cli.main", j.command, str(j.path), "--quiet",
-               "--metrics-json", str(self._result_file(j)), *(["--in-process"] if self.in_process else [])]
+               "--metrics-json", str(self._result_file(j)), *how]
         j.running = subprocess.Popen(cmd)
         log.info("started %s run %d (pid %d); next at %s", j.name, j.runs, j.running.pid, j.next_fire.isoformat(timespec="seconds"))
 
@@ -257,8 +262,11 @@ class Scheduler:
         run = j.in_thread
         assert run is not None
         try:
-            executor = InProcessExecutor() if self.in_process else SharedSparkExecutor(job, warm=self.session)
-            if j.command == "compact":
+            in_process = self.in_process or j.command == "maintain"  # maintenance runs no tasks
+            executor = InProcessExecutor() if in_process else SharedSparkExecutor(job, warm=self.session)
+            if j.command == "maintain":
+                succeeded = Maintainer(JobRunner(job, executor, [run])).run(maintenance_options(job), apply=True).succeeded
+            elif j.command == "compact":
                 report = Compactor(JobRunner(job, executor, [run])).run(compaction_options(job))
                 succeeded = report.succeeded
             else:

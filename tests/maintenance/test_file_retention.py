@@ -1,7 +1,7 @@
 """Retention on a files dataset (`maintain --retention`): whole day partitions older than the retention are deleted
 through the commit log, the young ones kept, nothing outside the dataset touched; a dry run changes nothing; a
 partition a pending commit touches is refused, named; a SIGKILL at every commit point of the deletion sequence is
-completed by the next `maintain --yes`."""
+completed by the next `maintain --yes` (or `run`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gobblin_py.commit.store import CommitStepStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
 
 from compaction.compaction_jobs import DAY_MS, JAN1, add_input, ingest, make_job, partition, read_partition
 
@@ -98,13 +99,46 @@ def test_a_partition_a_pending_commit_touches_is_refused_and_named(ingested: Pat
 
 
 @pytest.mark.crash
-@pytest.mark.parametrize("point", commit_points(1))
-def test_killed_at_every_commit_point_the_next_maintain_finishes(ingested: Path, tmp_path: Path, point: str) -> None:
-    root = _copy(ingested, tmp_path)
-    day2 = {k: v for k, v in tree(root / "output").items() if "2026/01/02" in k}
-    killed = maintain(root, "--yes", crash_at=point)
+def test_killed_at_every_commit_point_the_next_maintain_or_run_finishes(ingested: Path, tmp_path: Path) -> None:
+    """Where the deletion's record was left pending, odd points recover it with `run` (which deletes the partition
+    and ingests nothing again), the others with `maintain`."""
+    def check(n: int, point: str) -> None:
+        (tmp_path / str(n)).mkdir()
+        root = _copy(ingested, tmp_path / str(n))
+        day2 = {k: v for k, v in tree(root / "output").items() if "2026/01/02" in k}
+        killed = maintain(root, "--yes", crash_at=point)
+        assert killed.returncode == SIGKILLED, killed.stdout + killed.stderr
+        assert {k: v for k, v in tree(root / "output").items() if "2026/01/02" in k} == day2
+        if n % 2 and CommitStepStore(root / "work").datasets("c"):
+            done = cli(["run", "job.yaml", "--in-process", "-q"], root)
+        else:
+            done = maintain(root, "--yes")
+        assert done.returncode == 0, done.stdout + done.stderr
+        _assert_retained(root, day2)
+
+    each_point(commit_points(1), check)
+
+
+def test_a_dataset_under_a_deep_directory_is_maintained(tmp_path: Path) -> None:
+    """The record of a deletion is named by its target; a final directory deep enough that the name, written as a
+    file name, passes the file system's 255 bytes still gets its record (named by a digest of the target), which the
+    next `maintain` completes after a kill."""
+    root = tmp_path / "job"
+    root.mkdir()
+    make_job(root)
+    deep = root / "lake" / ("a" * 60) / ("b" * 60) / ("c" * 60)
+    job = yaml.safe_load((root / "job.yaml").read_text())
+    job["publisher"]["final_dir"] = str(deep)
+    (root / "job.yaml").write_text(yaml.safe_dump(job))
+    ingest(root)
+    day1 = deep / "clicks" / "2026" / "01" / "01"
+    assert read_partition(day1)
+    killed = maintain(root, "--yes", crash_at="commit.after_store_write")
     assert killed.returncode == SIGKILLED, killed.stdout + killed.stderr
-    assert {k: v for k, v in tree(root / "output").items() if "2026/01/02" in k} == day2
+    [record] = CommitStepStore(root / "work").datasets("c")
+    assert record.startswith("maintain/retention/clicks-") and len(record) < 100, record
     done = maintain(root, "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
-    _assert_retained(root, day2)
+    assert f"recovered the pending commit of dataset {record}" in done.stderr and not day1.exists()
+    assert read_partition(deep / "clicks" / "2026" / "01" / "02")
+    assert CommitStepStore(root / "work").datasets("c") == []

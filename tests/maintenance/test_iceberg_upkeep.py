@@ -1,7 +1,8 @@
 """`maintain` on Iceberg tables: snapshot expiry keeps the newest --keep-last and refuses a table a pending commit
 touches (the next run then recovers that commit: every record once, read by pyiceberg and by DuckDB over the live
 files); orphan files old enough are removed, young ones and a pending commit's kept; retention by the table's day
-partition deletes old days in one snapshot."""
+partition deletes old days in one snapshot; the orphan sweep keeps the job's error files and a nested table's files,
+reads `file:/` URIs as the table's own, and sweeps nothing while a listed file is not where its URI points."""
 
 from __future__ import annotations
 
@@ -134,3 +135,84 @@ def test_retention_deletes_old_days_in_one_snapshot(job: Path) -> None:
     again = cli(["maintain", "job.yaml", "--retention", f"{retention:.0f}", "--dataset", "clicks", "--yes"], job)
     _ok(again)
     assert "no partition before" in again.stdout and len(after.snapshots()) == len(catalog(job).load_table("db.clicks").snapshots())
+
+
+def test_orphan_removal_keeps_the_jobs_error_files_and_a_table_nested_in_the_location(tmp_path: Path) -> None:
+    """`errors_dir` set inside a table's location, and another table whose location lies inside it: their files are
+    listed by no snapshot of the table, yet they are no orphans of it; only the real orphan goes."""
+    import pyarrow as pa
+
+    from maintenance.upkeep_jobs import read_ids, small_lake, table
+
+    clicks_dir = tmp_path / "warehouse" / "db" / "clicks"
+    (tmp_path / "data" / "clicks").mkdir(parents=True)
+    (tmp_path / "data" / "clicks" / "bad.jsonl").write_text(json.dumps({"id": 999, "user": "u1", "kind": "click"}) + "\n")
+    small_lake(tmp_path, publisher={"errors_dir": str(clicks_dir / "errors")})
+    [error_file] = (clicks_dir / "errors").rglob("*.jsonl")
+    cat = catalog(tmp_path)
+    cat.create_namespace("other")
+    nested = cat.create_table("other.nested", schema=pa.schema([pa.field("id", pa.int64())]),
+                                            location=f"file://{clicks_dir / 'nested'}")
+    nested.append(pa.table({"id": [1, 2]}))
+    orphan = clicks_dir / "data" / "orphan.parquet"
+    orphan.write_bytes(b"not listed")
+    long_ago = time.time() - 3 * DAY
+    for p in (tmp_path / "warehouse").rglob("*"):
+        if p.is_file():
+            os.utime(p, (long_ago, long_ago))
+    nested_files = sorted(p for p in (clicks_dir / "nested").rglob("*") if p.is_file())
+
+    done = cli(["maintain", "job.yaml", "--remove-orphans-older-than", "1d", "--dataset", "clicks", "--yes"], tmp_path)
+    _ok(done)
+    assert f"deleted: {orphan} (10 bytes)" in done.stdout and not orphan.exists(), done.stdout
+    assert error_file.exists() and all(p.exists() for p in nested_files), done.stdout
+    assert str(error_file) not in done.stdout and "nested/" not in done.stdout.replace("refused", ""), done.stdout
+    assert "the job's error files" in done.stdout and "another table's location" in done.stdout, done.stdout
+    assert sorted(catalog(tmp_path).load_table("other.nested").scan().to_arrow().column("id").to_pylist()) == [1, 2]
+    assert read_ids(table(tmp_path, "clicks")) == Counter(range(30))
+
+
+def test_orphan_removal_reads_every_uri_form_a_table_lists_and_refuses_one_it_cannot_find(tmp_path: Path) -> None:
+    """A file another writer added as `file:/…` (the form Spark and Hadoop write) is the table's, not an orphan; a
+    table listing a file that is not where its URI points (as any URI form read wrongly would look) is not swept."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from maintenance.upkeep_jobs import read_ids, small_lake, table
+
+    small_lake(tmp_path)
+    data = tmp_path / "warehouse" / "db" / "clicks" / "data"
+    t = table(tmp_path, "clicks")
+    schema = pa.schema([f.remove_metadata() for f in t.schema().as_arrow()])
+    spark = data / "spark-written.parquet"
+    pq.write_table(pa.Table.from_pylist([{"id": 777, "ts": 1767225600000000, "user": "x", "kind": "other", "amount": None,
+                                          "country": None}], schema=schema), spark)
+    t.add_files([f"file:{spark}"])
+    orphan = data / "orphan.parquet"
+    orphan.write_bytes(b"not listed")
+    long_ago = time.time() - 3 * DAY
+    for p in (tmp_path / "warehouse").rglob("*"):
+        if p.is_file():
+            os.utime(p, (long_ago, long_ago))
+    args = ["maintain", "job.yaml", "--remove-orphans-older-than", "1d", "--dataset", "clicks", "--yes"]
+    done = cli(args, tmp_path)
+    _ok(done)
+    assert not orphan.exists() and spark.exists(), done.stdout
+    assert read_ids(table(tmp_path, "clicks")) == Counter(range(30)) + Counter([777])
+
+    orphan.write_bytes(b"not listed")
+    os.utime(orphan, (long_ago, long_ago))
+    t = table(tmp_path, "clicks")
+    elsewhere = tmp_path / "elsewhere.parquet"
+    shutil.copy(spark, elsewhere)
+    t.add_files([f"file:{elsewhere}"])
+    elsewhere.unlink()  # listed, and not where its URI points (as a URI form read wrongly would look)
+    refused = cli(args, tmp_path)
+    _ok(refused)
+    assert "remove-orphans db.clicks: nothing to do" in refused.stdout and orphan.exists(), refused.stdout
+    assert f"file:{elsewhere} → {elsewhere}" in refused.stdout, refused.stdout
+    snapshots = len(table(tmp_path, "clicks").snapshots())
+    expire = cli(["maintain", "job.yaml", "--expire-snapshots-older-than", "0s", "--dataset", "clicks", "--yes"], tmp_path)
+    _ok(expire)
+    assert "no snapshot is expired while a listed file cannot be found" in expire.stdout, expire.stdout
+    assert len(table(tmp_path, "clicks").snapshots()) == snapshots > 1

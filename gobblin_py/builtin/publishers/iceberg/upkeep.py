@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -24,8 +25,14 @@ MAINTENANCE_ID = "gobblin-py.maintenance-id"
 """The snapshot summary key of a retention delete: its commit's id, which its `verify()` finds on a replay."""
 
 
+_FILE_URI = re.compile(r"^file:(?://(?:localhost)?)?(/.*)$")
+
+
 def _local(uri: str) -> str:
-    return str(Location(uri))
+    """A path as a table lists it, in the form a listing of its location gives: `file:/x` (Spark's and Hadoop's form),
+    `file:///x` and `file://localhost/x` are all `/x`; another URL stays a URL."""
+    m = _FILE_URI.match(uri)
+    return str(Location(m[1] if m else uri))
 
 
 def _table_of(step: CommitStep, publisher: Any) -> str | None:
@@ -50,23 +57,42 @@ def blocking(name: str, root: str, publisher: Any, pending: list[PendingCommit])
     return None
 
 
-def _reachable(table: Any, snapshots: list[Any], manifests: dict[str, dict[str, int | None]] | None = None) -> dict[str, int | None]:
-    """Every file `snapshots` reference (manifest lists, manifests, data and delete files) → its size where known.
-    A manifest is read once however many snapshots list it (appends carry every earlier manifest into the next list);
-    `manifests` keeps what each read manifest references, for another call on the same table."""
+def _reachable(table: Any, snapshots: list[Any], manifests: dict[str, dict[str, Any]] | None = None,
+               needed: bool = False) -> dict[str, Any]:
+    """Every file `snapshots` reference (manifest lists, manifests, data and delete files, those their manifests list
+    as deleted too) → its size where known. `needed`: only the files reading them needs (no entry listed as deleted),
+    each URI as the table lists it → its path. A manifest is read once however many snapshots list it (appends carry
+    every earlier manifest into the next list); `manifests` keeps what each read manifest references, for another call
+    on the same table with the same `needed`."""
     io, out = table.io, {}
     manifests = {} if manifests is None else manifests
+
+    def item(uri: str, size: int | None) -> tuple[str, Any]:
+        return (uri, _local(uri)) if needed else (_local(uri), size)
+
     for s in snapshots:
-        out[_local(s.manifest_list)] = None
+        out.update([item(s.manifest_list, None)])
         for manifest in s.manifests(io):
-            path = _local(manifest.manifest_path)
-            if path not in manifests:
-                files: dict[str, int | None] = {path: manifest.manifest_length}
-                for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-                    files[_local(entry.data_file.file_path)] = entry.data_file.file_size_in_bytes
-                manifests[path] = files
-            out.update(manifests[path])
+            if manifest.manifest_path not in manifests:
+                files = dict([item(manifest.manifest_path, manifest.manifest_length)])
+                for entry in manifest.fetch_manifest_entry(io, discard_deleted=needed):
+                    files.update([item(entry.data_file.file_path, entry.data_file.file_size_in_bytes)])
+                manifests[manifest.manifest_path] = files
+            out.update(manifests[manifest.manifest_path])
     return out
+
+
+def _refused_for_lost(action: UpkeepAction, name: str, needed: dict[str, str], what: str) -> bool:
+    """Refuse `action` when a file reading the table needs (URI → path, `needed`) is not at its path: a URI read into
+    the wrong path would make a file the table needs look unreferenced, so nothing is deleted while one is missing."""
+    lost = [(uri, p) for uri, p in needed.items() if Location(p).is_local and not os.path.lexists(p)]
+    if not lost:
+        return False
+    uri, p = lost[0]
+    action.refused = [f"table {name} lists {len(lost)} file(s) that are not where their URI is read to be (first: {uri} "
+                      f"→ {p}); {what} while a listed file cannot be found"]
+    action.note = "refused: a file the table lists cannot be found"
+    return True
 
 
 def _existing(paths: dict[str, int | None], root: str) -> dict[str, int]:
@@ -174,7 +200,9 @@ def _expire(table: Any, name: str, root: str, request: UpkeepRequest, base: dict
         action.note = f"no snapshot to expire ({len(snapshots)} snapshot(s); the newest {request.keep_last} and branch heads are kept)"
         return action
     kept = [s for s in snapshots if s not in expired]
-    manifests: dict[str, dict[str, int | None]] = {}
+    if _refused_for_lost(action, name, _reachable(table, kept, needed=True), "no snapshot is expired"):
+        return action
+    manifests: dict[str, dict[str, Any]] = {}
     still = _reachable(table, kept, manifests)
     only_expired = {p: n for p, n in _reachable(table, expired, manifests).items() if p not in still}
     files = _existing(only_expired, root)
@@ -187,24 +215,50 @@ def _expire(table: Any, name: str, root: str, request: UpkeepRequest, base: dict
     return action
 
 
-def _orphans(table: Any, name: str, root: str, request: UpkeepRequest, pending: list[PendingCommit]) -> UpkeepAction:
+def _nested_tables(listing: list[str], root: str) -> set[str]:
+    """The locations of other tables inside `root`: each directory below it holding `metadata/*.metadata.json`."""
+    out = set()
+    for p in listing:
+        if p.endswith(".metadata.json") and os.path.basename(os.path.dirname(p)) == "metadata":
+            location = os.path.dirname(os.path.dirname(p))
+            if inside(location, root):
+                out.add(location)
+    return out
+
+
+def _orphans(table: Any, name: str, root: str, request: UpkeepRequest, pending: list[PendingCommit],
+             errors_root: str) -> UpkeepAction:
+    """Files under the table's location no snapshot lists, old enough; never one under the job's error files'
+    directory nor under another table's location that lies inside this one (no snapshot of this table lists them
+    either, yet they are not its orphans)."""
     action = UpkeepAction("remove-orphans", name)
     assert request.remove_orphans_older_than is not None
     if not Location(root).is_local:
         action.note = "not supported: orphan files are found by their modification time on a local or mounted location"
+        return action
+    if _refused_for_lost(action, name, _reachable(table, list(table.metadata.snapshots), needed=True),
+                         "orphans are not looked for"):
         return action
     referenced = set(_reachable(table, list(table.metadata.snapshots)))
     referenced |= {_local(m.metadata_file) for m in table.metadata.metadata_log}
     referenced |= {_local(s.statistics_path) for s in table.metadata.statistics}
     named = {os.path.normpath(p) for c in pending for p in c.paths if Location(p).is_local}
     cutoff = request.now - request.remove_orphans_older_than
+    listing = {str(path): size for path, size in filesystem_for(root).find(Location(root)).items()}
+    others = {r: "the job's error files" for r in (errors_root,) if inside(r, root)}
+    others.update({r: "another table's location" for r in sorted(_nested_tables(list(listing), root))})
+    kept = dict.fromkeys(others, 0)
     files = {}
-    for path, size in filesystem_for(root).find(Location(root)).items():
-        p = str(path)
+    for p, size in listing.items():
         if p in referenced or p.endswith(".metadata.json") or os.path.basename(p) == "version-hint.text" or p in named:
+            continue
+        under = next((r for r in others if inside(p, r)), None)
+        if under is not None:
+            kept[under] += 1
             continue
         if os.lstat(p).st_mtime < cutoff:
             files[p] = size
+    action.refused = [f"{n} file(s) under {r} ({others[r]}): never orphans of table {name}" for r, n in kept.items() if n]
     if files:
         action.steps = [FsDeleteCommitStep(root=root, files=files, what=f"orphan files of table {name}")]
         action.deletions = [f"{p} ({n} bytes)" for p, n in sorted(files.items())]
@@ -278,7 +332,7 @@ def plan_upkeep(publisher: Any, job: str, datasets: list[str], request: UpkeepRe
             elif what == "expire-snapshots":
                 actions.append(_expire(table, name, root, request, base))
             elif what == "remove-orphans":
-                actions.append(_orphans(table, name, root, request, pending))
+                actions.append(_orphans(table, name, root, request, pending, _local(str(publisher.errors_root()))))
             else:
                 actions.append(_retention(table, name, job, request, base))
     return actions
