@@ -11,11 +11,14 @@ import re
 from pathlib import Path
 
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$")
+_FILE_URI = re.compile(r"^file:(?://(?:localhost)?)?(/.*)$", re.IGNORECASE)
+"""A local file URI in each form tables and Hadoop write: `file:/x` (Spark's), `file:///x`, `file://localhost/x`."""
 LOCAL_SCHEMES = frozenset({"file", "local"})
 
 
 class Location(str):
-    """An absolute local path (`/data/out`) or a URL (`s3://bucket/out`); `file://` URLs become local paths."""
+    """An absolute local path (`/data/out`) or a URL (`s3://bucket/out`); local file URIs (`file:///x`, `file:/x`,
+    `file://localhost/x`) become local paths."""
 
     __slots__ = ()
 
@@ -23,6 +26,9 @@ class Location(str):
         if type(value) is cls:
             return value  # already normal, and immutable
         text = str(value)
+        local = _FILE_URI.match(text)
+        if local is not None:  # `file:/x` is no relative path, nor is `localhost` a directory of `file://localhost/x`
+            text = local[1]
         m = _URL.match(text)
         if m is None:
             text = str(Path(text).expanduser().absolute())

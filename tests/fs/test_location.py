@@ -21,6 +21,16 @@ def test_local_paths_are_made_absolute_and_file_urls_are_local(tmp_path, monkeyp
     assert Location("file:///a/b").is_local and Location("/a/b").path == Path("/a/b")
 
 
+def test_every_local_file_uri_form_a_table_lists_is_the_same_path(tmp_path, monkeypatch):
+    """Spark and Hadoop write `file:/x`; it was read as `<cwd>/file:/x` (and `file://localhost/x` as `/localhost/x`),
+    so a file a table lists looked unreferenced to an orphan sweep."""
+    monkeypatch.chdir(tmp_path)
+    forms = ["file:/data/t/a.parquet", "file:///data/t/a.parquet", "file://localhost/data/t/a.parquet",
+             "FILE:/data/t/a.parquet", "/data/t/a.parquet"]
+    assert {str(Location(f)) for f in forms} == {"/data/t/a.parquet"}
+    assert Location("file:/data/t/a.parquet").is_local
+
+
 def test_urls_keep_their_scheme_and_join_like_paths():
     out = Location("S3://bucket/prefix/")
     assert out == "s3://bucket/prefix" and out.scheme == "s3" and not out.is_local

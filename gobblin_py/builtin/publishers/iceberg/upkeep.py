@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -25,14 +24,10 @@ MAINTENANCE_ID = "gobblin-py.maintenance-id"
 """The snapshot summary key of a retention delete: its commit's id, which its `verify()` finds on a replay."""
 
 
-_FILE_URI = re.compile(r"^file:(?://(?:localhost)?)?(/.*)$")
-
-
 def _local(uri: str) -> str:
     """A path as a table lists it, in the form a listing of its location gives: `file:/x` (Spark's and Hadoop's form),
-    `file:///x` and `file://localhost/x` are all `/x`; another URL stays a URL."""
-    m = _FILE_URI.match(uri)
-    return str(Location(m[1] if m else uri))
+    `file:///x` and `file://localhost/x` are all `/x` (`Location` reads each); another URL stays a URL."""
+    return str(Location(uri))
 
 
 def _table_of(step: CommitStep, publisher: Any) -> str | None:
