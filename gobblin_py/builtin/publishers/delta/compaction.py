@@ -77,8 +77,7 @@ class DeltaReplaceCommitStep(CommitStep):
                               f"the table ({gone[0]} …): another writer removed them since. Nothing was replaced: abandon "
                               f"it (`gobblin-py recover JOB.yaml --dataset {self.record} --abandon`) and compact again")
         now = int(time.time() * 1000)
-        root = self.table.rstrip("/") + "/"
-        adds = [t.read_file(p, p[len(root):] if p.startswith(root) else p, None, self.table) for p in self.added]
+        adds = [t.read_file(p, t.relative(self.table, p), None, self.table) for p in self.added]
         actions: list[Any] = [RemoveAction(p, not self.keeps_data, now, live[p], dict(self.partition)) for p in self.replaced]
         actions += t.add_actions(adds, None, now, data_change=not self.keeps_data, values=dict(self.partition))
         props = CommitProperties(custom_metadata={**self.metadata, t.COMMIT_ID: self.commit_id},
@@ -106,13 +105,17 @@ def table_state(table: Any, partition_columns: list[str]) -> list[dict[str, Any]
     actions = table.get_add_actions(flatten=True)
     columns = actions.column_names
     data = {c: actions.column(c).to_pylist() for c in columns}
+    absent = [None] * len(data["path"])
+    records = data.get("num_records", absent)
+    parts = {c: data.get(f"partition.{c}", absent) for c in partition_columns}
+    vectors = [data[c] for c in columns if c.startswith("deletionVector")]
     out = []
     for i, path in enumerate(data["path"]):
         added = data["modification_time"][i]
-        out.append({"path": path, "size": data["size_bytes"][i], "records": data.get("num_records", [None] * (i + 1))[i],
-                    "partition": {c: data.get(f"partition.{c}", [None] * (i + 1))[i] for c in partition_columns},
+        out.append({"path": path, "size": data["size_bytes"][i], "records": records[i],
+                    "partition": {c: values[i] for c, values in parts.items()},
                     "added_ms": int(added.timestamp() * 1000) if hasattr(added, "timestamp") else int(added or 0),
-                    "deletion_vector": any(c.startswith("deletionVector") and data[c][i] is not None for c in columns)})
+                    "deletion_vector": any(v[i] is not None for v in vectors)})
     return out
 
 

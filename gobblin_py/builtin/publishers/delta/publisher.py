@@ -294,7 +294,7 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
             return None
         columns = list(found.metadata().partition_columns)
         expected = [self.settings.partition.name] if self.settings.partition else []
-        root = uri.rstrip("/") + "/"
+        root = uri.rstrip("/") + "/"  # the log's paths are relative to it
         return [TableFile(path=root + f["path"], size=f["size"], records=f["records"] or 0,
                           partition="/".join(f"{c}={f['partition'][c]}" for c in columns), added_ms=f["added_ms"],
                           data=not f["deletion_vector"], current_spec=columns == expected,
@@ -314,11 +314,10 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
             raise CommitError(f"table {uri} no longer exists: partition {replace.record} is not compacted")
         partition = str(replace.counts.get("partition", ""))
         app = compaction_app_id(replace.job, partition)
-        root = uri.rstrip("/") + "/"
         values = dict(part.split("=", 1) for part in partition.split("/") if part)
         return DeltaReplaceCommitStep(
             table=uri, app_id=app, version=(table.transaction_version(app) or 0) + 1, commit_id=replace.commit_id,
-            partition=values, replaced=[p[len(root):] if p.startswith(root) else p for p in replace.replaced],
+            partition=values, replaced=[t.relative(uri, p) for p in replace.replaced],
             added=[str(p) for p in replace.added], keeps_data=replace.keeps_data, record=replace.record,
             metadata={t.JOB: replace.job, t.RUN_ID: replace.run_id, "gobblin-py.operation": "compaction",
                       "gobblin-py.compaction": counts_json(replace.counts)},

@@ -30,6 +30,12 @@ def app_id(job: str, dataset: str) -> str:
     return f"gobblin-py/{job}/{dataset}"
 
 
+def relative(table_uri: str, path: str) -> str:
+    """`path` as the table's log names it: relative to the table's root when under it, else as it is."""
+    root = table_uri.rstrip("/") + "/"
+    return path[len(root):] if path.startswith(root) else path
+
+
 def open_table(uri: str, storage_options: dict[str, str]) -> Any:
     """The Delta table at `uri` (its latest version), None when there is none."""
     from deltalake import DeltaTable
