@@ -10,7 +10,7 @@ import pytest
 
 from gobblin_py.demo.pg_server import PASSWORD
 
-from cdc.cdc_jobs import cdc_job, read_changes, run, slot_position
+from cdc.cdc_jobs import PASSWORD_ENV, cdc_job, read_changes, run, slot_position
 from support.jobs import run_cli, write_job
 
 SETUP = "CREATE TABLE public.a (id int PRIMARY KEY, v text); INSERT INTO public.a VALUES (1, 'one');"
@@ -19,7 +19,7 @@ SETUP = "CREATE TABLE public.a (id int PRIMARY KEY, v text); INSERT INTO public.
 def _cli(tmp: Path, job: dict[str, Any]) -> tuple[int, str]:
     """`gobblin-py run` in a child process: exit code and output, never a traceback or the password."""
     write_job(tmp, job)
-    done = run_cli("run", "job.yaml", "--in-process", cwd=tmp)
+    done = run_cli("run", "job.yaml", "--in-process", cwd=tmp, env={PASSWORD_ENV: PASSWORD})  # not only after `pg` set it
     text = done.stdout + done.stderr
     assert "Traceback" not in text and PASSWORD not in text
     return done.returncode, text
