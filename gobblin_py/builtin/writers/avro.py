@@ -84,7 +84,8 @@ class AvroWriter(DataWriter, BatchWriter, FileMerger):
         decoded into that schema (and deduplicated); files rolled at the target size, in the branch's codec."""
         from gobblin_py.builtin.writers.avro_merge import merge_avro
 
-        return merge_avro(cls, settings, spec, target)
+        return merge_avro(lambda roll: cls(cls.Settings(codec=settings.codec, codec_level=settings.codec_level, roll=roll)),
+                          spec, target)
 
     def open(self, schema: Schema, target: WriterTarget) -> None:
         if not (isinstance(schema, dict) and schema.get("type") == "record"):

@@ -5,18 +5,27 @@ else records decoded into that schema (and deduplicated)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import fastavro
 
 from gobblin_py.api import MergedFiles, MergeSpec, WriterTarget
+from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.writers.dedup import kept_records
 from gobblin_py.builtin.writers.partitioned_files import RollSettings
 
-if TYPE_CHECKING:
-    from gobblin_py.builtin.writers.avro import AvroWriter, AvroWriterSettings
+
+class BlockWriter(Protocol):
+    """What the merge needs of the avro writer (which makes it: this module never imports that one): records, and
+    whole encoded blocks copied as they are."""
+
+    def open(self, schema: Schema, target: WriterTarget) -> None: ...
+    def write(self, record: Record) -> None: ...
+    def append_block(self, block: Any) -> None: ...
+    def close(self) -> list[tuple[Path, int]]: ...
+    def abort(self) -> None: ...
 
 
 def _schema(path: Path) -> dict[str, Any]:
@@ -38,12 +47,10 @@ def _records(paths: list[Path], schemas: list[dict[str, Any]], schema: dict[str,
             yield from fastavro.reader(f, reader_schema=None if written == schema else parsed)
 
 
-def merge_avro(writer_cls: type[AvroWriter], settings: AvroWriterSettings, spec: MergeSpec,
-               target: WriterTarget) -> MergedFiles:
-    """`spec`'s local Avro files merged by a `writer_cls` of the branch's codec, rolled at `spec.target_bytes`."""
+def merge_avro(new_writer: Callable[[RollSettings], BlockWriter], spec: MergeSpec, target: WriterTarget) -> MergedFiles:
+    """`spec`'s local Avro files merged by a writer of the branch's codec (`new_writer`), rolled at `spec.target_bytes`."""
     paths = [Path(p) for p in spec.inputs]
-    writer = writer_cls(writer_cls.Settings(codec=settings.codec, codec_level=settings.codec_level,
-                                            roll=RollSettings(max_bytes=spec.target_bytes)))
+    writer = new_writer(RollSettings(max_bytes=spec.target_bytes))
     schemas = [_schema(p) for p in paths]
     schema = schemas[-1]  # the newest file's: older ones are read into it
     writer.open(schema, target)

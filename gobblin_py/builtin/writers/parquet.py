@@ -92,7 +92,9 @@ class ParquetWriter(DataWriter, BatchWriter, FileMerger):
         schema, ceil(bytes / target) files of as many rows each."""
         from gobblin_py.builtin.writers.parquet_merge import merge_parquet
 
-        return merge_parquet(cls, settings, spec, target)
+        written = settings.model_dump(mode="json", exclude={"partition", "roll"})
+        return merge_parquet(lambda rows: cls(cls.Settings.model_validate({**written, "roll": {"max_records": rows}})),
+                             spec, target)
 
     def open(self, schema: Schema, target: WriterTarget) -> None:
         import pyarrow as pa

@@ -6,15 +6,27 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
 
 from gobblin_py.api import MergedFiles, MergeSpec, WriterTarget
+from gobblin_py.api.types import Schema
 from gobblin_py.builtin.writers.dedup import kept_records
 from gobblin_py.errors import TaskError
 from gobblin_py.fs import Location, filesystem_for
 
-if TYPE_CHECKING:
-    from gobblin_py.builtin.writers.parquet import ParquetWriter, ParquetWriterSettings
+
+class BatchFileWriter(Protocol):
+    """What the merge needs of the parquet writer (which makes it: this module never imports that one): Arrow
+    batches in the schema it opened with."""
+
+    arrow_schema: Any
+
+    def open(self, schema: Schema, target: WriterTarget) -> None: ...
+    def write_batch(self, batch: Any) -> bool: ...
+    def close(self) -> list[tuple[Path, int]]: ...
+    def abort(self) -> None: ...
 
 _ROW = "\0row"
 """The row number kept beside the key and order-by values while a partition is deduplicated."""
@@ -97,10 +109,9 @@ def _input_records(spec: MergeSpec) -> int:
     return total
 
 
-def merge_parquet(writer_cls: type[ParquetWriter], settings: ParquetWriterSettings, spec: MergeSpec,
-                  target: WriterTarget) -> MergedFiles:
-    """`spec`'s Parquet files (or the rows dedup keeps) rewritten by a `writer_cls` of the branch's settings into
-    ceil(bytes / target) files of as many rows each."""
+def merge_parquet(new_writer: Callable[[int], BatchFileWriter], spec: MergeSpec, target: WriterTarget) -> MergedFiles:
+    """`spec`'s Parquet files (or the rows dedup keeps) rewritten by a writer of the branch's settings rolling at
+    the given row count (`new_writer`) into ceil(bytes / target) files of as many rows each."""
     import pyarrow.parquet as pq
 
     schema = _parquet_avro_schema(spec.inputs[-1])
@@ -108,8 +119,7 @@ def merge_parquet(writer_cls: type[ParquetWriter], settings: ParquetWriterSettin
     records = _input_records(spec) if kept is None else kept.num_rows
     kept_bytes = spec.input_bytes if kept is None else spec.input_bytes * records / max(1, records_in)
     per_file = max(1, math.ceil(records / max(1, math.ceil(kept_bytes / spec.target_bytes))))
-    written = settings.model_dump(mode="json", exclude={"partition", "roll"})
-    writer = writer_cls(writer_cls.Settings.model_validate({**written, "roll": {"max_records": per_file}}))
+    writer = new_writer(per_file)
     writer.open(schema, target)
 
     def put(batch: Any) -> None:

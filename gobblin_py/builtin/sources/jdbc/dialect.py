@@ -15,7 +15,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, Protocol, final
 from urllib.parse import urlsplit
 
 from gobblin_py.builtin.sources.jdbc.bounds import Bound
@@ -23,8 +23,41 @@ from gobblin_py.builtin.sources.jdbc.ranges import Range
 from gobblin_py.builtin.sources.jdbc.columns import Column
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 
-if TYPE_CHECKING:
-    from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings, TableSettings
+
+
+class ConnectionSettings(Protocol):
+    """What a dialect reads of the source's settings (`ConnectionSettings` is one). An interface, so that the settings,
+    which pick the dialect from the url, and the dialects import one way."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def database(self) -> str: ...
+    @property
+    def endpoint(self) -> str: ...
+    @property
+    def password_env(self) -> str | None: ...
+    @property
+    def connect_timeout_s(self) -> int: ...
+    @property
+    def statement_timeout(self) -> str | int: ...
+    @property
+    def fetch_rows(self) -> int: ...
+
+
+class TableQuerySettings(Protocol):
+    """What a dialect's SQL reads of one table's settings (`TableQuerySettings` is one)."""
+
+    @property
+    def watermark_column(self) -> str: ...
+    @property
+    def key_columns(self) -> list[str]: ...
+    @property
+    def watermark_lag(self) -> str | int | float: ...
+    @property
+    def watermark_zone(self) -> str | None: ...
+    @property
+    def where(self) -> str | None: ...
 
 REMEDY = "Check that the database is running and source.url is right; the next run resumes from the committed watermarks."
 
@@ -76,7 +109,7 @@ class TableQueries(ABC):
     """The SQL of one table and selection, identifiers quoted, every value a bound parameter."""
 
     @abstractmethod
-    def upper_bound(self, conn: Any, s: JdbcSettings) -> Bound:
+    def upper_bound(self, conn: Any, s: ConnectionSettings) -> Bound:
         """This run's upper bound: max − lag (integers); time columns by `bounds.time_bound`'s rule per kind."""
 
     @abstractmethod
@@ -134,7 +167,7 @@ class Dialect(ABC):
             raise ConfigError(self.install) from None
 
     @final
-    def connect(self, s: JdbcSettings, in_task: bool = False) -> Any:
+    def connect(self, s: ConnectionSettings, in_task: bool = False) -> Any:
         """A connection with the run's statement timeout; a failure named: unreachable → SourceError (in a task
         UnreachableError), wrong user or password, unknown database, a timeout the database refuses → ConfigError.
         The password is read from `password_env` here and cut out of every message."""
@@ -158,14 +191,14 @@ class Dialect(ABC):
         return conn
 
     @abstractmethod
-    def open(self, driver: Any, s: JdbcSettings, password: str | None) -> Any:
+    def open(self, driver: Any, s: ConnectionSettings, password: str | None) -> Any:
         """Hook: connect with the driver module `driver` (autocommit, the statement timeout where the driver takes it)."""
 
     @abstractmethod
     def connect_failure(self, exc: Exception, text: str) -> ConnectFailure:
         """Hook: what the driver's connection error `exc` (message `text`, password cut out) means."""
 
-    def prepare(self, conn: Any, s: JdbcSettings) -> None:
+    def prepare(self, conn: Any, s: ConnectionSettings) -> None:
         """Hook: set up a new connection's session (e.g. a timeout the driver cannot take at connect)."""
 
     @abstractmethod
@@ -177,7 +210,7 @@ class Dialect(ABC):
         """The `WatermarkKind` of a column, None when it cannot be a watermark."""
 
     @abstractmethod
-    def queries(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
+    def queries(self, t: TableQuerySettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
                 casts: Mapping[str, str] | None = None) -> TableQueries:
         """The SQL of one table and selection."""
 
@@ -204,7 +237,7 @@ class Dialect(ABC):
         """Whether the native reader gives these columns' values exactly (else the table is read as rows)."""
         return True
 
-    def read_arrow(self, conn: Any, s: JdbcSettings, query: Any, params: list[Any]) -> Iterator[Any]:
+    def read_arrow(self, conn: Any, s: ConnectionSettings, query: Any, params: list[Any]) -> Iterator[Any]:
         """Hook: the rows of `query` read straight into Arrow by the database's native reader, as `pyarrow.RecordBatch`es
         of the reader's own types and sizes (`rebatch` cuts them); called only where `native_reader_installed`.
         `conn` is the task's driver connection (to render the query), the reader opens its own."""
@@ -243,13 +276,13 @@ def first_line(text: str) -> str:
     return " ".join(text.strip().splitlines()[:1]).removeprefix("connection failed: ")
 
 
-def timeout_error(s: JdbcSettings, table: str, what: str) -> SourceError:
+def timeout_error(s: ConnectionSettings, table: str, what: str) -> SourceError:
     """The error of a query cancelled by `statement_timeout`, naming the table, the step and the setting."""
     return SourceError(f"table {table}: {what} was cancelled after statement_timeout {s.statement_timeout}; raise "
                        "source.statement_timeout, or index the watermark column")
 
 
-def read_password(s: JdbcSettings) -> str | None:
+def read_password(s: ConnectionSettings) -> str | None:
     """The password from `password_env` (None without one); a ConfigError when the variable is not set here."""
     if not s.password_env:
         return None
@@ -261,7 +294,7 @@ def read_password(s: JdbcSettings) -> str | None:
     return password
 
 
-def auth_error(s: JdbcSettings, where: str) -> ConfigError:
+def auth_error(s: ConnectionSettings, where: str) -> ConfigError:
     """Wrong user or password: names the user and the variable, never the password."""
     user = urlsplit(s.url).username
     return ConfigError(f"{where}: authentication failed for user {user!r}; check the user in source.url and "
@@ -277,7 +310,7 @@ def inner_bounds(r: Range, candidates: list[Any] | None) -> list[Any]:
     return bounds
 
 
-def unreachable(s: JdbcSettings, text: str, in_task: bool) -> Exception:
+def unreachable(s: ConnectionSettings, text: str, in_task: bool) -> Exception:
     """Cannot connect: SourceError while planning (the run fails, exit 1); in a task an UnreachableError, so the
     run's other tasks give up on the database at once."""
     message = f"cannot connect to {s.endpoint}, database {s.database}: {text}"

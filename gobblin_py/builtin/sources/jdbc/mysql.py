@@ -10,19 +10,17 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote as url_quote, unquote, urlsplit
 
 from gobblin_py.builtin.sources.jdbc.bounds import Bound, as_utc, time_bound
-from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, NativeReadError, TableQueries,
-                                                     failure_by_words, first_line, inner_bounds, read_password, scrub)
+from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, ConnectionSettings, Dialect, Failure, NativeReadError,
+                                                     TableQueries, TableQuerySettings, failure_by_words, first_line,
+                                                     inner_bounds, read_password, scrub)
 from gobblin_py.builtin.sources.jdbc.mysql_columns import read_columns, watermark_kind
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import Column
 from gobblin_py.errors import ConfigError
-
-if TYPE_CHECKING:
-    from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings, TableSettings
 
 ACCESS_DENIED = 1045
 UNKNOWN_DATABASE = 1049
@@ -72,7 +70,7 @@ class MySqlDialect(Dialect):
     table_hint = "as orders (in the url's database) or database.orders"
     watermark_types = "a datetime, timestamp, date or integer column"
 
-    def open(self, driver: Any, s: JdbcSettings, password: str | None) -> Any:
+    def open(self, driver: Any, s: ConnectionSettings, password: str | None) -> Any:
         _timeout_s(s)  # a bad one is refused before connecting
         parts = urlsplit(s.url)
         return driver.connect(host=parts.hostname, port=parts.port or self.default_port,
@@ -84,7 +82,7 @@ class MySqlDialect(Dialect):
         code = exc.args[0] if exc.args else None
         return {ACCESS_DENIED: ConnectFailure.AUTH, UNKNOWN_DATABASE: ConnectFailure.NO_DATABASE}.get(code, ConnectFailure.UNREACHABLE)
 
-    def prepare(self, conn: Any, s: JdbcSettings) -> None:
+    def prepare(self, conn: Any, s: ConnectionSettings) -> None:
         timeout = _timeout_s(s)
         with conn.cursor() as cur:
             if "mariadb" in conn.get_server_info().lower():
@@ -106,7 +104,7 @@ class MySqlDialect(Dialect):
     def watermark_kind(self, column: Column) -> str | None:
         return watermark_kind(column)
 
-    def queries(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
+    def queries(self, t: TableQuerySettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
                 casts: Mapping[str, str] | None = None) -> TableQueries:
         return MySqlQueries(t, schema_name, table_name, columns, kind, label)
 
@@ -138,7 +136,7 @@ class MySqlDialect(Dialect):
         here, or read otherwise), no `timestamp` (its zone is the session's), no decimal beyond ConnectorX's (38,10)."""
         return all(c.cast is None and c.type_name in NATIVE_TYPES and _fits_native(c) for c in columns)
 
-    def read_arrow(self, conn: Any, s: JdbcSettings, query: Any, params: list[Any]) -> Iterator[Any]:
+    def read_arrow(self, conn: Any, s: ConnectionSettings, query: Any, params: list[Any]) -> Iterator[Any]:
         import connectorx
 
         text = conn.cursor().mogrify(query, params)  # PyMySQL's own quoting: ConnectorX takes no parameters
@@ -226,7 +224,7 @@ class MariaDbDialect(MySqlDialect):
 class MySqlQueries(TableQueries):
     """The SQL of one MySQL table: backquoted identifiers, `%s` parameters."""
 
-    def __init__(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str,
+    def __init__(self, t: TableQuerySettings, schema_name: str, table_name: str, columns: list[str], kind: str,
                  label: str) -> None:
         self.settings, self.columns, self.kind, self.label = t, columns, kind, label
         self.schema_name, self.table_name = schema_name, table_name
@@ -239,7 +237,7 @@ class MySqlQueries(TableQueries):
             cur.execute(query, params)
             return cur.fetchone()
 
-    def upper_bound(self, conn: Any, s: JdbcSettings) -> Bound:
+    def upper_bound(self, conn: Any, s: ConnectionSettings) -> Bound:
         t, kind, lag = self.settings, self.kind, self.settings.watermark_lag
         if kind == WatermarkKind.INTEGER:
             if not isinstance(lag, int):
@@ -381,7 +379,7 @@ def _converted(row: tuple[Any, ...], columns: list[int], convert: list[Callable[
     return tuple(values)
 
 
-def _timeout_s(s: JdbcSettings) -> float:
+def _timeout_s(s: ConnectionSettings) -> float:
     """`statement_timeout` in seconds (MySQL and MariaDB take it as a session variable); a ConfigError naming it."""
     timeout = seconds(s.statement_timeout, TIMEOUT_UNITS)
     if timeout is None:

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gobblin_py.builtin.sources.jdbc.bounds import Bound, time_bound
-from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, Dialect, Failure, NativeReadError, TableQueries,
-                                                     failure_by_words, first_line, inner_bounds, read_password, scrub)
+from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, ConnectionSettings, Dialect, Failure, NativeReadError,
+                                                     TableQueries, TableQuerySettings, failure_by_words, first_line,
+                                                     inner_bounds, read_password, scrub)
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import WATERMARK_KINDS, Column, read_columns
 from gobblin_py.errors import ConfigError
-
-if TYPE_CHECKING:
-    from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings, TableSettings
 
 
 SAMPLE_ABOVE = 1_000_000
@@ -35,7 +33,7 @@ class PostgresDialect(Dialect):
     table_hint = "schema-qualified (public.orders)"
     watermark_types = "a timestamp, timestamptz, date or integer column"
 
-    def open(self, driver: Any, s: JdbcSettings, password: str | None) -> Any:
+    def open(self, driver: Any, s: ConnectionSettings, password: str | None) -> Any:
         return driver.connect(s.url, password=password, connect_timeout=s.connect_timeout_s, autocommit=True,
                               application_name="gobblin-py", options=f"-c statement_timeout={s.statement_timeout}")
 
@@ -59,7 +57,7 @@ class PostgresDialect(Dialect):
     def watermark_kind(self, column: Column) -> str | None:
         return None if column.declared.endswith("[]") else WATERMARK_KINDS.get(column.type_name)
 
-    def queries(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
+    def queries(self, t: TableQuerySettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
                 casts: Mapping[str, str] | None = None) -> TableQueries:
         return PostgresQueries(t, schema_name, table_name, columns, kind, label, casts)
 
@@ -81,7 +79,7 @@ class PostgresDialect(Dialect):
     def native_reader_installed(self) -> bool:
         return importlib.util.find_spec("adbc_driver_postgresql") is not None
 
-    def read_arrow(self, conn: Any, s: JdbcSettings, query: Any, params: list[Any]) -> Iterator[Any]:
+    def read_arrow(self, conn: Any, s: ConnectionSettings, query: Any, params: list[Any]) -> Iterator[Any]:
         import psycopg
         from adbc_driver_postgresql import dbapi
         from psycopg.conninfo import make_conninfo
@@ -167,7 +165,7 @@ def _adbc_failure(exc: Any) -> Failure:
 class PostgresQueries(TableQueries):
     """The SQL of one PostgreSQL table (psycopg.sql composition)."""
 
-    def __init__(self, t: TableSettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
+    def __init__(self, t: TableQuerySettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
                  casts: Mapping[str, str] | None = None) -> None:
         from psycopg import sql
 
@@ -180,7 +178,7 @@ class PostgresQueries(TableQueries):
         self.where = sql.SQL(" AND ({})").format(sql.SQL(where)) if where else sql.SQL("")
         self.finite = sql.SQL("{wm} > '-infinity' AND {wm} < 'infinity'").format(wm=self.wm)  # time kinds only
 
-    def upper_bound(self, conn: Any, s: JdbcSettings) -> Bound:
+    def upper_bound(self, conn: Any, s: ConnectionSettings) -> Bound:
         t, kind = self.settings, self.kind
         lag = t.watermark_lag
         if kind == WatermarkKind.INTEGER:
