@@ -275,11 +275,11 @@ def history_list(
     Example: gobblin-py history list jobs/example.yaml --limit 5
     """
     from gobblin_py.cli.output import out
+    from gobblin_py.config import load_job
     from gobblin_py.operating.overview import run_history
 
     try:
-        _, store = _store(job_file)
-        runs = run_history(store, limit)
+        runs = run_history(load_job(job_file), limit)
     except GobblinError as exc:
         _fail(exc)
         return
@@ -305,11 +305,11 @@ def history_show(
     Example: gobblin-py history show jobs/example.yaml 20261121T183541479601Z-e04fbd
     """
     from gobblin_py.cli.output import out
+    from gobblin_py.config import load_job
     from gobblin_py.operating.overview import find_run
 
     try:
-        _, store = _store(job_file)
-        run = find_run(store, run_id)
+        run = find_run(load_job(job_file), run_id)
     except GobblinError as exc:
         _fail(exc)
         return

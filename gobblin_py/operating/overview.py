@@ -22,6 +22,7 @@ from gobblin_py.operating.lag import DatasetLag, measure_lag
 from gobblin_py.runtime.runner import step_registry
 from gobblin_py.scheduling.scheduler import job_files
 from gobblin_py.state.alerts import FailureTracker
+from gobblin_py.state.lock import holder_alive
 from gobblin_py.state.store import StateStore
 
 
@@ -69,15 +70,24 @@ def find_jobs(paths: list[Path]) -> list[JobRef]:
     return refs
 
 
-def run_history(store: StateStore, limit: int | None = None) -> list[dict[str, Any]]:
+def runs_as_seen(job: JobSpec) -> list[dict[str, Any]]:
+    """The job's kept runs, oldest first; the newest, when its record says `running` but the job lock names no live
+    holder, shown `killed` (its process is gone; the next run rewrites the record so)."""
+    runs = StateStore(job.job.work_dir, job.name).runs()
+    if runs and runs[-1].get("status") == "running" and job.job.lock and holder_alive(job.job.work_dir, job.name) is False:
+        runs[-1] = {**runs[-1], "status": "killed", "error": KILLED}
+    return runs
+
+
+def run_history(job: JobSpec, limit: int | None = None) -> list[dict[str, Any]]:
     """The kept runs newest first, without their tasks (what `history list --json` prints)."""
-    runs = list(reversed(store.runs()))[:limit]
+    runs = list(reversed(runs_as_seen(job)))[:limit]
     return [{k: v for k, v in r.items() if k != "tasks"} for r in runs]
 
 
-def find_run(store: StateStore, run_id: str) -> dict[str, Any]:
+def find_run(job: JobSpec, run_id: str) -> dict[str, Any]:
     """The kept run whose id starts with `run_id` (what `history show` prints); ConfigError when none or several do."""
-    runs = store.runs()
+    runs = runs_as_seen(job)
     matches = [r for r in runs if str(r["run_id"]).startswith(run_id)]
     if len(matches) != 1:
         raise ConfigError(f"run {run_id!r} {'is ambiguous' if matches else 'is not in the history'} "
@@ -109,6 +119,9 @@ def pending_commits(job: JobSpec) -> list[PendingCommit]:
             for v in inspection.pending(store, [job.name])]
 
 
+KILLED = "its process ended without finishing it (killed, or its machine lost): the next run recovers its commits"
+
+
 @dataclass(frozen=True)
 class RunSummary:
     """One run in a line: what the overview and the charts show."""
@@ -133,7 +146,8 @@ class RunSummary:
         return cls(run_id=str(run["run_id"]), status=str(run.get("status", "unknown")), started=str(run.get("started", "")),
                    duration_s=duration, records_extracted=sum(int(d.get("records_extracted", 0)) for d in datasets),
                    records_written=written, records_rejected=sum(int(d.get("records_rejected", 0)) for d in datasets),
-                   records_per_s=float(metrics.get("records_per_s", written / duration if duration else 0.0)),
+                   records_per_s=float(rate if (rate := metrics.get("records_per_s")) is not None  # None: under way
+                                       else written / duration if duration else 0.0),
                    error=run.get("error"), per_dataset={str(d["dataset"]): int(d.get("records_written", 0)) for d in datasets})
 
 
@@ -208,7 +222,7 @@ def failing_streak(job: JobSpec, runs: list[dict[str, Any]]) -> tuple[int, str |
         count = FailureTracker(state.dir, job.name, None).consecutive_failures()
     except GobblinError:
         count = 0
-    counted = [r for r in runs if r.get("status") != "cancelled"]
+    counted = [r for r in runs if r.get("status") not in ("cancelled", "running", "killed")]  # as the alerts count
     if not count:  # no alerts file yet (a run before it existed): count from the history
         for r in reversed(counted):
             if r.get("status") == "succeeded":
@@ -242,9 +256,8 @@ def job_overview(ref: JobRef, lag: list[DatasetLag] | None = None, now: dt.datet
     job = ref.spec
     now = now or dt.datetime.now()
     view = JobOverview(job.name, str(ref.path), Health.NO_RUNS, schedule=job.job.schedule, next_fire=next_fire(job.job.schedule, now))
-    store = StateStore(job.job.work_dir, job.name)
     try:
-        runs = store.runs()
+        runs = runs_as_seen(job)
     except GobblinError as exc:
         runs = []
         view.attention.append(f"run history unreadable: {exc}")
@@ -326,7 +339,7 @@ ERROR_LINES = 5
 
 def run_detail(job: JobSpec, run_id: str, lines: int = ERROR_LINES) -> RunDetail:
     """A kept run (by id or unique prefix) and the first `lines` lines of each of its tasks' error files."""
-    run = find_run(StateStore(job.job.work_dir, job.name), run_id)
+    run = find_run(job, run_id)
     roots = [Path(str(r)) for b in job.branches if (r := getattr(b.publisher.settings, "final_dir", None)) and "://" not in str(r)]
     found = []
     for task in run.get("tasks", []):

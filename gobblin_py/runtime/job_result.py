@@ -53,7 +53,7 @@ class JobResult:
     cancelled: bool = False  # interrupted (Ctrl-C, SIGINT): what was committed stays, the rest is redone next run
     checkpoints: list[dict[str, Any]] = field(default_factory=list)  # a continuous run's checkpoints, the latest last
     checkpoints_total: int = 0
-    running: bool = False  # a continuous run between checkpoints: its record is rewritten after each
+    running: bool = False  # under way: its record says so from its start (a continuous run's is rewritten after each checkpoint)
     continuous: bool = False  # a continuous run's record (its checkpoints, once it has any)
     bad_config: bool = False  # failed on a ConfigError found while running (planning against the source): exit 2
 

@@ -80,6 +80,8 @@ class JobRunner:
                                 "its commits are recovered now", killed, job.name)
             log.info("job %s run %s started", job.name, result.run_id)
             self.observe.job_started(job.name, result.run_id)
+            result.running = True  # its record says `running` until the run ends, however it ends (a kill: `killed`
+            self.persist(result)   # once the next run holds the lock), so history and status show a run under way
             try:
                 body(result)
             except GobblinError as exc:
@@ -99,6 +101,7 @@ class JobRunner:
                 result.error = f"internal error: {describe(exc)}"
                 raise
             finally:
+                result.running = False
                 result.duration_s = time.monotonic() - t0
                 self.persist(result)
                 if not result.cancelled:

@@ -45,12 +45,9 @@ class CheckpointLoop:
 
     def __call__(self, result: JobResult) -> None:
         self.started = time.monotonic()
-        result.running = result.continuous = True  # its record says `running` until the loop ends, however it ends
-        self.runner.persist(result)  # from the start: a run killed before its first checkpoint ended leaves a trace
-        try:
-            self._loop(result)
-        finally:
-            result.running = False
+        result.continuous = True  # the record says `running` from the start (`JobRunner.held`) until the loop ends
+        self.runner.persist(result)
+        self._loop(result)
 
     def _loop(self, result: JobResult) -> None:
         failures, last = 0, None

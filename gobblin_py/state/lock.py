@@ -16,6 +16,27 @@ from types import TracebackType
 from gobblin_py.errors import JobLockedError
 
 
+def holder_alive(work_dir: Path, job: str) -> bool | None:
+    """Whether a live process holds the job's lock, read without taking it (a reader that took it, however briefly,
+    could turn a starting run away): False when the lock file names no holder (released) or a process of this host
+    that is gone (killed: the kernel released its lock), True when it names a live one, None for another host's."""
+    try:
+        text = (work_dir / "locks" / f"{job}.lock").read_text(encoding="utf-8", errors="replace").split()
+    except FileNotFoundError:
+        return False
+    if len(text) < 4 or text[0] != "pid" or not text[1].isdigit() or text[2] != "on":
+        return False if not text else None
+    if text[3] != socket.gethostname():
+        return None
+    try:
+        os.kill(int(text[1]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class JobLock:
     """Context manager holding the job's lock; JobLockedError names the current holder."""
 

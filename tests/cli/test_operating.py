@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from gobblin_py.state.events import EventLog
+from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli
 
 from support.jobs import example_job, write_job
@@ -104,6 +105,25 @@ def test_state_reset_is_refused_while_a_commit_is_pending(job_dir: Path) -> None
     pending = json.loads(cli(["inspect-commits", "job.yaml", "--json"], job_dir).stdout)[0]["dataset"]
     refused = cli(["state", "reset", "job.yaml", "--dataset", pending, "--yes"], job_dir)
     assert refused.returncode == 1 and "a commit sequence is pending" in refused.stderr
+
+
+def test_a_killed_run_shows_in_history_and_status_and_the_next_run_records_it_killed(job_dir: Path) -> None:
+    """A run SIGKILLed mid-commit leaves a record saying `running` from its start: `history` and `status` (whose lock
+    check finds its process gone) show it killed, with its pending commit; the next run rewrites the record so."""
+    assert cli(RUN, job_dir, crash_at="commit.after_store_write").returncode == SIGKILLED
+    [listed] = json.loads(cli(["history", "list", "job.yaml", "--json"], job_dir).stdout)
+    assert listed["status"] == "killed"
+    [record] = StateStore(job_dir / "work", "t").runs()
+    assert record["status"] == "running"  # what the killed run wrote at its start
+    status = cli(["status", "job.yaml", "--json"], job_dir)
+    [job] = json.loads(status.stdout)
+    assert status.returncode == 1 and job["health"] == "attention" and job["pending"]
+    assert job["last_run"]["run_id"] == listed["run_id"] and job["last_run"]["status"] == "killed"
+    assert "last run killed" in job["attention"] and "its process ended without finishing it" in job["last_run"]["error"]
+    assert cli(RUN, job_dir).returncode == 0
+    newest, oldest = json.loads(cli(["history", "list", "job.yaml", "--json"], job_dir).stdout)
+    assert (newest["status"], oldest["status"], oldest["run_id"]) == ("succeeded", "killed", listed["run_id"])
+    assert f"found by run {newest['run_id']}" in oldest["error"]
 
 
 def test_history_list_and_show(job_dir: Path) -> None:

@@ -104,7 +104,7 @@ def create_app(jobs: Jobs, *, metrics: MetricsText | None = None, token: str | N
     @app.get("/api/jobs/{job}/runs", tags=["runs"], summary="the kept runs, newest first, without tasks (`history list --json`)")
     def api_runs(job: str, limit: int | None = None) -> list[dict[str, Any]]:
         spec = jobs.spec(job)
-        return _read(lambda: ov.run_history(_state(spec), limit))
+        return _read(lambda: ov.run_history(spec, limit))
 
     @app.get("/api/jobs/{job}/runs/{run}", tags=["runs"], summary="one run with tasks (`history show --json`) and its error files' first lines")
     def api_run(job: str, run: str) -> dict[str, Any]:
@@ -162,7 +162,7 @@ def create_app(jobs: Jobs, *, metrics: MetricsText | None = None, token: str | N
     def job_page(job: str) -> HTMLResponse:
         ref = jobs.ref(job)
         view = jobs.overview(ref)
-        runs = _read(lambda: _state(ref.spec).runs()) if ref.spec is not None else []
+        runs = _read(lambda: ov.runs_as_seen(ref.spec)) if ref.spec is not None else []
         return HTMLResponse(pages.job(view, runs))
 
     @app.get("/jobs/{job}/runs/{run}", response_class=HTMLResponse, include_in_schema=False)
