@@ -66,11 +66,11 @@ def test_the_api_agrees_with_history_state_show_and_inspect_commits(served: Serv
         job_file = f"jobs/{name}.yaml"
         runs = api(served, f"/api/jobs/{name}/runs")
         assert runs == _cli_json(["history", "list", job_file, "--json", "--limit", "1000"], jobs_dir)
-        if runs:  # a run killed mid-commit (waiting) left no record
-            shown = _cli_json(["history", "show", job_file, runs[0]["run_id"], "--json"], jobs_dir)
-            detail = api(served, f"/api/jobs/{name}/runs/{runs[0]['run_id']}")
-            assert {k: v for k, v in detail.items() if k != "error_files"} == shown
-            assert jobs[name]["last_run"]["run_id"] == runs[0]["run_id"] and jobs[name]["last_run"]["status"] == runs[0]["status"]
+        assert runs, name  # every job of the fixture ran (the waiting one was killed mid-commit: its record says so)
+        shown = _cli_json(["history", "show", job_file, runs[0]["run_id"], "--json"], jobs_dir)
+        detail = api(served, f"/api/jobs/{name}/runs/{runs[0]['run_id']}")
+        assert {k: v for k, v in detail.items() if k != "error_files"} == shown
+        assert jobs[name]["last_run"]["run_id"] == runs[0]["run_id"] and jobs[name]["last_run"]["status"] == runs[0]["status"]
         state = _cli_json(["state", "show", job_file, "--json"], jobs_dir)
         datasets = {d["dataset"]: d for d in api(served, f"/api/jobs/{name}/datasets")}
         assert {d: {"watermarks": v["watermarks"], "state": v["state"]} for d, v in datasets.items() if v["state"] or v["watermarks"]} == state
@@ -85,6 +85,7 @@ def test_the_api_agrees_with_history_state_show_and_inspect_commits(served: Serv
     assert jobs["broken"]["failing_streak"] == 1 and jobs["broken"]["last_run"]["status"] == "failed"
     assert jobs["waiting"]["pending"] == ["clicks"] and jobs["waiting"]["quarantined"] == []
     assert any(r.startswith("pending commits: clicks") for r in jobs["waiting"]["attention"])
+    assert jobs["waiting"]["last_run"]["status"] == "killed" and "last run killed" in jobs["waiting"]["attention"]
     assert jobs["stuck"]["quarantined"] == ["clicks"] and jobs["stuck"]["failing_streak"] == 3
     lag = {entry["dataset"]: entry for entry in api(served, "/api/jobs/ok/lag")}
     assert set(lag) == {"clicks", "orders"}
