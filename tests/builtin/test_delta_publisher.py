@@ -162,6 +162,20 @@ def test_a_table_deleted_and_created_again_fails_closed_naming_both_ids(tmp_path
     assert {d.dataset: d for d in second.datasets}["orders"].status is not DatasetStatus.COMMIT_FAILED
 
 
+def test_a_table_deleted_fails_closed_saying_so_and_creates_no_table_in_its_place(tmp_path: Path) -> None:
+    """A table the dataset committed to, deleted since: the dataset fails naming its id as gone; nothing is created at
+    `table_uri` (an empty table made there would look like a re-created one to the next run, and to readers)."""
+    assert _run(tmp_path, delta_job(tmp_path)).succeeded
+    old_id = table(tmp_path, "clicks").metadata().id
+    shutil.rmtree(tmp_path / "lake" / "clicks")
+    _new_clicks(tmp_path, 900_001, 5)
+    for _ in range(2):  # the second run finds the same: nothing the first did changed the world
+        clicks = {d.dataset: d for d in _run(tmp_path, delta_job(tmp_path)).datasets}["clicks"]
+        assert clicks.status is DatasetStatus.COMMIT_FAILED, clicks.message
+        assert f"(Delta table id {old_id}, which this job's last commit went to) is gone" in clicks.message
+        assert not (tmp_path / "lake" / "clicks").exists()
+
+
 def test_a_table_restored_to_an_older_version_fails_closed_until_the_state_is_reset(tmp_path: Path, reference: dict) -> None:
     from gobblin_py.testing.crash import cli
 

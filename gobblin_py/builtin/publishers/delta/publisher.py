@@ -140,8 +140,8 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
         table is the one the dataset's last commit went to and that nothing rolled it back since."""
         name, app = str(self.table_location(commit.dataset)), t.app_id(commit.job, commit.dataset)
         table = self._open(commit.dataset)
-        if table is None and any(f.kind == "data" for f in commit.files):
-            table = self._create(commit, name)
+        if table is None and last.get("table_id") is None and any(f.kind == "data" for f in commit.files):
+            table = self._create(commit, name)  # never where a pinned table is gone: that fails below, naming it
         table_id = table.metadata().id if table is not None else None
         txn = table.transaction_version(app) if table is not None else None
         read = table.version() if table is not None else -1
