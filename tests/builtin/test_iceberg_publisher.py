@@ -132,6 +132,10 @@ def test_datasets_committing_at_once_into_one_table_each_get_their_snapshot(tmp_
     table = catalog(tmp_path).load_table("db.events")
     assert table_ids(table) == reference["clicks"] + reference["orders"]
     assert sorted(s["gobblin-py.dataset"] for s in gobblin_summaries(table)) == ["clicks", "orders"]
+    _new_clicks(tmp_path, 80_000, 5)  # the next commit of each finds the table one of their commits made
+    again = _run(tmp_path, iceberg_job(tmp_path, table="db.events", commit_parallelism=4))
+    assert again.succeeded, again.error
+    assert table_ids(catalog(tmp_path).load_table("db.events")) == reference["clicks"] + reference["orders"] + Counter(range(80_000, 80_005))
 
 
 # --- schema evolution ------------------------------------------------------------------------------------------
@@ -587,3 +591,57 @@ def test_a_lost_catalog_never_makes_a_new_empty_table_over_the_old_one(tmp_path:
     assert again.returncode == 0, again.stdout + again.stderr
     ids = table_ids(cat.load_table("db.clicks"))
     assert set(ids.values()) == {1} and set(ids) == set(reference["clicks"]) | set(range(70_000, 70_005))
+
+
+# --- the table is the one committed to ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("second_run", [True, False], ids=["pinned-by-uuid", "pinned-by-creation"])
+def test_a_table_dropped_and_purged_fails_closed_and_creates_nothing(tmp_path: Path, second_run: bool) -> None:
+    """A table the dataset committed to, dropped (and its files purged) by another writer: before the fix the next run
+    created a new table holding only its own rows, the rows committed before gone from what readers see while the
+    watermarks were past them and the run said committed. Now the dataset fails naming the table as gone, whether
+    its uuid was pinned (a second commit) or only the commit that created it (the first)."""
+    job = iceberg_job(tmp_path)
+    assert _run(tmp_path, job).succeeded
+    if second_run:
+        _new_clicks(tmp_path, 60_000, 5)
+        assert _run(tmp_path, job).succeeded
+    cat = catalog(tmp_path)
+    uuid = str(cat.load_table("db.clicks").metadata.table_uuid)
+    cat.drop_table("db.clicks")
+    shutil.rmtree(tmp_path / "warehouse" / "db" / "clicks")  # purged
+    _new_clicks(tmp_path, 70_000, 5)
+    result = _run(tmp_path, job)
+    clicks = {d.dataset: d for d in result.datasets}["clicks"]
+    assert clicks.status is DatasetStatus.COMMIT_FAILED, clicks.message
+    assert "table db.clicks (" in clicks.message and "is gone: dropped or renamed by another writer" in clicks.message
+    assert (uuid in clicks.message) is second_run and "state reset" in clicks.message
+    assert not catalog(tmp_path).table_exists("db.clicks")
+    assert {d.dataset: d for d in result.datasets}["orders"].status is not DatasetStatus.COMMIT_FAILED
+
+
+def test_a_table_dropped_and_created_again_fails_closed_until_the_dataset_is_reset(tmp_path: Path, reference: dict) -> None:
+    """Another writer drops the table and creates one of the same name (empty, as a migration would): appending to it
+    would leave every row committed before out of it. Refused naming both uuids; after `state reset` of the dataset
+    the job loads it into the new table from the start, each row once."""
+    job = iceberg_job(tmp_path)
+    assert _run(tmp_path, job).succeeded
+    cat = catalog(tmp_path)
+    old = cat.load_table("db.clicks")
+    schema, old_uuid = old.schema(), str(old.metadata.table_uuid)
+    cat.drop_table("db.clicks")
+    shutil.rmtree(tmp_path / "warehouse" / "db" / "clicks")
+    new_uuid = str(cat.create_table("db.clicks", schema=schema, location=f"file://{tmp_path}/warehouse/db/clicks").metadata.table_uuid)
+    _new_clicks(tmp_path, 90_000, 5)
+    clicks = {d.dataset: d for d in _run(tmp_path, job).datasets}["clicks"]
+    assert clicks.status is DatasetStatus.COMMIT_FAILED, clicks.message
+    assert f"is Iceberg table uuid {new_uuid}, not the table commit" in clicks.message and "dropped and created again" in clicks.message
+    assert not table_ids(catalog(tmp_path).load_table("db.clicks"))  # nothing appended
+    _new_clicks(tmp_path, 90_100, 5)  # a second commit pins the uuid: refused naming both
+    clicks = {d.dataset: d for d in _run(tmp_path, job).datasets}["clicks"]
+    assert clicks.status is DatasetStatus.COMMIT_FAILED and old_uuid not in clicks.message  # pinned: its creating commit
+    reset = run_cli("state", "reset", "job.yaml", "--dataset", "clicks", "--yes", cwd=tmp_path)
+    assert reset.returncode == 0, reset.stderr
+    assert _run(tmp_path, job).succeeded
+    ids = table_ids(catalog(tmp_path).load_table("db.clicks"))
+    assert set(ids.values()) == {1} and set(ids) == set(reference["clicks"]) | set(range(90_000, 90_005)) | set(range(90_100, 90_105))

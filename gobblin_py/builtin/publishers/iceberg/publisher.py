@@ -355,6 +355,38 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
                               "watermarks did not move: change the table so the records fit (Spark's ALTER TABLE), or the "
                               "job's schema so they fit the table, and run again")
 
+    @_catalog_faults("checking the table is the one committed to")
+    def pin(self, commit: DatasetCommit, last: dict[str, Any]) -> dict[str, Any]:
+        """The table's uuid (or, before the table exists, this commit id, which the creating transaction sets as a
+        property), after checking that the table is the one the dataset's last commit went to: a table dropped, or
+        dropped and created again, since would leave the rows committed before out of what readers see while the
+        watermarks are past them, so it is refused, naming what changed."""
+        from gobblin_py.builtin.publishers.iceberg import tables as t
+
+        if not any(f.kind == "data" for f in commit.files):
+            return {}  # nothing for the table: what the last commit pinned stays
+        name = self.table_name(commit.dataset)
+        table = t.load_table(self.catalog(), name)
+        uuid, created = last.get("table_uuid"), last.get("created_by")
+        fix = (f"Nothing of dataset {commit.dataset} was published and its watermarks did not move. If the table as it "
+               f"is now is meant, start the dataset over or set its watermarks to what the table holds: `gobblin-py state "
+               f"reset JOB.yaml --dataset {commit.dataset} [--to KEY=VALUE …]` (which forgets the pinned table); else put "
+               "the old table back")
+        if table is None:
+            if uuid is not None or created is not None:
+                which = f"Iceberg table uuid {uuid}" if uuid is not None else f"created by commit {created}"
+                raise CommitError(f"table {name} ({which}, which this job's last commit of dataset {commit.dataset} went to) "
+                                  f"is gone: dropped or renamed by another writer. {fix}")
+            return {"created_by": commit.commit_id}
+        now = str(table.metadata.table_uuid)
+        ours = created is None or table.properties.get(t.CREATED_BY) == created or any(  # made by our commit, or by
+            s.summary is not None and s.summary.get(t.COMMIT_ID) == created for s in table.snapshots())  # another dataset's
+        if (uuid is not None and now != uuid) or (uuid is None and not ours):
+            was = f"uuid {uuid}" if uuid is not None else f"the table commit {created} created"
+            raise CommitError(f"table {name} is Iceberg table uuid {now}, not {was}, which this job's last commit of "
+                              f"dataset {commit.dataset} went to: it was dropped and created again. {fix}")
+        return {"table_uuid": now}
+
     def _key_moved(self, table: Any, name: str) -> str | None:
         """Upsert mode: why the table's columns no longer hold the key the job's commits were applied by (a key column
         renamed or dropped, or dropped and added again, by another writer); None in append mode or when they do."""
@@ -419,7 +451,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
                              "nothing to add", name, len(paths), commit.commit_id)
                     return
             if table is None:
-                tx = self._create_transaction(catalog, name, output, commit.dataset)
+                tx = self._create_transaction(catalog, name, output, commit)
             else:
                 problem = t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
                 if problem is not None:
@@ -435,8 +467,9 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
 
         t.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
 
-    def _create_transaction(self, catalog: Any, name: str, output: Any, dataset: str) -> Any:
-        """The transaction creating table `name` (and its namespace) with the files' schema and the partition spec."""
+    def _create_transaction(self, catalog: Any, name: str, output: Any, commit: DatasetCommit) -> Any:
+        """The transaction creating table `name` (and its namespace) with the files' schema and the partition spec,
+        marked with the commit that created it (`pin`)."""
         from gobblin_py.builtin.publishers.iceberg import tables as t
 
         namespace, _ = t.split_identifier(name)
@@ -446,7 +479,8 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         if self.settings.partition is not None:
             p = self.settings.partition
             kwargs["partition_spec"] = t.partition_spec(schema, p.column, p.granularity, name)
-        return catalog.create_table_transaction(name, schema=schema, location=table_uri(self.table_dir(dataset)), **kwargs)
+        return catalog.create_table_transaction(name, schema=schema, location=table_uri(self.table_dir(commit.dataset)),
+                                                properties={t.CREATED_BY: commit.commit_id}, **kwargs)
 
     def _commit_upsert(self, commit: DatasetCommit) -> None:
         """Upsert mode: the commit's files (in task output) are changes, reduced to the last per key; ONE snapshot
@@ -473,7 +507,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             if table is not None and _upsert_committed(table, name, commit.commit_id):
                 return  # a conflict's retry after the commit went through
             if table is None:
-                tx = self._create_transaction(catalog, name, output, d)
+                tx = self._create_transaction(catalog, name, output, commit)
                 table_io = io
             else:
                 problem = self._key_moved(table, name) or self._cannot_write(table, name) or \

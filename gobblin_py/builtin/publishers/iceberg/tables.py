@@ -37,6 +37,9 @@ SOURCE_STATE_MAX = 16_384
 FIELD_IDS = "gobblin-py.field-ids"
 """The field id of each top-level column of the commit's files (JSON `{name: id}`): what the next commit compares with
 the table's schema, as another writer may rename or drop a column in between."""
+CREATED_BY = "gobblin-py.created-by-commit"
+"""A table property: the commit id whose transaction created the table, so that the dataset's next commit knows the
+table for the one its first commit made (its uuid is known only once it exists)."""
 COMPACTION = "gobblin-py.compaction"
 """Set (to the compaction's counts, as JSON) on a compaction's snapshot: it moves no watermark."""
 
