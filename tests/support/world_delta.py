@@ -1,0 +1,106 @@
+"""The Delta world of the model-based test (see world.py): the files world's input and rules (world_files.py), the
+job writing Parquet partitioned by day, published to one Delta Lake table per dataset (`lake/{dataset}`), read back by
+delta-rs (`DeltaTable.to_pyarrow_table`) and by DuckDB over the files the table's log lists: both must agree. A table
+not yet created reads as empty. The base `compact` rule runs the Delta compaction (one replace commit per partition).
+
+Its own rule: `maintain`, the table upkeep (docs/publishers/delta.md, "Upkeep"). Two hours pass first (every file
+under the lake ages by two hours), then a vacuum at the smallest age the CLI takes (1h, below the table's own
+retention) and/or a log expiry (a checkpoint, then the log entries below it), half the time killed at a commit point;
+half the time a file another engine's failed write left under a table (in no version) is there, which a vacuum that
+exits 0 must delete. Neither action may take a copy of any id from what a reader sees, nor break the next run or
+recover. (delta-rs times a file the log removed by its remove action, which no aging moves: so a vacuum at 1h deletes
+what no version references, the leftover and the files of abandoned commits, and not what a compaction replaced.)"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from support.world import Rule, Violation, World
+from support.world_files import DATASETS, FilesHistory
+
+AGED_S = 2 * 3600
+"""How far `maintain` moves the lake's files back in time: past the 1h the vacuum and the log expiry are given."""
+
+
+class DeltaHistory(FilesHistory):
+    """A history of a files → Delta job (see the module's docstring)."""
+
+    kind = "delta"
+
+    def writer(self) -> dict[str, Any]:
+        return {"class": "parquet", "partition": {"column": "ts", "granularity": "DAY", "pattern": "yyyy/MM/dd"}}
+
+    def publisher(self, world: World) -> dict[str, Any]:
+        return {"class": "delta", "table_uri": str(world.root / "lake" / "{dataset}")}
+
+    def rules(self) -> list[tuple[int, Rule]]:
+        return [*super().rules(), (1, self.maintain)]
+
+    # --- the oracle -------------------------------------------------------------------------------------------
+
+    def tables(self, world: World) -> dict[str, Any]:
+        """dataset → its Delta table at its latest version, opened by delta-rs (none before the job made it)."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        found = {}
+        for dataset in DATASETS:
+            try:
+                found[dataset] = DeltaTable(str(world.root / "lake" / dataset))
+            except TableNotFoundError:
+                pass
+        return found
+
+    def output_ids(self, world: World) -> Counter[int]:
+        import duckdb
+
+        found: Counter[int] = Counter()
+        for dataset, table in self.tables(world).items():
+            delta = Counter(table.to_pyarrow_table(columns=["id"]).column("id").to_pylist())
+            files = table.file_uris()
+            duck = Counter(r[0] for r in duckdb.connect().execute(
+                "SELECT id FROM read_parquet(?, union_by_name = true)", [files]).fetchall()) if files else Counter()
+            if delta != duck:
+                raise AssertionError(f"table {dataset}: delta-rs and DuckDB disagree on the copies of "
+                                     f"{sorted((delta - duck) + (duck - delta))[:5]}")
+            found += delta
+        return found
+
+    # --- rules ------------------------------------------------------------------------------------------------
+
+    def maintain(self, world: World, step: int) -> None:
+        """Two hours pass; then `maintain --yes` vacuums (files removed from the log, or under the table and in no
+        version, older than 1h) and/or expires the log below a new checkpoint: never a file the table lists or a
+        pending commit names, so every id a reader saw stays, and the next run or recover succeeds."""
+        tables = self.tables(world)
+        leftover = None
+        if tables and self.rng.random() < 0.5:  # what a failed write of another engine leaves under a table
+            leftover = world.root / "lake" / self.rng.choice(sorted(tables)) / "data" / f"leftover-{step}.parquet"
+            write_ids(leftover, [0])
+        for path in (world.root / "lake").rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                st = path.stat()
+                os.utime(path, (st.st_atime - AGED_S, st.st_mtime - AGED_S))
+        actions = self.rng.choice((["--remove-orphans-older-than", "1h"], ["--expire-snapshots-older-than", "1h"],
+                                   ["--remove-orphans-older-than", "1h", "--expire-snapshots-older-than", "1h"]))
+        done = self.maintain_with(world, step, [*actions, "--below-table-retention"])
+        if leftover is not None and leftover.exists() and done.returncode == 0 and "--remove-orphans-older-than" in actions:
+            raise Violation(self.seed, step, "maintain", f"the vacuum left {leftover}, in no version of the table and "
+                                                         f"two hours old: {done.stdout[-800:]}")
+        deleted = [line for line in done.stdout.splitlines() if line.startswith("    deleted: ")]
+        expired = sum("/_delta_log/" in line for line in deleted)
+        if expired:
+            world.log.append(f"{step} maintain expired {expired} log entries")
+        if len(deleted) > expired:
+            world.log.append(f"{step} maintain vacuumed {len(deleted) - expired} file(s)")
+
+
+def write_ids(path: Path, ids: list[int]) -> None:
+    """A Parquet file of `ids` at `path` (written by pyarrow, not by gobblin-py)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), path)
