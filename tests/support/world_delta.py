@@ -3,7 +3,8 @@ job writing Parquet partitioned by day, published to one Delta Lake table per da
 delta-rs (`DeltaTable.to_pyarrow_table`) and by DuckDB over the files the table's log lists: both must agree. A table
 not yet created reads as empty. The base `compact` rule runs the Delta compaction (one replace commit per partition).
 
-Its own rule: `maintain`, the table upkeep (docs/publishers/delta.md, "Upkeep"). Two hours pass first (every file
+Its own rules: another writer RESTOREs a table to an earlier version (runs must fail naming it until the documented
+`state reset` of the dataset, after which its files are owed once more); and `maintain`, the table upkeep (docs/publishers/delta.md, "Upkeep"). Two hours pass first (every file
 under the lake ages by two hours), then a vacuum at the smallest age the CLI takes (1h, below the table's own
 retention) and/or a log expiry (a checkpoint, then the log entries below it), half the time killed at a commit point;
 half the time a file another engine's failed write left under a table (in no version) is there, which a vacuum that
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from support.world import Rule, Violation, World
-from support.world_files import DATASETS, FilesHistory
+from support.world_files import DATASETS, FilesHistory, FilesWorld, whole_lines
 
 AGED_S = 2 * 3600
 """How far `maintain` moves the lake's files back in time: past the 1h the vacuum and the log expiry are given."""
@@ -37,7 +39,7 @@ class DeltaHistory(FilesHistory):
         return {"class": "delta", "table_uri": str(world.root / "lake" / "{dataset}")}
 
     def rules(self) -> list[tuple[int, Rule]]:
-        return [*super().rules(), (1, self.maintain)]
+        return [*super().rules(), (1, self.maintain), (1, self.restore_by_another_writer)]
 
     # --- the oracle -------------------------------------------------------------------------------------------
 
@@ -70,6 +72,55 @@ class DeltaHistory(FilesHistory):
         return found
 
     # --- rules ------------------------------------------------------------------------------------------------
+
+    def restore_by_another_writer(self, world: World, step: int) -> None:
+        """Another writer RESTOREs one table to an earlier version: the rows of the commits since are gone from it,
+        while the dataset's watermarks are past them. The job's next commit of the dataset must fail closed naming
+        the restore, never add on; the documented repair, `state reset --dataset D` (a `state_reset` of D, the next
+        such step, or the end), reads every file of D again, owing each whole line once more (World.reread). Rows the
+        restore removed whose file is gone upstream are taken back (World.withdraw); copies it brought back (a
+        dedup compaction undone) raise what is expected of them."""
+        assert isinstance(world, FilesWorld)
+        broken = [d for d in DATASETS if restored(d) in world.broken]
+        if broken:
+            world.broken.pop(restored(broken[0]))
+            return self.reset_after_restore(world, broken[0], step)
+        tables = {d: t for d, t in self.tables(world).items() if t.version() >= 1}
+        if not tables:
+            return
+        dataset = self.rng.choice(sorted(tables))
+        version = self.rng.randrange(tables[dataset].version())
+        before = self.read(world, step, "restore")
+        try:
+            tables[dataset].restore(version)
+        except Exception as exc:  # a version whose log entry or files are gone: delta-rs refuses, nothing changed
+            world.log.append(f"{step} lake/{dataset}: restore to version {version} refused by delta-rs: {exc}")
+            return
+        after = self.read(world, step, "restore")
+        readable = {i for p in world.files(dataset) for i in whole_lines(p)}
+        world.withdraw([i for i, n in before.items() if after[i] < n and i not in readable], after)
+        for i, n in after.items():
+            world.expected[i] = max(world.expected[i], n)
+        world.broken[restored(dataset)] = lambda: self.reset_after_restore(world, dataset, self.steps + 1)
+        world.log.append(f"{step} lake/{dataset} restored to version {version} by another writer")
+
+    def reset_after_restore(self, world: FilesWorld, dataset: str, step: int) -> None:
+        """The repair of a restore (docs/publishers/delta.md): recover what is pending, then `state reset --dataset D`;
+        every whole line of D's files is owed once more than the table holds then."""
+        self.cli(world, ["recover", "job.yaml", "--all"], step, "recover after restore", ok=(0, 1))
+        now = self.read(world, step, "state reset after restore")
+        self.cli(world, ["state", "reset", "job.yaml", "--yes", "--dataset", dataset], step, "state reset after restore",
+                 ok=(0,))
+        world.reread({i for p in world.files(dataset) for i in whole_lines(p)}, now)
+
+    def reset_to(self, world: World) -> tuple[list[str], Callable[[], set[int]]]:
+        """As the files world's; a reset of a restored dataset is the repair of the restore."""
+        args, ids = super().reset_to(world)
+
+        def owed() -> set[int]:
+            world.broken.pop(restored(args[1]), None)
+            return ids()
+        return args, owed
 
     def maintain(self, world: World, step: int) -> None:
         """Two hours pass; then `maintain --yes` vacuums (files removed from the log, or under the table and in no
@@ -104,3 +155,8 @@ def write_ids(path: Path, ids: list[int]) -> None:
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), path)
+
+
+def restored(dataset: str) -> str:
+    """What a run names when the table of `dataset` was restored under it (the key of the break in World.broken)."""
+    return f"lake/{dataset} was restored"
