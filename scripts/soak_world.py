@@ -3,7 +3,7 @@ directory, until `--histories` ran or `--minutes` passed; prints the world, seed
 breaks a rule, which `--world W --seed N` (with the same `--steps`) replays. `--world mix` draws a world per history;
 a Kafka world runs against a local Tansu broker the soak starts.
 
-    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|mix] [--histories 1000] [--steps 20]
+    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|mix] [--histories 1000] [--steps 20]
                                            [--minutes 600] [--seed N]
 """
 
@@ -24,7 +24,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from support.world import History, Violation
 
-WORLDS = ("files", "kafka", "iceberg")
+WORLDS = ("files", "kafka", "iceberg", "delta")
 
 
 def history(world: str, seed: int, steps: int, broker: Any) -> History:
@@ -37,6 +37,10 @@ def history(world: str, seed: int, steps: int, broker: Any) -> History:
         from support.world_iceberg import IcebergHistory
 
         return IcebergHistory(seed, steps)
+    if world == "delta":
+        from support.world_delta import DeltaHistory
+
+        return DeltaHistory(seed, steps)
     from support.world_files import FilesHistory
 
     return FilesHistory(seed, steps)

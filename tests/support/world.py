@@ -2,7 +2,8 @@
 histories, each step a real `gobblin-py` command in a child process (or a change to the world around the job), and an
 oracle that counts every produced id in what an independent reader sees. Each job shape is a world of its own that
 subclasses `History`: world_files.py (files → Avro), world_kafka.py (Kafka → Avro on a local Tansu broker),
-world_iceberg.py (files → an Iceberg table); `WORLDS` names them for the soak (`scripts/soak_world.py`).
+world_iceberg.py (files → an Iceberg table), world_delta.py (files → a Delta Lake table, with `maintain`'s vacuum and
+log expiry); `WORLDS` names them for the soak (`scripts/soak_world.py`).
 
 The oracle: every id has a number of copies the output must hold at the end (one once produced, one more for each
 `state reset` that asks for it to be read again) and never holds more, after any step; an id the world took back (its
@@ -200,9 +201,16 @@ class History:
             raise
         return world
 
+    def read(self, world: World, step: int, rule: str) -> Counter[int]:
+        """`output_ids`, a reader that fails (a file the table lists is gone, two readers disagree) a violation."""
+        try:
+            return self.output_ids(world)
+        except Exception as exc:  # what the independent reader raises is the finding, whatever its type
+            raise Violation(self.seed, step, rule, f"the reader failed: {type(exc).__name__}: {exc}") from exc
+
     def check(self, world: World, step: int, rule: str, final: bool) -> None:
         """Every id at most as often as expected; at the end, at least as often as the world leaves it owed."""
-        ids = self.output_ids(world)
+        ids = self.read(world, step, rule)
         unknown = sorted(set(ids) - set(world.expected))
         if unknown:
             raise Violation(self.seed, step, rule, f"ids never produced: {unknown[:5]}")
@@ -307,10 +315,25 @@ class History:
             if code not in allowed or (code == 1 and not (stdout + stderr).strip()) or "Traceback" in stdout + stderr:
                 raise Violation(self.seed, step, "concurrent runs", f"exit codes {codes}: {(stderr or stdout)[-800:]}")
 
+    def maintain_with(self, world: World, step: int, args: list[str],
+                      rule: str = "maintain") -> subprocess.CompletedProcess[str]:
+        """`maintain job.yaml --yes ARGS`, half the time killed at a commit point: it exits 0, or 1 saying why, and no id
+        a reader saw loses a copy (upkeep never removes a live file; its recovery of pending commits only adds)."""
+        point = self.rng.choice(CRASH_POINTS) if self.rng.random() < 0.5 else None
+        before = self.read(world, step, rule)
+        done = self.cli(world, ["maintain", "job.yaml", "--yes", *args], step, rule,
+                        ok=(0, 1, SIGKILLED) if point else (0, 1), crash_at=point)
+        after = self.read(world, step, rule)
+        lost = sorted(i for i, n in before.items() if after[i] < n)
+        if lost:
+            raise Violation(self.seed, step, rule, f"{len(lost)} id(s) lost a copy, e.g. "
+                                                   + ", ".join(f"{i} ×{before[i]} → ×{after[i]}" for i in lost[:5]))
+        return done
+
     def state_reset(self, world: World, step: int) -> None:
         """`state reset` to a position: what lies after it is read again, a re-ingest the user asked for."""
         args, ids = self.reset_to(world)
-        now = self.output_ids(world)
+        now = self.read(world, step, "state reset")
         if self.cli(world, ["state", "reset", "job.yaml", "--yes", *args], step, "state reset", ok=(0, 1, 2)).returncode == 0:
             world.reread(ids(), now)
 

@@ -3,7 +3,8 @@ job writing Parquet published to one Iceberg table per dataset (the embedded pyi
 DuckDB over the files the table's current snapshot lists, and by a pyiceberg scan for the values.
 
 Its own rules: another writer renames the column `v` (`update_schema().rename_column`), renamed back by the next such
-step; another writer adds a column. What the product does (tests/builtin/test_iceberg_publisher.py, issue 26 item 3):
+step; another writer adds a column; `maintain` expires every snapshot but the current one, half the time killed at a
+commit point (no id a reader saw may lose a copy). What the product does (tests/builtin/test_iceberg_publisher.py, issue 26 item 3):
 our Parquet files carry no field ids, so a commit into a table whose column was renamed since is refused with exit 1
 naming the column (`'v'`), never published under the old name; an added column is followed (the job's rows read NULL
 there). So while `v` is renamed a run may fail, naming it; its rows keep their values under the new name (the oracle
@@ -46,7 +47,7 @@ class IcebergHistory(FilesHistory):
         return {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(world.root / "warehouse")}
 
     def rules(self) -> list[tuple[int, Rule]]:
-        return [*super().rules(), (1, self.rename_column), (1, self.add_column)]
+        return [*super().rules(), (1, self.rename_column), (1, self.add_column), (1, self.maintain)]
 
     # --- the oracle -------------------------------------------------------------------------------------------
 
@@ -111,6 +112,15 @@ class IcebergHistory(FilesHistory):
         rename("v", RENAMED)
         world.broken["'v'"] = lambda: rename(RENAMED, "v")
         world.log.append(f"{step} db.{dataset}: v renamed to {RENAMED}")
+
+    def maintain(self, world: World, step: int) -> None:
+        """`maintain --yes` expires every snapshot but the current one (the youngest age the CLI takes, --keep-last 1)
+        and deletes the files only they listed: never a file the current snapshot lists, never a table a pending
+        commit touches, so every id a reader saw stays and the next run or recover succeeds."""
+        done = self.maintain_with(world, step, ["--expire-snapshots-older-than", "0s", "--keep-last", "1"])
+        expired = sum(line.startswith("    deleted: ") for line in done.stdout.splitlines())
+        if expired:
+            world.log.append(f"{step} maintain expired {expired} snapshot(s) and file(s)")
 
     def add_column(self, world: World, step: int) -> None:
         """Another writer adds an optional column to one table: the job follows (its rows read NULL there)."""

@@ -57,6 +57,6 @@ def test_iceberg_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> 
     pytest.importorskip("duckdb")
     from support.world_iceberg import IcebergHistory
 
-    log = run_all([IcebergHistory(1, STEPS, include=("run_job", "rename_column", "add_column")),
-                   IcebergHistory(2, STEPS, include=("run_job", "add_column", "rename_column"))], tmp_path)
-    drew(log, "renamed", "column note added")
+    log = run_all([IcebergHistory(1, STEPS, include=("run_job", "rename_column", "maintain", "add_column")),
+                   IcebergHistory(2, STEPS, include=("run_job", "add_column", "maintain", "rename_column"))], tmp_path)
+    drew(log, "renamed", "column note added", "maintain expired")
