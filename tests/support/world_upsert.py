@@ -15,8 +15,9 @@ value, without the keys whose last message is a tombstone.
 
 The rules are those of every world (world.py), the upsert table commit's own crash point among the commit points,
 and `run --continuous` killed after a few checkpoints (world_kafka.py), with these meanings here: `recover --abandon`
-either refuses (the table commit ran: it cannot be undone, and the message says so) or drops a commit whose table
-commit never ran, and the next run re-reads its range; either way the table reads as before. `compact` (with and
+(after new changes and a run killed at a commit point, so that there is a commit to abandon) either refuses (the
+table commit ran: it cannot be undone, and the message says so) or drops a commit whose table commit never ran, and
+the next run re-reads its range; either way the table reads as it did after the kill. `compact` (with and
 without `--dedup-key _kafka_key`) merges data files: the table reads as before too. (It fails today, exit 1 naming
 the file: the upsert table's files are written by pyiceberg, without the Avro schema in their footer that the
 Parquet merge rewrites them with.)
@@ -94,7 +95,9 @@ class UpsertHistory(KafkaHistory):
         return job
 
     def rules(self) -> list[tuple[int, Rule]]:
-        return [*History.rules(self), (1, self.continuous_killed)]
+        """Every world's rules, changes produced twice as often (a run without any applies nothing), and a continuous
+        run killed."""
+        return [(8 if rule == self.produce else w, rule) for w, rule in History.rules(self)] + [(1, self.continuous_killed)]
 
     # --- the oracle -------------------------------------------------------------------------------------------
 
@@ -221,6 +224,8 @@ class UpsertHistory(KafkaHistory):
                                                             "(the broker's fault, not the job's)")
             world.messages[p] += batch
             world.ends[p] = ends[p]
+            world.log.append(f"{step} produced {world.topic}[{p}] +{len(batch)} "
+                             f"({sum(v is None for _, v in batch)} tombstones)")
 
     @staticmethod
     def value(world: World, key: str) -> str:
@@ -236,8 +241,12 @@ class UpsertHistory(KafkaHistory):
         world.reset.clear()
 
     def abandon(self, world: World, step: int) -> None:
-        """Refused once the table commit ran; otherwise the commit is dropped and the next run re-reads its range:
-        either way the table reads as before."""
+        """New changes, a run killed at a commit point, then `recover --abandon`: refused once the table commit ran
+        (it cannot be undone), else the commit is dropped and the next run re-reads its range; either way the table
+        reads as it did after the kill."""
+        self.produce(world, step)
+        self.run_killed_at_point(world, step)
+        self.check(world, step, "run killed", final=False)
         before = self.table_rows(world, step, "abandon")
         super().abandon(world, step)
         self.unchanged(world, step, "abandon", before)
