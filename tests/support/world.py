@@ -3,7 +3,8 @@ histories, each step a real `gobblin-py` command in a child process (or a change
 oracle that counts every produced id in what an independent reader sees. Each job shape is a world of its own that
 subclasses `History`: world_files.py (files → Avro), world_kafka.py (Kafka → Avro on a local Tansu broker),
 world_iceberg.py (files → an Iceberg table), world_delta.py (files → a Delta Lake table, with `maintain`'s vacuum and
-log expiry); `WORLDS` names them for the soak (`scripts/soak_world.py`).
+log expiry), world_upsert.py (a keyed Kafka topic with tombstones → an Iceberg table in upsert mode, whose oracle is
+by key, not by id: it overrides `check`); `WORLDS` in `scripts/soak_world.py` names them for the soak.
 
 The oracle: every id has a number of copies the output must hold at the end (one once produced, one more for each
 `state reset` that asks for it to be read again) and never holds more, after any step; an id the world took back (its
@@ -150,6 +151,7 @@ class History:
     `include` names rules taken once each at evenly spaced steps (so a short history in CI has its rare ones)."""
 
     kind: ClassVar[str] = ""
+    crash_points: ClassVar[tuple[str, ...]] = CRASH_POINTS  # where a run is killed (`run_killed_at_point`, on Spark)
 
     def __init__(self, seed: int, steps: int, include: tuple[str, ...] = ()) -> None:
         self.seed, self.steps = seed, steps
@@ -273,14 +275,14 @@ class History:
 
     def run_on_spark(self, world: World, step: int) -> None:
         """A run on real local Spark (the job sets spark.in_driver_below: 0), half the time killed at a commit point."""
-        point = self.rng.choice(CRASH_POINTS) if self.rng.random() < 0.5 else None
+        point = self.rng.choice(self.crash_points) if self.rng.random() < 0.5 else None
         ok = (0, 1) if world.broken else (0,)
         done = self.cli(world, ["run", "job.yaml"], step, "run on Spark", ok=(*ok, SIGKILLED) if point else ok,
                         crash_at=point)
         self.failed_naming_the_break(world, step, "run on Spark", done)
 
     def run_killed_at_point(self, world: World, step: int) -> None:
-        point = self.rng.choice(CRASH_POINTS)
+        point = self.rng.choice(self.crash_points)
         done = self.cli(world, RUN, step, "run killed", ok=(0, 1, SIGKILLED) if world.broken else (0, SIGKILLED),
                         crash_at=point)
         self.failed_naming_the_break(world, step, "run killed", done)

@@ -1,0 +1,34 @@
+"""The model-based test of a keyed Kafka topic kept as an Iceberg table by key (tests/support/world_upsert.py), for
+fixed seeds and a bounded number of steps (its long soak: `scripts/soak_world.py --world upsert`): after every step
+no key is in the table twice and the table reads as the topic after one offset per partition, never an earlier one;
+at the end each key holds its last value, a tombstoned key none. In a file of its own, so that pytest-xdist runs it
+beside test_world_model.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.crash, pytest.mark.kafka]
+pytest.importorskip("pyiceberg")
+pytest.importorskip("duckdb")
+
+STEPS = 14
+
+
+def test_upsert_histories_keep_each_key_at_a_value_it_had_and_end_at_its_last(tmp_path: Path, broker) -> None:
+    from support.world_upsert import UpsertHistory, UpsertWorld
+
+    log: list[str] = []
+    for history in [UpsertHistory(1, STEPS, broker.bootstrap, include=("state_reset", "abandon", "compact")),
+                    UpsertHistory(3, STEPS, broker.bootstrap, include=("continuous_killed", "concurrent_runs", "abandon"))]:
+        world = history.run(tmp_path / str(history.seed))
+        assert isinstance(world, UpsertWorld) and all(world.messages.values()), "the history produced to both partitions"
+        log += world.log
+    # each rule did something: a run killed at a commit point, a state reset that took, ...
+    rules = (r"run killed: .* -> -9$", r"state reset: .* -> 0$", "abandon:", "compact:", "continuous run killed",
+             "concurrent runs")
+    missing = [rule for rule in rules if not any(re.search(rule, line) for line in log)]
+    assert not missing, f"no history drew {missing}: pick other seeds"
