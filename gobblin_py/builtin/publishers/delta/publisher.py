@@ -184,7 +184,8 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
         fix = ("Nothing was published and the watermarks did not move. If the new table is meant, start it over: "
                "`gobblin-py state reset JOB.yaml --dataset …` (to the start, or to what it holds); else put the old table back")
         if before is not None and table_id is None:
-            raise CommitError(f"table {name} (Delta table id {before}, which this job's last commit went to) is gone. {fix}")
+            raise CommitError(f"table {name} (Delta table id {before}, which this job's last commit went to) is gone: deleted, "
+                              f"moved, or publisher.table_uri now names another place. {fix}")
         if before is not None and table_id != before:
             raise CommitError(f"table {name} is Delta table id {table_id}, not {before} which this job's last commit went "
                               f"to: it was deleted and created again. {fix}")

@@ -376,7 +376,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             if uuid is not None or created is not None:
                 which = f"Iceberg table uuid {uuid}" if uuid is not None else f"created by commit {created}"
                 raise CommitError(f"table {name} ({which}, which this job's last commit of dataset {commit.dataset} went to) "
-                                  f"is gone: dropped or renamed by another writer. {fix}")
+                                  f"is gone: dropped or renamed by another writer, or publisher.table now names another table. {fix}")
             return {"created_by": commit.commit_id}
         now = str(table.metadata.table_uuid)
         ours = created is None or table.properties.get(t.CREATED_BY) == created or any(  # made by our commit, or by
