@@ -192,4 +192,35 @@ def test_a_shrunk_file_is_reported_even_with_ingest_appended(tmp_path: Path) -> 
     _jsonl(file, range(1, 2))
     result = _run(tmp_path, ingest_appended=True)
     assert not result.succeeded
-    assert "changed after it was ingested" in _summary(result, "events").input_problems[0]
+    (problem,) = _summary(result, "events").input_problems
+    assert "is shorter than what was ingested of it" in problem and "copytruncate" in problem
+    assert "--to a.jsonl=0" in problem  # read from its start: what it holds now is new
+
+
+def test_a_tailed_file_truncated_and_written_longer_is_refused_until_reset_then_read_whole(tmp_path: Path) -> None:
+    """copytruncate log rotation: the file is copied away, truncated and written again, past the committed offset by
+    the next run. Before the fix the run read on from the old offset: the new content's first bytes were lost and a
+    line cut in two (a bad record), while the run said committed. Now the file is an input problem naming it and the
+    fix; after `state reset --to a.jsonl=0` the next run reads the new content whole, once."""
+    from support.jobs import run_cli
+
+    file = _jsonl(tmp_path / "in" / "events" / "a.jsonl", range(1, 4))
+    assert _run(tmp_path, ingest_appended=True).succeeded
+    offset = file.stat().st_size
+    _jsonl(file, range(100, 110))  # rotated: truncated, then ten new lines, longer than the old offset
+    assert file.stat().st_size > offset
+    result = _run(tmp_path, ingest_appended=True)
+    assert not result.succeeded
+    (problem,) = _summary(result, "events").input_problems
+    assert f"{file} is not the file whose first {offset} bytes were ingested" in problem
+    assert "--to a.jsonl=0" in problem
+    assert _ids(tmp_path, "events") == [1, 2, 3] and not read_error_files(tmp_path / "output")
+    reset = run_cli("state", "reset", "job.yaml", "--dataset", "events", "--to", "a.jsonl=0", "--yes", cwd=tmp_path)
+    assert reset.returncode == 0, reset.stderr
+    again = _run(tmp_path, ingest_appended=True)
+    assert again.succeeded, again.error
+    assert _ids(tmp_path, "events") == [1, 2, 3, *range(100, 110)]
+    with open(file, "a") as f:  # and appending goes on as before
+        f.write(json.dumps(_event(110)) + "\n")
+    assert _run(tmp_path, ingest_appended=True).succeeded
+    assert _ids(tmp_path, "events") == [1, 2, 3, *range(100, 111)]

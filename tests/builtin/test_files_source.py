@@ -93,7 +93,9 @@ def test_appended_bytes_are_a_workunit_of_their_own_range(tree: Path) -> None:
     (whole,) = [u for u in _plan(_source(tree, include=["*.jsonl"])) if u.watermark_key == "2026-01-02.jsonl"]
     assert whole.id != appended.id
     # the shrunk file is reported, with or without ingest_appended
-    assert [p.split(" changed")[0] for p in state.input_problems["clicks"]] == [str(tree / "clicks" / "2026-01-01.jsonl")]
+    assert [p.split(" is shorter")[0] for p in state.input_problems["clicks"]] == [str(tree / "clicks" / "2026-01-01.jsonl")]
+    # the tailing unit keeps the digest of the bytes before its end, which the next plan checks
+    assert appended.props["state.tails"]["2026-01-02.jsonl"].startswith(f"{size}:")
 
 
 def test_compressed_files_are_never_read_from_an_offset(tmp_path: Path) -> None:

@@ -5,11 +5,18 @@ As Gobblin's FileBasedSource, a dataset's state is what was ingested of each fil
 file's path relative to the dataset directory, value = the bytes ingested); each new file is a WorkUnit,
 and with `ingest_appended` so are the bytes appended to an ingested file. Anything the plan leaves out on
 purpose (a changed file, a file of unknown format) is reported, and fails the run, never only logged.
+
+With `ingest_appended`, the bytes before a file's committed offset are assumed to be the ones read: a file truncated
+and written again (copytruncate log rotation) or replaced by a longer one would otherwise be read from the old offset,
+its first bytes lost and a line cut in two. So each tailing work unit keeps, with its watermark, a digest of the last
+`TAIL_PROOF` bytes before its end (`state.tails`), and a file grown past its offset is read on only when those bytes
+are unchanged; else it is an input problem naming the file and the fix.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -58,14 +65,19 @@ class FilesSource(Source):
         root = Location(s.path)
         units: list[WorkUnit] = []
         for item, ingested, problem in self._unread(self._inputs(root, state), state):
+            tailing = s.ingest_appended and format_of(item.file.name)[1] is Compression.NONE
+            if problem is None and tailing and ingested is not None:
+                problem = _rewritten(item, ingested, state.kept(item.dataset).get(TAILS, {}).get(item.rel))
             if problem is not None:
                 state.report_input_problem(item.dataset, problem)
                 continue
             start = int(ingested or 0)
-            tailing = s.ingest_appended and format_of(item.file.name)[1] is Compression.NONE
             end = _whole_lines_end(item.file, start, item.size) if tailing else item.size
             if end > start or (ingested is None and end == item.size):  # tailing: a line being written waits for its end
-                units.append(self._workunit(root, item, start, end, ingested))
+                unit = self._workunit(root, item, start, end, ingested)
+                if tailing:
+                    unit.props[f"state.{TAILS}"] = {item.rel: f"{end}:{_tail_digest(item.file, end)}"}
+                units.append(unit)
         return units
 
     def backlog(self, state: SourceState, timeout_s: float) -> list[DatasetLag]:
@@ -171,9 +183,41 @@ class FilesSource(Source):
 
 
 def _changed_message(item: _Input, ingested: WatermarkValue) -> str:
+    if isinstance(ingested, int) and item.size < ingested:
+        return (f"{item.file} is shorter than what was ingested of it ({ingested} → {item.size} bytes): truncated "
+                "(copytruncate log rotation) or replaced; not read. To read it from its start: `gobblin-py state reset "
+                f"JOB --dataset {item.dataset} --to {item.rel}=0`; to skip what it holds now: `--to {item.rel}={item.size}`")
     return (f"{item.file} changed after it was ingested ({ingested} → {item.size} bytes); not re-read: set "
             f"ingest_appended: true to read the appended bytes, or accept it with "
             f"`gobblin-py state reset JOB --dataset {item.dataset} --to {item.rel}={item.size}`")
+
+
+TAILS = "tails"
+"""The kept state (`state.tails`) of a tailing dataset: file → `<offset>:<digest of the TAIL_PROOF bytes before it>`."""
+TAIL_PROOF = 4096
+
+
+def _tail_digest(file: Location, end: int) -> str:
+    """The digest of the `TAIL_PROOF` bytes before offset `end` of a file (fewer at its start)."""
+    begin = max(0, end - TAIL_PROOF)
+    with filesystem_for(file).open_read(file) as f:
+        f.seek(begin)
+        return hashlib.sha256(f.read(end - begin)).hexdigest()[:32]
+
+
+def _rewritten(item: _Input, ingested: WatermarkValue, kept: object) -> str | None:
+    """Why a tailing file cannot be read on from its committed offset (the bytes before it are not the ones read:
+    rewritten, truncated and written again, replaced); None when they are, or when no digest was kept at that
+    offset (before this check existed, or after a `state reset`)."""
+    if not isinstance(kept, str) or not isinstance(ingested, int) or item.size < ingested:
+        return None
+    offset, _, digest = kept.partition(":")
+    if offset != str(ingested) or _tail_digest(item.file, ingested) == digest:
+        return None
+    return (f"{item.file} is not the file whose first {ingested} bytes were ingested: the bytes before that offset "
+            "changed (truncated and written again, as copytruncate log rotation does, or replaced by a longer file); "
+            "not read, since reading on from the offset would lose its first bytes and cut a line. To read it from its "
+            f"start: `gobblin-py state reset JOB --dataset {item.dataset} --to {item.rel}=0`")
 
 
 TAIL_CHUNK = 64 * 1024
