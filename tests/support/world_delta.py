@@ -31,6 +31,7 @@ class DeltaHistory(FilesHistory):
     """A history of a files → Delta job (see the module's docstring)."""
 
     kind = "delta"
+    rotate_weight = 0  # a source rule: the files world draws it
 
     def writer(self) -> dict[str, Any]:
         return {"class": "parquet", "partition": {"column": "ts", "granularity": "DAY", "pattern": "yyyy/MM/dd"}}

@@ -5,7 +5,8 @@ Its rules, besides those every world has (a run in the driver or on real local S
 or at random, recover, recover --abandon, compact with and without dedup, a second run at the same time, `state
 reset`): a new file; lines appended to a file (with a line still being written at the end, as a tailing writer leaves
 it); a file the job cannot read as a file (a dangling symlink, removed again by the next such step); a file deleted
-upstream after it was ingested; a disk full for one run (RLIMIT_FSIZE in the child, SIGXFSZ ignored, so a write past
+upstream after it was ingested; a file rotated as copytruncate does (truncated and written again, longer: runs fail
+naming it until `state reset --to FILE=0`, then its new lines are read); a disk full for one run (RLIMIT_FSIZE in the child, SIGXFSZ ignored, so a write past
 the limit fails with EFBIG: the run fails saying why, or succeeds). `state reset --dataset D` drops the dataset's
 watermarks: the next run reads each of its files again from the start, so every whole line of them is owed once more
 (at most; see World.reread)."""
@@ -21,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from support.world import RUN, SCHEMA, History, Rule, World, avro_ids
+from gobblin_py.state.store import StateStore
+
+from support.world import RUN, SCHEMA, History, Rule, Violation, World, avro_ids
 
 DATASETS = ("a", "b")
 
@@ -31,6 +34,7 @@ class FilesWorld(World):
     """A world of input files; a file's unfinished last line is not yet an id the job may read."""
 
     partial: dict[Path, tuple[int, str]] = field(default_factory=dict)  # a file's unfinished last line: (id, rest)
+    rotated: set[str] = field(default_factory=set)  # files rotated (`rotate`) and not yet repaired, by name
 
     @property
     def data(self) -> Path:
@@ -84,9 +88,12 @@ class FilesHistory(History):
     def output_ids(self, world: World) -> Counter[int]:
         return avro_ids(world.root / "output")
 
+    rotate_weight: ClassVar[int] = 1
+    """How often `rotate` is drawn; 0 in the table worlds (a weight-0 rule never changes which rule a seed draws)."""
+
     def rules(self) -> list[tuple[int, Rule]]:
         return [*super().rules(), (3, self.append), (1, self.dangling_symlink), (1, self.delete_file),
-                (1, self.disk_full)]
+                (1, self.disk_full), (self.rotate_weight, self.rotate)]
 
     # --- rules ------------------------------------------------------------------------------------------------
 
@@ -146,6 +153,49 @@ class FilesHistory(History):
         world.withdraw(whole_lines(path), self.output_ids(world))
         path.unlink()  # the source never re-reads a removed file; its published records stay
         world.log.append(f"{step} deleted {path.relative_to(world.root)}")
+
+    def rotate(self, world: World, step: int) -> None:
+        """copytruncate log rotation: a file truncated and written again with new lines, longer than before. A run
+        must not read it on from its old offset (losing the new first lines): it fails naming the file until the
+        repair the message gives (`recover`, then `state reset --dataset D --to FILE=0`), which the next such step,
+        or the end, makes; then its new lines are read (once more than the output holds, at most: World.reread)."""
+        assert isinstance(world, FilesWorld)
+        pending = [name for name in world.broken if name in world.rotated]
+        for name in pending:
+            world.rotated.discard(name)
+            world.broken.pop(name)()
+        if pending:
+            return
+        files = [p for p in world.files() if p not in world.partial]
+        if not files:
+            return
+        path = self.rng.choice(files)
+        world.withdraw(whole_lines(path), self.output_ids(world))  # the old lines went to the rotated copy
+        size = path.stat().st_size
+        lines: list[tuple[int, str]] = []
+        while sum(len(t) for _, t in lines) <= size:
+            lines.append(world.line(self.rng.randrange(3)))
+        path.write_text("".join(t for _, t in lines))
+        new = [i for i, _ in lines]
+        world.produced(new)
+        dataset, rel = path.relative_to(world.data).parts[0], "/".join(path.relative_to(world.data).parts[1:])
+
+        def repair() -> None:
+            self.cli(world, ["recover", "job.yaml", "--all"], step, "recover before reset", ok=(0, 1))
+            now = self.output_ids(world)
+            self.cli(world, ["state", "reset", "job.yaml", "--dataset", dataset, "--to", f"{rel}=0", "--yes"], step,
+                     "state reset after rotation", ok=(0,))
+            world.reread(set(new), now)
+
+        world.broken[path.name] = repair  # a failing run names the file
+        world.rotated.add(path.name)
+        world.log.append(f"{step} rotated {path.relative_to(world.root)}: {size} → {path.stat().st_size} bytes")
+        self.cli(world, ["recover", "job.yaml", "--all"], step, "recover after rotation", ok=(0, 1))
+        offset = StateStore(world.root / "work", "w").watermarks().get(dataset, {}).get(rel)
+        if isinstance(offset, int) and offset > 0:  # read before: the next run must not read on from there
+            done = self.cli(world, RUN, step, "run after rotation", ok=(1,))
+            if path.name not in done.stdout + done.stderr:
+                raise Violation(self.seed, step, "run after rotation", f"failed without naming {path.name}")
 
     def disk_full(self, world: World, step: int) -> None:
         """A run on a disk that fills up: no file it writes may grow past a few KiB (EFBIG, as ENOSPC would fail)."""

@@ -38,6 +38,7 @@ class IcebergHistory(FilesHistory):
     """A history of a files → Iceberg job (see the module's docstring)."""
 
     kind = "iceberg"
+    rotate_weight = 0  # a source rule: the files world draws it
     world_type = IcebergWorld
 
     def writer(self) -> dict[str, Any]:

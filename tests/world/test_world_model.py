@@ -39,8 +39,9 @@ def test_files_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> No
     from support.world_files import FilesHistory
 
     log = run_all([FilesHistory(1, STEPS, include=("run_on_spark", "state_reset")),
-                   FilesHistory(2, STEPS, include=("disk_full", "dangling_symlink", "delete_file"))], tmp_path)
-    drew(log, "run on Spark", "state reset", "disk full", "dangling symlink", "deleted")
+                   FilesHistory(2, STEPS, include=("disk_full", "dangling_symlink", "rotate", "delete_file", "rotate"))],
+                  tmp_path)
+    drew(log, "run on Spark", "state reset", "disk full", "dangling symlink", "deleted", "rotated", "state reset after rotation")
 
 
 @pytest.mark.kafka
