@@ -177,10 +177,14 @@ class StateStore:
         return str(run.get("run_id"))
 
     def last_run(self) -> dict[str, Any] | None:
-        """The newest kept run record (run ids sort by start time); None before the first."""
+        """The newest kept run record of a run that ended (run ids sort by start time; a record saying `running` is
+        a run under way, this one's own included, or killed); None before the first."""
         run_dir = self.dir / "runs"
-        newest = max(run_dir.glob("*.json"), default=None) if run_dir.is_dir() else None
-        return checked_json.read(newest, StateStoreError, "run state file") if newest is not None else None
+        for path in sorted(run_dir.glob("*.json"), reverse=True) if run_dir.is_dir() else []:
+            run = checked_json.read(path, StateStoreError, "run state file")
+            if run.get("status") != "running":
+                return run
+        return None
 
     def runs(self) -> list[dict[str, Any]]:
         """Every kept run, oldest first (run ids sort by start time)."""
