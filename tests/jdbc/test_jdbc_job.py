@@ -267,3 +267,38 @@ def test_a_big_ranges_split_comes_from_a_sample_and_every_row_is_read_once(tmp_p
         per_task = sorted(t.records_extracted for t in result.tasks)
         assert per_task[0] > 2000 and per_task[-1] < 8000, per_task  # about a quarter each
     assert sampleable == [True, True, False, False]  # the table sampled (planned twice), the view not
+
+
+def test_a_table_dropped_and_created_again_is_refused_naming_both_oids_until_reset(tmp_path: Path, pg, db) -> None:
+    """A table reloaded by DROP and CREATE (a restore, a migration) with rows older than the committed watermark:
+    before the fix the next run read only the rows above the watermark and said committed, the reloaded rows below it
+    never read. Now the table is an input problem naming both relation oids (exit 1, the other tables go on), until
+    `state reset` of the dataset, after which the new table is loaded whole."""
+    with pg.connect(db) as conn:
+        _create_orders(conn)
+        conn.execute("INSERT INTO orders SELECT i, i, 'v1', now() - interval '2 days' FROM generate_series(1, 50) i")
+        conn.execute("CREATE TABLE other (id bigint PRIMARY KEY, updated_at timestamptz)")
+        conn.execute("INSERT INTO other SELECT i, now() - interval '1 day' FROM generate_series(1, 5) i")
+    other = {"table": "public.other", "watermark_column": "updated_at", "primary_key": "id"}
+    write_job(tmp_path, jdbc_job(tmp_path, pg, db, [ORDERS, other]))
+    assert run_cli("run", "job.yaml", "--in-process", cwd=tmp_path).returncode == 0
+    with pg.connect(db) as conn:
+        old = conn.execute("SELECT 'public.orders'::regclass::oid::bigint").fetchone()[0]
+        conn.execute("DROP TABLE orders")
+        _create_orders(conn)  # reloaded: rows stamped before the committed watermark, and one after
+        conn.execute("INSERT INTO orders SELECT i, i, 'reloaded', now() - interval '3 days' FROM generate_series(100, 140) i")
+        conn.execute("INSERT INTO orders VALUES (141, 1, 'new', now())")
+        conn.execute("INSERT INTO other SELECT i, now() FROM generate_series(6, 8) i")
+        new = conn.execute("SELECT 'public.orders'::regclass::oid::bigint").fetchone()[0]
+    refused = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert f"read from table (relation oid) {old}, and it is now {new}" in refused.stdout, refused.stdout
+    assert "state reset job.yaml --dataset public.orders" in refused.stdout.replace("JOB.yaml", "job.yaml")
+    assert sorted(r["id"] for r in read_output(tmp_path / "output", "public.orders")) == list(range(1, 51))
+    assert sorted(r["id"] for r in read_output(tmp_path / "output", "public.other")) == list(range(1, 9))  # goes on
+    reset = run_cli("state", "reset", "job.yaml", "--dataset", "public.orders", "--yes", cwd=tmp_path)
+    assert reset.returncode == 0, reset.stderr
+    assert run_cli("run", "job.yaml", "--in-process", cwd=tmp_path).returncode == 0
+    ids = [r["id"] for r in read_output(tmp_path / "output", "public.orders")]
+    assert sorted(ids) == [*range(1, 51), *range(100, 142)]  # the old table's rows stay: the message says to check
+    assert run_cli("run", "job.yaml", "--in-process", cwd=tmp_path).returncode == 0  # the new oid is kept: no refusal

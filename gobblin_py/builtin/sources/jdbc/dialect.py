@@ -205,6 +205,12 @@ class Dialect(ABC):
     def resolve_table(self, conn: Any, table: str) -> tuple[str, str, list[Column]] | None:
         """(schema or database, table name, every column with its Avro type) of `table`; None when there is none."""
 
+    def identity(self, conn: Any, schema_name: str, table_name: str) -> dict[str, Any]:
+        """Hook: what identifies the server and the table beyond their names (JSON values), kept with each commit: a
+        server restored from a backup or a table dropped and created again holds rows the committed watermark says
+        were read. Default: nothing (unchecked)."""
+        return {}
+
     @abstractmethod
     def watermark_kind(self, column: Column) -> str | None:
         """The `WatermarkKind` of a column, None when it cannot be a watermark."""

@@ -54,6 +54,14 @@ class PostgresDialect(Dialect):
         oid, schema_name, table_name = row
         return schema_name, table_name, read_columns(conn, oid)
 
+    def identity(self, conn: Any, schema_name: str, table_name: str) -> dict[str, Any]:
+        """The cluster's system identifier (where the user may read it) and the table's relation oid."""
+        system, oid = conn.execute(
+            "SELECT CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE') THEN (SELECT "
+            "system_identifier::text FROM pg_control_system()) END, (SELECT c.oid::bigint FROM pg_class c JOIN pg_namespace "
+            "n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s)", (schema_name, table_name)).fetchone()
+        return {k: v for k, v in (("system", system), ("oid", oid)) if v is not None}
+
     def watermark_kind(self, column: Column) -> str | None:
         return None if column.declared.endswith("[]") else WATERMARK_KINDS.get(column.type_name)
 

@@ -73,6 +73,26 @@ NATIVE_SHARE = 0.95
 Parquet keep one core busy for 5.2 s, of which Python itself is about a quarter of a second (scripts/bench_jdbc.py)."""
 
 
+IDENTITY = "identity"
+"""Kept with each commit (`state.identity`): the dialect's identity of the server and the table (`Dialect.identity`)."""
+
+
+def _changed_identity(plan: TablePlan, kept: Any, now: dict[str, Any]) -> str | None:
+    """Why the table read now is not the one the committed watermark was read from (another server, a table dropped
+    and created again), naming both values; None when it is, or when either side kept nothing of a value."""
+    if not isinstance(kept, dict):
+        return None
+    what = {"system": "PostgreSQL cluster (system identifier)", "oid": "table (relation oid)"}
+    for key, name in what.items():
+        if kept.get(key) is not None and now.get(key) is not None and kept[key] != now[key]:
+            return (f"{plan.where_label}: the committed watermark was read from {name} {kept[key]}, and it is now "
+                    f"{now[key]} (a table dropped and created again, or a server restored from a backup): its rows "
+                    "below the committed watermark were never read, and the output may hold rows the table no longer "
+                    f"has. Not read: check the output, then load the table again with `gobblin-py state reset JOB.yaml "
+                    f"--dataset {plan.dataset}` (or `--to` a position), which forgets the kept identity")
+    return None
+
+
 class JdbcSource(Source):
     """One WorkUnit per sub-range of each table's new watermark range (and per hole a failed sub-range left)."""
 
@@ -198,6 +218,11 @@ class JdbcSource(Source):
         s: JdbcSettings = self.settings
         t = plan.settings
         done = committed(plan.kind, state.watermarks(plan.dataset), f"dataset {plan.dataset}")
+        identity = s.dialect.identity(conn, plan.schema_name, plan.table_name)
+        changed = _changed_identity(plan, state.kept(plan.dataset).get(IDENTITY), identity) if done.high is not None else None
+        if changed is not None:
+            state.report_input_problem(plan.dataset, changed)
+            return []
         q = s.dialect.queries(t, plan.schema_name, plan.table_name, [c.name for c in plan.columns], plan.kind,
                               plan.where_label)
         bound = q.upper_bound(conn, s)
@@ -245,6 +270,8 @@ class JdbcSource(Source):
                 units.append(self._workunit(plan, sub, key, done, schema, rows / (len(edges) - 1)))
         if not units:
             return []
+        for unit in units:
+            unit.props[f"state.{IDENTITY}"] = identity
         if not any(v.get("records") for v in state.key_stats(plan.dataset).values()):
             per_row = catalog_row_bytes(q.table_size(conn), planned)
             for unit in units:
