@@ -645,3 +645,27 @@ def test_a_table_dropped_and_created_again_fails_closed_until_the_dataset_is_res
     assert _run(tmp_path, job).succeeded
     ids = table_ids(catalog(tmp_path).load_table("db.clicks"))
     assert set(ids.values()) == {1} and set(ids) == set(reference["clicks"]) | set(range(90_000, 90_005)) | set(range(90_100, 90_105))
+
+
+def test_a_pending_commit_replayed_after_its_table_was_dropped_creates_nothing(tmp_path: Path) -> None:
+    """A run killed after its commit record was written; then the table is dropped and purged. Before the fix the
+    recovery's replay created a new table holding only that commit's rows, and moved the watermarks past every row
+    committed before. Now the table commit refuses (the table is not the one the commit was built for) and the
+    sequence stays pending, named; nothing is created."""
+    from gobblin_py.testing.crash import SIGKILLED, cli
+
+    job = iceberg_job(tmp_path)
+    assert _run(tmp_path, job).succeeded
+    _new_clicks(tmp_path, 95_000, 5)
+    assert _run(tmp_path, job).succeeded  # the second commit pins the table's uuid
+    uuid = str(catalog(tmp_path).load_table("db.clicks").metadata.table_uuid)
+    _new_clicks(tmp_path, 96_000, 5)
+    assert cli(["run", "job.yaml", "--in-process"], tmp_path, crash_at="commit.after_store_write").returncode == SIGKILLED
+    cat = catalog(tmp_path)
+    cat.drop_table("db.clicks")
+    shutil.rmtree(tmp_path / "warehouse" / "db" / "clicks")
+    again = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert f"not Iceberg table uuid {uuid}, which commit" in again.stdout + again.stderr, again.stdout + again.stderr
+    assert not catalog(tmp_path).table_exists("db.clicks")
+    assert CommitStepStore(tmp_path / "work").exists("t", "clicks")  # still pending, for a person to decide

@@ -73,6 +73,21 @@ DEFAULT_WAREHOUSE = "./warehouse"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _still_pinned(table: Any, name: str, commit: DatasetCommit) -> None:
+    """At the table commit (a replay after a crash too): the table is still the one `pin` found when the sequence
+    was built; a table dropped or re-created in between fails the step, the sequence pending, never a new table
+    holding only this commit's rows."""
+    pinned = commit.pinned.get("table_uuid")
+    if pinned is None:
+        return
+    now = str(table.metadata.table_uuid) if table is not None else None
+    if now != pinned:
+        raise CommitError(f"table {name} is {'gone' if now is None else f'Iceberg table uuid {now}'}, not Iceberg table "
+                          f"uuid {pinned}, which commit {commit.commit_id} was built for: dropped or created again since. "
+                          f"Nothing was appended. Put the old table back and run again, or give the commit up with "
+                          f"`gobblin-py recover JOB.yaml --dataset {commit.dataset} --abandon`, then `state reset` the dataset")
+
+
 def _catalog_faults(doing: str) -> Callable[[F], F]:
     """A publisher method in which the catalog unreachable or refusing access is a CatalogUnavailableError naming it
     and `doing` (`tables.catalog_faults`): retried after job.commit_retry_backoff, never an internal error."""
@@ -442,6 +457,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             table = t.load_table(catalog, name)
             if table is not None and t.is_committed(table, name, commit.commit_id, paths):
                 return  # a conflict's retry after the commit went through
+            _still_pinned(table, name, commit)
             fresh = paths
             if table is not None:  # a re-read of a range the table holds (`state reset`) writes files of the same
                 live = t.live_data_paths(table)  # names, which publishing found byte-identical: they are in already
@@ -506,6 +522,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             table = t.load_table(catalog, name)
             if table is not None and _upsert_committed(table, name, commit.commit_id):
                 return  # a conflict's retry after the commit went through
+            _still_pinned(table, name, commit)
             if table is None:
                 tx = self._create_transaction(catalog, name, output, commit)
                 table_io = io
