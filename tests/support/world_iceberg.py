@@ -17,12 +17,16 @@ publishes what it held back, each id once.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from support.world import Rule, Violation, World
-from support.world_files import DATASETS, FilesHistory, FilesWorld
+from gobblin_py.state.store import StateStore
+
+from support.world import RUN, Rule, Violation, World
+from support.world_files import DATASETS, FilesHistory, FilesWorld, whole_lines
 
 RENAMED = "v_renamed"
 
@@ -39,6 +43,8 @@ class IcebergHistory(FilesHistory):
 
     kind = "iceberg"
     rotate_weight = 0  # a source rule: the files world draws it
+    drop_weight = 0
+    """How often `drop_table` is drawn: 0 (taken through `include`), so the fixed seeds draw what they drew before it."""
     world_type = IcebergWorld
 
     def writer(self) -> dict[str, Any]:
@@ -48,7 +54,7 @@ class IcebergHistory(FilesHistory):
         return {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(world.root / "warehouse")}
 
     def rules(self) -> list[tuple[int, Rule]]:
-        return [*super().rules(), (1, self.rename_column), (1, self.add_column), (1, self.maintain)]
+        return [*super().rules(), (1, self.rename_column), (1, self.add_column), (1, self.maintain), (self.drop_weight, self.drop_table)]
 
     # --- the oracle -------------------------------------------------------------------------------------------
 
@@ -123,6 +129,65 @@ class IcebergHistory(FilesHistory):
         if expired:
             world.log.append(f"{step} maintain expired {expired} snapshot(s) and file(s)")
 
+    def drop_table(self, world: World, step: int) -> None:
+        """Another writer drops one table and purges its files: its rows are gone from what readers see while the
+        dataset's watermarks are past them. The job must neither create a new table for its next commit nor replay a
+        commit recorded before the drop into one: runs with data for it fail naming the table until the repair the
+        messages give (the next such step, or the end): abandon what is pending of the dataset, `state reset` it, and
+        every whole line of its files is owed once more than the table holds (World.reread)."""
+        import shutil
+
+        assert isinstance(world, IcebergWorld)
+        broken = [d for d in DATASETS if dropped(d) in world.broken]
+        if broken:
+            world.broken.pop(dropped(broken[0]))
+            return self.reset_after_drop(world, broken[0], step)
+        tables = {d: t for d, t in self.tables(world).items() if world.v_names.get(d, "v") == "v"}
+        if not tables:
+            return
+        dataset = self.rng.choice(sorted(tables))
+        before = self.read(world, step, "drop table")
+        self.catalog(world).drop_table(f"db.{dataset}")
+        shutil.rmtree(world.root / "warehouse" / "db" / dataset, ignore_errors=True)
+        after = self.read(world, step, "drop table")
+        readable = {i for p in world.files(dataset) for i in whole_lines(p)}
+        world.withdraw([i for i, n in before.items() if after[i] < n and i not in readable], after)
+        world.broken[dropped(dataset)] = lambda: self.reset_after_drop(world, dataset, self.steps + 1)
+        world.log.append(f"{step} db.{dataset} dropped and purged by another writer")
+        self.cli(world, ["recover", "job.yaml", "--all"], step, "recover after drop", ok=(0, 1))
+        state = StateStore(world.root / "work", "w").dataset_state(dataset) or {}
+        if state.get("pinned"):  # its commits pinned the table: new rows for it must not go into a new table
+            i, record = world.record(self.rng.randrange(3))
+            (world.data / dataset / f"after-drop-{i}.jsonl").write_text(json.dumps(record) + "\n")
+            world.produced([i])
+            done = self.cli(world, RUN, step, "run after drop", ok=(1,))
+            if dropped(dataset) not in done.stdout + done.stderr:
+                raise Violation(self.seed, step, "run after drop", f"failed without naming {dropped(dataset)}")
+
+    def reset_after_drop(self, world: IcebergWorld, dataset: str, step: int) -> None:
+        """The repair of a dropped table (docs/publishers/iceberg.md): give up what is pending of the dataset, then
+        `state reset --dataset D`; every whole line of D's files is owed once more than the output holds then."""
+        self.cli(world, ["recover", "job.yaml", "--dataset", dataset, "--abandon", "--yes"], step, "abandon after drop",
+                 ok=(0, 1))
+        now = self.read(world, step, "state reset after drop")
+        self.cli(world, ["state", "reset", "job.yaml", "--yes", "--dataset", dataset], step, "state reset after drop",
+                 ok=(0,))
+        world.reread({i for p in world.files(dataset) for i in whole_lines(p)}, now)
+
+    def reset_to(self, world: World) -> tuple[list[str], Callable[[], set[int]]]:
+        """As the files world's; a reset of a dataset whose table was dropped is its repair."""
+        args, ids = super().reset_to(world)
+
+        def owed() -> set[int]:
+            world.broken.pop(dropped(args[1]), None)
+            return ids()
+        return args, owed
+
+    def catalog(self, world: World) -> Any:
+        from pyiceberg.catalog import load_catalog
+
+        return load_catalog("gobblin_py", type="sql", uri=f"sqlite:///{world.root / 'work' / 'iceberg' / 'catalog.db'}")
+
     def add_column(self, world: World, step: int) -> None:
         """Another writer adds an optional column to one table: the job follows (its rows read NULL there)."""
         from pyiceberg.types import StringType
@@ -137,3 +202,7 @@ class IcebergHistory(FilesHistory):
             update.add_column("note", StringType())
         world.log.append(f"{step} db.{dataset}: column note added")
 
+
+def dropped(dataset: str) -> str:
+    """What a run failing while the dataset's table is dropped names (the key of its repair in `World.broken`)."""
+    return f"table db.{dataset}"

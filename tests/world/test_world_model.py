@@ -59,5 +59,6 @@ def test_iceberg_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> 
     from support.world_iceberg import IcebergHistory
 
     log = run_all([IcebergHistory(1, STEPS, include=("run_job", "rename_column", "maintain", "add_column")),
-                   IcebergHistory(2, STEPS, include=("run_job", "add_column", "maintain", "rename_column"))], tmp_path)
-    drew(log, "renamed", "column note added", "maintain expired")
+                   IcebergHistory(2, STEPS, include=("run_job", "add_column", "maintain", "rename_column")),
+                   IcebergHistory(3, STEPS, include=("run_job", "drop_table", "run_job", "drop_table"))], tmp_path)
+    drew(log, "renamed", "column note added", "maintain expired", "dropped and purged", "state reset after drop")
