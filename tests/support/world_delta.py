@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,22 +105,12 @@ class DeltaHistory(FilesHistory):
         world.log.append(f"{step} lake/{dataset} restored to version {version} by another writer")
 
     def reset_after_restore(self, world: FilesWorld, dataset: str, step: int) -> None:
-        """The repair of a restore (docs/publishers/delta.md): recover what is pending, then `state reset --dataset D`;
-        every whole line of D's files is owed once more than the table holds then."""
-        self.cli(world, ["recover", "job.yaml", "--all"], step, "recover after restore", ok=(0, 1))
-        now = self.read(world, step, "state reset after restore")
-        self.cli(world, ["state", "reset", "job.yaml", "--yes", "--dataset", dataset], step, "state reset after restore",
-                 ok=(0,))
-        world.reread({i for p in world.files(dataset) for i in whole_lines(p)}, now)
+        """The repair of a restore (docs/publishers/delta.md): recover what is pending, then `state reset --dataset D`."""
+        self.reset_dataset(world, dataset, step, ["--all"], "recover after restore", "restore")
 
-    def reset_to(self, world: World) -> tuple[list[str], Callable[[], set[int]]]:
-        """As the files world's; a reset of a restored dataset is the repair of the restore."""
-        args, ids = super().reset_to(world)
-
-        def owed() -> set[int]:
-            world.broken.pop(restored(args[1]), None)
-            return ids()
-        return args, owed
+    def reset_repairs(self, dataset: str) -> list[str]:
+        """A reset of a restored dataset is the repair of the restore."""
+        return [restored(dataset)]
 
     def maintain(self, world: World, step: int) -> None:
         """Two hours pass; then `maintain --yes` vacuums (files removed from the log, or under the table and in no

@@ -203,10 +203,29 @@ class FilesHistory(History):
         self.cli(world, RUN, step, f"run, disk full at {limit} bytes", ok=(0, 1), preexec=file_size_limit(limit))
 
     def reset_to(self, world: World) -> tuple[list[str], Callable[[], set[int]]]:
-        """Drop one dataset's watermarks: every whole line of its files is read again."""
+        """Drop one dataset's watermarks: every whole line of its files is read again (and what such a reset
+        repairs, `reset_repairs`, is repaired)."""
         assert isinstance(world, FilesWorld)
         dataset = self.rng.choice(DATASETS)
-        return ["--dataset", dataset], lambda: {i for p in world.files(dataset) for i in whole_lines(p)}
+
+        def owed() -> set[int]:
+            for key in self.reset_repairs(dataset):
+                world.broken.pop(key, None)
+            return {i for p in world.files(dataset) for i in whole_lines(p)}
+        return ["--dataset", dataset], owed
+
+    def reset_repairs(self, dataset: str) -> list[str]:
+        """The `World.broken` keys a `state reset --dataset D` repairs (a table restored or dropped); none here."""
+        return []
+
+    def reset_dataset(self, world: FilesWorld, dataset: str, step: int, recover: list[str], rule: str, what: str) -> None:
+        """A repair by `state reset --dataset D`, after `recover RECOVER…` (logged as `rule`): every whole line of D's
+        files is owed once more than the output holds then."""
+        self.cli(world, ["recover", "job.yaml", *recover], step, rule, ok=(0, 1))
+        now = self.read(world, step, f"state reset after {what}")
+        self.cli(world, ["state", "reset", "job.yaml", "--yes", "--dataset", dataset], step, f"state reset after {what}",
+                 ok=(0,))
+        world.reread({i for p in world.files(dataset) for i in whole_lines(p)}, now)
 
 
 def file_size_limit(limit: int) -> Callable[[], None]:

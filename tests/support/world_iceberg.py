@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,22 +165,12 @@ class IcebergHistory(FilesHistory):
 
     def reset_after_drop(self, world: IcebergWorld, dataset: str, step: int) -> None:
         """The repair of a dropped table (docs/publishers/iceberg.md): give up what is pending of the dataset, then
-        `state reset --dataset D`; every whole line of D's files is owed once more than the output holds then."""
-        self.cli(world, ["recover", "job.yaml", "--dataset", dataset, "--abandon", "--yes"], step, "abandon after drop",
-                 ok=(0, 1))
-        now = self.read(world, step, "state reset after drop")
-        self.cli(world, ["state", "reset", "job.yaml", "--yes", "--dataset", dataset], step, "state reset after drop",
-                 ok=(0,))
-        world.reread({i for p in world.files(dataset) for i in whole_lines(p)}, now)
+        `state reset --dataset D`."""
+        self.reset_dataset(world, dataset, step, ["--dataset", dataset, "--abandon", "--yes"], "abandon after drop", "drop")
 
-    def reset_to(self, world: World) -> tuple[list[str], Callable[[], set[int]]]:
-        """As the files world's; a reset of a dataset whose table was dropped is its repair."""
-        args, ids = super().reset_to(world)
-
-        def owed() -> set[int]:
-            world.broken.pop(dropped(args[1]), None)
-            return ids()
-        return args, owed
+    def reset_repairs(self, dataset: str) -> list[str]:
+        """A reset of a dataset whose table was dropped is its repair."""
+        return [dropped(dataset)]
 
     def catalog(self, world: World) -> Any:
         from pyiceberg.catalog import load_catalog
