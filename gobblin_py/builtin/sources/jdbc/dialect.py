@@ -26,7 +26,7 @@ from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 
 
 class ConnectionSettings(Protocol):
-    """What a dialect reads of the source's settings (`ConnectionSettings` is one). An interface, so that the settings,
+    """What a dialect reads of the source's settings (`JdbcSettings` is one). An interface, so that the settings,
     which pick the dialect from the url, and the dialects import one way."""
 
     @property
@@ -46,7 +46,7 @@ class ConnectionSettings(Protocol):
 
 
 class TableQuerySettings(Protocol):
-    """What a dialect's SQL reads of one table's settings (`TableQuerySettings` is one)."""
+    """What a dialect's SQL reads of one table's settings (`TableSettings` is one)."""
 
     @property
     def watermark_column(self) -> str: ...
