@@ -317,16 +317,17 @@ class History:
             if code not in allowed or (code == 1 and not (stdout + stderr).strip()) or "Traceback" in stdout + stderr:
                 raise Violation(self.seed, step, "concurrent runs", f"exit codes {codes}: {(stderr or stdout)[-800:]}")
 
-    def maintain_with(self, world: World, step: int, args: list[str],
-                      rule: str = "maintain") -> subprocess.CompletedProcess[str]:
+    def maintain_with(self, world: World, step: int, args: list[str], rule: str = "maintain",
+                      may_lose: Callable[[int], bool] = lambda i: False) -> subprocess.CompletedProcess[str]:
         """`maintain job.yaml --yes ARGS`, half the time killed at a commit point: it exits 0, or 1 saying why, and no id
-        a reader saw loses a copy (upkeep never removes a live file; its recovery of pending commits only adds)."""
+        a reader saw loses a copy (upkeep never removes a live file; its recovery of pending commits only adds), but
+        those `may_lose` allows (a retention the user asked for)."""
         point = self.rng.choice(CRASH_POINTS) if self.rng.random() < 0.5 else None
         before = self.read(world, step, rule)
         done = self.cli(world, ["maintain", "job.yaml", "--yes", *args], step, rule,
                         ok=(0, 1, SIGKILLED) if point else (0, 1), crash_at=point)
         after = self.read(world, step, rule)
-        lost = sorted(i for i, n in before.items() if after[i] < n)
+        lost = sorted(i for i, n in before.items() if after[i] < n and not may_lose(i))
         if lost:
             raise Violation(self.seed, step, rule, f"{len(lost)} id(s) lost a copy, e.g. "
                                                    + ", ".join(f"{i} ×{before[i]} → ×{after[i]}" for i in lost[:5]))

@@ -8,8 +8,9 @@ Its own rules: another writer RESTOREs a table to an earlier version (runs must 
 under the lake ages by two hours), then a vacuum at the smallest age the CLI takes (1h, below the table's own
 retention) and/or a log expiry (a checkpoint, then the log entries below it), half the time killed at a commit point;
 half the time a file another engine's failed write left under a table (in no version) is there, which a vacuum that
-exits 0 must delete. Neither action may take a copy of any id from what a reader sees, nor break the next run or
-recover. (delta-rs times a file the log removed by its remove action, which no aging moves: so a vacuum at 1h deletes
+exits 0 must delete; and, drawn apart (every option alone and combined, the combined form the docs show among them),
+`--retention` cut between two days of the data: the ids of the older days may go (and must be gone when it exits 0),
+no other id may lose a copy. No action may break the next run or recover: a maintenance record never blocks a run. (delta-rs times a file the log removed by its remove action, which no aging moves: so a vacuum at 1h deletes
 what no version references, the leftover and the files of abandoned commits, and not what a compaction replaced.)"""
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class DeltaHistory(FilesHistory):
 
     kind = "delta"
     rotate_weight = 0  # a source rule: the files world draws it
+    files_upkeep_weight = 0  # its own `maintain` below
 
     def writer(self) -> dict[str, Any]:
         return {"class": "parquet", "partition": {"column": "ts", "granularity": "DAY", "pattern": "yyyy/MM/dd"}}
@@ -127,10 +129,12 @@ class DeltaHistory(FilesHistory):
                 os.utime(path, (st.st_atime - AGED_S, st.st_mtime - AGED_S))
         actions = self.rng.choice((["--remove-orphans-older-than", "1h"], ["--expire-snapshots-older-than", "1h"],
                                    ["--remove-orphans-older-than", "1h", "--expire-snapshots-older-than", "1h"]))
-        done = self.maintain_with(world, step, [*actions, "--below-table-retention"])
+        actions, retire = self.with_retention(world, step, actions)
+        done = self.maintain_with(world, step, [*actions, "--below-table-retention"], may_lose=world.retiring(retire))
         if leftover is not None and leftover.exists() and done.returncode == 0 and "--remove-orphans-older-than" in actions:
             raise Violation(self.seed, step, "maintain", f"the vacuum left {leftover}, in no version of the table and "
                                                          f"two hours old: {done.stdout[-800:]}")
+        self.retention_done(world, step, retire, done)
         deleted = [line for line in done.stdout.splitlines() if line.startswith("    deleted: ")]
         expired = sum("/_delta_log/" in line for line in deleted)
         if expired:

@@ -7,15 +7,21 @@ reset`): a new file; lines appended to a file (with a line still being written a
 it); a file the job cannot read as a file (a dangling symlink, removed again by the next such step); a file deleted
 upstream after it was ingested; a file rotated as copytruncate does (truncated and written again, longer: runs fail
 naming it until `state reset --to FILE=0`, then its new lines are read); a disk full for one run (RLIMIT_FSIZE in the child, SIGXFSZ ignored, so a write past
-the limit fails with EFBIG: the run fails saying why, or succeeds). `state reset --dataset D` drops the dataset's
+the limit fails with EFBIG: the run fails saying why, or succeeds); `maintain --yes` (the table options, which files
+datasets note as not supported, alone or with a `--retention` cut between two days of the data: the older days' ids
+may go, must be gone when it exits 0, and no other id may lose a copy; half the time killed at a commit point; the
+table worlds draw their own, with the same retention). `state reset --dataset D` drops the dataset's
 watermarks: the next run reads each of its files again from the start, so every whole line of them is owed once more
 (at most; see World.reread)."""
 
 from __future__ import annotations
 
 import json
+import random
 import resource
 import signal
+import subprocess
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +30,7 @@ from typing import Any, ClassVar
 
 from gobblin_py.state.store import StateStore
 
-from support.world import RUN, SCHEMA, History, Rule, Violation, World, avro_ids
+from support.world import DAY_MS, RUN, SCHEMA, START_MS, History, Rule, Violation, World, avro_ids
 
 DATASETS = ("a", "b")
 
@@ -35,6 +41,17 @@ class FilesWorld(World):
 
     partial: dict[Path, tuple[int, str]] = field(default_factory=dict)  # a file's unfinished last line: (id, rest)
     rotated: set[str] = field(default_factory=set)  # files rotated (`rotate`) and not yet repaired, by name
+    days: dict[int, int] = field(default_factory=dict)  # id → its day of 2026 (its time partition)
+    retired: int = 0  # a `maintain --retention` was asked to remove days 0 .. retired-1 (it may replay any time later)
+
+    def record(self, day: int) -> tuple[int, dict[str, Any]]:
+        i, record = super().record(day)
+        self.days[i] = day
+        return i, record
+
+    def retiring(self, days: int) -> Callable[[int], bool]:
+        """Whether an id lies in the days 0 .. days-1 a retention removes."""
+        return lambda i: self.days.get(i, days) < days
 
     @property
     def data(self) -> Path:
@@ -48,6 +65,13 @@ class FilesWorld(World):
         """The regular input files (of one dataset), in a stable order."""
         under = self.data / dataset if dataset else self.data
         return sorted(p for p in under.rglob("*.jsonl") if p.is_file() and not p.is_symlink())
+
+
+def retention_age(days: int) -> str:
+    """`--retention` that removes the time partitions of days 0 .. days-1 of the world's data and keeps the later
+    ones: the cut lies half a day past the end of day `days - 1`."""
+    hours = (time.time() * 1000 - START_MS - days * DAY_MS) / 3_600_000 - 12
+    return f"{int(hours)}h"
 
 
 def whole_lines(path: Path) -> set[int]:
@@ -90,10 +114,55 @@ class FilesHistory(History):
 
     rotate_weight: ClassVar[int] = 1
     """How often `rotate` is drawn; 0 in the table worlds (a weight-0 rule never changes which rule a seed draws)."""
+    files_upkeep_weight: ClassVar[int] = 1
+    """How often the files dataset's `maintain` is drawn; 0 in the table worlds, which have their own."""
 
     def rules(self) -> list[tuple[int, Rule]]:
         return [*super().rules(), (3, self.append), (1, self.dangling_symlink), (1, self.delete_file),
-                (1, self.disk_full), (self.rotate_weight, self.rotate)]
+                (1, self.disk_full), (self.rotate_weight, self.rotate), (self.files_upkeep_weight, self.maintain)]
+
+    def check(self, world: World, step: int, rule: str, final: bool) -> None:
+        """As every world checks; an id of a day a retention was asked to remove may end with no copy."""
+        assert isinstance(world, FilesWorld)
+        for i, day in world.days.items():
+            if day < world.retired:
+                world.lowest[i] = 0
+        super().check(world, step, rule, final)
+
+    # --- upkeep ---------------------------------------------------------------------------------------------
+
+    def with_retention(self, world: World, step: int, actions: list[str]) -> tuple[list[str], int]:
+        """`actions` with or without a `--retention` cut between two days of the data, or the retention alone (the
+        combined form the docs show among them), and how many days it removes (0: none). Drawn by a generator of its
+        own, so that a seed draws every other step as it did before retention was a rule."""
+        assert isinstance(world, FilesWorld)
+        upkeep = random.Random(f"{self.seed}/{step}/retention")
+        retire = upkeep.choice((0, 0, 1, 2))
+        if retire:
+            actions = [*([] if upkeep.random() < 0.25 else actions), "--retention", retention_age(retire)]
+            world.retired = max(world.retired, retire)  # from now on even a killed maintain may have removed them
+        return actions, retire
+
+    def retention_done(self, world: World, step: int, retire: int, done: subprocess.CompletedProcess[str]) -> None:
+        """A retention that exited 0 refusing nothing left no id of the days it removes."""
+        assert isinstance(world, FilesWorld)
+        if not retire or done.returncode != 0 or "refused" in done.stdout:
+            return
+        left = sorted(i for i in self.read(world, step, "maintain") if world.retiring(retire)(i))
+        if left:
+            raise Violation(self.seed, step, "maintain", f"the retention of days before {retire} exited 0 and left "
+                                                         f"ids {left[:5]} of those days: {done.stdout[-800:]}")
+        world.log.append(f"{step} maintain removed the partitions of days before {retire}")
+
+    def maintain(self, world: World, step: int) -> None:
+        """`maintain --yes` on the files datasets: the table options alone or with a retention (the former note
+        that they are not supported for files), half the time killed at a commit point; no other id may lose a copy,
+        nor the next run be blocked."""
+        assert isinstance(world, FilesWorld)
+        actions, retire = self.with_retention(world, step, ["--expire-snapshots-older-than", "1h",
+                                                            "--remove-orphans-older-than", "1h"])
+        done = self.maintain_with(world, step, actions, may_lose=world.retiring(retire))
+        self.retention_done(world, step, retire, done)
 
     # --- rules ------------------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ publishes what it held back, each id once.
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,7 @@ class IcebergHistory(FilesHistory):
 
     kind = "iceberg"
     rotate_weight = 0  # a source rule: the files world draws it
+    files_upkeep_weight = 0  # its own `maintain` below
     drop_weight = 0
     """How often `drop_table` is drawn: 0 (taken through `include`), so the fixed seeds draw what they drew before it."""
     world_type = IcebergWorld
@@ -122,8 +124,13 @@ class IcebergHistory(FilesHistory):
     def maintain(self, world: World, step: int) -> None:
         """`maintain --yes` expires every snapshot but the current one (the youngest age the CLI takes, --keep-last 1)
         and deletes the files only they listed: never a file the current snapshot lists, never a table a pending
-        commit touches, so every id a reader saw stays and the next run or recover succeeds."""
-        done = self.maintain_with(world, step, ["--expire-snapshots-older-than", "0s", "--keep-last", "1"])
+        commit touches, so every id a reader saw stays and the next run or recover succeeds. Drawn apart (see
+        `with_retention`): a retention of the older days, alone or with the expiry, and sometimes orphan removal."""
+        actions, retire = self.with_retention(world, step, ["--expire-snapshots-older-than", "0s", "--keep-last", "1"])
+        if retire and random.Random(f"{self.seed}/{step}/orphans").random() < 0.5:
+            actions += ["--remove-orphans-older-than", "1h"]
+        done = self.maintain_with(world, step, actions, may_lose=world.retiring(retire))
+        self.retention_done(world, step, retire, done)
         expired = sum(line.startswith("    deleted: ") for line in done.stdout.splitlines())
         if expired:
             world.log.append(f"{step} maintain expired {expired} snapshot(s) and file(s)")

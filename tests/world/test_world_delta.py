@@ -1,6 +1,6 @@
 """The model-based test's Delta world in CI (tests/support/world_delta.py), in a file of its own so that pytest-xdist's
 loadfile runs it beside the other worlds: two fixed-seed histories of files → Delta with `include` forcing the rare
-rules (upkeep with a vacuum and a log expiry, compaction, a kill at a commit point, `state reset`, a RESTORE by another
+rules (upkeep with a vacuum, a log expiry and a retention, compaction, a kill at a commit point, `state reset`, a RESTORE by another
 writer and its repair); the test fails if
 one of them stops doing anything."""
 
@@ -24,4 +24,4 @@ def test_delta_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> No
                    DeltaHistory(2, STEPS, include=("run_job", "restore_by_another_writer", "run_killed_at_point",
                                                    "maintain", "compact", "maintain"))], tmp_path)
     drew(log, "compact", "maintain vacuumed", "maintain expired", "run killed", "state reset", "restored to version",
-         "state reset after restore")
+         "state reset after restore", "maintain removed the partitions")

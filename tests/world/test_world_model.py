@@ -38,10 +38,11 @@ def drew(log: list[str], *rules: str) -> None:
 def test_files_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> None:
     from support.world_files import FilesHistory
 
-    log = run_all([FilesHistory(1, STEPS, include=("run_on_spark", "state_reset")),
+    log = run_all([FilesHistory(1, STEPS, include=("run_on_spark", "state_reset", "maintain")),
                    FilesHistory(2, STEPS, include=("disk_full", "dangling_symlink", "rotate", "delete_file", "rotate"))],
                   tmp_path)
-    drew(log, "run on Spark", "state reset", "disk full", "dangling symlink", "deleted", "rotated", "state reset after rotation")
+    drew(log, "run on Spark", "state reset", "disk full", "dangling symlink", "deleted", "rotated", "state reset after rotation",
+         "maintain removed the partitions")
 
 
 @pytest.mark.kafka
@@ -61,4 +62,5 @@ def test_iceberg_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> 
     log = run_all([IcebergHistory(1, STEPS, include=("run_job", "rename_column", "maintain", "add_column")),
                    IcebergHistory(2, STEPS, include=("run_job", "add_column", "maintain", "rename_column")),
                    IcebergHistory(3, STEPS, include=("run_job", "drop_table", "run_job", "drop_table"))], tmp_path)
-    drew(log, "renamed", "column note added", "maintain expired", "dropped and purged", "state reset after drop")
+    drew(log, "renamed", "column note added", "maintain expired", "dropped and purged", "state reset after drop",
+         "maintain removed the partitions")
