@@ -11,8 +11,10 @@ commit whose `txn` action carries app id `gobblin-py/<job>/<dataset>` and the da
 and whose commitInfo carries the commit id, run, dataset, watermarks and the table version `pin` read (what the
 next commit's RESTORE check reads the history from, so `maintain` keeps the log entries after it). delta-rs records a `txn` without skipping
 a duplicate (delta-io/delta-rs#2580), so the step's `verify()` (`is_committed`) is the application's own check: the
-table's `transaction_version(app_id)` ≥ this commit's version means the files are in, and a replay after a crash
-adds nothing twice. The watermark step still comes after.
+table's `transaction_version(app_id)` ≥ this commit's version, AND a commit since the pinned read version whose
+commitInfo carries this commit's id, mean the files are in, and a replay after a crash adds nothing twice. The version
+alone is a counter any driver of the job moves: another host's commit of the same version fails the dataset closed,
+named, where it used to be taken for ours (its rows were then added again). The watermark step still comes after.
 
 The version is pinned when the sequence is built (`pin`, in the commit record, so the same on every replay): the
 version the dataset's last commit pinned (kept in its state) + 1. What the commit assumes is checked there, and again
@@ -198,13 +200,39 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
                               "each would skip the other's commits. Give each job its own name or table")
 
     def is_committed(self, commit: DatasetCommit) -> bool:
-        """The table's transaction version for the app id is at least this commit's (trivially: no data files)."""
+        """This commit is in the table, known by its own id (trivially: no data files). The app's transaction version
+        reaching this commit's says only that SOME commit got there: another driver's (another host, the same job
+        name) would be taken for ours, and its rows added again after the watermarks moved past them."""
         if not any(f.kind == "data" for f in commit.files):
             return True
         table = self._open(commit.dataset)
         if table is None:
             return False
-        return (table.transaction_version(t.app_id(commit.job, commit.dataset)) or 0) >= _version(commit)
+        return self._reached(table, commit)
+
+    def _reached(self, table: Any, commit: DatasetCommit) -> bool:
+        """Whether the app's transaction version reached this commit's: False when not; True when the commit that got
+        it there is this one (its commit id in the commitInfo); a CommitError naming the other commit otherwise."""
+        app, version = t.app_id(commit.job, commit.dataset), _version(commit)
+        if (table.transaction_version(app) or 0) < version:
+            return False
+        read = commit.pinned.get("read_version")
+        since = table.history(max(1, table.version() - read) if isinstance(read, int) else None)
+        if any(h.get(t.COMMIT_ID) == commit.commit_id for h in since):
+            return True
+        others = [f"{h.get(t.COMMIT_ID)} (table version {h.get('version', '?')})" for h in reversed(since)
+                  if h.get(t.JOB) == commit.job and h.get(t.DATASET) == commit.dataset and t.COMMIT_ID in h
+                  and "gobblin-py.operation" not in h]
+        name = str(self.table_location(commit.dataset))
+        raise CommitError(
+            f"table {name}: transaction version {version} of {app}, which commit {commit.commit_id} pinned, was committed "
+            + (f"by another commit, {', '.join(others)}" if others else
+               "by a commit this one cannot find in the table's history since it was pinned (the log expired?)")
+            + ": another driver of this job (another host or work directory, the same job name) committed to the table "
+            "while this commit was pending. Nothing of this commit was added and its watermarks did not move. Run the job "
+            f"from one work directory: abandon this commit (`gobblin-py recover JOB.yaml --dataset {commit.dataset} "
+            "--abandon`) and set the dataset's watermarks to what the table holds (its last commit's commitInfo carries "
+            f"them: `gobblin-py state reset JOB.yaml --dataset {commit.dataset} --to KEY=VALUE …`)")
 
     def commit(self, commit: DatasetCommit) -> None:
         """One Delta commit adding the published files with the transaction (app id, version); a table created when
@@ -225,8 +253,8 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
         for attempt in range(1, self.settings.commit_attempts + 1):
             table = self._open(d)
             txn = table.transaction_version(app) if table is not None else None
-            if (txn or 0) >= version:
-                return  # a conflict's retry after the commit went through
+            if table is not None and self._reached(table, commit):
+                return  # a conflict's retry after the commit went through (ours: another driver's raises)
             self._unchanged(name, app, commit.pinned.get("table_id"), version - 1,
                             table.metadata().id if table is not None else None, txn)
             if table is None:  # pinned before it existed: a record not written by `pin`
