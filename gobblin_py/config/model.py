@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -66,7 +67,7 @@ class JobSection(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_NAME,
                       description=f"names the job's lock, state and commit directories: at most {MAX_NAME} characters")
     description: str = Field(default="", description="free text")
-    work_dir: AbsPath = Field(description="staging, task output, state store, commit log, lock; a local path (on a cluster: a shared mount)")
+    work_dir: AbsPath = Field(description="staging, task output, state store, commit log, lock; a local path (on a cluster: a mount every driver shares); a URL (s3://…) is refused")
     task_output_dir: FsLocation | None = Field(
         default=None, description="where tasks leave their files until the commit (unset: <work_dir>/task-output); a URL such as s3://bucket/prefix")
     filesystems: dict[str, dict[str, Any]] = Field(
@@ -95,6 +96,20 @@ class JobSection(_Strict):
     continuous: ContinuousSettings = Field(default_factory=ContinuousSettings, description="how a continuous run copes with failing checkpoints")
     columnar: bool = Field(default=True, description="let a task whose plugins all can (e.g. kafka → json_to_avro → parquet) convert and write Arrow batches; false: record by record")
     alert: AlertSettings | None = Field(default=None, description="consecutive-failure alerts by email and/or a command")
+
+    @field_validator("work_dir", mode="before")
+    @classmethod
+    def _a_local_path(cls, value: object) -> object:
+        """A URL is refused: made a path, `s3://b/w` was a local folder `s3:` on each host, each with its own state,
+        commit log and lock, while the operator believed the work directory shared."""
+        if isinstance(value, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value):
+            local = value.split("://", 1)[1] if value.lower().startswith("file://") else None
+            raise ValueError(
+                f"{value} is a URL: the work directory (state, commit log, lock) must be a local path, on a cluster a "
+                "mount every driver of the job shares; " + (f"give {local}" if local else
+                "a work directory on an object store is not supported yet (each host would keep a work directory of "
+                "its own, and two drivers of the job would both commit). task_output_dir may be a URL"))
+        return value
 
     @field_validator("work_dir")
     @classmethod

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from support.jobs import example_job, run_cli, write_job
 
 
@@ -24,6 +26,20 @@ def test_a_work_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     write_job(tmp_path, example_job(tmp_path))
     code, text = _validate(tmp_path)
     assert code == 2 and "job.work_dir" in text and "is a file, not a directory" in text, text
+
+
+@pytest.mark.parametrize("url", ["s3://bucket/work/job", "gs://bucket/work", "file:///srv/work"])
+def test_a_work_dir_url_is_refused_and_no_local_folder_named_after_its_scheme_is_made(tmp_path: Path, url: str) -> None:
+    """`s3://b/w` used to become a folder `s3:` beside the job file on each host: a work directory per host (state,
+    commit log, lock), two drivers of one job both committing, while the operator believed it shared."""
+    write_job(tmp_path, example_job(tmp_path, job__work_dir=url))
+    code, text = _validate(tmp_path)
+    assert code == 2 and "job.work_dir" in text and f"{url} is a URL" in text and "local path" in text, text
+    done = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
+    assert done.returncode == 2 and "is a URL" in done.stdout + done.stderr
+    assert not (tmp_path / (url.split("://")[0] + ":")).exists() and not (tmp_path / "output").exists()
+    if url.startswith("file://"):
+        assert "give /srv/work" in text, text
 
 
 def test_yaml_nested_too_deep_is_refused(tmp_path: Path) -> None:
