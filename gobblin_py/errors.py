@@ -69,6 +69,11 @@ class RetriableTaskError(TaskError):
     """A task failure worth retrying (source unavailable, transient IO)."""
 
 
+class PermanentTaskError(TaskError):
+    """A task failure every attempt would repeat until a person acts (a setting to change, a schema to register): the
+    task fails at once, not retried, as a bad configuration inside a task does; the message says what to do."""
+
+
 class UnreachableError(RetriableTaskError):
     """A service a task reads from (a Kafka broker …) cannot be reached. Retried, but with one retry budget per
     run for one service: once a task of the run gives up on `endpoint`, the run's other tasks that need it fail
@@ -190,8 +195,9 @@ def os_fault(exc: OSError) -> str:
 
 def is_retriable(exc: BaseException) -> bool:
     """False when a failed task attempt would fail the same way again: a bad record under `FAIL`, a FAIL
-    quality policy, a bad configuration. Anything else (IO, a lost connection, a plugin's own failure) is retried."""
-    return not isinstance(exc, (RecordError, QualityError, ConfigError))
+    quality policy, a bad configuration, a `PermanentTaskError`. Anything else (IO, a lost connection, a plugin's own
+    failure) is retried."""
+    return not isinstance(exc, (RecordError, QualityError, ConfigError, PermanentTaskError))
 
 
 def describe(exc: BaseException) -> str:

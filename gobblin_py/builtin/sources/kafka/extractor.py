@@ -26,7 +26,7 @@ from gobblin_py.builtin.sources.kafka.metadata import (DELETED, PREFIX, BadMetad
                                                       metadata_of, with_metadata)
 from gobblin_py.builtin.sources.kafka.registry import HEADER, KEY, VALUE, LossyRead, UndecodableValue
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
-from gobblin_py.errors import RetriableTaskError, SourceError, describe
+from gobblin_py.errors import PermanentTaskError, RetriableTaskError, SourceError, describe
 
 log = logging.getLogger(__name__)
 
@@ -306,10 +306,10 @@ class KafkaExtractor(BatchExtractor):
             except CorruptRecordError as exc:
                 if "UnicodeDecodeError" not in str(exc):
                     raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {describe(exc)}") from None
-                raise SourceError(f"{self.topic}/{self.partition}@{self.next_offset}: a message at or after this offset has "
-                                  "a header key that is not UTF-8, which kafka-python cannot read (it fails the whole "
-                                  "fetch); set client: confluent, which reads it (a bad record only where metadata_columns "
-                                  f"has headers). {describe(exc)}") from None
+                raise PermanentTaskError(f"{self.topic}/{self.partition}@{self.next_offset}: a message at or after this offset has "
+                                         "a header key that is not UTF-8, which kafka-python cannot read (it fails the whole "
+                                         "fetch); set client: confluent, which reads it (a bad record only where "
+                                         f"metadata_columns has headers). {describe(exc)}") from None
             except KafkaError as exc:
                 raise RetriableTaskError(f"reading {self.where} at offset {self.next_offset}: {describe(exc)}") from None
             records = batches.get(tp, ())
@@ -360,9 +360,10 @@ class KafkaExtractor(BatchExtractor):
         """The broker no longer has `next_offset` (retention ran mid-read): reset per the policy, loudly."""
         s = self.settings
         if s.reset_on_offset_out_of_range == "fail" or begin <= self.next_offset:
-            raise SourceError(f"{self.where}: offset {self.next_offset} is out of range (the partition starts at {begin}) while "
-                              "reading; nothing of this range is published. Set reset_on_offset_out_of_range: earliest to go "
-                              "on past offsets deleted by retention (they are lost, and the log names them)")
+            error = PermanentTaskError if s.reset_on_offset_out_of_range == "fail" else SourceError  # fail: chosen, repeats
+            raise error(f"{self.where}: offset {self.next_offset} is out of range (the partition starts at {begin}) while "
+                        "reading; nothing of this range is published. Set reset_on_offset_out_of_range: earliest to go "
+                        "on past offsets deleted by retention (they are lost, and the log names them)")
         target = min(begin, self.high) if s.reset_on_offset_out_of_range == "earliest" else self.high
         log.warning("%s: offset %d was deleted while reading; offsets %d..%d (%d records) are lost (skipped)",
                     self.where, self.next_offset, self.next_offset, target - 1, target - self.next_offset)

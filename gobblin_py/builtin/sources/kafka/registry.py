@@ -27,7 +27,7 @@ import orjson
 
 from gobblin_py.builtin.sources.kafka.evolution import MergeError, fingerprint, losses, merge_versions
 from gobblin_py.builtin.sources.kafka.settings import SchemaRegistrySettings
-from gobblin_py.errors import ConfigError, RetriableTaskError, SourceError, UnreachableError, describe
+from gobblin_py.errors import ConfigError, PermanentTaskError, RetriableTaskError, SourceError, UnreachableError, describe
 
 MAGIC = 0
 HEADER = struct.Struct(">bI")  # magic byte, schema id
@@ -40,10 +40,11 @@ class UndecodableValue(ValueError):
     decode into the output schema: a bad record (its reason names the schema id)."""
 
 
-class LossyRead(SourceError):
+class LossyRead(PermanentTaskError, SourceError):
     """A value whose writer schema has fields the output schema lacks, and is no version of the subject up to the
     output schema's (whose evolution would have removed them): read into it, those fields would be lost for good once
-    its offset is committed, so the task fails instead and nothing of its range is published."""
+    its offset is committed, so the task fails instead and nothing of its range is published. Not retried: the run's
+    output schema is planned, so every attempt would meet the same value (the extractor prefixes its location)."""
 
 
 class IncompatibleVersion(LossyRead):
