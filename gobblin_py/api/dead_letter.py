@@ -46,6 +46,10 @@ class DeadLetters(Plugin, abc.ABC):
     def commit_step(self, delivery: DeadLetterDelivery) -> CommitStep:
         """The step that delivers every entry of `delivery.files` once; it runs after the dataset's watermarks."""
 
+    def topics(self) -> list[str]:
+        """Hook: the Kafka topics this sink produces to; the loader refuses a job whose source reads one. Default: none."""
+        return []
+
     def check(self) -> None:
         """Before a run reads anything: raise a GobblinError when the sink cannot take records (its topic is missing,
         its broker cannot be reached), so no range is read whose bad records could not be delivered."""

@@ -114,6 +114,12 @@ class Source(Plugin, abc.ABC):
         task output or work directory is inside one (each run would read what the last one wrote). Default: none."""
         return []
 
+    def reads_topic(self, topic: str) -> str | None:
+        """Hook: the job-file key under which this source reads the Kafka topic `topic` (`source.topic_pattern`), judged
+        by its name alone, or None; the loader refuses a dead-letter topic the source reads (each run would read its
+        dead letters back as bad records and send them again). Default: None, it reads no Kafka topic."""
+        return None
+
     def endpoints(self, workunit: WorkUnit) -> list[str]:
         """Hook: the services (e.g. `host:port` of brokers) the task of `workunit` reads from. Once one task has
         spent its retries on a service it cannot reach (`UnreachableError`), the run's other tasks needing it fail

@@ -384,6 +384,8 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
         _check_lock(job, errors)
         if source is not None:
             _check_apart(job, source, branches, errors)
+            if dead_letter is not None:
+                _check_dead_letters_apart(source, dead_letter, errors)
     if errors.problems or None in (job, spark, logging_, source, fork, compaction, maintenance):
         listed = "\n".join(f"  {substituted.redact(p)}" for p in errors.problems)
         raise ConfigError(f"{path}: invalid job file ({len(errors.problems)} problem{'s' if len(errors.problems) != 1 else ''}):\n{listed}")
@@ -526,3 +528,26 @@ def _check_apart(job: JobSection, source: PluginConfig, branches: list[BranchCon
             if Location(in_root).contains(root):
                 errors.add(key, f"{_shown(root)} ({what}) is inside {in_key} {_shown(in_root)}: each run would read the "
                                 f"files the last one left there; put it outside the input")
+
+
+def _check_dead_letters_apart(source: PluginConfig, dead_letter: PluginConfig, errors: _Collector) -> None:
+    """Refuse a dead-letter topic the job's own source reads (`Source.reads_topic`, by name, so a pattern is judged for
+    topics made later too): each run would read its dead letters back as bad records and send them again, one more
+    copy of each per run. Whatever the brokers: two broker lists cannot be told apart as clusters here."""
+    reader = source.create()
+    for topic in dead_letter.create().topics():
+        key = reader.reads_topic(topic)
+        if key is None:
+            continue
+        setting = key.removeprefix(f"{source.key}.")
+        value = getattr(source.settings, setting, None)
+        shown = f"{key} {value!r}" if isinstance(value, str) else key
+        if setting == "topics":
+            fix = f"remove it from {key}"
+        else:
+            escaped = topic.replace(".", "\\.")
+            fix = f"exclude it ({source.key}.exclude_topics: ['{escaped}'])"
+        errors.add(f"{dead_letter.key}.topic",
+                   f"{topic!r} is a topic {shown} reads: each run would read its dead letters back as bad records and "
+                   f"send them again (one more copy of each every run); {fix}, or name the dead-letter topic so that the "
+                   "source does not read it (also when its brokers are another cluster's: the check is by name)")

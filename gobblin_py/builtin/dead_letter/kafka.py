@@ -43,7 +43,8 @@ _SECRET_KEY = re.compile(r"password|secret|jaas|token|sasl_plain|ssl_key", re.IG
 
 
 class KafkaDeadLetterSettings(Settings):
-    topic: str = Field(description="the dead-letter topic; it must exist (it is not created)")
+    topic: str = Field(description="the dead-letter topic; it must exist (it is not created), and the job's source "
+                                   "must not read it (refused at validation: exclude it from topic_pattern)")
     bootstrap_servers: str | list[str] = Field(
         description="host:port of its brokers (unset: the kafka source's bootstrap_servers)")
     producer_config: dict[str, Any] = Field(
@@ -89,6 +90,9 @@ class KafkaDeadLetters(DeadLetters):
             commit_id=delivery.commit_id, dataset=delivery.dataset, job=delivery.job,
             files=[[f.path, f.records] for f in delivery.files],
             mark=str(Path(delivery.mark_dir) / f"{name}.json"))
+
+    def topics(self) -> list[str]:
+        return [self.settings.topic]
 
     def check(self) -> None:
         """The topic exists on brokers that answer (a run fails before it reads anything otherwise)."""

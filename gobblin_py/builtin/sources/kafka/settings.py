@@ -169,6 +169,16 @@ class KafkaSettings(Settings):
                 raise ValueError(f"not a valid regular expression: {exc}") from None
         return value
 
+    @field_validator("exclude_topics")
+    @classmethod
+    def _regexes(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+        return value
+
     @model_validator(mode="after")
     def _one_selection(self) -> KafkaSettings:
         if (self.topics is None) == (self.topic_pattern is None):
@@ -213,6 +223,17 @@ class KafkaSettings(Settings):
         if self.client == "confluent":
             require("confluent_kafka", "client confluent needs the confluent-kafka package", "confluent")
         return self
+
+    def selects(self, topic: str) -> str | None:
+        """The setting under which the source reads `topic` (`topics` or `topic_pattern`), None when it does not.
+        Judged by the name alone, as planning selects from the broker's topics: it holds for a topic made later too."""
+        if self.topics is not None:
+            key = "topics" if topic in self.topics else None
+        else:  # matched whole; internal topics (`__consumer_offsets` …) never
+            key = "topic_pattern" if re.fullmatch(self.topic_pattern or "", topic) and not topic.startswith("__") else None
+        if key is None or any(re.fullmatch(x, topic) for x in self.exclude_topics):
+            return None
+        return key
 
     @property
     def validates_json(self) -> bool:

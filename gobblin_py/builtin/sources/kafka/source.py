@@ -19,7 +19,6 @@ consumer's position reaches its end.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -428,12 +427,15 @@ class KafkaSource(Source):
             missing = [t for t in s.topics if t not in available]
             if missing:
                 raise SourceError(f"topic(s) {', '.join(map(repr, missing))} do not exist on Kafka broker(s) {s.brokers}")
-            selected = list(s.topics)
+            candidates = list(s.topics)
         else:
-            pattern = re.compile(s.topic_pattern or "")
-            selected = sorted(t for t in available if pattern.fullmatch(t) and not t.startswith("__"))
-        excluded = [re.compile(x) for x in s.exclude_topics]
-        return [t for t in selected if not any(x.fullmatch(t) for x in excluded)]
+            candidates = sorted(available)
+        return [t for t in candidates if s.selects(t) is not None]
+
+    def reads_topic(self, topic: str) -> str | None:
+        """`source.topics` or `source.topic_pattern` when planning would read `topic` (see `KafkaSettings.selects`)."""
+        key = self.settings.selects(topic)
+        return None if key is None else f"source.{key}"
 
     def _plan_partition(self, tp: Any, committed: Any, begin: int, end: int, state: SourceState,
                         from_start: bool = False) -> tuple[int, int] | None:
