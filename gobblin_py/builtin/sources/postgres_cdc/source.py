@@ -31,6 +31,15 @@ table's committed watermark (a slot dropped and re-created, or advanced by anoth
 are gone; the run fails naming the slot, the tables and the range, and how to snapshot them again). Each table's
 columns are recorded with its commit (`state.columns`) and compared (a notice names a change); the slot's name is
 recorded too (`state.slot`), and a table committed from another slot is refused.
+
+The publication (`publication.py`): pgoutput decodes a change only as the publication was at the change's WAL
+position, so what it left out is lost for good. A publication that does not publish insert, update, delete and
+truncate, or a table with a row filter or a column list, is refused before anything runs. Each table's commit records
+the publication's identity (`state.publication`: its oid, its row's xmin, its flags, the table's membership rows); a
+table whose membership rows are all new (it left and was added back), or whose publication was altered or created
+again since, fails alone (an input problem; the slot is held at its position) until it is snapshotted again. A
+committed table no longer published is named each run until its state is dropped. The publication is read again after
+the run's end is taken: an ALTER meanwhile fails the run (what is recorded is what the range was decoded under).
 """
 
 from __future__ import annotations
@@ -46,6 +55,8 @@ from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.schemas.postgres_columns import Column, avro_schema, check_mapped, read_columns
 from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, connect, flushed_after_sync_commit, lsn_int,
                                                              lsn_text, open_source)
+from gobblin_py.builtin.sources.postgres_cdc.publication import (Publication, check_publishes_everything,
+                                                                membership_problem, read_publication)
 from gobblin_py.builtin.sources.postgres_cdc.slot import WATERMARK_KEY, SlotAdvanceStep, slot_row
 from gobblin_py.errors import ConfigError, GobblinError, SourceError, describe
 
@@ -122,22 +133,34 @@ class PostgresCdcSource(Source):
         self._check_server(conn)
         tables = self._publication(conn)
         plans = [self._table(conn, t) for t in tables]
+        pub = self._read_publication(conn, plans)
+        check_publishes_everything(pub, s.endpoint, {p.oid: p.dataset for p in plans})
         committed = {p.dataset: _committed(state, p.dataset) for p in plans}
         system = _system_identifier(conn)
         for p in plans:
             if committed[p.dataset] is not None:
                 self._check_identity(p, state, system)
-        slot = self._slot(conn, committed)
+        problems = {p.dataset: why for p in plans if committed[p.dataset] is not None
+                    and (why := membership_problem(p.dataset, state.kept(p.dataset).get("publication"),
+                                                   pub.identity(p.oid), s.slot)) is not None}
+        self._report_left(state, {p.dataset for p in plans})
+        slot = self._slot(conn, {d: None if d in problems else lsn for d, lsn in committed.items()})
         position = lsn_int(slot["confirmed_flush_lsn"])
         end = self._end(conn, position)
+        self._check_unchanged(pub, self._read_publication(conn, plans), plans)
         units = []
         for p in plans:
             low = committed[p.dataset]
+            if p.dataset in problems:  # left out, yet kept in `tables`: the slot stays at its position
+                state.report_input_problem(p.dataset, problems[p.dataset])
+                continue
             self._report_column_changes(p, state)
             units.append(self._workunit(p, low if low is not None else position, max(end, low or 0), low is None,
-                                        [q.dataset for q in plans], system))
+                                        [q.dataset for q in plans], system, pub))
         log.info("slot %s at %s: reading %d table(s) up to %s (%d snapshotted)", s.slot, lsn_text(position), len(units),
                  lsn_text(end), sum(1 for u in units if u.props["snapshot"]))
+        if not units:
+            return []
         mwu = MultiWorkUnit(workunit_id(f"cdc.{s.slot}", "postgres_cdc", s.endpoint, s.database, s.slot, str(end),
                                         *sorted(u.id for u in units)), tuple(units))
         return [mwu]
@@ -165,6 +188,35 @@ class PostgresCdcSource(Source):
                               f"{oid}, now {p.oid}): the rows of the old table are still in the output, and no change will "
                               f"ever delete them. Snapshot the table again: {reset_hint([p.dataset])}, then run (an "
                               "upsert table: drop it or delete its rows first, or the old rows stay)")
+
+    def _read_publication(self, conn: Any, plans: list[TablePlan]) -> Publication:
+        """The publication's flags and the planned tables' membership rows (see `publication.py`)."""
+        pub = read_publication(conn, self.settings.publication, [p.oid for p in plans])
+        if pub is None:
+            raise SourceError(f"{self.settings.endpoint}: publication {self.settings.publication!r} was dropped while "
+                              "this run planned; nothing ran")
+        return pub
+
+    def _check_unchanged(self, before: Publication, after: Publication, plans: list[TablePlan]) -> None:
+        """The publication read before and after the run's end was taken is the same: so what is recorded with the
+        commit is what the range [low, end) was decoded under (an ALTER in between would go unseen by the next run)."""
+        changed = [p.dataset for p in plans if before.identity(p.oid) != after.identity(p.oid)]
+        if changed:
+            raise SourceError(f"publication {before.name!r} was altered while this run planned (for "
+                              f"{', '.join(changed)}); nothing ran: run again")
+
+    def _report_left(self, state: SourceState, planned: set[str]) -> None:
+        """A committed table no longer in the publication (removed, or dropped) is named: its changes after its last
+        commit are not read, its rows stay in the output; the operator drops its state to say so (with `tables` set,
+        the publication was already refused)."""
+        s: PostgresCdcSettings = self.settings
+        for dataset in state.datasets():
+            if dataset not in planned and _committed(state, dataset) is not None:
+                state.report_input_problem(dataset, f"table {dataset} is no longer in publication {s.publication!r} "
+                                           "(removed from it, or dropped): its changes after its last commit are not "
+                                           "read, and its rows stay in the output. If it left on purpose, drop its "
+                                           f"state: {reset_hint([dataset])}; to capture it again, add it back "
+                                           f"(ALTER PUBLICATION {s.publication} ADD TABLE {dataset}) and reset it")
 
     def _check_server(self, conn: Any) -> None:
         """wal_level logical, and a user who may replicate: a clear error before anything runs."""
@@ -293,7 +345,8 @@ class PostgresCdcSource(Source):
                                 + "; ".join(x for x in (f"added {', '.join(added)}" if added else "",
                                                         f"dropped {', '.join(dropped)}" if dropped else "") if x))
 
-    def _workunit(self, p: TablePlan, low: int, end: int, snapshot: bool, tables: list[str], system: str | None) -> WorkUnit:
+    def _workunit(self, p: TablePlan, low: int, end: int, snapshot: bool, tables: list[str], system: str | None,
+                  pub: Publication) -> WorkUnit:
         s: PostgresCdcSettings = self.settings
         names = [c.name for c in p.columns]
         schema = avro_schema(p.dataset, [Column(c.name, False, c.type_name, c.declared, c.avro, c.cast) for c in p.columns],
@@ -309,7 +362,7 @@ class PostgresCdcSource(Source):
                                "low": low, "end": end, "snapshot": snapshot, "replica_identity": p.replica_identity,
                                "snapshot_bytes": p.table_bytes if snapshot else 0, "wal_bytes": max(0, end - low),
                                "slot": s.slot, "publication": s.publication, "tables": tables,
-                               "state.columns": names, "state.oid": p.oid,
+                               "state.columns": names, "state.oid": p.oid, "state.publication": pub.identity(p.oid),
                                "state.slot": {"name": s.slot, "database": s.database, **({"system": system} if system else {})}})
 
     def backlog(self, state: SourceState, timeout_s: float) -> list[DatasetLag]:
