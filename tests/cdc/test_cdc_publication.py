@@ -268,3 +268,19 @@ def test_a_partition_detached_and_attached_again_fails_alone(tmp_path: Path, pg:
     assert run(tmp_path, job).succeeded
     for table in ("public.p1", "public.p2"):
         _every_row_once(tmp_path, conn, table)
+
+
+def test_the_publication_renamed_and_the_job_pointed_at_the_new_name(tmp_path: Path, pg: Any, db: str) -> None:
+    """A job that now reads another publication (here the same one, renamed) cannot know what that one published
+    before: every table fails naming both names and the slot's drop (PostgreSQL 16 cannot decode by the new name from
+    before it existed); the remedy reads every row once."""
+    conn, job = _first_run(tmp_path, pg, db, ["public.a"])
+    conn.execute("DELETE FROM public.a WHERE id = 1; ALTER PUBLICATION pub RENAME TO pub2")
+    job["source"]["publication"] = "pub2"
+    code, text = _cli(tmp_path, job)
+    assert code == 1 and "committed from publication 'pub', and the job now reads 'pub2'" in text, text
+    assert "SELECT pg_drop_replication_slot('s1')" in text and "--dataset schema.table" in text
+    conn.execute("SELECT pg_drop_replication_slot('s1')")
+    _reset(tmp_path, "public.a")
+    assert run(tmp_path, job).succeeded
+    _every_row_once(tmp_path, conn, "public.a")
