@@ -71,7 +71,7 @@ def recover(job_file: Path, datasets: list[str] | None, abandon: bool, yes: bool
         for r in report.datasets:
             line = f"{r.dataset}: {r.outcome.value}" + (f": {r.message}" if r.message else "")
             (out if r.outcome is Outcome.RECOVERED else err).print(line, markup=False)
-        return 0 if not report.blocked else 1
+        return 0 if not report.unfinished else 1
 
 
 def _suggestion(dataset: str, pending: list[str], job: JobSpec | None = None) -> str:

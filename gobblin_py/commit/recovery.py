@@ -35,13 +35,33 @@ class DatasetRecovery:
     retry_at: str | None = None  # not attempted (its backoff has not passed): when a run attempts it next, by itself
 
 
+MAINTENANCE_RECORDS = "maintain"
+"""`gobblin-py maintain` names its records `maintain/<action>/<target>`, never a dataset's name."""
+
+
+def is_maintenance(record: str) -> bool:
+    """Whether `record` is a maintenance record (by its name, so an unreadable one is known too): it blocks no dataset."""
+    return record.startswith(f"{MAINTENANCE_RECORDS}/")
+
+
 @dataclass
 class RecoveryReport:
     datasets: list[DatasetRecovery] = field(default_factory=list)
 
     @property
     def blocked(self) -> dict[str, DatasetRecovery]:
-        """Datasets still pending: the run must not extract them."""
+        """Datasets still pending: the run must not extract them. A maintenance record still pending, in whatever state
+        (failed, waiting, quarantined, unreadable), is none: it names no dataset (see `maintenance_pending`)."""
+        return {d: r for d, r in self.unfinished.items() if not is_maintenance(d)}
+
+    @property
+    def maintenance_pending(self) -> dict[str, DatasetRecovery]:
+        """Maintenance records still pending: named to the operator, blocking nothing."""
+        return {d: r for d, r in self.unfinished.items() if is_maintenance(d)}
+
+    @property
+    def unfinished(self) -> dict[str, DatasetRecovery]:
+        """Every record still pending, datasets' and maintenance's (`recover` exits 1 on any)."""
         return {d.dataset: d for d in self.datasets if d.outcome is not Outcome.RECOVERED}
 
 

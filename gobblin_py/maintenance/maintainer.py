@@ -15,6 +15,7 @@ from typing import Any
 
 from gobblin_py.api import PendingCommit, TableUpkeep, UpkeepAction
 from gobblin_py.commit.confinement import step_paths
+from gobblin_py.commit.recovery import MAINTENANCE_RECORDS
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import CorruptCommitRecordError
@@ -27,8 +28,9 @@ from gobblin_py.state.store import StateStore, dataset_file_name
 
 log = logging.getLogger(__name__)
 
-RECORD_PREFIX = "maintain"
-"""Maintenance records are named `maintain/<action>/<target>`: never a dataset's name, so they block no dataset."""
+RECORD_PREFIX = MAINTENANCE_RECORDS
+"""Maintenance records are named `maintain/<action>/<target>`: never a dataset's name, so they block no dataset
+(`recovery.is_maintenance`), whatever state they are in."""
 
 
 @dataclass
@@ -74,6 +76,20 @@ def record_name(action: UpkeepAction) -> str:
         return name
     hint = re.sub(r"[^A-Za-z0-9._-]", "_", action.target.rstrip("/").rsplit("/", 1)[-1])[:60]
     return f"{RECORD_PREFIX}/{action.action}/{hint}-{hashlib.sha256(action.target.encode()).hexdigest()[:32]}"
+
+
+def rounds(actions: list[UpkeepAction]) -> list[list[UpkeepAction]]:
+    """`actions` in rounds committed one after another, each holding at most one action per target, in the order
+    planned: the actions on one table run one after another (side by side, a Delta log expiry deleted the entries a
+    retention commit on the same table had begun to read), those on different targets side by side."""
+    out: list[list[UpkeepAction]] = []
+    seen: dict[str, int] = {}
+    for a in actions:
+        n = seen[a.target] = seen.get(a.target, -1) + 1
+        if n == len(out):
+            out.append([])
+        out[n].append(a)
+    return out
 
 
 def pending_commits(runner: JobRunner) -> tuple[list[PendingCommit], list[str]]:
@@ -156,18 +172,20 @@ class Maintainer:
         runner, run_id = self.runner, result.run_id
         t0 = time.monotonic()
         result.recovery = runner.publishing.recover()
-        for rec in result.recovery.blocked.values():
+        for rec in result.recovery.unfinished.values():
             log.warning("pending commit %s is %s: maintenance leaves alone all it needs: %s", rec.dataset,
                         rec.outcome.value, rec.message)
         runner.clean_orphans(current=run_id)
         pending, corrupt = pending_commits(runner)
         result.phases["recovery"] = time.monotonic() - t0
         actions = self._planned(options, pending, corrupt)
-        todo = [a for a in actions if a.steps]
-        sequences = [CommitSequence(job=self.job.name, dataset=record_name(a), run_id=run_id, steps=list(a.steps),
-                                    meta={"kind": "maintenance", "action": a.action, "target": a.target}) for a in todo]
         t1 = time.monotonic()
-        errors = runner.publishing.commit(sequences, logged=True) if sequences else {}
+        errors: dict[str, str | None] = {}
+        for round_ in rounds([a for a in actions if a.steps]):
+            errors.update(runner.publishing.commit(
+                [CommitSequence(job=self.job.name, dataset=record_name(a), run_id=run_id, steps=list(a.steps),
+                                meta={"kind": "maintenance", "action": a.action, "target": a.target}) for a in round_],
+                logged=True))
         result.phases["commit"] = time.monotonic() - t1
         for a in actions:
             name = record_name(a)

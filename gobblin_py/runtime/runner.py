@@ -120,6 +120,10 @@ class JobRunner:
         blocked = dict(result.recovery.blocked)
         for rec in blocked.values():
             log.error("dataset %s is %s and is skipped this run: %s", rec.dataset, rec.outcome.value, rec.message)
+        for rec in result.recovery.maintenance_pending.values():  # names no dataset: every dataset runs
+            log.warning("maintenance record %s is still pending (%s; it blocks no dataset; `gobblin-py recover JOB.yaml "
+                        "--dataset %s` or the next `maintain` completes it): %s", rec.dataset, rec.outcome.value,
+                        rec.dataset, rec.message)
         self.clean_orphans(current=result.run_id)
         phases.end("recovery")
 

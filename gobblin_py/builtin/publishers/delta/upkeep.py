@@ -10,7 +10,9 @@ framework logs before running them, so a SIGKILL anywhere is completed by the ne
   `_delta_log/_last_checkpoint` is at that version or later), then the log entries (commits, checkpoints, checksums)
   of versions below it written longer than D ago, deleted by one `FsDeleteCommitStep` after the checkpoint step, so
   nothing is expired that no checkpoint covers. Entries the job's next commit still reads (its RESTORE check reads
-  the history since the version its last commit read) are kept.
+  the history since the version its last commit read) are kept, a table a pending record touches is refused, and the
+  maintainer commits the actions on one table one after another (`maintainer.rounds`): a retention commit that opened
+  the table while the expiry deleted entries below its new checkpoint failed reading them.
 - `--retention D`: the table's time partitions (`ts_day` …) that ended longer than D ago, removed in ONE Delta
   commit (`DeltaTable.delete` on the partition column, so whole files go, none rewritten) tagged with a transaction
   of app id `gobblin-py.maintain/<job>/retention`: its version is pinned in the record, and the step is done when the
