@@ -534,6 +534,8 @@ def _check_dead_letters_apart(source: PluginConfig, dead_letter: PluginConfig, e
     """Refuse a dead-letter topic the job's own source reads (`Source.reads_topic`, by name, so a pattern is judged for
     topics made later too): each run would read its dead letters back as bad records and send them again, one more
     copy of each per run. Whatever the brokers: two broker lists cannot be told apart as clusters here."""
+    if source.cls().reads_topic is Source.reads_topic:  # reads no Kafka topic: nothing to create it for
+        return
     reader = source.create()
     for topic in dead_letter.create().topics():
         key = reader.reads_topic(topic)
