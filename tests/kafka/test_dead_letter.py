@@ -151,3 +151,34 @@ def test_kill_at_every_commit_point_leaves_each_bad_record_once(tmp_path_factory
         assert_dead_letters_once(broker.bootstrap, dlq, bad, topic)
 
     each_point(points, check)
+
+
+@pytest.mark.crash
+def test_a_dead_letter_topic_deleted_and_created_again_mid_commit_gets_each_bad_record_once(tmp_path: Path, broker,
+                                                                                            topic: str) -> None:
+    """Killed halfway through sending, the dead-letter topic then deleted and created again (empty, its offsets from 0
+    again): the next run finds another topic id than its mark kept, reads the new topic from its start and sends
+    every bad record of the commit, once (it used to stop on the offsets for good: 'deleted, re-created or
+    truncated', nothing sent, run after run). Filler records ahead of the mark make the old topic's offsets
+    meaningless in the new one."""
+    from support.kafka_broker import delete_topic
+
+    good, bad = source_with_bad_records(broker.bootstrap, topic)
+    dlq = f"{topic}.dlq"
+    create_topic(broker.bootstrap, dlq, 1)
+    produce(broker.bootstrap, dlq, {0: [(None, b"filler", [])] * 4})
+    produce(broker.bootstrap, dlq, {0: [(None, b"seal", [])]})
+    write_job(tmp_path, dead_letter_job(tmp_path, broker.bootstrap, topic, dlq))
+    crashed = cli(RUN, tmp_path, crash_at="dead_letter.midway")
+    assert crashed.returncode == SIGKILLED, crashed.stdout + crashed.stderr
+    delete_topic(broker.bootstrap, dlq)
+    create_topic(broker.bootstrap, dlq, 1)
+    again = cli(RUN, tmp_path)
+    said = again.stdout + again.stderr
+    assert again.returncode == 0, said
+    assert "was deleted and created again" in said and "Traceback" not in said
+    ids = output_ids(tmp_path / "output", topic)
+    assert set(ids) == good and set(ids.values()) == {1}
+    assert_dead_letters_once(broker.bootstrap, dlq, bad, topic)
+    assert cli(RUN, tmp_path).returncode == 0
+    assert_dead_letters_once(broker.bootstrap, dlq, bad, topic)

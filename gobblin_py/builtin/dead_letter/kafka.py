@@ -6,8 +6,12 @@ and why it was rejected (`gobblin.error.*`).
 
 Exactly once without transactions: the step runs after the dataset's watermarks, so it runs only for a committed range,
 and a crash in it is replayed by the next run. Before it produces anything it durably keeps the topic's end offsets
-(its mark); every record carries `gobblin.error.id` = `<commit id>#<file>:<line>`; a replay (and `verify`) reads the
-topic from the mark and produces only the ids it does not find. Transactions are not used: a transaction committed
+and its topic id (KIP-516), its mark; every record carries `gobblin.error.id` = `<commit id>#<file>:<line>`; a replay
+(and `verify`) reads the topic from the mark and produces only the ids it does not find. The topic deleted and
+created again since the mark (another topic id) is read from its start instead: what was sent to the old topic went
+with it and is sent again, once, and what reached the new one is found there (the old offsets mean nothing in it;
+the step used to stop for good on a re-created topic). A broker without topic ids gets the offsets' check alone: a
+topic whose offsets now lie below the mark stops the step, named. Transactions are not used: a transaction committed
 just before a crash could not be told apart from one never committed without this very scan, and a broker that returns
 aborted records (Tansu) would show them twice.
 
@@ -131,17 +135,24 @@ class KafkaDeadLetterStep(CommitStep):
         if not Path(self.mark).exists():
             return False  # nothing was produced: the mark is kept before the first record
         with self._client() as client:
-            return set(self._ids()) <= client.ids_since(self._read_mark(), self.commit_id)
+            mark, topic_id = self._read_mark()
+            if client.recreated_since(topic_id, self.describe()):
+                return False  # execute reads the new topic from its start
+            return set(self._ids()) <= client.ids_since(mark, self.commit_id)
 
     def execute(self) -> None:
         with self._client() as client:
             if Path(self.mark).exists():
-                mark = self._read_mark()
+                mark, topic_id = self._read_mark()
+                if client.recreated_since(topic_id, self.describe()):
+                    log.warning("dead-letter topic %s was deleted and created again (topic id %s, now %s) while commit %s "
+                                "was sending: what it sent to the old topic went with it; the new topic is read from its "
+                                "start and what is missing sent, once", self.topic, topic_id,
+                                client.topic_id(self.describe()), self.commit_id)
+                    mark = self._write_mark(client, client.beginning_offsets(self.describe()))
             else:
-                mark = client.end_offsets(self.describe())
                 _forget_older(Path(self.mark))
-                checked_json.write(Path(self.mark), {"topic": self.topic, "commit_id": self.commit_id,
-                                                     "offsets": {str(p): o for p, o in mark.items()}})
+                mark = self._write_mark(client, client.end_offsets(self.describe()))
             there = client.ids_since(mark, self.commit_id)
             missing = [(i, j, entry) for i, j, entry in self._entries() if f"{self.commit_id}#{i}:{j}" not in there]
             if there:
@@ -152,10 +163,18 @@ class KafkaDeadLetterStep(CommitStep):
     def _client(self) -> _Client:
         return _Client(self.brokers, self.topic, self.client_config, self.timeout_ms)
 
-    def _read_mark(self) -> dict[int, int]:
+    def _write_mark(self, client: _Client, offsets: dict[int, int]) -> dict[int, int]:
+        """Keep `offsets` and the topic's id durably as the mark, before anything (more) is produced."""
+        checked_json.write(Path(self.mark), {"topic": self.topic, "commit_id": self.commit_id,
+                                             "topic_id": client.topic_id(self.describe()),
+                                             "offsets": {str(p): o for p, o in offsets.items()}})
+        return offsets
+
+    def _read_mark(self) -> tuple[dict[int, int], str | None]:
+        """The mark's offsets, and the topic id they belong to (None: a broker without topic ids, or an older mark)."""
         body = checked_json.read(Path(self.mark), CommitError, "dead-letter mark",
                                  "the step cannot tell what it sent; nothing more is sent")
-        return {int(p): int(o) for p, o in body["offsets"].items()}
+        return {int(p): int(o) for p, o in body["offsets"].items()}, body.get("topic_id")
 
     def _entries(self) -> Iterator[tuple[int, int, dict[str, Any]]]:
         for i, (path, count) in enumerate(self.files):
@@ -245,6 +264,24 @@ class _Client:
 
         tps = [TopicPartition(self.topic, p) for p in self.partitions(what)]
         return {tp.partition: int(o) for tp, o in self.consumer(what).end_offsets(tps).items()}
+
+    def beginning_offsets(self, what: str) -> dict[int, int]:
+        from kafka import TopicPartition
+
+        tps = [TopicPartition(self.topic, p) for p in self.partitions(what)]
+        return {tp.partition: int(o) for tp, o in self.consumer(what).beginning_offsets(tps).items()}
+
+    def topic_id(self, what: str) -> str | None:
+        """The topic's id (KIP-516) from the metadata the consumer fetched; None from a broker without topic ids."""
+        self.partitions(what)  # fetches the topic's metadata
+        cluster = getattr(getattr(self.consumer(what), "_client", None), "cluster", None)
+        found = cluster.topic_id(self.topic) if cluster is not None and hasattr(cluster, "topic_id") else None
+        return None if found is None or str(found) in ("", "00000000-0000-0000-0000-000000000000") else str(found)
+
+    def recreated_since(self, topic_id: str | None, what: str) -> bool:
+        """Whether the topic is not the one whose id a mark kept (never, where either has no id)."""
+        now = self.topic_id(what) if topic_id is not None else None
+        return topic_id is not None and now is not None and now != topic_id
 
     def ids_since(self, mark: dict[int, int], commit_id: str) -> set[str]:
         """The `gobblin.error.id`s of `commit_id` in the topic from `mark` (a partition made since: from its start).
