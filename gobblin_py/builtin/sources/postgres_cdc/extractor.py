@@ -3,7 +3,12 @@ committing in [low, end), decoded from `pgoutput` and parsed by psycopg's own lo
 
 A record is the table's columns and `_op`, `_lsn`, `_seq`, `_commit_ts`, `_xid`:
 - insert, update: the row after; delete: the old key (REPLICA IDENTITY DEFAULT/INDEX) or the whole old row (FULL),
-  the other columns null; truncate: one record, every column null (the table was emptied by that transaction);
+  the other columns null. An update that changes the key (the primary key; under FULL without one, any column) is two
+  records: a delete of the old key, then the update, at consecutive `_seq` (as Debezium emits a delete and a create),
+  so a consumer kept by key drops the old key. Under REPLICA IDENTITY USING INDEX on another index than the primary
+  key pgoutput never sends the old primary key: an update of such a table fails the task naming it and the fix
+  (NOTHING, or DEFAULT without a primary key: PostgreSQL itself refuses the update of a published table);
+  truncate: one record, every column null (the table was emptied by that transaction);
   read: a snapshot row, after one truncate record (`_seq` -1): a snapshot replaces what a consumer held of the table
   (a table snapshotted again after `state reset` loses, in an upsert table too, the rows deleted meanwhile). So every
   column is nullable in the change records.
@@ -46,6 +51,12 @@ from gobblin_py.errors import SourceError, UnreachableError, describe
 log = logging.getLogger(__name__)
 
 TEXT_OID, TEXT_ARRAY_OID = 25, 1009
+
+PRIMARY_KEY_SQL = """
+SELECT a.attname FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.n
+"""
 
 
 class BadValue(ValueError):
@@ -100,6 +111,8 @@ class PostgresCdcExtractor(BatchExtractor):
         self.at = ""  # where the current record came from
         self._loaders: list[Any] = []
         self._shapes: dict[int, list[int | None]] = {}  # relation message id → planned column i → its index there
+        self._keys: dict[pgoutput.Relation, list[int]] = {}  # a relation → the indexes of its key columns there
+        self._primary: list[str] = []  # the table's primary key columns (empty: none)
         self.native = False  # the columnar path, with ADBC installed: the snapshot comes as Arrow
         self._arrow: Any = None  # the Arrow mapping of the records' schema
 
@@ -129,6 +142,7 @@ class PostgresCdcExtractor(BatchExtractor):
         self.conn = conn = open_source(s, in_task=True)
         self._loaders = [self._loader(conn, i) for i in range(len(self.names))]
         try:
+            self._primary = [r[0] for r in conn.execute(PRIMARY_KEY_SQL, (int(self.workunit.props["oid"]),)).fetchall()]
             seen = None
             if self.workunit.props["snapshot"]:
                 seen = yield from self._snapshot(conn)
@@ -355,9 +369,47 @@ class PostgresCdcExtractor(BatchExtractor):
             yield self._record(self._values(m.new, shape, None, rel), "insert", b.final_lsn, seq, b.commit_us, b.xid)
         elif isinstance(m, pgoutput.Update):
             old = m.old if m.old_kind == "O" else None
-            yield self._record(self._values(m.new, shape, old, rel), "update", b.final_lsn, seq, b.commit_us, b.xid)
+            after = self._record(self._values(m.new, shape, old, rel), "update", b.final_lsn, seq + 1, b.commit_us, b.xid)
+            key = self._key(rel)  # fails closed where a key update cannot be known
+            if m.old is None or not self._key_changed(m, key):
+                after["_seq"] = seq
+                yield after
+                return
+            yield self._record(self._values(m.old, shape, None, rel), "delete", b.final_lsn, seq, b.commit_us, b.xid)
+            yield after
         elif isinstance(m, pgoutput.Delete):
             yield self._record(self._values(m.old, shape, None, rel), "delete", b.final_lsn, seq, b.commit_us, b.xid)
+
+    @staticmethod
+    def _key_changed(m: pgoutput.Update, key: list[int]) -> bool:
+        """Whether the update, which carries its old key or row, moved the row to another key (a value pgoutput left
+        out as an unchanged TOASTed one is unchanged)."""
+        assert m.old is not None
+        return any(m.new[j] is not pgoutput.UNCHANGED and m.new[j] != m.old[j] for j in key)
+
+    def _key(self, rel: pgoutput.Relation) -> list[int]:
+        """The indexes in the relation's tuples of the columns whose change is a key update: the primary key (under
+        FULL, every column without one). SourceError where pgoutput cannot tell a primary key update: REPLICA IDENTITY
+        USING INDEX on another index (it sends only that index's old columns), or no identity at all."""
+        found = self._keys.get(rel)
+        if found is not None:
+            return found
+        index = {c.name: j for j, c in enumerate(rel.columns)}
+        flagged = [c.name for c in rel.columns if c.key]
+        if rel.replica_identity == "f":
+            names = self._primary if all(n in index for n in self._primary) and self._primary else list(index)
+        elif flagged and (rel.replica_identity == "d" or not self._primary or set(flagged) == set(self._primary)):
+            names = flagged
+        else:
+            has = (f"REPLICA IDENTITY USING INDEX on ({', '.join(flagged)}), not its primary key "
+                   f"({', '.join(self._primary)})") if flagged else "no replica identity"
+            raise SourceError(f"table {self.table} has {has}: pgoutput sends an update without the old primary key, so "
+                              f"an update that changes the primary key (seen at {self.at}) cannot be known, and a "
+                              "consumer kept by key would keep the old row. Nothing of this run is committed for it. "
+                              f"ALTER TABLE {self.table} REPLICA IDENTITY DEFAULT (or FULL), then snapshot it again: "
+                              f"`gobblin-py state reset JOB.yaml --dataset {self.table} --yes`")
+        self._keys[rel] = found = [index[n] for n in names]
+        return found
 
     def _shape(self, rel: pgoutput.Relation, where: str) -> list[int | None]:
         """Where each planned column is in the relation's tuples; a change of the columns beyond an added one fails."""
