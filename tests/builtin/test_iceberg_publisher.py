@@ -540,18 +540,34 @@ def test_a_lost_work_dir_whose_table_cannot_say_where_the_job_was_is_refused_nam
     assert by["orders"].status is DatasetStatus.NO_NEW_DATA and table_ids(cat.load_table("db.orders")) == reference["orders"]
 
 
-def test_a_dataset_with_a_dot_in_a_one_level_catalog_is_refused_before_anything_moves(tmp_path: Path) -> None:
-    """A database table `public.clicks` is a dataset with a '.': `db.{dataset}` then names a nested namespace, which
-    the SQL catalog refused only at the table commit, after the files were published (the dataset stuck there)."""
+def test_a_dataset_with_a_dot_in_a_one_level_catalog_lands_in_a_table_named_with_an_underscore(tmp_path: Path,
+                                                                                                reference: dict) -> None:
+    """A database table `public.clicks` is a dataset with a '.': `db.{dataset}` would name a nested namespace, which the
+    SQL catalog has not (such a job was refused on every run, so no table of the nested name can exist); the '.'
+    becomes '_': `db.public_clicks`, its files under the warehouse's `db/public_clicks`."""
     job = iceberg_job(tmp_path)
     shutil.move(tmp_path / "data" / "clicks", tmp_path / "data" / "public.clicks")
     result = _run(tmp_path, job)
-    summary = next(d for d in result.datasets if d.dataset == "public.clicks")
-    assert summary.status is DatasetStatus.COMMIT_FAILED
-    assert "'db.public.clicks'" in summary.message and "one-level namespaces" in summary.message, summary.message
-    assert not list((tmp_path / "warehouse").rglob("*public.clicks*"))  # nothing published
-    assert not CommitStepStore(tmp_path / "work").exists("t", "public.clicks")  # nothing pending: the next run starts clean
-    assert next(d for d in result.datasets if d.dataset == "orders").status is DatasetStatus.COMMITTED
+    assert result.succeeded, [(d.dataset, d.message) for d in result.datasets]
+    table = catalog(tmp_path).load_table("db.public_clicks")
+    assert table_ids(table) == reference["clicks"]
+    assert table.location() == f"file://{tmp_path}/warehouse/db/public_clicks"
+    assert gobblin_summaries(table)[-1]["gobblin-py.dataset"] == "public.clicks"
+
+
+def test_two_datasets_named_into_one_table_are_refused_naming_both(tmp_path: Path, reference: dict) -> None:
+    """`public.clicks` and `public_clicks` both map to `db.public_clicks`: the one that comes second is refused,
+    naming both, before anything of it is published; the table keeps the first one's rows only."""
+    job = iceberg_job(tmp_path)
+    shutil.copytree(tmp_path / "data" / "clicks", tmp_path / "data" / "public_clicks")
+    shutil.move(tmp_path / "data" / "clicks", tmp_path / "data" / "public.clicks")
+    result = _run(tmp_path, job)
+    by = {d.dataset: d for d in result.datasets}
+    refused = [d for d in ("public.clicks", "public_clicks") if by[d].status is not DatasetStatus.COMMITTED]
+    assert len(refused) == 1, {d: (by[d].status, by[d].message) for d in by}
+    message = by[refused[0]].message
+    assert "public.clicks" in message and "public_clicks" in message and "db.public_clicks" in message, message
+    assert table_ids(catalog(tmp_path).load_table("db.public_clicks")) == reference["clicks"]
 
 
 def test_a_state_reset_re_reads_into_the_table_once_and_the_dataset_goes_on(tmp_path: Path, reference: dict) -> None:

@@ -35,6 +35,10 @@ instead: the data files are not published but read from task output as changes, 
 snapshot rewrites the table's files that hold a changed key (copy-on-write) and adds the new rows, in the same
 transaction as creation and schema evolution, tagged and checked as above; see docs/publishers/iceberg.md.
 
+Names: `table: db.{dataset}` gives a table per dataset; a '.' in a dataset's name (`public.orders` of a database
+source) becomes '_' (`db.public_orders`) unless the catalog is REST, whose nested namespaces took the name as it is
+(other catalogs refused it, so no existing table changes name); two datasets meeting in one table are refused.
+
 Settings are written into every commit record, so they must hold no secret (the job loader refuses one): the catalog
 takes its credentials from the environment, e.g. `PYICEBERG_CATALOG__<NAME>__URI` / `__CREDENTIAL` with
 `catalog: {name: <name>, type: rest}`, and the warehouse's store from `job.filesystems` and its own environment
@@ -124,7 +128,8 @@ class DeleteWhen(Settings):
 
 
 class IcebergPublisherSettings(Settings):
-    table: str = Field(description="`<namespace>.<name>`; `{dataset}` is replaced by the dataset's name")
+    table: str = Field(description="`<namespace>.<name>`; `{dataset}` is replaced by the dataset's name (a '.' in it as '_' "
+                                   "unless the catalog is REST: `db.{dataset}` names `db.public_orders` for `public.orders`)")
     warehouse: FsLocation = Field(default=DEFAULT_WAREHOUSE, validate_default=True,
                                   description="where data files are published and new tables are created (a path or a URL)")
     catalog: dict[str, str] = Field(default_factory=dict,
@@ -241,7 +246,15 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
     # --- where files go ------------------------------------------------------------------------------------------
 
     def table_name(self, dataset: str) -> str:
-        return self.settings.table.replace("{dataset}", dataset)
+        """`table` with `{dataset}` replaced; a dataset's '.' (a database table `public.orders`) becomes '_' in a
+        catalog with one-level namespaces (all but REST): `db.public_orders`, a name every catalog and engine takes."""
+        return self.settings.table.replace("{dataset}", dataset if self._nested_namespaces() else dataset.replace(".", "_"))
+
+    def _nested_namespaces(self) -> bool:
+        """Whether the catalog takes `db.public.orders` as a table in namespace `db.public` (REST). Exactly the
+        catalogs where such a name was allowed before dotted datasets were mapped, so no existing job changes table."""
+        catalog = self.settings.catalog or {}
+        return catalog.get("type", "rest" if "uri" in catalog else "?") == "rest"
 
     def _check_no_table_there(self, dataset: str, name: str) -> None:
         """The catalog has no table `name`, yet its location holds a table's metadata: the catalog was lost or replaced
@@ -261,18 +274,20 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
                           f"{name!r}, {found[-1]!r})) and run again, or, to start the table over, move {self.table_dir(dataset)} "
                           "away (and `gobblin-py state reset JOB.yaml --dataset " + dataset + "` to load it from the input's start)")
 
-    def _check_dataset_in_name(self, dataset: str) -> None:
-        """A dataset named with a '.' (a database table `public.t`) put into `{dataset}` adds a namespace level, which
-        only a REST catalog has: refused here, before anything moves, rather than by the catalog at the table commit."""
-        kind = (self.settings.catalog or {}).get("type", "rest" if "uri" in (self.settings.catalog or {}) else "?")
-        if "." not in dataset or "{dataset}" not in self.settings.table or kind == "rest":
+    def _check_one_dataset(self, table: Any, dataset: str, name: str) -> None:
+        """Under `{dataset}` a table holds one dataset: two datasets whose names map to one table (`public.a_b` and
+        `public_a.b` both to `db.public_a_b`) are refused naming both, never mixed in one table."""
+        from gobblin_py.builtin.publishers.iceberg import tables as t
+
+        if table is None or "{dataset}" not in self.settings.table:
             return
-        name = self.table_name(dataset)
-        raise CommitError(f"dataset {dataset!r} holds a '.', so publisher.table {self.settings.table!r} names {name!r}, "
-                          f"a table in namespace {name.rpartition('.')[0]!r}: a {kind!r} catalog has one-level namespaces. "
-                          "Nothing of the dataset was published and its watermarks did not move: give the dataset a name "
-                          "without '.' (a database table without its schema, which the connection's search path finds) "
-                          "or set publisher.table to a name without {dataset} in a job of its own")
+        other = t.other_dataset(table, dataset)
+        if other is not None:
+            raise CommitError(f"table {name} holds dataset {other!r}, and publisher.table {self.settings.table!r} names it "
+                              f"for dataset {dataset!r} too (a '.' in a dataset's name becomes '_' in a catalog with "
+                              "one-level namespaces): nothing of it goes into the table, and its watermarks do not move. "
+                              "Capture the two in jobs of their own with other publisher.table names (a commit already "
+                              f"pending: `gobblin-py recover JOB.yaml --dataset {dataset} --abandon`)")
 
     def table_dir(self, dataset: str) -> Location:
         """`<warehouse>/<namespace>/<name>`: where a table this publisher creates lives (its metadata, and its data
@@ -349,10 +364,10 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         paths = [table_uri(f.path) for f in commit.files if f.kind == "data"]
         if not paths:
             return
-        self._check_dataset_in_name(commit.dataset)
         name = self.table_name(commit.dataset)
         catalog = self.catalog()
         table = t.load_table(catalog, name)
+        self._check_one_dataset(table, commit.dataset, name)
         io = load_file_io(catalog.properties, paths[0])
         if self.settings.mode == "upsert":  # a null key or a tie refused before anything moves (read again to commit)
             from gobblin_py.builtin.publishers.iceberg.upsert import read_changes
@@ -458,6 +473,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             if table is not None and t.is_committed(table, name, commit.commit_id, paths):
                 return  # a conflict's retry after the commit went through
             _still_pinned(table, name, commit)
+            self._check_one_dataset(table, commit.dataset, name)
             fresh = paths
             if table is not None:  # a re-read of a range the table holds (`state reset`) writes files of the same
                 live = t.live_data_paths(table)  # names, which publishing found byte-identical: they are in already
@@ -523,6 +539,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             if table is not None and _upsert_committed(table, name, commit.commit_id):
                 return  # a conflict's retry after the commit went through
             _still_pinned(table, name, commit)
+            self._check_one_dataset(table, commit.dataset, name)
             if table is None:
                 tx = self._create_transaction(catalog, name, output, commit)
                 table_io = io

@@ -193,6 +193,15 @@ def gobblin_snapshots(table: Any) -> Iterator[Any]:
             yield snapshot
 
 
+def other_dataset(table: Any, dataset: str) -> str | None:
+    """Another dataset than `dataset` that a gobblin-py snapshot of the table's current state committed, or None."""
+    for s in gobblin_snapshots(table):
+        found = s.summary.get(DATASET)
+        if found is not None and found != dataset:
+            return str(found)
+    return None
+
+
 def has_commit(table: Any, commit_id: str) -> bool:
     """True when the table's current state holds the snapshot tagged `commit_id` (a rolled-back one does not count)."""
     return any(s.summary.get(COMMIT_ID) == commit_id for s in gobblin_snapshots(table))

@@ -126,9 +126,8 @@ def read_changes(io: Any, files: Sequence[tuple[str, str]], spec: UpsertSpec, wh
             if pc.any(nulls).as_py():
                 at = pc.index(nulls, True).as_py()
                 raise CommitError(f"{where}: change {_at(changes, at, files)} has a null {role} column {c!r}: a change "
-                                  f"without its {role} cannot be applied, so nothing of this commit was. Give every "
-                                  f"record a {c!r} (a quality policy `required_fields` sends those without one to the "
-                                  "error file)")
+                                  f"without its {role} cannot be applied, so nothing of this commit was. "
+                                  + _null_advice(changes.slice(at, 1).to_pylist()[0], c, role, spec))
     if changes.num_rows == 0:
         return Changes(changes.drop_columns([_FILE, _ROW]), changes.select(list(spec.key)), received, 0, truncated)
     order = [*spec.key, *spec.order_by, _FILE, _ROW]
@@ -160,6 +159,21 @@ def read_changes(io: Any, files: Sequence[tuple[str, str]], spec: UpsertSpec, wh
         deleted = _marked(winners, spec.delete_column, spec.delete_values, "delete_when", where)
     return Changes(winners.filter(pc.invert(deleted)), winners.select(list(spec.key)), received,
                    int(pc.sum(deleted.cast("int64")).as_py() or 0), truncated)
+
+
+def _null_advice(row: dict[str, Any], column: str, role: str, spec: UpsertSpec) -> str:
+    """What to do about a change whose `column` is null: a truncate marked as such in one of its columns (postgres_cdc's
+    `_op: truncate`, the first record of every snapshot) needs `truncate_when`, named with the setting to add; any
+    other change needs its value (sending it to the error file instead would leave the table unlike its source)."""
+    marker = next((k for k, v in row.items() if isinstance(v, str) and v.lower() == "truncate"), None)
+    if role == "key" and spec.truncate_column is None and marker is not None:
+        return (f"It is a truncate ({marker} = {row[marker]!r}; postgres_cdc starts every snapshot with one, so that a "
+                "table snapshotted again loses the rows the source deleted meanwhile): add to the publisher "
+                f"`truncate_when: {{column: {marker}, equals: [{row[marker]}]}}`"
+                + ("" if spec.order_by else " with `order_by: [_lsn, _seq]` (the changes' order)")
+                + ", which empties the table there and applies the changes after it, then run again")
+    return (f"Give every change its {column!r} (the source's or a converter's fix); a change that empties the table "
+            "rather than changes a row is named by publisher.truncate_when")
 
 
 def _marked(t: Any, column: str, values: Sequence[Any], role: str, where: str) -> Any:
