@@ -50,6 +50,12 @@ class Committer(Plugin, abc.ABC):
         final = getattr(self.settings, "final_dir", None)
         return [str(final)] if final is not None else []
 
+    def unapplied_changes(self, markers: typing.Mapping[str, tuple[str, str]]) -> list[tuple[str, str]]:
+        """Hook: for a source whose records are changes (`Source.change_markers`: kind → (column, value)), the
+        (setting, message) of each kind this publisher would apply as an ordinary row, a row of nulls left where the
+        source deleted one; the loader refuses the job. Default: none (appending changes keeps a change log)."""
+        return []
+
     @classmethod
     def complete_settings(cls, settings: typing.Any, context: PublishContext) -> tuple[typing.Any, list[tuple[str, str]]]:
         """Hook, when the job file is loaded: the settings with what the job already says filled in (so a user

@@ -98,6 +98,10 @@ class Source(Plugin, abc.ABC):
     step_types: ClassVar[tuple[type[CommitStep], ...]] = ()
     """The commit step classes `commit_steps` returns, so the commit store can load them (recovery rebuilds a step
     from the commit record by its `type_name`)."""
+    change_markers: ClassVar[Mapping[str, tuple[str, str]]] = {}
+    """Where this source's records are changes, not rows: each kind a table kept equal by key must apply as what it
+    is (`delete`, `truncate`) → (column, value) marking it. The loader refuses a publisher that would apply one as
+    an ordinary row (`Committer.unapplied_changes`). Empty: records are rows."""
 
     @abc.abstractmethod
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:

@@ -386,6 +386,7 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
             _check_apart(job, source, branches, errors)
             if dead_letter is not None:
                 _check_dead_letters_apart(source, dead_letter, errors)
+            _check_changes_applied(source, branches, errors)
     if errors.problems or None in (job, spark, logging_, source, fork, compaction, maintenance):
         listed = "\n".join(f"  {substituted.redact(p)}" for p in errors.problems)
         raise ConfigError(f"{path}: invalid job file ({len(errors.problems)} problem{'s' if len(errors.problems) != 1 else ''}):\n{listed}")
@@ -528,6 +529,17 @@ def _check_apart(job: JobSection, source: PluginConfig, branches: list[BranchCon
             if Location(in_root).contains(root):
                 errors.add(key, f"{_shown(root)} ({what}) is inside {in_key} {_shown(in_root)}: each run would read the "
                                 f"files the last one left there; put it outside the input")
+
+
+def _check_changes_applied(source: PluginConfig, branches: list[BranchConfig], errors: _Collector) -> None:
+    """Refuse a publisher that would apply a change source's deletes or truncates as ordinary rows (a table kept by
+    key without `delete_when`): the deleted rows would stay, as rows of nulls, while every run said committed."""
+    markers = source.cls().change_markers
+    if not markers:
+        return
+    for branch in branches:
+        for setting, message in branch.publisher.create().unapplied_changes(markers):
+            errors.add(f"{branch.publisher.key}.{setting}", message)
 
 
 def _check_dead_letters_apart(source: PluginConfig, dead_letter: PluginConfig, errors: _Collector) -> None:

@@ -284,20 +284,28 @@ def test_the_docs_cdc_upsert_example_runs_as_written(tmp_path: Path, pg: Any, db
     assert_equal()
 
 
-def test_without_truncate_when_the_first_load_names_the_setting_to_add(tmp_path: Path, pg: Any, db: str) -> None:
-    """Every snapshot starts with a truncate record (a re-snapshot after `state reset` must clear the old rows), which
-    has no key. Without `truncate_when` the first load fails; before the fix its message advised a `required_fields`
-    policy (which would send every truncate to the error file, leaving rows the source no longer has) and never named
-    `truncate_when`. Now it names the exact setting; with it added, the same run goes through."""
+@pytest.mark.parametrize("missing", ["truncate_when", "delete_when"])
+def test_without_the_change_markers_the_job_is_refused_before_anything_runs(tmp_path: Path, pg: Any, db: str,
+                                                                            missing: str) -> None:
+    """A CDC source's deletes and truncates are changes an upsert table must apply as such. Without `delete_when` a
+    delete was upserted as a row holding only the key (the deleted row kept, every run committed); without
+    `truncate_when` the first load failed on the snapshot's leading truncate, advising a `required_fields` policy
+    that would drop every truncate. Now the job is refused at validation, naming the exact setting; with it given,
+    the same job runs and the table equals the source."""
+    from gobblin_py.config import load_job
+    from gobblin_py.errors import ConfigError
+
     conn = pg.connect(db)
     conn.execute(SETUP)
     job = upsert_job(tmp_path, pg, db)
-    del job["publisher"]["truncate_when"]
-    done = run(tmp_path, job)
-    assert not done.succeeded
-    message = " ".join(str(d.message) for d in done.datasets)
-    assert "truncate_when: {column: _op, equals: [truncate]}" in message, message
-    assert "required_fields" not in message, message
+    del job["publisher"][missing]
+    with pytest.raises(ConfigError) as refused:
+        load_job(write_job(tmp_path, job))
+    marker = missing.removesuffix("_when")
+    assert f"publisher.{missing}" in str(refused.value) and f"{missing}: {{column: _op, equals: [{marker}]}}" in str(refused.value)
+    assert "required_fields" not in str(refused.value)
+    assert not (tmp_path / "work" / "iceberg").exists()
+    conn.execute("DELETE FROM public.acct WHERE id = 3")
     done = run(tmp_path, upsert_job(tmp_path, pg, db))
     assert done.succeeded, done.error
     assert_equal(tmp_path, conn)

@@ -104,6 +104,7 @@ class PostgresCdcSource(Source):
 
     Settings = PostgresCdcSettings
     step_types = (SlotAdvanceStep,)
+    change_markers = {"delete": ("_op", "delete"), "truncate": ("_op", "truncate")}
 
     @classmethod
     def schema_kind(cls, settings: PostgresCdcSettings) -> SchemaKind:
