@@ -284,3 +284,21 @@ def test_the_publication_renamed_and_the_job_pointed_at_the_new_name(tmp_path: P
     _reset(tmp_path, "public.a")
     assert run(tmp_path, job).succeeded
     _every_row_once(tmp_path, conn, "public.a")
+
+
+def test_a_table_new_to_a_publication_created_again_names_the_publication_not_the_slot(tmp_path: Path, pg: Any,
+                                                                                       db: str) -> None:
+    """A table the job has not committed yet, in a publication dropped and created again: decoding its range reaches
+    the window without the publication. The run said the slot had been dropped during the run (it had not); it now
+    names the publication and the remedy."""
+    conn = pg.connect(db)
+    conn.execute(SETUP + "CREATE PUBLICATION pub FOR TABLE public.a")
+    job = cdc_job(tmp_path, pg, db)
+    assert run(tmp_path, job).succeeded
+    conn.execute("DROP PUBLICATION pub")
+    conn.execute("INSERT INTO public.a VALUES (7, 'a7'); INSERT INTO public.b VALUES (7, 'b7')")
+    conn.execute("CREATE PUBLICATION pub FOR TABLE public.a, public.b")
+    code, text = _cli(tmp_path, job)
+    assert code == 1, text
+    assert "was dropped during the run" not in text, text
+    assert "publication 'pub'" in text and "state reset" in text, text

@@ -304,7 +304,13 @@ class PostgresCdcExtractor(BatchExtractor):
                                       f"{s.busy_wait_s:.0f}s (another job or consumer reading it?); one job alone may "
                                       "read a slot") from None
                 time.sleep(0.2)
-            except psycopg.errors.UndefinedObject:
+            except psycopg.errors.UndefinedObject as exc:
+                if "publication" in str(exc):  # decoding reached a change made while the publication did not exist
+                    raise SourceError(f"publication {s.publication!r} did not exist for part of the range the slot "
+                                      f"{s.slot!r} holds (dropped and created again, or renamed): PostgreSQL cannot "
+                                      f"decode it ({describe(exc)}). Nothing of this run is committed. Drop the slot "
+                                      "and snapshot every table again: `gobblin-py state reset JOB.yaml --dataset "
+                                      "schema.table --yes` for each") from None
                 raise SourceError(f"replication slot {s.slot!r} was dropped during the run; nothing of this run is "
                                   "committed, and the next run names what is lost") from None
             finally:  # also when the reader stops early (a change it refuses): the read's transaction ends here
