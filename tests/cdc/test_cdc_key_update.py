@@ -95,26 +95,35 @@ def test_the_change_log_holds_the_old_keys_delete_just_before_the_update(tmp_pat
     assert len({r["_lsn"] for r in changes}) == 1 and [r["_seq"] for r in changes] == [0, 1, 2]
 
 
-def test_replica_identity_using_another_index_fails_closed_at_an_update(tmp_path: Path, pg: Any, db: str) -> None:
+def test_replica_identity_using_another_index_is_refused_before_anything_runs(tmp_path: Path, pg: Any, db: str) -> None:
     """USING INDEX on a unique index other than the primary key: pgoutput sends the old row's index columns only when
     they change, never the old primary key, so a primary key update cannot be known. Before the fix the run succeeded
-    and the upsert table kept key 1 beside key 10; now the run fails naming the table and the fix, nothing committed."""
+    and the upsert table kept key 1 beside key 10; now planning refuses the table, naming it and the fix, nothing
+    committed; after the fix (identity back to DEFAULT, the table snapshotted again) the table equals the source."""
+    from support.jobs import run_cli, write_job
+
     conn = pg.connect(db)
     conn.execute("CREATE TABLE public.o (id int PRIMARY KEY, email text NOT NULL, v text)")
     conn.execute("CREATE UNIQUE INDEX o_email ON public.o (email)")
-    conn.execute("ALTER TABLE public.o REPLICA IDENTITY USING INDEX o_email")
     conn.execute("INSERT INTO public.o VALUES (1, 'a@x', 'a'), (2, 'b@x', 'b')")
     job = upsert_job(tmp_path, pg, db, "public.o", ["id"])
     assert run(tmp_path, job).succeeded
-    conn.execute("INSERT INTO public.o VALUES (3, 'c@x', 'c')")  # inserts alone are fine
-    assert run(tmp_path, job).succeeded
+    conn.execute("ALTER TABLE public.o REPLICA IDENTITY USING INDEX o_email")
+    conn.execute("INSERT INTO public.o VALUES (3, 'c@x', 'c')")
     conn.execute("UPDATE public.o SET id = 10 WHERE id = 1")
-    done = run(tmp_path, job)
-    assert not done.succeeded
-    text = str(done.error) + " ".join(str(d.message) for d in done.datasets)
-    for said in ("public.o", "REPLICA IDENTITY", "primary key", "state reset"):
+    write_job(tmp_path, job)
+    done = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
+    text = done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in text, text
+    for said in ("table public.o has REPLICA IDENTITY USING INDEX o_email, not its primary key o_pkey",
+                 "ALTER TABLE public.o REPLICA IDENTITY DEFAULT", "state reset JOB.yaml --dataset public.o"):
         assert said in text, text
-    assert table_rows(tmp_path, ["id", "email", "v"]) == [(1, "a@x", "a"), (2, "b@x", "b"), (3, "c@x", "c")]
+    assert table_rows(tmp_path, ["id", "email", "v"]) == [(1, "a@x", "a"), (2, "b@x", "b")]
+    conn.execute("ALTER TABLE public.o REPLICA IDENTITY DEFAULT")
+    reset = run_cli("state", "reset", "job.yaml", "--dataset", "public.o", "--yes", cwd=tmp_path)
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    assert run(tmp_path, job).succeeded
+    assert table_rows(tmp_path, ["id", "email", "v"]) == source_rows(conn, "public.o", ["id", "email", "v"])
 
 
 def test_replica_identity_nothing_refuses_the_update_in_postgresql_itself(pg: Any, db: str) -> None:

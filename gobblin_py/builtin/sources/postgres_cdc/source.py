@@ -94,6 +94,23 @@ class TablePlan:
     table_bytes: int = 0  # pg_table_size: what a snapshot reads
 
 
+def _identity_is_the_primary_key(conn: Any, dataset: str, oid: int) -> None:
+    """ConfigError for REPLICA IDENTITY USING INDEX on an index other than the table's primary key: pgoutput then sends
+    an update without the old primary key, so a key update could not be known (the extractor fails at the first
+    one; refused here before anything runs)."""
+    rows = conn.execute("SELECT i.indexrelid::regclass::text, i.indisprimary, i.indisreplident FROM pg_index i "
+                        "WHERE i.indrelid = %s AND (i.indisprimary OR i.indisreplident)", (oid,)).fetchall()
+    primary = [name for name, is_primary, _ in rows if is_primary]
+    identity = [name for name, _, is_identity in rows if is_identity]
+    if primary and identity and identity != primary:
+        raise ConfigError(f"table {dataset} has REPLICA IDENTITY USING INDEX {identity[0]}, not its primary key "
+                          f"{primary[0]}: pgoutput sends an update without the old primary key, so an update that "
+                          f"changes the key could not be known (a consumer kept by key would keep the old row). "
+                          f"ALTER TABLE {dataset} REPLICA IDENTITY DEFAULT (or FULL, or USING INDEX {primary[0]}); "
+                          "a table already committed is then snapshotted again: "
+                          f"`gobblin-py state reset JOB.yaml --dataset {dataset} --yes`")
+
+
 def reset_hint(job_tables: list[str]) -> str:
     return "; ".join(f"`gobblin-py state reset JOB.yaml --dataset {t} --yes`" for t in job_tables)
 
@@ -270,6 +287,8 @@ class PostgresCdcSource(Source):
         oid, identity, size = conn.execute("SELECT c.oid, c.relreplident, pg_table_size(c.oid) FROM pg_class c JOIN "
                                            "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
                                            (schema_name, table_name)).fetchone()
+        if identity == "i":
+            _identity_is_the_primary_key(conn, dataset, oid)
         columns = [Column(c.name, False, c.type_name, c.declared, c.avro, c.cast) for c in read_columns(conn, oid)]
         check_mapped(dataset, columns, REMEDIES)
         types = [[int(t), int(m), int(b)] for _, t, m, b in conn.execute(BASE_TYPES_SQL, (oid,))]
