@@ -17,31 +17,11 @@ from gobblin_py.testing.outputs import read_error_files
 
 from support.jobs import write_job
 from support.kafka_broker import create_topic, produce
-from support.kafka_jobs import events, kafka_job, output_ids
+from support.kafka_jobs import events, kafka_job, output_ids, read_topic
 
 pytestmark = pytest.mark.kafka
 
 RUN = ["run", "job.yaml", "--in-process"]
-
-
-def read_topic(bootstrap: str, topic: str) -> list[Any]:
-    """Every record of `topic`, read to its end (past an end offset a broker reports short)."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="earliest", fetch_max_wait_ms=100)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        out, quiet = [], 0
-        while quiet < 3:
-            polled = consumer.poll(timeout_ms=300)
-            out += [r for records in polled.values() for r in records]
-            quiet = 0 if polled else quiet + 1
-        return out
-    finally:
-        consumer.close()
 
 
 def source_with_bad_records(bootstrap: str, topic: str) -> tuple[set[int], list[tuple[bytes | None, bytes | None, Any]]]:

@@ -19,30 +19,14 @@ from gobblin_py.testing.crash import cli
 
 from support.jobs import write_job
 from support.kafka_broker import create_topic, produce
-from support.kafka_jobs import events, kafka_job, output_ids
+from support.kafka_jobs import events, kafka_job, output_ids, read_topic
 
 BAD = [b"{not json", b"[1, 2, 3]"]
 
 
 def read_values(bootstrap: str, topic: str) -> Counter[bytes]:
     """Every value of `topic`, read to its end with kafka-python's consumer (not the code that wrote it)."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="earliest", fetch_max_wait_ms=100)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        out: Counter[bytes] = Counter()
-        quiet = 0
-        while quiet < 3:
-            polled = consumer.poll(timeout_ms=300)
-            out.update(r.value for records in polled.values() for r in records)
-            quiet = 0 if polled else quiet + 1
-        return out
-    finally:
-        consumer.close()
+    return Counter(r.value for r in read_topic(bootstrap, topic))
 
 
 def job_reading(tmp: Path, bootstrap: str, dlq: str, **source: Any) -> dict[str, Any]:

@@ -58,3 +58,23 @@ def kafka_job(tmp: Path, bootstrap: str, topics: list[str], **source: Any) -> di
 def output_ids(output: Path, topic: str) -> Counter[int]:
     """How many times each event id is in a topic's output."""
     return Counter(r["id"] for r in read_avro_dir(output / topic))
+
+
+def read_topic(bootstrap: str, topic: str) -> list[Any]:
+    """Every record of `topic`, read to its end (past an end offset a broker reports short)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        out, quiet = [], 0
+        while quiet < 3:
+            polled = consumer.poll(timeout_ms=300)
+            out += [r for records in polled.values() for r in records]
+            quiet = 0 if polled else quiet + 1
+        return out
+    finally:
+        consumer.close()
