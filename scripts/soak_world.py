@@ -1,9 +1,10 @@
 """The long soak of the model-based test (tests/support/world.py): histories with random seeds, each in a fresh
 directory, until `--histories` ran or `--minutes` passed; prints the world, seed, step and steps of any history that
 breaks a rule, which `--world W --seed N` (with the same `--steps`) replays. `--world mix` draws a world per history;
-a Kafka or upsert world runs against a local Tansu broker the soak starts.
+a Kafka, upsert or registry world runs against a local Tansu broker the soak starts (a registry world starts its
+own schema-registry test server).
 
-    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|mix] [--histories 1000] [--steps 20]
+    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|registry|mix] [--histories 1000] [--steps 20]
                                            [--minutes 600] [--seed N]
 """
 
@@ -24,11 +25,15 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from support.world import History, Violation
 
-WORLDS = ("files", "kafka", "iceberg", "delta", "upsert")
+WORLDS = ("files", "kafka", "iceberg", "delta", "upsert", "registry")
 
 
 def history(world: str, seed: int, steps: int, broker: Any) -> History:
-    """The history of `world` for `seed`; a Kafka or upsert one on `broker`, started on first use."""
+    """The history of `world` for `seed`; a Kafka, upsert or registry one on `broker`, started on first use."""
+    if world == "registry":
+        from support.world_registry import RegistryHistory
+
+        return RegistryHistory(seed, steps, broker().bootstrap)
     if world == "upsert":
         from support.world_upsert import UpsertHistory
 
