@@ -452,7 +452,7 @@ class RegistryHistory(History):
         t = self.rng.choice(world.topics)
         world.counter += 1
         fields = [*t.fields, {"name": f"o{world.counter}", "type": "string", "default": ""}]
-        schema_id = self.register(world, t, fields, subject=f"{t.name}-other")
+        schema_id = self.register(world, t, fields, subject=f"{t.name}-other", level="NONE")  # no rules there
         world.log.append(f"{step} a schema under subject {t.name}-other: schema id {schema_id}")
         self.produce(world, step, schema_id, t)
 
