@@ -85,11 +85,38 @@ def _still_pinned(table: Any, name: str, commit: DatasetCommit) -> None:
     if pinned is None:
         return
     now = str(table.metadata.table_uuid) if table is not None else None
+    if now == pinned and "follows" in commit.pinned:
+        newest = _newest_commit(table, name, commit)
+        if newest is not None and newest not in (commit.pinned["follows"], commit.commit_id):
+            raise CommitError(_another_driver(name, commit, newest,
+                                              f"when this commit was built it was {commit.pinned['follows']}", pending=True))
     if now != pinned:
         raise CommitError(f"table {name} is {'gone' if now is None else f'Iceberg table uuid {now}'}, not Iceberg table "
                           f"uuid {pinned}, which commit {commit.commit_id} was built for: dropped or created again since. "
                           f"Nothing was appended. Put the old table back and run again, or give the commit up with "
                           f"`gobblin-py recover JOB.yaml --dataset {commit.dataset} --abandon`, then `state reset` the dataset")
+
+
+def _newest_commit(table: Any, name: str, commit: DatasetCommit) -> str | None:
+    """The commit id of the job's newest snapshot of the dataset in the table (None: none, or all expired)."""
+    from gobblin_py.builtin.publishers.iceberg import tables as t
+
+    mark = t.latest_marks(table, name, commit.job).get(commit.dataset)
+    return mark.commit_id if mark is not None else None
+
+
+def _another_driver(name: str, commit: DatasetCommit, newest: str, expected: str, pending: bool) -> str:
+    """Why a commit is refused when the job's newest commit of its dataset in the table is another work directory's."""
+    from gobblin_py.builtin.publishers.iceberg.tables import WATERMARKS
+
+    give_up = (f"give this commit up (`gobblin-py recover JOB.yaml --dataset {commit.dataset} --abandon`), then "
+               if pending else "")
+    return (f"table {name}: the newest commit of dataset {commit.dataset} by job {commit.job} is {newest}, and "
+            f"{expected}: another driver of this job (another host or work directory, the same job name) commits to "
+            f"the table, and each would add again what the other committed. Nothing of commit {commit.commit_id} was "
+            f"appended and its watermarks did not move. Run the job from one work directory: {give_up}set the dataset's "
+            f"watermarks to what the table holds (the `{WATERMARKS}` summaries of the job's snapshots carry them): "
+            f"`gobblin-py state reset JOB.yaml --dataset {commit.dataset} --to KEY=VALUE … --yes`")
 
 
 def _catalog_faults(doing: str) -> Callable[[F], F]:
@@ -428,7 +455,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
                 which = f"Iceberg table uuid {uuid}" if uuid is not None else f"created by commit {created}"
                 raise CommitError(f"table {name} ({which}, which this job's last commit of dataset {commit.dataset} went to) "
                                   f"is gone: dropped or renamed by another writer, or publisher.table now names another table. {fix}")
-            return {"created_by": commit.commit_id}
+            return {"created_by": commit.commit_id, "commit_id": commit.commit_id}
         now = str(table.metadata.table_uuid)
         ours = created is None or table.properties.get(t.CREATED_BY) == created or any(  # made by our commit, or by
             s.summary is not None and s.summary.get(t.COMMIT_ID) == created for s in table.snapshots())  # another dataset's
@@ -436,7 +463,12 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             was = f"uuid {uuid}" if uuid is not None else f"the table commit {created} created"
             raise CommitError(f"table {name} is Iceberg table uuid {now}, not {was}, which this job's last commit of "
                               f"dataset {commit.dataset} went to: it was dropped and created again. {fix}")
-        return {"table_uuid": now}
+        newest = _newest_commit(table, name, commit)
+        mine = last.get("commit_id")
+        if mine is not None and newest is not None and newest != mine:
+            raise CommitError(_another_driver(name, commit, newest, f"this work directory's last commit of it is {mine}",
+                                              pending=False))
+        return {"table_uuid": now, "commit_id": commit.commit_id, "follows": newest}
 
     def _key_moved(self, table: Any, name: str) -> str | None:
         """Upsert mode: why the table's columns no longer hold the key the job's commits were applied by (a key column
