@@ -490,13 +490,14 @@ class RegistryHistory(History):
         to do; a schema failure is then remedied as documented. Anything else is a violation."""
         said = " ".join((done.stdout + done.stderr).split())
         down = [name for name in world.broken if f"cannot reach schema registry {name}" in said]
-        where = [m for t in world.topics for m in re.finditer(rf"{re.escape(t.name)}/\d+@\d+: [^\n]*?(?= \d{{4}}-\d\d-\d\d |$)", said)]
+        where = [m for t in world.topics for m in re.finditer(  # a value's topic/partition@offset, or a topic at planning
+            rf"(?:{re.escape(t.name)}/\d+@\d+|topic '{re.escape(t.name)}'): [^\n]*?(?= \d{{4}}-\d\d-\d\d |$)", said)]
         world.log.append(f"    said: {(where[0].group(0) if where else said)[:600]}")
         if down:
             if "Check that the schema registry is running" not in said:
                 raise Violation(self.seed, step, rule, f"the registry down is named without what to do: {said[-1500:]}")
             return
-        named = [t for t in world.topics if any(m.group(0).startswith(f"{t.name}/") for m in where)]
+        named = [t for t in world.topics if any(m.group(0).startswith((f"{t.name}/", f"topic '{t.name}'")) for m in where)]
         if not named or not any(w in m.group(0) for m in where for w in REMEDY_WORDS):
             raise Violation(self.seed, step, rule, f"failed without naming a topic/partition@offset and what to do "
                                                    f"(broken: {sorted(world.broken)}): {said[-1500:]}")
