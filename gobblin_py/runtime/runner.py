@@ -17,7 +17,7 @@ from gobblin_py.commit.confinement import job_confinement
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config.model import JobSpec
-from gobblin_py.errors import ConfigError, GobblinError, JobLockedError, StateStoreError, describe
+from gobblin_py.errors import ConfigError, GobblinError, JobLockedError, StateStoreError, UnreachableError, describe
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.runtime.executors.base import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
@@ -85,9 +85,10 @@ class JobRunner:
             try:
                 body(result)
             except GobblinError as exc:
-                result.error = str(exc)
+                # an unreachable service before any task (planning) says what to check, as a task's give-up does
+                result.error = f"{exc} {exc.remedy}" if isinstance(exc, UnreachableError) else str(exc)
                 result.bad_config = isinstance(exc, ConfigError)  # found only now (a table's columns): exit 2, as validate
-                log.error("%s", exc)
+                log.error("%s", result.error)
             except (KeyboardInterrupt, BrokenPipeError) as exc:  # Ctrl-C, SIGINT, or the reader of our output gone
                 result.cancelled = True     # (Ctrl-C in `run … | tee log` ends tee first): cancelled, not a failure
                 committed = [d.dataset for d in result.datasets if d.status in (DatasetStatus.COMMITTED, DatasetStatus.PARTIAL)]

@@ -58,12 +58,9 @@ WRITERS = ("avro", "parquet")
 BASE = [{"name": "id", "type": "long"}, {"name": "v", "type": "string"},
         {"name": "n", "type": "long", "default": 0}, {"name": "e", "type": "string", "default": "e"}]
 # Rules that break a rule of the oracle on today's code: weight 0 (and a forced step of theirs taken as `produce`)
-# until the product is fixed; CI and the soak draw them again once removed from here.
-# registry_down: a registry unreachable when a run plans fails naming its URL but not what to do (the
-# UnreachableError's remedy is printed only when a task gives up on it): seed 17, step 7 of the CI history
-# (`RegistryHistory(17, 12, bootstrap, include=("incompatible_version", "soft_delete", "registry_down", "run_job",
-# "permanent_delete"), disabled=frozenset())`). The data oracle held.
-DISABLED: frozenset[str] = frozenset({"registry_down"})
+# until the product is fixed; CI and the soak draw them again once removed from here. (registry_down was one: a run
+# planning without the registry named its URL but not what to do, found at seed 17, step 7; fixed.)
+DISABLED: frozenset[str] = frozenset()
 REMEDY_WORDS = ("Register", "set source.schema_evolution", "correct the producer")
 
 
