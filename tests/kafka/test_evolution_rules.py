@@ -88,3 +88,17 @@ def test_the_merge_keeps_a_fields_logical_type_and_refuses_to_change_what_its_nu
         with pytest.raises(MergeError, match="at"):
             merge_versions([("version 1", {**_ts(a), "fields": [*_ts(a)["fields"], {"name": "g", "type": "int"}]}),
                             ("version 2", _ts(b))])
+
+
+def test_a_field_added_without_a_default_stays_nullable_when_a_later_version_keeps_it() -> None:
+    """v2 adds `region` without a default (null for v1's values in the merge); v3 keeps it, still without a default,
+    and adds a field with one. The merge of all three refused ("version v1: field region has no default for values
+    without it"), so every run of an `evolve` topic failed at planning (found by the registry world's soak)."""
+    v2 = changed(region={"type": "string"})
+    v3 = changed(region={"type": "string"}, note={"type": "string", "default": ""})
+    out = merge_versions([("v1", ORDER), ("v2", v2), ("v3", v3)])
+    fastavro.parse_schema(out)
+    assert all(losses(v, out) == [] for v in (ORDER, v2, v3))
+    fields = {f["name"]: f for f in out["fields"]}
+    assert fields["region"] == {"name": "region", "type": ["null", "string"], "default": None}
+    assert fields["note"]["default"] == ""

@@ -238,7 +238,13 @@ class _Merge:
             taken.add(match["name"])
             typ = self.merge(match["type"], field["type"], name)
             out = {**self.clean(field), "type": typ}
-            fields.append(with_default(out) if "default" in field else out)
+            if "default" in field:
+                fields.append(with_default(out))
+            elif "default" in match:  # the merge so far gave it one (earlier versions lack it): kept, or they lose it
+                fields.append(nullable(out, typ) if match["default"] is None or isinstance(typ, list)
+                              else {**out, "default": match["default"]})
+            else:
+                fields.append(out)
         for field in o["fields"]:
             if field["name"] not in taken:  # removed by the newer version: kept, null in its values
                 fields.append(nullable(self.clean(field), self.copy(field["type"], self.old)))
