@@ -137,10 +137,11 @@ class SchemaRegistryState:
         with self.lock:
             self._check_references(references)
             subject = self.subjects.setdefault(name, _Subject())
+            live = self.live_ids(name)
             known = self.by_text.get(key)
-            if known is not None and known in subject.versions:
+            if known is not None and known in live:
                 return known  # the same schema again: its id, no new version
-            problems = self.problems(name, text, subject.versions) if kind == "AVRO" else []
+            problems = self.problems(name, text, live) if kind == "AVRO" else []
             if problems:
                 raise RegistryError(409, 409, f"Schema being registered is incompatible with an earlier schema for subject "
                                               f"\"{name}\", details: {problems}")
@@ -153,6 +154,12 @@ class SchemaRegistryState:
                     self.references[known] = references
             subject.versions.append(known)
             return known
+
+    def live_ids(self, name: str) -> list[int]:
+        """The schema ids of the subject's versions a registration is judged against (all of them here; a registry
+        that deletes versions leaves the deleted out)."""
+        subject = self.subjects.get(name)
+        return list(subject.versions) if subject else []
 
     def _check_references(self, references: list[dict[str, Any]]) -> None:
         """Each reference names a subject's version that exists (Confluent: 422, error 42201, otherwise)."""
