@@ -29,7 +29,9 @@ exists (or is created, `create_publication`) and holds the listed tables; the sl
 database (or is created, `create_slot`), is not invalidated (`wal_status` lost, `conflicting`), and is not past any
 table's committed watermark (a slot dropped and re-created, or advanced by another consumer: the changes in between
 are gone; the run fails naming the slot, the tables and the range, and how to snapshot them again). Each table's
-columns are recorded with its commit (`state.columns`) and compared (a notice names a change); the slot's name is
+columns are recorded with its commit (`state.columns`) and compared (a notice names a change); so is its shape
+(`state.shape`, `columns.py`): a table whose existing rows may have changed without a change in the WAL (a column
+added with a DEFAULT, a rewrite by ALTER COLUMN … TYPE) fails alone until it is snapshotted again. The slot's name is
 recorded too (`state.slot`), and a table committed from another slot is refused.
 
 The publication (`publication.py`): pgoutput decodes a change only as the publication was at the change's WAL
@@ -53,6 +55,7 @@ from gobblin_py.api.lag import DatasetLag, unmeasured
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.schemas.postgres_columns import Column, avro_schema, check_mapped, read_columns
+from gobblin_py.builtin.sources.postgres_cdc.columns import read_shape, silent_changes
 from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, connect, flushed_after_sync_commit, lsn_int,
                                                              lsn_text, open_source)
 from gobblin_py.builtin.sources.postgres_cdc.publication import (Publication, check_publishes_everything,
@@ -92,6 +95,7 @@ class TablePlan:
     types: list[list[int]]  # per column: [declared type oid, typmod, base type oid]
     replica_identity: str
     table_bytes: int = 0  # pg_table_size: what a snapshot reads
+    shape: dict[str, Any] | None = None  # its relfilenode and columns (`columns.py`), kept with the commit
 
 
 def _identity_is_the_primary_key(conn: Any, dataset: str, oid: int) -> None:
@@ -160,7 +164,8 @@ class PostgresCdcSource(Source):
                 self._check_identity(p, state, system)
         problems = {p.dataset: why for p in plans if committed[p.dataset] is not None
                     and (why := membership_problem(p.dataset, state.kept(p.dataset).get("publication"),
-                                                   pub.identity(p.oid), s.slot)) is not None}
+                                                   pub.identity(p.oid), s.slot)
+                         or _rows_changed_silently(p, state.kept(p.dataset).get("shape"))) is not None}
         self._report_left(state, {p.dataset for p in plans})
         slot = self._slot(conn, {d: None if d in problems else lsn for d, lsn in committed.items()})
         position = lsn_int(slot["confirmed_flush_lsn"])
@@ -292,7 +297,8 @@ class PostgresCdcSource(Source):
         columns = [Column(c.name, False, c.type_name, c.declared, c.avro, c.cast) for c in read_columns(conn, oid)]
         check_mapped(dataset, columns, REMEDIES)
         types = [[int(t), int(m), int(b)] for _, t, m, b in conn.execute(BASE_TYPES_SQL, (oid,))]
-        return TablePlan(dataset, schema_name, table_name, int(oid), columns, types, str(identity), int(size or 0))
+        return TablePlan(dataset, schema_name, table_name, int(oid), columns, types, str(identity), int(size or 0),
+                         read_shape(conn, int(oid)))
 
     def _slot(self, conn: Any, committed: dict[str, int | None]) -> dict[str, Any]:
         """The slot (created when missing and allowed), checked: pgoutput, this database, not invalidated, not past any
@@ -383,6 +389,7 @@ class PostgresCdcSource(Source):
                                "snapshot_bytes": p.table_bytes if snapshot else 0, "wal_bytes": max(0, end - low),
                                "slot": s.slot, "publication": s.publication, "tables": tables,
                                "state.columns": names, "state.oid": p.oid, "state.publication": pub.identity(p.oid),
+                               "state.shape": p.shape,
                                "state.slot": {"name": s.slot, "database": s.database, **({"system": system} if system else {})}})
 
     def backlog(self, state: SourceState, timeout_s: float) -> list[DatasetLag]:
@@ -447,6 +454,17 @@ class PostgresCdcSource(Source):
         from gobblin_py.builtin.sources.postgres_cdc.extractor import PostgresCdcExtractor
 
         return PostgresCdcExtractor(self.settings, workunit, context)
+
+
+def _rows_changed_silently(p: TablePlan, kept: Any) -> str | None:
+    """Why the table's existing rows may have changed without a change in the WAL since its last commit (its recorded
+    shape against now: `columns.py`), with the re-snapshot; None when they cannot have."""
+    found = silent_changes(kept, p.shape) if p.shape is not None else []
+    if not found:
+        return None
+    return (f"table {p.dataset}: {'; '.join(found)}. No change record carries those values, so the output would keep "
+            f"the old ones. Nothing of it was read. Snapshot it again: {reset_hint([p.dataset])}, then run (an upsert "
+            "table: its rows are replaced by the snapshot)")
 
 
 def _system_identifier(conn: Any) -> str | None:

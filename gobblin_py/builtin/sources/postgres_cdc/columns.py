@@ -1,0 +1,73 @@
+"""Whether a captured table's existing rows may have changed without any change in the WAL since its last commit: no
+change record would ever carry their new values, so every consumer (a change log replayed, an upsert table) would
+keep the old ones while the run says committed.
+
+PostgreSQL does that in three ways: `ADD COLUMN c … DEFAULT <constant>` gives every existing row the value at once
+(the "fast default": pg_attribute.atthasmissing, nothing written to the rows); `ADD COLUMN` with a volatile default
+(`random()`, `nextval`, a stored generated column) and `ALTER COLUMN … TYPE … [USING …]` rewrite the table (a new
+relfilenode), and logical decoding leaves a rewrite out. So each table's commit records its shape (`state.shape`): its
+relfilenode and, per column, the attribute number, name, type oid and typmod, atthasmissing, whether it has a default
+and its pg_attribute row's xmin. The next run compares before reading: a new column with a missing value, or with a
+default in a rewritten table; a column renamed; a column whose type changed, or whose row changed, in a rewritten
+table: that table fails alone until it is snapshotted again. A column added without a default, a default set, a column
+dropped, a type changed in place (varchar(10) → varchar(20): no rewrite), TRUNCATE, VACUUM FULL and CLUSTER change no
+existing row's value and go on (a rewrite that only clears atthasmissing is VACUUM FULL's or CLUSTER's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SHAPE_SQL = """
+SELECT a.attnum, a.attname, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod), a.atthasmissing,
+       a.atthasdef, a.xmin::text, pg_get_expr(d.adbin, d.adrelid), c.relfilenode
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
+"""
+
+
+def read_shape(conn: Any, table_oid: int) -> dict[str, Any]:
+    """The table's shape now, as a commit records it (`state.shape`): its relfilenode and its columns."""
+    rows = conn.execute(SHAPE_SQL, (table_oid,)).fetchall()
+    columns = [{"attnum": int(num), "name": name, "type": int(oid), "typmod": int(mod), "type_name": shown,
+                "missing": bool(missing), "default": bool(has_default), "xmin": str(xmin),
+                **({"default_expr": expr} if expr is not None else {})}
+               for num, name, oid, mod, shown, missing, has_default, xmin, expr, _ in rows]
+    return {"relfilenode": int(rows[0][9]) if rows else 0, "columns": columns}
+
+
+def silent_changes(kept: Any, now: dict[str, Any]) -> list[str]:
+    """What changed since `kept` (a commit's `state.shape`) that may have changed existing rows without the WAL; empty
+    when nothing did, or when the commit kept no shape (a state from before it was kept: checked from its next commit)."""
+    if not isinstance(kept, dict) or not isinstance(kept.get("columns"), list):
+        return []
+    before = {c.get("attnum"): c for c in kept["columns"] if isinstance(c, dict)}
+    rewritten = kept.get("relfilenode") != now["relfilenode"]
+    how = f"the table was rewritten (relfilenode {kept.get('relfilenode')} → {now['relfilenode']})"
+    found: list[str] = []
+    for c in now["columns"]:
+        old = before.get(c["attnum"])
+        default = f"DEFAULT {c.get('default_expr', '…')}"
+        if old is None:
+            if c["missing"]:
+                found.append(f"column {c['name']} was added with {default}: PostgreSQL gives every existing row that "
+                             "value at once (a fast default), without a change in the WAL")
+            elif c["default"] and rewritten:
+                found.append(f"column {c['name']} was added with {default} and {how}: every existing row got a value "
+                             "without a change in the WAL")
+            continue
+        if old.get("name") != c["name"]:
+            found.append(f"column {old.get('name')} was renamed to {c['name']}: the existing rows' values under "
+                         f"{c['name']} never came as changes")
+        elif (old.get("type"), old.get("typmod")) != (c["type"], c["typmod"]):
+            if rewritten:
+                found.append(f"column {c['name']} changed type from {old.get('type_name')} to {c['type_name']} and "
+                             f"{how}: ALTER COLUMN … TYPE … [USING …] rewrote every row's value without a change in "
+                             "the WAL")
+        elif old.get("xmin") != c["xmin"] and rewritten and not (old.get("missing") and not c["missing"]
+                                                                 and old.get("default") == c["default"]):
+            found.append(f"column {c['name']} was altered (its pg_attribute row's xmin {old.get('xmin')} → {c['xmin']}) "
+                         f"and {how}: ALTER COLUMN … TYPE … USING … rewrites every row's value without a change in the "
+                         "WAL (another ALTER COLUMN followed by TRUNCATE, VACUUM FULL or CLUSTER looks the same)")
+    return found
