@@ -2,10 +2,12 @@
 directory, until `--histories` ran or `--minutes` passed; prints the world, seed, step and steps of any history that
 breaks a rule, which `--world W --seed N` (with the same `--steps`) replays. `--world mix` draws a world per history;
 a Kafka, upsert or registry world runs against a local Tansu broker the soak starts (a registry world starts its
-own schema-registry test server).
+own schema-registry test server), a CDC world against a local PostgreSQL with logical decoding the soak starts (a
+database of its own per history). `--cdc-enable all` (or a comma-separated list of rules) also draws the CDC world's
+rules that are off by default (support.world_cdc.DISABLED).
 
-    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|registry|mix] [--histories 1000] [--steps 20]
-                                           [--minutes 600] [--seed N]
+    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|registry|cdc|mix] [--histories 1000]
+                                           [--steps 20] [--minutes 600] [--seed N] [--cdc-enable all|RULE,…]
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import contextlib
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -25,11 +28,17 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from support.world import History, Violation
 
-WORLDS = ("files", "kafka", "iceberg", "delta", "upsert", "registry")
+WORLDS = ("files", "kafka", "iceberg", "delta", "upsert", "registry", "cdc")
 
 
-def history(world: str, seed: int, steps: int, broker: Any) -> History:
-    """The history of `world` for `seed`; a Kafka, upsert or registry one on `broker`, started on first use."""
+def history(world: str, seed: int, steps: int, broker: Any, postgres: Any, cdc_enable: str = "") -> History:
+    """The history of `world` for `seed`; a Kafka, upsert or registry one on `broker`, a CDC one on `postgres`, each
+    started on first use."""
+    if world == "cdc":
+        from support.world_cdc import DISABLED, CdcHistory
+
+        enabled = set(DISABLED) if cdc_enable == "all" else {r for r in cdc_enable.split(",") if r}
+        return CdcHistory(seed, steps, postgres(), disabled=DISABLED - enabled)
     if world == "registry":
         from support.world_registry import RegistryHistory
 
@@ -62,7 +71,10 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--minutes", type=float, default=600.0)
     p.add_argument("--seed", type=int, default=None, help="replay one history")
+    p.add_argument("--cdc-enable", default="", help="the CDC world also draws these of its rules off by default: "
+                                                    "all, or a comma-separated list (support.world_cdc.DISABLED)")
     args = p.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the servers it started are stopped too
     system = random.SystemRandom()
     seeds = [args.seed] if args.seed is not None else [system.randrange(2**32) for _ in range(args.histories)]
     deadline = time.monotonic() + args.minutes * 60
@@ -78,6 +90,16 @@ def main() -> int:
                 started.append(stack.enter_context(LocalBroker()))
             return started[0]
 
+        servers: list[Any] = []
+
+        def postgres() -> Any:
+            if not servers:
+                from gobblin_py.demo.pg_server import LocalPostgres
+                from support.world_cdc import LOGICAL
+
+                servers.append(stack.enter_context(LocalPostgres(LOGICAL)))
+            return servers[0]
+
         for seed in seeds:
             if time.monotonic() > deadline:
                 break
@@ -85,7 +107,7 @@ def main() -> int:
             root = Path(tempfile.mkdtemp(prefix=f"soak-{world}-{seed}-"))
             ran[world] += 1
             try:
-                history(world, seed, args.steps, broker).run(root)
+                history(world, seed, args.steps, broker, postgres, args.cdc_enable).run(root)
             except Violation as exc:
                 failed[world] += 1
                 steps = "\n    ".join(exc.log)

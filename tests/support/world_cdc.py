@@ -1,0 +1,643 @@
+"""The CDC world of the model-based test (see world.py, issue 42): a real PostgreSQL 16 with logical decoding (the
+`pgserver` binaries, tests/cdc's server), a publication of two or three tables, and a postgres_cdc job publishing
+each table to an Iceberg table kept by key (`mode: upsert`, the embedded pyiceberg SQL catalog), as
+docs/sources/postgres_cdc.md shows it.
+
+Its rules: DML transactions (inserts, updates, a key updated several times in one transaction, deletes, a key deleted
+and inserted again, updates of `n` alone), a large transaction, TOAST-size text values (and later updates that leave
+them unchanged), a transaction begun before a run and committed after it (`spanning`), primary-key updates
+(`UPDATE t SET id = new WHERE id = old`, a key moved and moved back, a key moved and a row inserted at the old one),
+TRUNCATE (alone, or between inserts in one transaction); runs of the real CLI in a child process, runs SIGKILLed at a
+commit point (the Iceberg upsert's own among them) or at a random time, `recover`, `recover --abandon`, a `state
+reset` the user asks for; the publication changed (publish flags narrowed, a row filter added, a table removed and
+perhaps added back, a table added); DDL (a column added, with or without a DEFAULT, an added column dropped, `n`
+retyped (to bigint, or rewritten by a USING expression), REPLICA IDENTITY FULL and back to DEFAULT); the slot dropped
+and created again.
+
+The oracle: after every step no key is twice in any Iceberg table; after every run that exits 0, every Iceberg table
+of a published table equals `SELECT * FROM` its source table by primary key (each key once, each column's value
+equal; a column the Iceberg table lacks reads NULL). A run that exits 1 or 2 must follow a change to the world that
+docs/sources/postgres_cdc.md names ("Failure modes, and what to do") and must name the changed table, the
+publication or the slot, and a remedy the page documents; the world then applies that remedy (`ALTER PUBLICATION …`,
+`REPLICA IDENTITY FULL`, the slot's drop, then `state reset … --dataset schema.table` for each table named), and the
+next run that exits 0 is held to the oracle again. At the end: every change undone that can be (a table out of the
+publication stays out, its state dropped), recover, and runs (remedied as above) until one exits 0.
+
+`DISABLED` names the rules off by default (weight 0, and a forced step of theirs taken as `dml`): none now. It held
+the rules waiting for fixes of the product (the publication's flags, row filters and membership as an identity; a
+primary-key update deleting the old key), and `add_column_default`, whose defect this world found: a column added with
+a DEFAULT gave every existing row its value with no change in the WAL, the upsert table kept NULL there and the run
+exited 0 (now each table's shape is an identity: tests/cdc/test_cdc_columns.py). A rule found defective again goes
+back into KNOWN_DEFECTS until its fix lands; `scripts/soak_world.py --world cdc --cdc-enable all` draws them anyway."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gobblin_py.builtin.publishers.iceberg.upsert import WRITTEN_POINT
+from gobblin_py.testing.crash import SIGKILLED
+
+from support.world import CRASH_POINTS, RUN, History, Rule, Violation, World, reap, start
+
+PASSWORD_ENV = "GOBBLIN_TEST_PG_PASSWORD"
+LOGICAL = {"wal_level": "logical", "max_replication_slots": 40, "max_wal_senders": 40}
+PUBLICATION = "pub"
+FULL_PUBLISH = "insert, update, delete, truncate"
+TOAST_CHARS = 12_000  # random hex: incompressible, so stored out of line (TOAST) above ~2 kB
+LARGE_TXN_ROWS = 1_500
+# Rules off by default (weight 0, a forced step of theirs taken as `dml`; the soak's --cdc-enable draws them): those
+# waiting for a fix of the product (PENDING_FIXES), and those whose defect this world found (KNOWN_DEFECTS). Empty:
+# the publication's identity (narrow_publish, row_filter, remove_table), key updates (key_update) and the table's shape
+# (add_column_default, retype) are checked by postgres_cdc now.
+PENDING_FIXES: frozenset[str] = frozenset()
+KNOWN_DEFECTS: frozenset[str] = frozenset()
+DISABLED: frozenset[str] = PENDING_FIXES | KNOWN_DEFECTS
+# What a refusal must say to be a documented remedy (docs/sources/postgres_cdc.md, "Failure modes, and what to do").
+REMEDIES = ("state reset", "ALTER PUBLICATION", "REPLICA IDENTITY", "pg_drop_replication_slot")
+
+
+@dataclass
+class CdcWorld(World):
+    """The database and what the model knows of it: the tables, which are published, what changed since a clean run."""
+
+    server: Any = None
+    db: str = ""
+    slot: str = ""
+    conn: Any = None                                      # autocommit session of the world's own changes
+    columns: dict[str, list[str]] = field(default_factory=dict)  # table → its columns now, in order
+    published: set[str] = field(default_factory=set)      # tables in the publication now
+    full: set[str] = field(default_factory=set)           # tables with REPLICA IDENTITY FULL
+    dropped_state: set[str] = field(default_factory=set)  # tables out of the publication whose state a reset dropped
+    disturbed: list[str] = field(default_factory=list)    # what changed since the last clean run that a run may name
+    next_key: int = 1000
+    next_column: int = 1
+    clean: bool = False                                   # the step's last run exited 0: hold it to the oracle
+
+    def sql(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        cur = self.conn.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+    def keys(self, table: str) -> list[int]:
+        return [r[0] for r in self.sql(f"SELECT id FROM {table} ORDER BY id")]
+
+    def key(self) -> int:
+        self.next_key += 1
+        return self.next_key
+
+
+def dataset_table(dataset: str) -> str:
+    """The Iceberg table of `schema.table` under `table: db.{dataset}` in a one-level catalog."""
+    return f"db.{dataset.replace('.', '_')}"
+
+
+class CdcHistory(History):
+    """A history of a postgres_cdc → Iceberg upsert job (see the module's docstring). `server` is a started
+    tests/cdc-style LocalPostgres with wal_level=logical; each history has a database and a slot of its own."""
+
+    kind = "cdc"
+    crash_points = (*CRASH_POINTS, WRITTEN_POINT)
+
+    def __init__(self, seed: int, steps: int, server: Any, include: tuple[str, ...] = (),
+                 disabled: frozenset[str] = DISABLED) -> None:
+        super().__init__(seed, steps, include)
+        self.server, self.disabled = server, disabled
+        self.include = {k: "dml" if name in disabled else name for k, name in self.include.items()}
+        self._world: CdcWorld | None = None
+
+    # --- the world ----------------------------------------------------------------------------------------------
+
+    def new_world(self, root: Path) -> World:
+        from gobblin_py.demo.pg_server import PASSWORD
+
+        os.environ[PASSWORD_ENV] = PASSWORD  # the CLI children inherit it
+        root.mkdir(parents=True, exist_ok=True)
+        db = self.server.create_database(f"w{self.seed % 10**8}_{uuid.uuid4().hex[:8]}")
+        world = CdcWorld(root, server=self.server, db=db, slot=f"s_{db}", conn=self.server.connect(db))
+        self._world = world
+        tables = [f"public.t{k}" for k in range(self.rng.randint(2, 3))]
+        for table in tables:
+            self.create_table(world, table)
+        world.sql(f"CREATE PUBLICATION {PUBLICATION} FOR TABLE {', '.join(tables)}")
+        world.published = set(tables)
+        world.log.append(f"0 database {db}: publication {PUBLICATION} of {', '.join(tables)}")
+        return world
+
+    def create_table(self, world: CdcWorld, table: str) -> None:
+        world.sql(f"CREATE TABLE {table} (id int PRIMARY KEY, v text, n int)")
+        world.sql(f"INSERT INTO {table} SELECT i, 'v' || i, i FROM generate_series(1, %s::int) AS i", (self.rng.randint(5, 30),))
+        world.columns[table] = ["id", "v", "n"]
+
+    def job(self, world: World) -> dict[str, Any]:
+        assert isinstance(world, CdcWorld)
+        return {
+            "job": {"name": "c", "work_dir": str(world.root / "work"), "max_task_retries": 0},
+            "source": {"class": "postgres_cdc", "url": self.server.url(world.db), "password_env": PASSWORD_ENV,
+                       "slot": world.slot, "publication": PUBLICATION, "busy_wait_s": 20},
+            "writer": {"class": "parquet"},
+            "publisher": {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(world.root / "warehouse"),
+                          "mode": "upsert", "key": ["id"], "order_by": ["_lsn", "_seq"],
+                          "delete_when": {"column": "_op", "equals": ["delete"]},
+                          "truncate_when": {"column": "_op", "equals": ["truncate"]}},
+        }
+
+    def rules(self) -> list[tuple[int, Rule]]:
+        rules = [(6, self.dml), (1, self.large_transaction), (1, self.toast), (2, self.spanning), (1, self.key_update),
+                 (1, self.truncate), (5, self.run_job), (3, self.run_killed_at_point), (1, self.run_killed_at_random),
+                 (1, self.recover), (1, self.abandon), (1, self.state_reset), (1, self.narrow_publish),
+                 (1, self.row_filter), (1, self.remove_table), (1, self.add_table), (1, self.add_column), (1, self.add_column_default),
+                 (1, self.drop_column), (1, self.retype), (1, self.replica_identity), (1, self.recreate_slot)]
+        return [(0 if rule.__name__ in self.disabled else w, rule) for w, rule in rules]
+
+    def run(self, root: Path) -> World:
+        try:
+            return super().run(root)
+        finally:
+            if self._world is not None:
+                self.teardown(self._world)
+
+    def teardown(self, world: CdcWorld) -> None:
+        """Drop the history's slot and database (a slot keeps WAL for the whole server)."""
+        with world.server.connect("postgres") as conn:
+            for _ in range(50):
+                try:
+                    conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s",
+                                 (world.db,))
+                    break
+                except Exception:  # still active: a killed run's session not yet gone
+                    time.sleep(0.2)
+            world.conn.close()
+            conn.execute(f'DROP DATABASE IF EXISTS "{world.db}" WITH (FORCE)')
+
+    # --- the oracle -----------------------------------------------------------------------------------------------
+
+    def output_ids(self, world: World) -> Any:
+        raise NotImplementedError  # the oracle is by key: `check`
+
+    def iceberg_rows(self, world: CdcWorld, dataset: str, step: int, rule: str) -> tuple[list[str], list[dict[str, Any]]] | None:
+        """The Iceberg table's columns and rows as pyiceberg reads them, or None before the job made it."""
+        from pyiceberg.catalog import load_catalog
+        from pyiceberg.exceptions import NoSuchTableError
+
+        db = world.root / "work" / "iceberg" / "catalog.db"
+        if not db.exists():
+            return None
+        try:
+            table = load_catalog("gobblin_py", type="sql", uri=f"sqlite:///{db}").load_table(dataset_table(dataset))
+        except NoSuchTableError:
+            return None
+        except Exception as exc:  # what the independent reader raises is the finding, whatever its type
+            raise Violation(self.seed, step, rule, f"the reader failed on {dataset}: {type(exc).__name__}: {exc}") from exc
+        names = [f.name for f in table.schema().fields]
+        try:
+            return names, table.scan().to_arrow().to_pylist()
+        except Exception as exc:
+            raise Violation(self.seed, step, rule, f"the reader failed on {dataset}: {type(exc).__name__}: {exc}") from exc
+
+    def check(self, world: World, step: int, rule: str, final: bool) -> None:
+        """No key twice in any Iceberg table; after a run that exited 0, each published table's Iceberg table equals
+        the source by key."""
+        assert isinstance(world, CdcWorld)
+        for dataset in sorted(world.columns):
+            read = self.iceberg_rows(world, dataset, step, rule)
+            if read is None:
+                if world.clean and dataset in world.published:
+                    raise Violation(self.seed, step, rule, f"{dataset}: no Iceberg table {dataset_table(dataset)} after a "
+                                                           "run that exited 0")
+                continue
+            names, rows = read
+            keys = [r["id"] for r in rows]
+            twice = sorted({k for k in keys if keys.count(k) > 1})
+            if twice or None in keys:
+                raise Violation(self.seed, step, rule, f"{dataset_table(dataset)}: key(s) {twice[:5]} twice (or a null "
+                                                       f"key: {None in keys})")
+            if not world.clean or dataset not in world.published:
+                continue
+            columns = world.columns[dataset]
+            source = {r[0]: r for r in world.sql(f"SELECT {', '.join(columns)} FROM {dataset}")}
+            table = {r["id"]: tuple(r.get(c) if c in names else None for c in columns) for r in rows}
+            if table != source:
+                lost = sorted(set(source) - set(table))
+                extra = sorted(set(table) - set(source))
+                wrong = sorted(k for k in set(table) & set(source) if table[k] != source[k])
+                raise Violation(self.seed, step, rule, f"{dataset_table(dataset)} is not {dataset} after a run that exited 0: "
+                                f"{len(lost)} key(s) missing {lost[:5]}, {len(extra)} key(s) the source no longer has "
+                                f"{extra[:5]}, {len(wrong)} key(s) with other values, e.g. "
+                                + "; ".join(f"{k}: {short(table[k])} (source {short(source[k])})" for k in wrong[:3]))
+        if world.clean:
+            world.log.append(f"{step}   oracle: {', '.join(f'{d}={len(world.keys(d))} rows' for d in sorted(world.published))}"
+                             " equal")
+        world.clean = False
+
+    # --- runs, judged -----------------------------------------------------------------------------------------------
+
+    def may_fail(self, world: CdcWorld) -> list[str]:
+        """What a run may fail on now: the changes since the last clean run, and a TOASTed value in a table without
+        REPLICA IDENTITY FULL (an update that leaves it unchanged fails the table until FULL and a reset)."""
+        toasted = [t for t in sorted(world.published - world.full)
+                   if world.sql(f"SELECT 1 FROM {t} WHERE length(v) >= %s LIMIT 1", (TOAST_CHARS,))]
+        return world.disturbed + [f"TOASTed values in {t}" for t in toasted]
+
+    def _run(self, world: CdcWorld, step: int, rule: str, point: str | None,
+             before_remedy: Callable[[], None] = lambda: None) -> subprocess.CompletedProcess[str]:
+        """A run (killed at `point`): exit 0 (held to the oracle), or, while the world changed, 1 or 2 naming what
+        changed and a documented remedy, which the world then applies."""
+        allowed = self.may_fail(world)
+        ok = (0, 1, 2) if allowed else (0,)
+        done = self.cli(world, RUN, step, rule, ok=(*ok, SIGKILLED) if point else ok, crash_at=point)
+        if done.returncode == 0:
+            world.clean = True
+            world.disturbed.clear()
+        elif done.returncode in (1, 2):
+            before_remedy()
+            self.remedy(world, step, rule, done)
+        return done
+
+    def remedy(self, world: CdcWorld, step: int, rule: str, done: subprocess.CompletedProcess[str]) -> None:
+        """A refused run names a table, the publication or the slot, and a documented remedy: applied here."""
+        said = " ".join((done.stdout + done.stderr).split())
+        world.log.append(f"    said: {said[-700:]}")
+        names = [*world.columns, f"publication '{PUBLICATION}'", f"slot '{world.slot}'", f"slot {world.slot!r}"]
+        named = [n for n in names if n in said]
+        if not named or not any(r in said for r in REMEDIES):
+            raise Violation(self.seed, step, rule, f"exit {done.returncode} without naming a table, the publication or "
+                                                   f"the slot and a documented remedy (changed: {self.may_fail(world)}): "
+                                                   f"{said[-1500:]}")
+        applied: list[str] = []
+        if f"ALTER PUBLICATION {PUBLICATION} SET (publish = '{FULL_PUBLISH}')" in said:
+            world.sql(f"ALTER PUBLICATION {PUBLICATION} SET (publish = '{FULL_PUBLISH}')")
+            applied.append("publish every operation")
+        for table in dict.fromkeys(re.findall(rf"ALTER PUBLICATION {PUBLICATION} DROP TABLE (public\.t\d); "
+                                              rf"ALTER PUBLICATION {PUBLICATION} ADD TABLE public\.t\d", said)):
+            world.sql(f"ALTER PUBLICATION {PUBLICATION} DROP TABLE {table}")
+            world.sql(f"ALTER PUBLICATION {PUBLICATION} ADD TABLE {table}")
+            applied.append(f"{table} published whole")
+        if "REPLICA IDENTITY FULL" in said:
+            for table in [t for t in world.columns if t not in world.full and re.search(rf"\b{re.escape(t)}\b", said)]:
+                world.sql(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+                world.full.add(table)
+                applied.append(f"{table} REPLICA IDENTITY FULL")
+        if f"pg_drop_replication_slot('{world.slot}')" in said:
+            self.drop_slot(world)
+            applied.append("slot dropped")
+        gone = re.findall(rf"table (public\.t\d) is no longer in publication '{PUBLICATION}'", said)
+        for dataset in dict.fromkeys(re.findall(r"--dataset (public\.t\d)\b", said)):
+            applied.append(f"state reset {dataset} -> {self.reset(world, step, f'remedy: state reset {dataset}', dataset)}")
+            if dataset in gone:
+                world.dropped_state.add(dataset)
+        if not applied:
+            raise Violation(self.seed, step, rule, f"exit {done.returncode}: no remedy the world can apply in: {said[-1500:]}")
+        world.log.append(f"    remedy: {'; '.join(applied)}")
+
+    def run_job(self, world: World, step: int) -> None:
+        assert isinstance(world, CdcWorld)
+        self._run(world, step, "run", None)
+
+    def run_killed_at_point(self, world: World, step: int) -> None:
+        assert isinstance(world, CdcWorld)
+        self._run(world, step, "run killed", self.rng.choice(self.crash_points))
+
+    def run_killed_at_random(self, world: World, step: int) -> None:
+        proc = start(world, RUN)
+        time.sleep(self.rng.uniform(0.3, 3.0))
+        world.log.append(f"{step} run killed at random -> {reap(proc, kill=True)}")
+
+    def state_reset(self, world: World, step: int) -> None:
+        """The user snapshots a table again: its Iceberg table's rows are replaced by the snapshot."""
+        assert isinstance(world, CdcWorld)
+        if world.published:
+            self.reset(world, step, "state reset", self.rng.choice(sorted(world.published)))
+
+    def reset(self, world: CdcWorld, step: int, rule: str, dataset: str) -> int:
+        """`state reset --dataset D`: exit 0, or 2 for a table never committed (nothing to reset); refused (exit 1)
+        while a commit of the table is pending, naming `recover`, which the world then runs before the reset."""
+        args = ["state", "reset", "job.yaml", "--dataset", dataset, "--yes"]
+        done = self.cli(world, args, step, rule, ok=(0, 1, 2))
+        if done.returncode == 1:
+            if f"recover job.yaml --dataset {dataset}" not in done.stdout + done.stderr:
+                raise Violation(self.seed, step, rule, f"state reset of {dataset} failed: {(done.stdout + done.stderr)[-800:]}")
+            self.cli(world, ["recover", "job.yaml", "--dataset", dataset], step, f"{rule}: recover first", ok=(0,))
+            done = self.cli(world, args, step, rule, ok=(0, 2))
+        if done.returncode == 2 and f"no committed state for dataset '{dataset}'" not in done.stdout + done.stderr:
+            raise Violation(self.seed, step, rule, f"state reset of {dataset} refused: {(done.stdout + done.stderr)[-800:]}")
+        return done.returncode
+
+    def finish(self, world: World) -> None:
+        """Recover, then runs (each refusal remedied) until one exits 0, held to the oracle."""
+        assert isinstance(world, CdcWorld)
+        self.cli(world, ["recover", "job.yaml", "--all"], self.steps + 1, "recover", ok=(0, 1))
+        for _ in range(6):
+            if self._run(world, self.steps + 1, "final run", None).returncode == 0:
+                self.check(world, self.steps + 1, "final", final=True)
+                return
+        raise Violation(self.seed, self.steps + 1, "final run", "no run exited 0 after six runs and their remedies")
+
+    # --- changes to the data --------------------------------------------------------------------------------------
+
+    def pick(self, world: CdcWorld) -> str:
+        """A table to change: mostly a published one."""
+        tables = sorted(world.published) if world.published and self.rng.random() < 0.9 else sorted(world.columns)
+        return self.rng.choice(tables)
+
+    def changes(self, world: CdcWorld, conn: Any, table: str, count: int) -> list[str]:
+        """`count` random changes to `table` on `conn` (inside the caller's transaction); what they were."""
+        done: list[str] = []
+        keys = [r[0] for r in conn.execute(f"SELECT id FROM {table}").fetchall()]
+        extra = [c for c in world.columns[table] if c not in ("id", "v", "n")]
+        for _ in range(count):
+            dice = self.rng.random()
+            if dice < 0.3 or not keys:
+                key = world.key()
+                conn.execute(f"INSERT INTO {table} (id, v, n) VALUES (%s, %s, %s)", (key, f"i{key}", self.rng.randint(0, 99)))
+                keys.append(key)
+                done.append("insert")
+            elif dice < 0.6:
+                key = self.rng.choice(keys)
+                for n in range(self.rng.randint(1, 3)):  # the same key again in the same transaction
+                    conn.execute(f"UPDATE {table} SET v = %s, n = n + 1 WHERE id = %s", (f"u{key}.{world.key()}", key))
+                done.append("update")
+            elif dice < 0.7:
+                key = self.rng.choice(keys)  # v left as it is (a TOASTed v unchanged)
+                sets = ", ".join(["n = n + 1", *(f"{c} = {self.rng.randint(0, 9)}" for c in extra[:1])])
+                conn.execute(f"UPDATE {table} SET {sets} WHERE id = %s", (key,))
+                done.append("update n")
+            elif dice < 0.88:
+                key = keys.pop(self.rng.randrange(len(keys)))
+                conn.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
+                done.append("delete")
+            else:
+                key = self.rng.choice(keys)  # deleted and inserted again, other values
+                conn.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
+                conn.execute(f"INSERT INTO {table} (id, v, n) VALUES (%s, %s, %s)", (key, f"again{key}.{world.key()}", -1))
+                done.append("delete+insert")
+        return done
+
+    def produce(self, world: World, step: int) -> None:
+        self.dml(world, step)
+
+    def dml(self, world: World, step: int) -> None:
+        """One to four transactions of random changes, to one table or two."""
+        assert isinstance(world, CdcWorld)
+        for _ in range(self.rng.randint(1, 4)):
+            tables = {self.pick(world) for _ in range(self.rng.randint(1, 2))}
+            with world.conn.transaction():
+                what = {t: self.changes(world, world.conn, t, self.rng.randint(1, 6)) for t in sorted(tables)}
+            world.log.append(f"{step} dml: " + "; ".join(f"{t} {', '.join(w)}" for t, w in what.items()))
+
+    def large_transaction(self, world: World, step: int) -> None:
+        """One transaction of inserts, an update of every row and deletes of some."""
+        assert isinstance(world, CdcWorld)
+        table = self.pick(world)
+        first = world.next_key + 1
+        world.next_key += LARGE_TXN_ROWS
+        with world.conn.transaction():
+            world.sql(f"INSERT INTO {table} (id, v, n) SELECT i, 'big' || i, 0 FROM generate_series(%s::int, %s::int) AS i",
+                      (first, world.next_key))
+            world.sql(f"UPDATE {table} SET n = n + 1, v = v || '+' WHERE id >= %s", (first,))
+            world.sql(f"DELETE FROM {table} WHERE id >= %s AND id %% 7 = 0", (first,))
+        world.log.append(f"{step} large transaction on {table}: {LARGE_TXN_ROWS} inserts, updates, deletes")
+
+    def toast(self, world: World, step: int) -> None:
+        """A TOAST-size `v` inserted or set; later updates of `n` alone leave it unchanged."""
+        assert isinstance(world, CdcWorld)
+        table = self.pick(world)
+        big = secrets.token_hex(TOAST_CHARS // 2)
+        keys = world.keys(table)
+        if keys and self.rng.random() < 0.5:
+            key = self.rng.choice(keys)
+            world.sql(f"UPDATE {table} SET v = %s WHERE id = %s", (big, key))
+        else:
+            key = world.key()
+            world.sql(f"INSERT INTO {table} (id, v, n) VALUES (%s, %s, 0)", (key, big))
+        if self.rng.random() < 0.5:
+            world.sql(f"UPDATE {table} SET n = n + 1 WHERE id = %s", (key,))  # the TOASTed value unchanged
+        world.log.append(f"{step} toast: {table} key {key} holds {TOAST_CHARS} chars"
+                         f"{'' if table in world.full else ' (identity DEFAULT)'}")
+
+    def spanning(self, world: World, step: int) -> None:
+        """Changes in a transaction begun before a run (plain, or killed at a commit point) and committed after it,
+        with committed changes to the other tables meanwhile: the run must not see the open ones, the next one must.
+        (Not while the slot is missing: creating it waits for every running transaction. The transaction commits
+        before a refused run's remedy, whose ALTER TABLE would wait for its locks.)"""
+        assert isinstance(world, CdcWorld)
+        if not world.sql("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (world.slot,)):
+            return self.dml(world, step)
+        other = world.server.connect(world.db, autocommit=False)
+        try:
+            table = self.pick(world)
+            what = self.changes(world, other, table, self.rng.randint(1, 6))
+            world.log.append(f"{step} spanning transaction open on {table}: {', '.join(what)}")
+            for t in sorted(world.published - {table}):  # the open transaction holds its rows' locks: other tables
+                with world.conn.transaction():
+                    self.changes(world, world.conn, t, self.rng.randint(1, 4))
+            point = self.rng.choice(self.crash_points) if self.rng.random() < 0.3 else None
+            self._run(world, step, "run killed" if point else "run", point, before_remedy=other.commit)
+            self.check(world, step, "run with a transaction open", final=False)
+            other.commit()
+            world.log.append(f"{step} spanning transaction committed")
+        finally:
+            other.close()
+
+    def key_update(self, world: World, step: int) -> None:
+        """`UPDATE t SET id = new WHERE id = old`: alone, moved and moved back in one transaction, or moved with a
+        new row inserted at the old key; sometimes with other changes around it."""
+        assert isinstance(world, CdcWorld)
+        table = self.pick(world)
+        keys = world.keys(table)
+        if not keys:
+            return self.dml(world, step)
+        old, new = self.rng.choice(keys), world.key()
+        how = self.rng.choice(("moved", "moved and back", "moved, old key inserted", "moved twice"))
+        with world.conn.transaction():
+            if self.rng.random() < 0.3:
+                self.changes(world, world.conn, table, 2)
+                if not world.sql(f"SELECT 1 FROM {table} WHERE id = %s", (old,)):
+                    world.sql(f"INSERT INTO {table} (id, v, n) VALUES (%s, 'k', 0)", (old,))
+            world.sql(f"UPDATE {table} SET id = %s, n = n + 1 WHERE id = %s", (new, old))
+            if how == "moved and back":
+                world.sql(f"UPDATE {table} SET id = %s WHERE id = %s", (old, new))
+            elif how == "moved, old key inserted":
+                world.sql(f"INSERT INTO {table} (id, v, n) VALUES (%s, 'at the old key', 0)", (old,))
+            elif how == "moved twice":
+                world.sql(f"UPDATE {table} SET id = %s WHERE id = %s", (world.key(), new))
+        world.log.append(f"{step} key update on {table}: {old} -> {new} ({how})")
+
+    def truncate(self, world: World, step: int) -> None:
+        """TRUNCATE alone, or inside a transaction between inserts and updates."""
+        assert isinstance(world, CdcWorld)
+        table = self.pick(world)
+        with world.conn.transaction():
+            if self.rng.random() < 0.5:
+                self.changes(world, world.conn, table, 3)
+                world.sql(f"TRUNCATE {table}")
+                self.changes(world, world.conn, table, 3)
+                how = "between changes"
+            else:
+                world.sql(f"TRUNCATE {table}")
+                how = "alone"
+        world.log.append(f"{step} truncate {table} {how}")
+
+    # --- changes to the publication -------------------------------------------------------------------------------
+
+    def narrow_publish(self, world: World, step: int) -> None:
+        """`ALTER PUBLICATION pub SET (publish = 'insert, update')`, deletes, and half the time the flags put back
+        before any run sees them."""
+        assert isinstance(world, CdcWorld)
+        world.sql(f"ALTER PUBLICATION {PUBLICATION} SET (publish = 'insert, update')")
+        self.dml(world, step)
+        table = self.pick(world)
+        keys = world.keys(table)
+        if keys:
+            world.sql(f"DELETE FROM {table} WHERE id = %s", (self.rng.choice(keys),))
+        restored = self.rng.random() < 0.5
+        if restored:
+            world.sql(f"ALTER PUBLICATION {PUBLICATION} SET (publish = '{FULL_PUBLISH}')")
+        world.disturbed.append("publish narrowed")
+        world.log.append(f"{step} publication {PUBLICATION} narrowed to insert, update; a delete on {table}"
+                         f"{'; put back' if restored else ''}")
+
+    def row_filter(self, world: World, step: int) -> None:
+        """A row filter on a published table (`ALTER PUBLICATION … ADD TABLE t WHERE (id % 2 = 0)`), then changes."""
+        assert isinstance(world, CdcWorld)
+        if not world.published:
+            return
+        table = self.rng.choice(sorted(world.published))
+        world.sql(f"ALTER PUBLICATION {PUBLICATION} DROP TABLE {table}")
+        world.sql(f"ALTER PUBLICATION {PUBLICATION} ADD TABLE {table} WHERE (id %% 2 = 0)")
+        with world.conn.transaction():
+            self.changes(world, world.conn, table, 6)
+        world.disturbed.append(f"row filter on {table}")
+        world.log.append(f"{step} publication {PUBLICATION}: row filter on {table}, then changes")
+
+    def remove_table(self, world: World, step: int) -> None:
+        """A table removed from the publication, changed while out; half the time added back in the same step."""
+        assert isinstance(world, CdcWorld)
+        if len(world.published) < 2:
+            return self.add_table(world, step)
+        table = self.rng.choice(sorted(world.published))
+        world.sql(f"ALTER PUBLICATION {PUBLICATION} DROP TABLE {table}")
+        world.published.discard(table)
+        with world.conn.transaction():
+            self.changes(world, world.conn, table, 4)
+        world.disturbed.append(f"{table} left the publication")
+        if self.rng.random() < 0.5:
+            self.publish(world, table)
+            world.log.append(f"{step} {table} removed from {PUBLICATION}, changed, and added back")
+        else:
+            world.log.append(f"{step} {table} removed from {PUBLICATION}, then changed")
+
+    def publish(self, world: CdcWorld, table: str) -> None:
+        world.sql(f"ALTER PUBLICATION {PUBLICATION} ADD TABLE {table}")
+        world.published.add(table)
+        world.dropped_state.discard(table)
+        world.disturbed.append(f"{table} added to the publication")
+
+    def add_table(self, world: World, step: int) -> None:
+        """A table added to the publication: a new one (public.t2 while there are fewer), or one removed before."""
+        assert isinstance(world, CdcWorld)
+        out = sorted(set(world.columns) - world.published)
+        if out:
+            table = self.rng.choice(out)
+            self.publish(world, table)
+            world.log.append(f"{step} {table} added back to {PUBLICATION}")
+        elif len(world.columns) < 3:
+            table = f"public.t{len(world.columns)}"
+            self.create_table(world, table)
+            self.publish(world, table)
+            world.log.append(f"{step} {table} created and added to {PUBLICATION}")
+
+    # --- DDL and the slot -------------------------------------------------------------------------------------------
+
+    def add_column(self, world: World, step: int, default: bool = False) -> None:
+        """ALTER TABLE … ADD COLUMN cK int, then changes that set it."""
+        assert isinstance(world, CdcWorld)
+        table = self.pick(world)
+        column = f"c{world.next_column}"
+        world.next_column += 1
+        world.sql(f"ALTER TABLE {table} ADD COLUMN {column} int{' DEFAULT 7' if default else ''}")
+        world.columns[table].append(column)
+        if default:  # every existing row reads 7 with nothing in the WAL: the table fails until it is snapshotted again
+            world.disturbed.append(f"column {column} added to {table} with a DEFAULT")
+        with world.conn.transaction():
+            self.changes(world, world.conn, table, 3)
+        world.log.append(f"{step} column {column} added to {table}{' DEFAULT 7' if default else ''}")
+
+    def add_column_default(self, world: World, step: int) -> None:
+        """ALTER TABLE … ADD COLUMN cK int DEFAULT 7: every existing row reads 7 at once, without any change in the
+        WAL (PostgreSQL's fast default)."""
+        self.add_column(world, step, default=True)
+
+    def drop_column(self, world: World, step: int) -> None:
+        """An added column dropped, after changes that set it."""
+        assert isinstance(world, CdcWorld)
+        added = [(t, c) for t, cs in sorted(world.columns.items()) for c in cs if c not in ("id", "v", "n")]
+        if not added:
+            return self.add_column(world, step)
+        table, column = self.rng.choice(added)
+        keys = world.keys(table)
+        if keys and self.rng.random() < 0.7:
+            world.sql(f"UPDATE {table} SET {column} = 3 WHERE id = %s", (self.rng.choice(keys),))
+        world.sql(f"ALTER TABLE {table} DROP COLUMN {column}")
+        world.columns[table].remove(column)
+        world.disturbed.append(f"column {column} dropped from {table}")
+        world.log.append(f"{step} column {column} dropped from {table}")
+
+    def retype(self, world: World, step: int) -> None:
+        """`ALTER TABLE t ALTER COLUMN n TYPE bigint`, perhaps `USING n * 2` (or, once bigint, `USING n + 1`): the table
+        is rewritten, every row's n with it, and logical decoding leaves the rewrite out."""
+        assert isinstance(world, CdcWorld)
+        table = self.pick(world)
+        now = world.sql("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass "
+                        "AND attname = 'n'", (table,))[0][0]
+        using = (self.rng.choice(("", " USING n * 2")) if now == "integer" else " USING n + 1")
+        world.sql(f"ALTER TABLE {table} ALTER COLUMN n TYPE bigint{using}")
+        world.disturbed.append(f"column n of {table} retyped")
+        if self.rng.random() < 0.5:
+            with world.conn.transaction():
+                self.changes(world, world.conn, table, 3)
+        world.log.append(f"{step} retype: {table} ALTER COLUMN n TYPE bigint{using} (was {now})")
+
+    def replica_identity(self, world: World, step: int) -> None:
+        """REPLICA IDENTITY FULL on a table, or back to DEFAULT."""
+        assert isinstance(world, CdcWorld)
+        table = self.pick(world)
+        identity = "DEFAULT" if table in world.full else "FULL"
+        if identity == "FULL" and world.sql(f"SELECT 1 FROM {table} WHERE length(v) >= %s LIMIT 1", (TOAST_CHARS,)):
+            world.disturbed.append(f"{table} FULL after TOASTed values")  # an update before it may still fail a run
+        world.sql(f"ALTER TABLE {table} REPLICA IDENTITY {identity}")
+        (world.full.discard if identity == "DEFAULT" else world.full.add)(table)
+        world.log.append(f"{step} {table} REPLICA IDENTITY {identity}")
+
+    def drop_slot(self, world: CdcWorld) -> bool:
+        """Drop the slot (waiting for a killed run's session to let it go); False if there was none."""
+        for _ in range(100):
+            try:
+                return bool(world.sql("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                                      "WHERE slot_name = %s", (world.slot,)))
+            except Exception as exc:
+                if "is active" not in str(exc):
+                    raise
+                time.sleep(0.2)
+        raise RuntimeError(f"slot {world.slot} stayed active for 20 s")
+
+    def recreate_slot(self, world: World, step: int) -> None:
+        """The slot dropped and created again by someone else, with changes in between."""
+        assert isinstance(world, CdcWorld)
+        if not self.drop_slot(world):
+            return
+        self.dml(world, step)
+        world.sql("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (world.slot,))
+        world.disturbed.append("slot re-created")
+        world.log.append(f"{step} slot {world.slot} dropped and created again")
+
+
+def short(row: tuple[Any, ...]) -> str:
+    return repr(tuple(v[:20] + "…" if isinstance(v, str) and len(v) > 20 else v for v in row))
