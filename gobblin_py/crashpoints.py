@@ -2,7 +2,8 @@
 
 Set GOBBLIN_PY_CRASH_AT=NAME (or NAME:N to die at the N-th time the point is reached).
 GOBBLIN_PY_CRASH_WINDOW_S=SECONDS makes every point pause, widening the commit path so that
-kills at random times land inside it. `POINTS` lists every name so a test can enumerate them.
+kills at random times land inside it. GOBBLIN_PY_PAUSE_AT=NAME[:N] stops the process there with SIGSTOP (a driver
+frozen past its lease, until the test sends SIGCONT). `POINTS` lists every name so a test can enumerate them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 
 ENV = "GOBBLIN_PY_CRASH_AT"
 WINDOW_ENV = "GOBBLIN_PY_CRASH_WINDOW_S"
+PAUSE_ENV = "GOBBLIN_PY_PAUSE_AT"
 
 POINTS: tuple[str, ...] = (
     "commit.before_store_write",     # tasks done, nothing logged yet
@@ -32,8 +34,8 @@ COPY_POINTS: tuple[str, ...] = (
 _hits: dict[str, int] = {}
 
 
-def _target() -> tuple[str, int] | None:
-    spec = os.environ.get(ENV)
+def _target(env: str = ENV) -> tuple[str, int] | None:
+    spec = os.environ.get(env)
     if not spec:
         return None
     name, _, nth = spec.partition(":")
@@ -45,6 +47,13 @@ def crash_point(name: str) -> None:
     window = os.environ.get(WINDOW_ENV)
     if window:
         time.sleep(float(window))
+    pause = _target(PAUSE_ENV)
+    if pause is not None and pause[0] == name:
+        _hits["pause " + name] = _hits.get("pause " + name, 0) + 1
+        if _hits["pause " + name] == pause[1]:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGSTOP)
     target = _target()
     if target is None or target[0] != name:
         return

@@ -61,6 +61,10 @@ class JobLockedError(JobError):
     """Another run of the same job holds the lock."""
 
 
+class LeaseHeldError(JobLockedError):
+    """Another driver, perhaps on another host, holds the job's lease."""
+
+
 class TaskError(JobError):
     """A task failed; retried up to `job.max_task_retries` times."""
 
@@ -118,6 +122,11 @@ class QualityError(TaskError):
 
 class CommitError(JobError):
     """A commit step could not be verified or executed; the sequence stays pending."""
+
+
+class LeaseLostError(CommitError):
+    """This driver's lease was taken over, released or expired: it commits nothing more (a paused driver that woke);
+    its commit records are left as they are, for the lease's holder or the next run to recover."""
 
 
 class CatalogUnavailableError(CommitError):

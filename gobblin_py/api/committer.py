@@ -90,6 +90,9 @@ class DatasetCommit:
     pinned: dict[str, typing.Any] = field(default_factory=dict)
     """What `GlobalCommitter.pin` read of the target for this commit (a table's id, the version it commits as): in the
     commit record, so the same on every replay."""
+    epoch: int | None = None
+    """The fencing epoch of the job's lease the run held when it built the commit (None: no lease): a table sink
+    records it with the commit id, so the table says which driver's turn committed it."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
 from gobblin_py.config.model import JobSpec
 from gobblin_py.operating.overview import commit_store
-from gobblin_py.state.lock import JobLock
+from gobblin_py.commit.guard import JobGuard
+from gobblin_py.runtime.runner import new_run_id
 
 
 def inspect(job_file: Path | None, work_dir: Path | None, datasets: list[str] | None, as_json: bool) -> int:
@@ -55,7 +56,7 @@ def recover(job_file: Path, datasets: list[str] | None, abandon: bool, yes: bool
     job = load_job(job_file)
     setup_logging(job.logging.level, False)
     store = commit_store(job)
-    with JobLock(job.job.work_dir, job.name, job.job.lock):
+    with JobGuard(job, new_run_id(), store):
         selected = store.datasets(job.name) if datasets is None else [d for d in datasets if store.exists(job.name, d)]
         for d in datasets or []:
             if d not in selected:

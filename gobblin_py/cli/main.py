@@ -60,6 +60,7 @@ def run(
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
     metrics_prom: Annotated[Optional[Path], typer.Option("--metrics-prom", help="write the run's metrics, and each dataset's lag measured after it, in Prometheus' text format (node_exporter textfile collector)")] = None,
     continuous: Annotated[bool, typer.Option("--continuous", help="checkpoint every job.checkpoint_interval until SIGTERM or Ctrl-C (as job.mode: continuous)")] = False,
+    force_takeover: Annotated[bool, typer.Option("--force-takeover", help="take the job's lease although another driver's is live: safe only when that driver is surely stopped (its commit steps are refused from then on, but a step it had already begun may finish)")] = False,
     strict: Strict = False,
 ) -> None:
     """Run a job once: lock, recover pending commits, extract, publish exactly once. With --continuous (or
@@ -85,6 +86,7 @@ def run(
         setup_logging("WARNING" if quiet and not verbose else job.logging.level, verbose)
         executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
         runner = JobRunner(job, executor, progress_for(quiet))
+        runner.force_takeover = force_takeover
         try:
             if continuous or job.job.mode == "continuous":
                 result = _run_continuously(runner, metrics_json)

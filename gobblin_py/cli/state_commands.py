@@ -76,6 +76,9 @@ def state_show(
     if as_json:
         _json(view)
         raise typer.Exit(1 if unreadable else 0)
+    lease = _lease(job)
+    if lease:
+        out.print(lease, markup=False)
     if not names:
         out.print("no committed state yet", markup=False)
     for d in names:
@@ -100,6 +103,17 @@ def state_show(
                           f"{' keys' if wm else ''}): {then}", markup=False)
     if unreadable:
         raise typer.Exit(1)
+
+
+def _lease(job: Any) -> str:
+    """`lease: epoch N, run … (pid … on host …), held/released/expired` for a job whose lease was ever taken."""
+    from gobblin_py.operating.overview import lease_of
+
+    try:
+        record = lease_of(job)
+    except GobblinError as exc:
+        return f"lease: unreadable: {exc}"
+    return f"lease: {record.describe()}" if record is not None else ""
 
 
 def _print_marks(wm: dict[str, Any], dataset: str, every: bool, indent: str) -> None:
@@ -147,13 +161,14 @@ def state_reset(
     from gobblin_py.commit.store import CommitStepStore
     from gobblin_py.durable import remove_durably
     from gobblin_py.state.events import EventLog
-    from gobblin_py.state.lock import JobLock
+    from gobblin_py.commit.guard import JobGuard
+    from gobblin_py.runtime.runner import new_run_id
     from gobblin_py.state.store import DatasetStateFile, WatermarkFile
 
     try:
         job, store = _store(job_file)
         plan = _reset_plan(job, dataset, to or [], import_offsets)
-        with JobLock(job.job.work_dir, job.name, job.job.lock):
+        with JobGuard(job, new_run_id()):
             steps = []
             for name, changes in plan.items():
                 if CommitStepStore(job.job.work_dir).exists(job.name, name):

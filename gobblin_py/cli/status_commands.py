@@ -61,6 +61,10 @@ def status_command(
     wide = out if out.is_terminal else Console(highlight=False, width=200)  # a pipe gets whole lines, not 80 columns
     wide.print(table)
     for v in views:
+        if v.lease is not None and v.lease["state"] == "held":  # a run under way: who runs it, where
+            lease = v.lease
+            out.print(f"{v.name}: lease epoch {lease['epoch']} held by run {lease['run_id']} (pid {lease['pid']} on "
+                      f"{lease['host']}) until {lease['expires_at']}", markup=False)
         for reason in v.attention:
             out.print(f"{v.name}: {reason}", markup=False)
     raise typer.Exit(1 if any(v.attention for v in views) else 0)

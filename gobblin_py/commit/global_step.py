@@ -33,6 +33,7 @@ class GlobalCommitStep(CommitStep):
     watermark_keys: int | None = None   # absent from records written before it: unknown
     source_state: dict[str, Any] = field(default_factory=dict)  # absent from records written before it: none
     pinned: dict[str, Any] = field(default_factory=dict)  # absent from records written before it: none
+    epoch: int | None = None  # the lease's epoch when the record was built; absent from records written before it
 
     @classmethod
     def of(cls, publisher: Committer, commit: DatasetCommit) -> GlobalCommitStep:
@@ -48,7 +49,7 @@ class GlobalCommitStep(CommitStep):
                    job=commit.job, run_id=commit.run_id, dataset=commit.dataset, commit_id=commit.commit_id,
                    files=[dataclasses.asdict(f) for f in commit.files], watermarks=dict(commit.watermarks),
                    watermark_keys=commit.watermark_keys, source_state=dict(commit.source_state),
-                   pinned=dict(commit.pinned))
+                   pinned=dict(commit.pinned), epoch=commit.epoch)
 
     def _committer(self) -> GlobalCommitter:
         kind = resolve(Kind.PUBLISHER, self.publisher)
@@ -60,7 +61,7 @@ class GlobalCommitStep(CommitStep):
         return DatasetCommit(job=self.job, run_id=self.run_id, dataset=self.dataset, commit_id=self.commit_id,
                              files=tuple(OutputFile(**f) for f in self.files), watermarks=dict(self.watermarks),
                              watermark_keys=self.watermark_keys, source_state=dict(self.source_state),
-                             pinned=dict(self.pinned))
+                             pinned=dict(self.pinned), epoch=self.epoch)
 
     def verify(self) -> bool:
         return self._committer().is_committed(self._commit())

@@ -3,6 +3,7 @@ remove the record. The driver, the executors and recovery all call it, so every 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from gobblin_py.api.commit_step import CommitStep
@@ -11,7 +12,7 @@ from gobblin_py.crashpoints import crash_point
 from gobblin_py.commit.sequence import CommitSequence, Fault, utc_now
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.durable import fsync_dir
-from gobblin_py.errors import CommitError, is_environment_fault
+from gobblin_py.errors import CommitError, LeaseLostError, is_environment_fault
 
 
 class StepFailed(Exception):
@@ -28,9 +29,9 @@ def _sync(dirs: set[str]) -> None:
     dirs.clear()
 
 
-def apply_steps(steps: list[CommitStep], verify_first: bool) -> None:
+def apply_steps(steps: list[CommitStep], verify_first: bool, fence: Callable[[], None] | None = None) -> None:
     """The steps in order, deferred directory fsyncs done before any step that needs them durable;
-    StepFailed names the step that raised.
+    StepFailed names the step that raised. `fence` runs before each step that executes (the job's lease still held).
 
     Without the log (`at_least_once`), `verify_first` is False: every step simply runs.
     """
@@ -41,6 +42,8 @@ def apply_steps(steps: list[CommitStep], verify_first: bool) -> None:
             if deferred is None and unsynced:
                 _sync(unsynced)  # what came before is durable before this step runs
             if not (verify_first and step.verify()):
+                if fence is not None:
+                    fence()
                 step.execute()
             if deferred is not None:  # also when verified: a crashed run may have renamed without the fsync
                 unsynced.add(deferred)
@@ -66,8 +69,10 @@ def replay(store: CommitStepStore, seq: CommitSequence) -> None:
     names the dataset either way.
     """
     try:
-        apply_steps(seq.steps, verify_first=True)
+        apply_steps(seq.steps, verify_first=True, fence=store.fence.check if store.fence is not None else None)
     except StepFailed as failed:
+        if isinstance(failed.cause, LeaseLostError):  # the record is the lease holder's now: left as it is
+            raise failed.cause from None
         seq.attempts += 1
         seq.failed_step = failed.index
         seq.last_attempt = utc_now()

@@ -20,6 +20,7 @@ from gobblin_py.commit.sequence import CommitSequence, Fault
 from gobblin_py.commit.steps import BUILTIN_STEPS
 from gobblin_py.durable import remove_durably
 from gobblin_py.errors import CorruptCommitRecordError
+from gobblin_py.state.lease import Fence
 from gobblin_py.state.store import dataset_file_name, dataset_from_file_name
 
 
@@ -57,11 +58,14 @@ class CommitStepStore:
     """On-disk commit sequences of the jobs under one work directory.
 
     `confinement`: where steps may read and write (`confinement.job_confinement(job)` for a job); by default
-    the work directory alone.
+    the work directory alone. `fence`: the lease a run holds, checked before a record is written and before each
+    step executes (None: no lease, as in tests of the protocol alone).
     """
 
-    def __init__(self, work_dir: Path, registry: StepRegistry | None = None, confinement: Confinement | None = None) -> None:
+    def __init__(self, work_dir: Path, registry: StepRegistry | None = None, confinement: Confinement | None = None,
+                 fence: Fence | None = None) -> None:
         self.work_dir = work_dir
+        self.fence = fence
         self.root = work_dir / "commits"
         self.registry = registry or StepRegistry()
         self.confinement = confinement if confinement is not None else Confinement.of([work_dir])
@@ -71,13 +75,16 @@ class CommitStepStore:
 
     def put(self, seq: CommitSequence) -> None:
         """Write (or rewrite) the sequence's record durably; CorruptCommitRecordError, nothing written, when a
-        step names a path outside the job's directories (a plugin's bad output path, a dataset named `../x`)."""
+        step names a path outside the job's directories (a plugin's bad output path, a dataset named `../x`);
+        LeaseLostError, nothing written, when the run lost the job's lease (the record is its new holder's)."""
         self.confinement.check(seq.steps, f"commit sequence of dataset {seq.dataset!r}")
+        if self.fence is not None:
+            self.fence.check()
         body = {
             "job": seq.job, "dataset": seq.dataset, "run_id": seq.run_id, "created": seq.created,
             "attempts": seq.attempts, "last_error": seq.last_error, "failed_step": seq.failed_step,
             "last_attempt": seq.last_attempt, "fault": seq.fault.value if seq.fault is not None else None,
-            "meta": seq.meta,
+            "meta": seq.meta, "epoch": self.fence.epoch if self.fence is not None else None,
             "steps": [{"type": self.registry.name_of(s), "args": s.to_dict()} for s in seq.steps],
         }
         checked_json.write(self.path(seq.job, seq.dataset), body, midway=lambda: crash_point("commit.store_write_midway"))

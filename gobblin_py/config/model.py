@@ -58,6 +58,19 @@ class ContinuousSettings(_Strict):
     max_backoff: Seconds = Field(default=60.0, gt=0, description="the longest wait after failed checkpoints (doubling from checkpoint_interval)")
 
 
+class LeaseSettings(_Strict):
+    """`job.lease`: where the job's lease lives, which keeps two drivers of the job (two hosts, a retried pod, a paused
+    driver that wakes) from both committing."""
+
+    url: str | None = Field(
+        default=None, description="a location every driver of the job reaches, e.g. s3://bucket/leases (credentials and "
+                                  "endpoint from job.filesystems); the store must enforce conditional writes. Unset: "
+                                  "<work_dir>/leases, which keeps apart the drivers sharing that work directory only")
+    ttl: Seconds = Field(default=60.0, ge=1, description="how long a lease lives without renewal (renewed every third of "
+                                                          "it): a driver paused longer commits nothing more, and another "
+                                                          "host may take the job over after it")
+
+
 MAX_NAME = 100
 """A job name's longest: it becomes file and directory names (`<name>.lock`, `state/<name>/…`), which filesystems cap at
 255 bytes with room for what is added to them."""
@@ -76,6 +89,7 @@ class JobSection(_Strict):
         default=CommitPolicy.FULL, description="full: a dataset publishes only if all its tasks succeeded; successful: its successful tasks publish")
     max_task_retries: int = Field(default=3, ge=0, description="retries of a failed task inside the run; a task still failing is retried by the next run")
     lock: bool = Field(default=True, description="refuse a concurrent run of the job; false only with delivery: at_least_once")
+    lease: LeaseSettings = Field(default_factory=LeaseSettings, description="the job's lease with a fencing epoch (with lock: true)")
     delivery: Delivery = Field(
         default=Delivery.EXACTLY_ONCE, description="exactly_once (the commit log) or at_least_once (publish, then persist: a crash between them publishes twice)")
     commit_max_attempts: int = Field(default=3, ge=1, description="failed commit attempts of a dataset before it is quarantined")
@@ -127,6 +141,11 @@ class JobSection(_Strict):
     def job_task_output(self) -> Location:
         """This job's own task output, `<task_output_root>/<job>`: no other job writes or cleans here."""
         return self.task_output_root / self.name
+
+    @property
+    def lease_location(self) -> str:
+        """Where the job's lease lives: `lease.url`, else `<work_dir>/leases`."""
+        return self.lease.url or str(self.work_dir / "leases")
 
     @property
     def job_staging(self) -> Path:

@@ -22,8 +22,8 @@ from gobblin_py.errors import CorruptCommitRecordError
 from gobblin_py.maintenance.options import MaintenanceOptions
 from gobblin_py.maintenance.retention import plan_retention
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
-from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.state.lock import JobLock
+from gobblin_py.runtime.runner import JobRunner, new_run_id
+from gobblin_py.commit.guard import JobGuard
 from gobblin_py.state.store import StateStore, dataset_file_name
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class Maintainer:
             report.result = self.runner.held(lambda result: self.maintain(result, options, report))
             return report
         job = self.job
-        with JobLock(job.job.work_dir, job.name, job.job.lock):
+        with JobGuard(job, new_run_id()):
             pending, corrupt = pending_commits(self.runner)
             self._outcomes(report, self._planned(options, pending, corrupt), "planned")
         return report

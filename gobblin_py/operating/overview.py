@@ -5,6 +5,7 @@ web code: `gobblin-py status` prints it, the status page and its JSON API serve 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -22,6 +23,8 @@ from gobblin_py.operating.lag import DatasetLag, measure_lag
 from gobblin_py.runtime.runner import step_registry
 from gobblin_py.scheduling.scheduler import job_files
 from gobblin_py.state.alerts import FailureTracker
+from gobblin_py.state.blobs import open_blobs
+from gobblin_py.state.lease import LeaseRecord, read_lease
 from gobblin_py.state.lock import holder_alive
 from gobblin_py.state.store import StateStore
 
@@ -70,11 +73,30 @@ def find_jobs(paths: list[Path]) -> list[JobRef]:
     return refs
 
 
+def lease_of(job: JobSpec) -> LeaseRecord | None:
+    """The job's lease as it stands (None: no run took it, or `job.lock` is off); StateStoreError when unreadable."""
+    if not job.job.lock:
+        return None
+    return read_lease(open_blobs(job.job.lease_location, job.job.filesystems), job.name)
+
+
+def _holder_gone(job: JobSpec, run_id: str) -> bool:
+    """Whether the run `run_id`, whose record says running, is gone: with a lease URL (no lock file), its lease is
+    another run's, released or expired; else the job lock names no live holder."""
+    if job.job.lease.url is None:
+        return holder_alive(job.job.work_dir, job.name) is False
+    try:
+        lease = lease_of(job)
+    except GobblinError:
+        return False  # unknown: shown as its record says
+    return lease is None or lease.owner.run_id != run_id or not lease.live(time.time())
+
+
 def runs_as_seen(job: JobSpec) -> list[dict[str, Any]]:
-    """The job's kept runs, oldest first; the newest, when its record says `running` but the job lock names no live
-    holder, shown `killed` (its process is gone; the next run rewrites the record so)."""
+    """The job's kept runs, oldest first; the newest, when its record says `running` but its holder is gone (the job
+    lock names no live holder, or its lease is no longer its own), shown `killed` (the next run rewrites it so)."""
     runs = StateStore(job.job.work_dir, job.name).runs()
-    if runs and runs[-1].get("status") == "running" and job.job.lock and holder_alive(job.job.work_dir, job.name) is False:
+    if runs and runs[-1].get("status") == "running" and job.job.lock and _holder_gone(job, str(runs[-1].get("run_id"))):
         runs[-1] = {**runs[-1], "status": "killed", "error": KILLED}
     return runs
 
@@ -190,6 +212,7 @@ class JobOverview:
     pending: list[PendingCommit] = field(default_factory=list)
     datasets: list[DatasetView] = field(default_factory=list)
     error: str | None = None
+    lease: dict[str, Any] | None = None  # the job's lease: epoch, owner (run, pid, host, work_dir), expiry, state
 
     @property
     def quarantined(self) -> list[PendingCommit]:
@@ -201,7 +224,7 @@ class JobOverview:
                 "last_run": asdict(self.last_run) if self.last_run is not None else None,
                 "last_success": self.last_success, "failing_streak": self.failing_streak, "failing_since": self.failing_since,
                 "pending": [p.view.dataset for p in self.pending], "quarantined": [p.view.dataset for p in self.quarantined],
-                "datasets": [d.to_json() for d in self.datasets], "error": self.error}
+                "datasets": [d.to_json() for d in self.datasets], "error": self.error, "lease": self.lease}
 
 
 def next_fire(schedule: str | None, now: dt.datetime) -> str | None:
@@ -271,6 +294,11 @@ def job_overview(ref: JobRef, lag: list[DatasetLag] | None = None, now: dt.datet
                               + (f" since {view.failing_since}" if view.failing_since else ""))
     elif view.last_run is not None and view.last_run.status not in ("succeeded", "running", "cancelled"):
         view.attention.append(f"last run {view.last_run.status}")
+    try:
+        lease = lease_of(job)
+        view.lease = lease.to_view(time.time()) if lease is not None else None
+    except GobblinError as exc:
+        view.attention.append(f"lease unreadable: {exc}")
     try:
         view.pending = pending_commits(job)
     except GobblinError as exc:

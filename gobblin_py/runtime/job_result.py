@@ -56,6 +56,8 @@ class JobResult:
     running: bool = False  # under way: its record says so from its start (a continuous run's is rewritten after each checkpoint)
     continuous: bool = False  # a continuous run's record (its checkpoints, once it has any)
     bad_config: bool = False  # failed on a ConfigError found while running (planning against the source): exit 2
+    lease_epoch: int | None = None  # the fencing epoch of the job's lease this run held (None: no lease, job.lock off)
+    took_over: str | None = None  # the lease this run took over from another's that had not been released, described
 
     @property
     def status(self) -> str:
@@ -92,6 +94,7 @@ class JobResult:
             "datasets": [{**vars(d), "status": d.status.value} for d in self.datasets],
             "recovered": [vars(r) | {"outcome": r.outcome.value} for r in self.recovery.datasets],
             "tasks": [t.to_json() for t in self.tasks],
+            "lease_epoch": self.lease_epoch, **({"took_over": self.took_over} if self.took_over else {}),
             **({"mode": "continuous", "checkpoints_total": self.checkpoints_total, "checkpoints": self.checkpoints}
                if self.continuous or self.checkpoints_total else {}),
         }

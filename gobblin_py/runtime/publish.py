@@ -48,7 +48,8 @@ def commit_id(job: str, run_id: str, dataset: str) -> str:
     return f"{job}/{run_id}/{dataset}"
 
 
-def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUnitResult], state_dir: Path) -> CommitSequence:
+def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUnitResult], state_dir: Path,
+                   epoch: int | None = None) -> CommitSequence:
     """Steps that publish `results` of one dataset: per branch its files then its global commit, then the
     watermarks, the source's own steps (`Source.commit_steps`), the dead letters, then the state. A GlobalCommitter's `check` refusing the commit raises its GobblinError."""
     by_branch: dict[str, list[OutputFile]] = defaultdict(list)
@@ -76,7 +77,7 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
             dead_letters += _published_errors(branch.publisher.label, files, published)
         if isinstance(publisher, GlobalCommitter):
             commit = DatasetCommit(job.name, run_id, dataset, commit_id(job.name, run_id, dataset), tuple(files), watermarks,
-                                   keys, _kept(results, {}))
+                                   keys, _kept(results, {}), epoch=epoch)
             publisher.check(commit)  # a commit that cannot succeed fails here, before anything is published
             pinned = publisher.pin(commit, last_pins.get(branch.name) or {})
             if pinned:
@@ -256,7 +257,8 @@ class PublishPath:
         sequences, refused = [], {}
         for dataset, results in ok.items():
             try:
-                sequences.append(build_sequence(self.job, run_id, dataset, results, self.state.dir))
+                sequences.append(build_sequence(self.job, run_id, dataset, results, self.state.dir,
+                                                self.store.fence.epoch if self.store.fence is not None else None))
             except (GobblinError, OSError) as exc:  # a check refusing it, or a fault of the machine, named
                 refused[dataset] = str(exc) if isinstance(exc, GobblinError) else os_fault(exc)
                 log.error("dataset %s is not committed: %s", dataset, refused[dataset])

@@ -14,6 +14,7 @@ from typing import Any
 
 from gobblin_py.api import Delivery, Source, flatten
 from gobblin_py.commit.confinement import job_confinement
+from gobblin_py.commit.guard import JobGuard
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config.model import JobSpec
@@ -29,7 +30,6 @@ from gobblin_py.runtime.task.results import TaskStatus, TasksCancelled, WorkUnit
 from gobblin_py.runtime.task.pipeline import TaskSpec
 from gobblin_py.state.alerts import FailureTracker
 from gobblin_py.state.events import EventLog
-from gobblin_py.state.lock import JobLock
 from gobblin_py.state.store import StateStore
 
 __all__ = ["DatasetStatus", "DatasetSummary", "JobResult", "JobRunner", "new_run_id", "step_registry"]
@@ -55,6 +55,7 @@ class JobRunner:
         self.state = StateStore(work, job.name)
         self.publishing = PublishPath(job, executor, self.store, self.state)
         self.continuous = False  # a continuous run: one line per checkpoint, its planning and tasks at DEBUG
+        self.force_takeover = False  # take the job's lease even while another driver's is live (`run --force-takeover`)
 
     def run(self) -> JobResult:
         """One bounded run."""
@@ -69,10 +70,18 @@ class JobRunner:
         result = JobResult(job=job.name, run_id=new_run_id(), succeeded=False, started=started_at, duration_s=0.0)
         with contextlib.ExitStack() as held:
             try:
-                held.enter_context(JobLock(job.job.work_dir, job.name, job.job.lock))
+                guard = held.enter_context(JobGuard(job, result.run_id, self.store, force_takeover=self.force_takeover))
             except JobLockedError as exc:
                 self.events.emit("LockInUse", error=str(exc))
                 raise
+            if guard.lease is not None:
+                result.lease_epoch = guard.lease.epoch
+                before = guard.lease.taken_from
+                if before is not None and not before.released and not before.owner.dead_here():
+                    result.took_over = before.describe()
+                    log.warning("job %s: took over the lease of %s (now epoch %d)", job.name, before.describe(),
+                                guard.lease.epoch)
+                    self.events.emit("LeaseTakenOver", previous=before.describe(), epoch=guard.lease.epoch)
             if job.job.lock:  # no other run of the job is live: one whose record says running was killed
                 killed = self.state.end_unfinished_run(result.run_id)
                 if killed is not None:
@@ -150,6 +159,8 @@ class JobRunner:
                 log.warning("dataset %s: %s", summary.dataset, note)
         self._after_commit()
         phases.end("commit")
+        if self.store.fence is not None:  # a driver that lost its lease leaves its run's files to the holder
+            self.store.fence.check()
         self.clean_run(result.run_id)
         conclude(result)
 

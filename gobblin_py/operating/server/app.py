@@ -19,13 +19,14 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
+from gobblin_py.commit.guard import JobGuard
 from gobblin_py.commit.recovery import recover as recover_pending
 from gobblin_py.errors import ConfigError, GobblinError
 from gobblin_py.operating import overview as ov
 from gobblin_py.operating.lag import DatasetLag, LagCache
+from gobblin_py.runtime.runner import new_run_id
 import gobblin_py.operating.server.pages as pages
 from gobblin_py.state.events import EventLog
-from gobblin_py.state.lock import JobLock
 from gobblin_py.state.store import StateStore
 
 MetricsText = Callable[[list[tuple[dict[str, Any], StateStore]], dict[str, list[DatasetLag]]], bytes]
@@ -189,7 +190,7 @@ def _actions(app: FastAPI, jobs: Jobs, token: str) -> None:
         spec = jobs.spec(job)
         store = ov.commit_store(spec)
         try:
-            with JobLock(spec.job.work_dir, spec.name, spec.job.lock):
+            with JobGuard(spec, new_run_id(), store):
                 report = recover_pending(store, spec.name, spec.job.commit_max_attempts, datasets=store.datasets(spec.name),
                                          force=True, parallelism=spec.job.commit_parallelism)
         except GobblinError as exc:

@@ -249,7 +249,8 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
         partition_by = [p.name] if p is not None else []
         metadata = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: d,
                     t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str),
-                    **({t.READ_VERSION: commit.pinned["read_version"]} if "read_version" in commit.pinned else {})}
+                    **({t.READ_VERSION: commit.pinned["read_version"]} if "read_version" in commit.pinned else {}),
+                    **({t.EPOCH: str(commit.epoch)} if commit.epoch is not None else {})}
         for attempt in range(1, self.settings.commit_attempts + 1):
             table = self._open(d)
             txn = table.transaction_version(app) if table is not None else None

@@ -19,6 +19,7 @@ RUN_ID = "gobblin-py.run-id"
 DATASET = "gobblin-py.dataset"
 WATERMARKS = "gobblin-py.watermarks"
 TABLE_ID = "gobblin-py.table-id"
+EPOCH = "gobblin-py.epoch"  # the fencing epoch of the job's lease that committed it
 READ_VERSION = "gobblin-py.read-version"
 """Keys of the commitInfo (custom metadata) of every commit the publisher makes."""
 

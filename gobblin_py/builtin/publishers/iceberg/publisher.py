@@ -737,6 +737,8 @@ def _summary(commit: DatasetCommit, table: str) -> dict[str, str]:
 
     properties = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: commit.dataset,
                   t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
+    if commit.epoch is not None:
+        properties[t.EPOCH] = str(commit.epoch)
     if commit.watermark_keys is not None:
         properties[t.WATERMARK_KEYS] = str(commit.watermark_keys)
     if commit.source_state:

@@ -23,6 +23,7 @@ from gobblin_py.errors import CatalogUnavailableError, CommitError, is_environme
 log = logging.getLogger(__name__)
 
 COMMIT_ID = "gobblin-py.commit-id"
+EPOCH = "gobblin-py.epoch"  # the fencing epoch of the job's lease that committed it
 JOB = "gobblin-py.job"
 RUN_ID = "gobblin-py.run-id"
 DATASET = "gobblin-py.dataset"
