@@ -16,6 +16,7 @@ writes, not on clocks: two drivers can never both write the same epoch.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import socket
@@ -133,7 +134,7 @@ class Fence:
     run_id: str
 
     def check(self) -> None:
-        record = read_lease(open_blobs(self.location, self.filesystems), self.job)
+        record = read_lease(_blobs(self.location, json.dumps(self.filesystems, sort_keys=True, default=str)), self.job)
         now = time.time()
         if record is None or record.epoch != self.epoch or record.owner.run_id != self.run_id:
             holder = record.describe(now) if record is not None else "no lease at all"
@@ -145,6 +146,12 @@ class Fence:
                                  f"{'was released' if record.released else 'expired'} before this commit step (paused "
                                  "longer than job.lease.ttl?); it commits nothing more, and the next run recovers what "
                                  "it left pending")
+
+
+@functools.lru_cache(maxsize=16)
+def _blobs(location: str, filesystems: str) -> Blobs:
+    """One store client per location in a process (an object store's connection is reused by every check)."""
+    return open_blobs(location, json.loads(filesystems))
 
 
 class Lease:
