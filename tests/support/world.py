@@ -11,7 +11,14 @@ The oracle: every id has a number of copies the output must hold at the end (one
 file deleted, its topic deleted) or a dedup compaction merged may end with fewer, down to what was published when
 that happened. A command that does not succeed must say why (exit 1 or 2 with a message and no traceback; a run
 failing while the world is broken names what broke), or be killed by the history itself. A history is a seed:
-`KIND(seed, steps).run(dir)` replays it."""
+`KIND(seed, steps).run(dir)` replays it.
+
+A second host (issue 43): in half the histories of a world with `leased_share` (drawn by a generator of their own) the
+job sets `job.lease: {url: <world>/leases, ttl: 2}`, a directory standing for the store several hosts share, so that
+two drivers of the one work directory are kept apart by the lease alone (no lock); the other histories keep the
+work directory's lock. After a step's rule such a world may also take `paused_past_lease` (as often as a rule of
+weight `pause_weight`, drawn by a generator of its own, so that a seed draws every other step as before): a run frozen
+at a commit point (SIGSTOP) with another driver beside it, see its docstring."""
 
 from __future__ import annotations
 
@@ -30,7 +37,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-from gobblin_py.crashpoints import ENV, WINDOW_ENV
+from gobblin_py.crashpoints import ENV, PAUSE_ENV, WINDOW_ENV
 from gobblin_py.testing.crash import SIGKILLED
 
 SCHEMA = {"type": "record", "name": "Event", "fields": [
@@ -42,6 +49,14 @@ CRASH_POINTS = ("commit.before_store_write", "commit.store_write_midway", "commi
                 "commit.after_step:1", "commit.after_step:2", "commit.after_step:3", "commit.after_step:5",
                 "commit.before_record_removal", "commit.after_record_removal", "recovery.before_commit")
 RUN = ["run", "job.yaml", "--in-process"]
+JOB = "w"
+"""Every world's job name."""
+LEASE_TTL = 2
+"""`job.lease.ttl` of a leased history, in seconds: short, so that a frozen driver's lease expires within a step."""
+HELD_ELSEWHERE = "is running elsewhere"
+"""What a run refused by another driver's live lease says."""
+LOCKED = "is already running"
+"""What a run refused by the work directory's lock says."""
 
 Rule = Callable[["World", int], None]
 
@@ -108,8 +123,8 @@ def command(args: list[str]) -> list[str]:
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This environment without any crash point, plus `extra`."""
-    return {k: v for k, v in os.environ.items() if k not in (ENV, WINDOW_ENV)} | (extra or {})
+    """This environment without any crash or pause point, plus `extra`."""
+    return {k: v for k, v in os.environ.items() if k not in (ENV, WINDOW_ENV, PAUSE_ENV)} | (extra or {})
 
 
 def start(world: World, args: list[str], env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[str]:
@@ -152,11 +167,20 @@ class History:
 
     kind: ClassVar[str] = ""
     crash_points: ClassVar[tuple[str, ...]] = CRASH_POINTS  # where a run is killed (`run_killed_at_point`, on Spark)
+    leased_share: ClassVar[float] = 0.0
+    """The share of histories whose job sets `job.lease.url` (see the module's docstring); 0: every history keeps the
+    work directory's lock."""
+    pause_weight: ClassVar[int] = 0
+    """How often `paused_past_lease` is drawn, as a weight among `rules()`; 0 in the worlds without it."""
 
-    def __init__(self, seed: int, steps: int, include: tuple[str, ...] = ()) -> None:
+    def __init__(self, seed: int, steps: int, include: tuple[str, ...] = (), pauses: tuple[int, ...] = ()) -> None:
         self.seed, self.steps = seed, steps
         self.rng = random.Random(seed)
         self.include = {steps * (n + 1) // (len(include) + 1): name for n, name in enumerate(include)}
+        # a second host, drawn by generators of its own, so that a seed draws every other step as it did before it
+        self.leased = random.Random(f"{seed}/lease").random() < self.leased_share
+        self.pause_rng = random.Random(f"{seed}/pause")
+        self.pauses = set(pauses)  # steps that also take `paused_past_lease` (so a short history in CI has it)
 
     # --- what a world gives ---------------------------------------------------------------------------------
 
@@ -182,21 +206,32 @@ class History:
                 (1, self.recover), (1, self.abandon), (1, self.compact), (1, self.concurrent_runs),
                 (1, self.state_reset), (1, self.run_on_spark)]
 
+    def with_lease(self, world: World, job: dict[str, Any]) -> dict[str, Any]:
+        """The job's settings, with `job.lease` on the world's shared directory in a leased history."""
+        if self.leased:
+            job["job"]["lease"] = {"url": str(world.root / "leases"), "ttl": LEASE_TTL}
+        return job
+
     # --- the history ----------------------------------------------------------------------------------------
 
     def run(self, root: Path) -> World:
         world = self.new_world(root)
-        (root / "job.yaml").write_text(yaml.safe_dump(self.job(world), sort_keys=False))
+        (root / "job.yaml").write_text(yaml.safe_dump(self.with_lease(world, self.job(world)), sort_keys=False))
+        world.log.append(f"0 {'leased: job.lease.url ' + str(root / 'leases') if self.leased else 'locked: the work directory lock'}")
         rules = self.rules()
         weights = [w for w, _ in rules]
         try:
             self.produce(world, 0)
+            pause = self.pause_weight / (sum(weights) + self.pause_weight)
             for step in range(1, self.steps + 1):
                 _, rule = self.rng.choices(rules, weights)[0]
                 if step in self.include:
                     rule = getattr(self, self.include[step])
                 rule(world, step)
                 self.check(world, step, rule.__name__, final=False)
+                if self.pause_rng.random() < pause or step in self.pauses:  # after the step's rule, as if drawn next
+                    self.paused_past_lease(world, step)
+                    self.check(world, step, "paused_past_lease", final=False)
             self.finish(world)
         except Violation as exc:
             exc.log = world.log
@@ -249,12 +284,17 @@ class History:
         finally:
             rc = reap(proc, kill=True)
         done = subprocess.CompletedProcess(args, rc, stdout, stderr)
-        said = (stderr or stdout).strip()
         world.log.append(f"{step} {rule}: {' '.join(args)} {crash_at or ''} -> {rc}")
+        return self.judge(done, step, rule, ok)
+
+    def judge(self, done: subprocess.CompletedProcess[str], step: int, rule: str,
+              ok: tuple[int, ...]) -> subprocess.CompletedProcess[str]:
+        """`done`, a violation unless it exited as `ok` allows, saying why when it failed, and without a traceback."""
+        args, rc, stdout, stderr = done.args, done.returncode, done.stdout, done.stderr
         if rc not in ok:
             raise Violation(self.seed, step, rule, f"`{' '.join(args)}` exited {rc}: {stdout.strip()[-1200:]}\n"
                                                    f"{stderr.strip()[-1200:]}")
-        if rc in (1, 2) and not said:
+        if rc in (1, 2) and not (stderr or stdout).strip():
             raise Violation(self.seed, step, rule, f"`{' '.join(args)}` failed without saying why")
         if "Traceback" in stdout + stderr:
             raise Violation(self.seed, step, rule, f"a traceback without --verbose: {stderr[-800:]}")
@@ -306,16 +346,152 @@ class History:
         if self.cli(world, args, step, "compact", ok=(0, 1)).returncode == 0 and dedup:
             world.merged()
 
+    @property
+    def refusal(self) -> str:
+        """What a run turned away by another live driver of the job says: the lease's refusal in a leased history,
+        the lock's otherwise."""
+        return HELD_ELSEWHERE if self.leased else LOCKED
+
     def concurrent_runs(self, world: World, step: int) -> None:
-        """Two runs at once: the job lock lets one through; the other exits 1 saying the job is running."""
+        """Two runs at once: the job lock (in a leased history, the lease) lets one through; the other exits 0 (it
+        started after the first ended) or 1 saying the job is running (`refusal`). Never both refused; a run that
+        fails otherwise names what broke."""
         procs = [start(world, RUN, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
         outs = [p.communicate(timeout=300) for p in procs]
         codes = [reap(p) for p in procs]
-        world.log.append(f"{step} concurrent runs -> {codes}")
-        allowed = (0, 1)
-        for code, (stdout, stderr) in zip(codes, outs):
-            if code not in allowed or (code == 1 and not (stdout + stderr).strip()) or "Traceback" in stdout + stderr:
-                raise Violation(self.seed, step, "concurrent runs", f"exit codes {codes}: {(stderr or stdout)[-800:]}")
+        refused = [code == 1 and self.refusal in stderr for code, (_, stderr) in zip(codes, outs)]
+        world.log.append(f"{step} concurrent runs -> {codes}" + (f", one refused: {self.refusal}" if any(refused) else ""))
+        if all(refused):
+            raise Violation(self.seed, step, "concurrent runs", f"both runs refused: {outs[0][1][-600:]}\n{outs[1][1][-600:]}")
+        for code, (stdout, stderr), turned_away in zip(codes, outs, refused):
+            done = self.judge(subprocess.CompletedProcess(RUN, code, stdout, stderr), step, "concurrent runs",
+                              ok=(0, 1) if world.broken or turned_away else (0,))
+            if not turned_away:
+                self.failed_naming_the_break(world, step, "concurrent runs", done)
+
+    # --- a second host ------------------------------------------------------------------------------------------
+
+    def paused_past_lease(self, world: World, step: int) -> None:
+        """A run frozen (SIGSTOP, `GOBBLIN_PY_PAUSE_AT`) at the N-th hit of a commit point, and a second driver of the
+        same work directory beside it.
+
+        Leased: while the frozen driver's lease is live, a second driver started at once (half the time) is refused
+        naming its pid (or, only if the lease had expired by the time it looked, takes it over, saying so). Once the
+        lease has expired a second driver takes it over, recovers every commit record the frozen one left pending (one
+        waiting on no backoff) and exits 0 (or 1 naming what broke). Woken (SIGCONT), the first driver commits nothing
+        more: it exits 1 naming the lost lease. Locked: the work directory's lock turns the second driver away (past the
+        lease's TTL, which is the default 60 s here, nothing expires), and the woken driver ends as any run (0, or 1
+        naming what broke). A run that ends before it reaches the point (nothing to commit there) ends as any run."""
+        rng = self.pause_rng
+        name, _, nth = rng.choice(self.crash_points).partition(":")
+        point = f"{name}:{nth or rng.choice((1, 1, 2))}"
+        at_once = not self.leased or rng.random() < 0.5
+        rule = "paused past its lease" if self.leased else "paused holding the lock"
+        out, err = world.root / f"paused-{step}.out", world.root / f"paused-{step}.err"  # never a full pipe
+        with out.open("w") as stdout, err.open("w") as stderr:
+            frozen = start(world, RUN, {PAUSE_ENV: point}, stdout=stdout, stderr=stderr)
+        warm = start_warm(world, RUN) if at_once else None
+        try:
+            try:
+                reached = wait_stopped(frozen)
+            except TimeoutError as exc:
+                raise Violation(self.seed, step, rule, f"the run to be paused at {point}: {exc}") from None
+            if not reached:
+                if warm is not None:
+                    reap(warm, kill=True)
+                rc = reap(frozen)
+                done = self.judge(subprocess.CompletedProcess(RUN, rc, out.read_text(), err.read_text()), step, rule,
+                                  ok=(0, 1) if world.broken else (0,))
+                self.failed_naming_the_break(world, step, rule, done)
+                world.log.append(f"{step} {rule}: the run ended before {point} -> {rc}")
+                return
+            pending = self.fresh_records(world)
+            second = self.beside(world, step, frozen.pid, warm, pending) if warm is not None else "no driver at once"
+            if self.leased and not second.startswith("taken over"):
+                self.past_expiry(world)
+                self.took_over(world, step, self.cli(world, RUN, step, "run past a paused driver's lease",
+                                                     ok=(0, 1) if world.broken else (0,)), pending, expired_first=False)
+                second += ", then taken over after its expiry"
+            self.check(world, step, rule, final=False)  # what the second driver published, before the first wakes
+            os.kill(frozen.pid, signal.SIGCONT)
+            rc = reap(frozen)
+            done = subprocess.CompletedProcess(RUN, rc, out.read_text(), err.read_text())
+        finally:
+            for proc in (frozen, warm):
+                if proc is not None and proc.poll() is None:
+                    reap(proc, kill=True)
+        said = done.stdout + done.stderr
+        if self.leased:  # it may fail earlier naming what broke (a pause before planning: recovery.before_commit)
+            self.judge(done, step, rule, ok=(1,))
+            if "lost the lease" not in said and not any(name in said for name in world.broken):
+                raise Violation(self.seed, step, rule, f"woken past its lease, the run exited 1 without naming the lost "
+                                                       f"lease: {said.strip()[-800:]}")
+        else:
+            self.failed_naming_the_break(world, step, rule, self.judge(done, step, rule, ok=(0, 1) if world.broken else (0,)))
+        world.log.append(f"{step} {rule} at {point} with {len(pending)} record(s) pending: {second}; woken -> {rc}"
+                         + (", the lease lost" if "lost the lease" in said else ""))
+
+    def fresh_records(self, world: World) -> list[str]:
+        """The datasets whose commit record is pending and may be attempted at once (no failed attempt, so no backoff):
+        a driver taking the job over must recover each (a maintenance record blocks nothing and waits for `maintain`)."""
+        from gobblin_py import checked_json
+        from gobblin_py.commit.recovery import is_maintenance
+        from gobblin_py.commit.store import CommitStepStore
+        from gobblin_py.errors import CorruptCommitRecordError
+
+        store = CommitStepStore(world.root / "work")
+        fresh = []
+        for dataset in store.datasets(JOB):
+            try:
+                body = checked_json.read(store.path(JOB, dataset), CorruptCommitRecordError, "commit record")
+            except CorruptCommitRecordError:
+                continue  # torn by an earlier kill: no run recovers it by itself
+            if not is_maintenance(dataset) and body["attempts"] == 0:
+                fresh.append(body["dataset"])
+        return fresh
+
+    def beside(self, world: World, step: int, pid: int, warm: subprocess.Popen[str], pending: list[str]) -> str:
+        """A second driver (`warm`, its job loaded) let go the moment the frozen `pid` stopped: refused by the lease
+        (naming the pid) or the lock; in a leased history it may find the lease already expired (a slow start): then
+        it takes the job over, saying the lease it took had expired. What it did."""
+        try:
+            stdout, stderr = warm.communicate("\n", timeout=300)
+        finally:
+            rc = reap(warm, kill=True)
+        done = subprocess.CompletedProcess(RUN, rc, stdout, stderr)
+        world.log.append(f"{step} run beside a paused driver: {' '.join(RUN)} -> {rc}")
+        self.judge(done, step, "run beside a paused driver", ok=(0, 1))
+        said = done.stdout + done.stderr
+        if self.leased and "took over the lease" in said:
+            self.took_over(world, step, done, pending, expired_first=True)
+            return "taken over at once, its lease expired"
+        if done.returncode != 1 or self.refusal not in done.stderr or (self.leased and f"pid {pid}" not in done.stderr):
+            raise Violation(self.seed, step, "run beside a paused driver", f"a second driver beside the frozen pid {pid} "
+                            f"exited {done.returncode} without the refusal ({self.refusal!r}, naming pid {pid}): "
+                            f"{said.strip()[-800:]}")
+        return f"a second driver refused: {self.refusal}"
+
+    def past_expiry(self, world: World) -> None:
+        """Sleep until the frozen driver's lease has expired (its file, read as any reader would), at most its TTL."""
+        lease = world.root / "leases" / JOB / "lease.json"
+        expires = json.loads(lease.read_bytes())["expires_at"] if lease.exists() else time.time() + LEASE_TTL
+        time.sleep(min(max(expires - time.time(), 0.0), LEASE_TTL) + 0.2)
+
+    def took_over(self, world: World, step: int, done: subprocess.CompletedProcess[str], pending: list[str],
+                  expired_first: bool) -> None:
+        """A driver that took over a frozen one's lease: it says so (the lease had expired), fails only naming what
+        broke, and, when it exits 0, recovered every record the frozen one left pending."""
+        rule = "run past a paused driver's lease"
+        said = done.stdout + done.stderr
+        taken = [line for line in said.splitlines() if "took over the lease" in line]
+        if not taken or "expired" not in taken[0]:
+            raise Violation(self.seed, step, rule, "the second driver did not say it took over an expired lease"
+                                                   + (" (started at once)" if expired_first else "") + f": {said.strip()[-800:]}")
+        self.failed_naming_the_break(world, step, rule, done)
+        missed = [d for d in pending if f"recovered the pending commit of dataset {d} " not in said]
+        if done.returncode == 0 and missed:
+            raise Violation(self.seed, step, rule, f"the driver that took the job over exited 0 without recovering the "
+                                                   f"pending commit of {missed}: {said.strip()[-800:]}")
 
     def maintain_with(self, world: World, step: int, args: list[str], rule: str = "maintain",
                       may_lose: Callable[[int], bool] = lambda i: False) -> subprocess.CompletedProcess[str]:
@@ -343,6 +519,41 @@ class History:
     def reset_to(self, world: World) -> tuple[list[str], Callable[[], set[int]]]:
         """A `state reset`'s arguments, and the ids it makes the next run read again (asked once it succeeded)."""
         raise NotImplementedError
+
+
+WARM = """import sys, runpy
+try:
+    from gobblin_py.config.job_files import load_job
+    load_job("job.yaml")  # what the job's plugins import, and its checks: the run, let go, starts at once
+except Exception:
+    pass  # the run itself says what is wrong
+sys.stdin.readline()
+sys.argv = ["gobblin-py", *sys.argv[1:]]
+runpy.run_module("gobblin_py.cli.main", run_name="__main__", alter_sys=True)
+"""
+
+
+def start_warm(world: World, args: list[str]) -> subprocess.Popen[str]:
+    """`gobblin-py ARGS` with its job loaded, waiting for a line on its stdin before it runs: a driver whose start takes
+    no time (a cold one spends longer than a short lease's TTL importing the job's plugins)."""
+    return subprocess.Popen([sys.executable, "-c", WARM, *args], cwd=world.root, env=child_env(), text=True,
+                            start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_stopped(proc: subprocess.Popen[str], timeout: float = 300) -> bool:
+    """Wait until the child is stopped (True) or has exited (False)."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                    return True
+        except FileNotFoundError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pid {proc.pid} neither stopped nor exited in {timeout:.0f} s")
+        time.sleep(0.05)
+    return False
 
 
 def load_events(world: World, job: str) -> list[dict[str, Any]]:

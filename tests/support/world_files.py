@@ -84,6 +84,8 @@ class FilesHistory(History):
 
     kind = "files"
     world_type: ClassVar[type[FilesWorld]] = FilesWorld
+    leased_share = 0.5  # half the histories: two drivers of the work directory kept apart by the lease alone
+    pause_weight = 1
 
     def new_world(self, root: Path) -> World:
         world = self.world_type(root)

@@ -94,9 +94,12 @@ class KafkaHistory(History):
     """A history of a Kafka → Avro job against the broker at `bootstrap` (see the module's docstring)."""
 
     kind = "kafka"
+    leased_share = 0.5  # half the histories: two drivers of the work directory kept apart by the lease alone
+    pause_weight = 1
 
-    def __init__(self, seed: int, steps: int, bootstrap: str, include: tuple[str, ...] = ()) -> None:
-        super().__init__(seed, steps, include)
+    def __init__(self, seed: int, steps: int, bootstrap: str, include: tuple[str, ...] = (),
+                 pauses: tuple[int, ...] = ()) -> None:
+        super().__init__(seed, steps, include, pauses)
         self.bootstrap = bootstrap
 
     def new_world(self, root: Path) -> World:

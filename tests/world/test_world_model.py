@@ -1,9 +1,11 @@
 """The model-based test in CI: each world's histories for fixed seeds and a bounded number of steps (the long soak
 with random seeds is `scripts/soak_world.py`). A history interleaves runs (in the driver and on real local Spark),
-SIGKILLs at commit points and at random times, recoveries, abandons, compactions, concurrent runs, `state reset` and
-changes to the world (see tests/support/world*.py), and checks after every step that an independent reader sees
-no id more often than owed, and at the end every id as often as owed. Each history takes its world's rare or slow
-rules at fixed steps (`include`); the test fails if one of them stops doing anything."""
+SIGKILLs at commit points and at random times, recoveries, abandons, compactions, concurrent runs, `state reset`,
+a second host (a run frozen at a commit point beside another driver: seed 1 of each world is leased, the lease alone
+keeping the drivers apart, seed 2 keeps the work directory's lock) and changes to the world (see
+tests/support/world*.py), and checks after every step that an independent reader sees no id more often than owed,
+and at the end every id as often as owed. Each history takes its world's rare or slow rules at fixed steps
+(`include`, `pauses`); the test fails if one of them stops doing anything."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ pytestmark = pytest.mark.crash
 pytest.importorskip("avro")
 
 STEPS = 14
+SECOND_HOST = ("the lease lost", "a second driver refused: is running elsewhere", "paused holding the lock at",
+               "a second driver refused: is already running")
+"""What a leased and a locked history's `paused_past_lease` log when each did what it is for."""
 
 
 def run_all(histories: list[History], tmp: Path) -> list[str]:
@@ -38,20 +43,23 @@ def drew(log: list[str], *rules: str) -> None:
 def test_files_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> None:
     from support.world_files import FilesHistory
 
-    log = run_all([FilesHistory(1, STEPS, include=("run_on_spark", "state_reset", "maintain")),
-                   FilesHistory(2, STEPS, include=("disk_full", "dangling_symlink", "rotate", "delete_file", "rotate"))],
+    log = run_all([FilesHistory(1, STEPS, include=("run_on_spark", "state_reset", "maintain"), pauses=(1,)),
+                   FilesHistory(2, STEPS, include=("disk_full", "dangling_symlink", "rotate", "delete_file", "rotate"),
+                                pauses=(1,))],
                   tmp_path)
     drew(log, "run on Spark", "state reset", "disk full", "dangling symlink", "deleted", "rotated", "state reset after rotation",
-         "maintain removed the partitions")
+         "maintain removed the partitions", *SECOND_HOST)
 
 
 @pytest.mark.kafka
 def test_kafka_histories_publish_every_id_as_often_as_owed(tmp_path: Path, broker) -> None:
     from support.world_kafka import KafkaHistory
 
-    log = run_all([KafkaHistory(1, STEPS, broker.bootstrap, include=("recreate_topic", "state_reset")),
-                   KafkaHistory(2, STEPS, broker.bootstrap, include=("continuous_killed", "concurrent_runs"))], tmp_path)
-    drew(log, "topic re-created", "state reset", "continuous run", "concurrent runs")
+    log = run_all([KafkaHistory(1, STEPS, broker.bootstrap, include=("recreate_topic", "state_reset"), pauses=(1,)),
+                   KafkaHistory(2, STEPS, broker.bootstrap, include=("continuous_killed", "concurrent_runs"), pauses=(1,))],
+                  tmp_path)
+    drew(log, "topic re-created", "state reset", "continuous run", "concurrent runs", "one refused: is already running",
+         *SECOND_HOST)
 
 
 def test_iceberg_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> None:
@@ -60,7 +68,8 @@ def test_iceberg_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> 
     from support.world_iceberg import IcebergHistory
 
     log = run_all([IcebergHistory(1, STEPS, include=("run_job", "rename_column", "maintain", "add_column")),
-                   IcebergHistory(2, STEPS, include=("run_job", "add_column", "maintain", "rename_column")),
-                   IcebergHistory(3, STEPS, include=("run_job", "drop_table", "run_job", "drop_table"))], tmp_path)
+                   IcebergHistory(2, STEPS, include=("run_job", "add_column", "maintain", "rename_column"), pauses=(1,)),
+                   IcebergHistory(3, STEPS, include=("run_job", "drop_table", "run_job", "drop_table"), pauses=(1,))],
+                  tmp_path)
     drew(log, "renamed", "column note added", "maintain expired", "dropped and purged", "state reset after drop",
-         "maintain removed the partitions")
+         "maintain removed the partitions", "one refused: is running elsewhere", *SECOND_HOST)
