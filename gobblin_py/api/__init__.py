@@ -2,7 +2,7 @@
 
 from gobblin_py.api.batches import BatchConverter, BatchExtractor, BatchWriter, CsvBlock, JsonLines, RawBatch
 from gobblin_py.api.commit_step import CommitStep, StepStatus
-from gobblin_py.api.committer import (Committer, DataPublisher, DatasetCommit, GlobalCommitter, PublishContext, TableCompaction,
+from gobblin_py.api.committer import (Claimant, Committer, DataPublisher, DatasetCommit, GlobalCommitter, PublishContext, TableCompaction,
                                       TableFile, TableReplace, TargetWatermarks)
 from gobblin_py.api.context import SourceMessage, TaskContext
 from gobblin_py.api.converter import Converter, OneToOneConverter, TaskCounter
@@ -17,7 +17,7 @@ from gobblin_py.api.writer import DataWriter, DedupSpec, Delivery, FileMerger, M
 from gobblin_py.errors import RecordError, TaskError
 
 __all__ = [
-    "BatchConverter", "BatchExtractor", "BatchWriter", "BranchStats", "CommitStep", "Committer", "Converter", "CsvBlock", "DataPublisher", "DatasetCommit", "DataWriter",
+    "BatchConverter", "BatchExtractor", "BatchWriter", "BranchStats", "Claimant", "CommitStep", "Committer", "Converter", "CsvBlock", "DataPublisher", "DatasetCommit", "DataWriter",
     "DedupSpec", "Delivery", "Extractor", "FileMerger", "ForkOperator", "GlobalCommitter", "MergedFiles", "MergeSpec", "MultiWorkUnit", "NoSettings",
     "JsonLines", "OneToOneConverter", "OutputFile", "PendingCommit", "Plugin", "PublishContext", "RawBatch", "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "SchemaKind",
     "Settings", "Source", "SourceMessage", "SourceState", "StepStatus", "TableCompaction", "TableFile", "TableReplace", "TargetWatermarks", "TaskContext", "TaskCounter", "TaskError",

@@ -32,6 +32,16 @@ class PublishContext:
     writer_key: str
 
 
+@dataclass(frozen=True)
+class Claimant:
+    """The work directory a run publishes from (`Committer.claim`): its id, made once and kept in the directory, and
+    where it is, for messages."""
+
+    work_dir_id: str
+    work_dir: str
+    host: str
+
+
 class Committer(Plugin, abc.ABC):
     """Publishes task output per dataset (a job file's `publisher:`, Gobblin's DataPublisher), as steps that the
     commit layer logs and replays: each step's `verify()` says whether it is done, so a replay never repeats one."""
@@ -49,6 +59,12 @@ class Committer(Plugin, abc.ABC):
         path elsewhere is refused as tampered. Default: the `final_dir` setting, where the publisher has one."""
         final = getattr(self.settings, "final_dir", None)
         return [str(final)] if final is not None else []
+
+    def claim(self, job: str, claimant: Claimant, make: bool) -> None:
+        """Hook: refuse (a GobblinError naming both) a target another work directory publishes this job to. Each work
+        directory keeps its own positions, so a second one (another host's) would publish every record again. Called
+        before a run reads anything (`make` False: only check), and before it commits (`make` True: record the claim
+        if there is none). Default: nothing (a table publisher checks each commit against its own log)."""
 
     def unapplied_changes(self, markers: typing.Mapping[str, tuple[str, str]]) -> list[tuple[str, str]]:
         """Hook: for a source whose records are changes (`Source.change_markers`: kind → (column, value)), the

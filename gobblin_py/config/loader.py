@@ -486,6 +486,13 @@ def _check_lock(job: JobSection, errors: _Collector) -> None:
         errors.add("job.lock", "false: two runs of the job at once would publish the same records twice (both read from "
                                "the same committed watermarks), and job.delivery is exactly_once; remove job.lock: false (a run started while another holds the lock exits 1 and "
                                "publishes nothing), or set job.delivery: at_least_once to accept duplicates")
+    if not job.lock and job.lease.url is not None:
+        errors.add("job.lease.url", f"{job.lease.url}: a lease with job.lock: false is never taken, so drivers on other "
+                                    "hosts would not be kept apart; remove job.lock: false or job.lease")
+    url = job.lease.url or ""
+    if "://" in url and not url.lower().startswith(("s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://", "file://")):
+        errors.add("job.lease.url", f"{url}: a lease lives on an object store that enforces conditional writes "
+                                    "(s3://, gs://, az://) or in a directory every driver mounts")
 
 
 def _setting_key(plugin: PluginConfig, root: str) -> str:

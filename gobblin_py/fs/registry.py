@@ -36,6 +36,11 @@ def configure(options: dict[str, dict[str, Any]]) -> None:
         _cache.clear()
 
 
+def options_for(scheme: str) -> dict[str, Any]:
+    """The job's options of `scheme` as `configure` set them in this process (`job.filesystems.<scheme>`)."""
+    return dict(_options.get(scheme.lower(), {}))
+
+
 def filesystem_for(location: Location | str) -> FileSystem:
     """The filesystem of `location`, one instance per scheme and process (a forked worker makes its own)."""
     location = Location(location)

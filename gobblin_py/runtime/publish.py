@@ -31,6 +31,7 @@ from gobblin_py.runtime.executors.base import TaskExecutor
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, sum_counters, watermark_summary
 from gobblin_py.runtime.planning import Plan
 from gobblin_py.runtime.task.results import TaskStatus, WorkUnitResult
+from gobblin_py.state.identity import claimant
 from gobblin_py.state.store import DatasetStateFile, StateStore, WatermarkFile, dataset_file_name
 
 log = logging.getLogger(__name__)
@@ -209,6 +210,15 @@ class PublishPath:
     store: CommitStepStore
     state: StateStore
 
+    def claim(self, make: bool) -> None:
+        """Each publisher's claim on its target for this work directory (`Committer.claim`): checked, or made (none
+        under at_least_once, which accepts duplicates)."""
+        if self.job.job.delivery is not Delivery.EXACTLY_ONCE:
+            return
+        who = claimant(self.job.job.work_dir)
+        for branch in self.job.branches:
+            branch.publisher.create().claim(self.job.name, who, make)
+
     def recover(self) -> RecoveryReport:
         """Every pending sequence replayed whose backoff has passed (`job.commit_retry_backoff`; Spark started for it
         when as many datasets are pending as are committed on the executors)."""
@@ -230,6 +240,8 @@ class PublishPath:
             by_dataset[r.workunit.dataset].append(r)
         judged = {d: judge(self.job.job.commit_policy, d, rs, previous.get(d, {})) for d, rs in by_dataset.items()}
         sequences, refused = self._sequences(run_id, {d: ok for d, (_, ok) in judged.items() if ok})
+        if sequences:
+            self.claim(make=True)
         errors = {**self.commit(sequences), **refused}
         summaries: dict[str, DatasetSummary] = {}
         for dataset, (summary, ok) in judged.items():

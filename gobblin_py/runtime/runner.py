@@ -56,6 +56,7 @@ class JobRunner:
         self.publishing = PublishPath(job, executor, self.store, self.state)
         self.continuous = False  # a continuous run: one line per checkpoint, its planning and tasks at DEBUG
         self.force_takeover = False  # take the job's lease even while another driver's is live (`run --force-takeover`)
+        self._claimed = False  # the publishers' targets checked for this work directory (once per runner)
 
     def run(self) -> JobResult:
         """One bounded run."""
@@ -126,6 +127,9 @@ class JobRunner:
         start_early = getattr(self.executor, "start_early", None)
         if start_early is not None and self._last_run_on_spark():
             start_early()
+        if not self._claimed:  # a target another work directory publishes this job to is refused before anything
+            self.publishing.claim(make=False)
+            self._claimed = True
         result.recovery = self.publishing.recover()
         blocked = dict(result.recovery.blocked)
         for rec in blocked.values():

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gobblin_py.errors import LeaseHeldError, LeaseLostError, StateStoreError
-from gobblin_py.state.blobs import Blobs, Conflict, check_enforced, open_blobs
+from gobblin_py.fs.conditional import Blobs, Conflict, check_enforced, open_blobs
 
 FORMAT = 1
 

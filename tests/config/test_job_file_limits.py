@@ -62,3 +62,17 @@ def test_a_work_dir_the_machine_refuses_is_exit_1_naming_it(tmp_path: Path) -> N
     text = done.stdout + done.stderr
     assert done.returncode == 1 and "internal error" not in text and "Traceback" not in text, text
     assert str(tmp_path / "blocker") in text, text
+
+
+@pytest.mark.parametrize(("lease", "said"), [
+    ({"url": "hdfs://nn/leases"}, "a lease lives on an object store that enforces conditional writes"),
+    ({"url": "s3://b/leases"}, "a lease with job.lock: false is never taken"),
+])
+def test_a_lease_that_could_not_keep_hosts_apart_is_refused(tmp_path: Path, lease: dict, said: str) -> None:
+    job = example_job(tmp_path)
+    job["job"]["lease"] = lease
+    if "s3" in lease["url"]:
+        job["job"].update(lock=False, delivery="at_least_once")
+    write_job(tmp_path, job)
+    code, text = _validate(tmp_path)
+    assert code == 2 and "job.lease.url" in text and said in text, text

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gobblin_py.errors import ConfigError, LeaseHeldError, LeaseLostError
-from gobblin_py.state.blobs import Conflict, ObjectBlobs, check_enforced, open_blobs
+from gobblin_py.fs.conditional import Conflict, ObjectBlobs, check_enforced, open_blobs
 from gobblin_py.state.lease import Lease, Owner, read_lease
 
 

@@ -1,13 +1,25 @@
 """The `fs` publisher: each task output file goes to `<final_dir>/<rel_path>` — renamed where the filesystem
-renames atomically, else copied, verified by checksum, and its source deleted."""
+renames atomically, else copied, verified by checksum, and its source deleted. A job's `final_dir` belongs to the work
+directory that first published to it (`<final_dir>/_gobblin-py/claims/<job>.json`, created only if absent)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import logging
+
 from pydantic import Field
 
-from gobblin_py.api import CommitStep, DataPublisher, OutputFile, Settings
-from gobblin_py.fs.publish_steps import publish_step
+from gobblin_py.api import Claimant, CommitStep, DataPublisher, OutputFile, Settings
+from gobblin_py.errors import CommitError, StateStoreError
+from gobblin_py.fs.conditional import Conflict, open_blobs
 from gobblin_py.fs.paths import FsLocation
+from gobblin_py.fs.publish_steps import publish_step
+from gobblin_py.fs.registry import options_for
+
+CLAIMS = "_gobblin-py/claims"
+
+log = logging.getLogger(__name__)
 
 
 class FsPublisherSettings(Settings):
@@ -22,3 +34,45 @@ class FsPublisher(DataPublisher):
     def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
         final = self.settings.final_dir
         return [publish_step(f.path, final / f.rel_path, f.size, f.checksum) for f in files]
+
+    def claim(self, job: str, claimant: Claimant, make: bool) -> None:
+        """The job's claim on `final_dir`, made by the first run to publish there (`make`); a run from another work
+        directory is refused: its positions are its own, so it would publish again what the first one published. A
+        claim that cannot be written yet (a full disk, a bucket not made yet) is a warning, made by a later run: this
+        work directory is the one publishing."""
+        final = self.settings.final_dir
+        location = f"{final}/{CLAIMS}"
+        scheme = location.split("://", 1)[0].lower() if "://" in location else "file"
+        blobs = open_blobs(location, {scheme: options_for(scheme)})
+        key = f"{job}.json"
+        body = json.dumps({"job": job, "work_dir_id": claimant.work_dir_id, "work_dir": claimant.work_dir,
+                           "host": claimant.host, "claimed": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
+        for _ in range(2):
+            got = blobs.get(key)
+            if got is None:
+                if not make:
+                    return
+                try:
+                    blobs.create(key, body.encode())
+                    return
+                except Conflict:
+                    continue  # another driver claimed it meanwhile: read whose claim it is
+                except (OSError, StateStoreError) as exc:
+                    log.warning("job %s: the claim %s/%s could not be written (%s); the next run writes it", job,
+                                blobs.where, key, exc)
+                    return
+            try:
+                held = json.loads(got.data)
+                owner, where = held["work_dir_id"], f"{held.get('work_dir')} on {held.get('host')}"
+            except (ValueError, KeyError, TypeError):
+                raise CommitError(f"{blobs.where}/{key}, the claim of job {job!r} on {final}, is unreadable; nothing "
+                                  "is published there until it is restored or deleted") from None
+            if owner == claimant.work_dir_id:
+                return
+            raise CommitError(
+                f"{final} holds what job {job!r} published from another work directory ({where}); this one "
+                f"({claimant.work_dir} on {claimant.host}) keeps positions of its own and would publish those records "
+                f"again, so nothing is read. Run the job from that work directory (on several hosts: a work_dir they "
+                f"share, and job.lease.url). If that directory is gone for good, set this one's positions to what "
+                f"{final} holds (`gobblin-py state reset`), then delete {blobs.where}/{key}")
+        raise CommitError(f"{blobs.where}/{key}: the claim of job {job!r} kept changing; try again")
