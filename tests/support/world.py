@@ -13,12 +13,13 @@ that happened. A command that does not succeed must say why (exit 1 or 2 with a 
 failing while the world is broken names what broke), or be killed by the history itself. A history is a seed:
 `KIND(seed, steps).run(dir)` replays it.
 
-A second host (issue 43): in half the histories of a world with `leased_share` (drawn by a generator of their own) the
-job sets `job.lease: {url: <world>/leases, ttl: 2}`, a directory standing for the store several hosts share, so that
-two drivers of the one work directory are kept apart by the lease alone (no lock); the other histories keep the
-work directory's lock. After a step's rule such a world may also take `paused_past_lease` (as often as a rule of
-weight `pause_weight`, drawn by a generator of its own, so that a seed draws every other step as before): a run frozen
-at a commit point (SIGSTOP) with another driver beside it, see its docstring."""
+A second host (issue 43): in a share `leased_share` of the histories (half in the files, Kafka, Iceberg and Delta
+worlds, drawn by a generator of their own) the job sets `job.lease: {url: <world>/leases, ttl: 2}`, a directory
+standing for the store several hosts share, so that two drivers of the one work directory are kept apart by the lease
+alone (no lock); the other histories keep the work directory's lock. After a step's rule such a world may also take
+`paused_past_lease` (as often as a rule of weight `pause_weight`, drawn by a generator of its own, so that a seed
+draws every other step as before): a run frozen at a commit point (SIGSTOP) with another driver beside it, see its
+docstring."""
 
 from __future__ import annotations
 
@@ -217,9 +218,11 @@ class History:
     def run(self, root: Path) -> World:
         world = self.new_world(root)
         (root / "job.yaml").write_text(yaml.safe_dump(self.with_lease(world, self.job(world)), sort_keys=False))
-        world.log.append(f"0 {'leased: job.lease.url ' + str(root / 'leases') if self.leased else 'locked: the work directory lock'}")
+        if self.pause_weight:  # a world with a second host: which kind this history is
+            world.log.append(f"0 leased: job.lease.url {root / 'leases'}" if self.leased else "0 locked: the work directory lock")
         rules = self.rules()
         weights = [w for w, _ in rules]
+        step, name = 0, "produce"
         try:
             self.produce(world, 0)
             pause = self.pause_weight / (sum(weights) + self.pause_weight)
@@ -227,12 +230,18 @@ class History:
                 _, rule = self.rng.choices(rules, weights)[0]
                 if step in self.include:
                     rule = getattr(self, self.include[step])
+                name = rule.__name__
                 rule(world, step)
-                self.check(world, step, rule.__name__, final=False)
+                self.check(world, step, name, final=False)
                 if self.pause_rng.random() < pause or step in self.pauses:  # after the step's rule, as if drawn next
+                    name = "paused_past_lease"
                     self.paused_past_lease(world, step)
-                    self.check(world, step, "paused_past_lease", final=False)
+                    self.check(world, step, name, final=False)
+            step, name = self.steps + 1, "finish"
             self.finish(world)
+        except subprocess.TimeoutExpired as exc:  # a command that hangs is a finding, not the end of a soak
+            raise Violation(self.seed, step, name, f"`{' '.join(map(str, exc.cmd))}` did not end in {exc.timeout:.0f} s",
+                            world.log) from None
         except Violation as exc:
             exc.log = world.log
             raise

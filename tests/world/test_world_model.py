@@ -9,6 +9,10 @@ and at the end every id as often as owed. Each history takes its world's rare or
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,3 +77,48 @@ def test_iceberg_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> 
                   tmp_path)
     drew(log, "renamed", "column note added", "maintain expired", "dropped and purged", "state reset after drop",
          "maintain removed the partitions", "one refused: is running elsewhere", *SECOND_HOST)
+
+
+FROZEN_RENEWAL = """import fcntl, os, signal, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+def test_a_driver_frozen_inside_its_lease_renewal_does_not_block_the_takeover(tmp_path: Path) -> None:
+    """Found by the files world's `paused_past_lease` (soak, 2026-12-04): with `job.lease.url` a local directory, a swap
+    of the lease holds a blocking flock on `lease.json.lock` (LocalBlobs._locked, gobblin_py/fs/conditional.py); a driver frozen
+    (SIGSTOP) while its renewal thread was inside a swap keeps that flock, and the driver that should take the job
+    over once the lease has expired waits on it forever (the soak's hung for 300 s; the lease on it never moved past
+    the frozen epoch). Here the frozen renewal is a process that takes that flock and stops itself, beside a run
+    frozen at a commit point as in the world: past the TTL another driver must take over, not hang."""
+    from support.jobs import example_job, run_cli, write_job
+    from support.world import wait_stopped
+
+    from gobblin_py.crashpoints import PAUSE_ENV
+
+    job = example_job(tmp_path)
+    job["job"]["lease"] = {"url": str(tmp_path / "leases"), "ttl": 2}
+    path = write_job(tmp_path, job)
+    frozen = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", str(path), "--in-process"],
+                              env={**os.environ, PAUSE_ENV: "commit.after_store_write"}, text=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    renewal = None
+    try:
+        assert wait_stopped(frozen, timeout=120), "the run ended before its pause point"
+        renewal = subprocess.Popen([sys.executable, "-c", FROZEN_RENEWAL, str(tmp_path / "leases" / "t" / "lease.json.lock")],
+                                   text=True)
+        assert wait_stopped(renewal, timeout=60)
+        time.sleep(3)  # past the frozen driver's lease
+        try:
+            took = run_cli("run", str(path), "--in-process", timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the driver past a frozen driver's lease hung 60 s on the lease's lock file (lease.json.lock), "
+                        "held by the frozen renewal")
+        assert took.returncode == 0 and "took over the lease" in took.stderr, took.stdout + took.stderr
+    finally:
+        for proc in (frozen, renewal):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
