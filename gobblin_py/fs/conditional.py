@@ -5,25 +5,25 @@ create-if-absent (`If-None-Match: *`) and compare-and-swap (`If-Match: <etag>` o
 `obstore` (the Python binding of the Rust `object_store` crate, which delta-rs also uses) exposes both as put modes for
 S3, GCS and Azure behind one call, and raises a distinct error for each failed precondition; fsspec/s3fs expose
 neither portably, so this module uses obstore for URLs. A local directory has no compare-and-swap, so `LocalBlobs`
-builds one from an fcntl lock held around read-compare-replace: correct among the processes of one host (or of hosts
-sharing a filesystem with working POSIX locks, such as NFSv4).
+builds one from numbered versions, each created only if absent, and no locks (a frozen writer must block nobody):
+correct among the processes of one host, or of hosts sharing a filesystem whose exclusive create holds across them
+(NFSv4).
 
-A version is opaque (an ETag, or a checksum of the local file's bytes). Callers put a fresh nonce in every body they
+A version is opaque (an ETag, or a local version number). Callers put a fresh nonce in every body they
 write, so two writes never share a version (an ETag is the MD5 of the bytes: equal bodies would share one).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gobblin_py.durable import atomic_write, bytes_checksum, makedirs_durably
+from gobblin_py.durable import atomic_replace, fsync_dir, makedirs_durably
 from gobblin_py.errors import ConfigError, StateStoreError
 
 
@@ -53,6 +53,9 @@ class Blobs(Protocol):
     def swap(self, key: str, data: bytes, version: str) -> str:
         """Replace `key` only if it still holds `version` (Conflict otherwise); its new version."""
 
+    def locate(self, key: str) -> str:
+        """What holds `key`, for a person to restore or delete: a URL, or a directory's files."""
+
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 
@@ -71,7 +74,12 @@ def open_blobs(location: str | Path, filesystems: Mapping[str, Mapping[str, Any]
 
 
 class LocalBlobs:
-    """A local directory: create by a no-replace rename, swap under an fcntl lock on `<key>.lock`."""
+    """A local directory, without locks: each write of a key is a new file `<key>.v<N>`, created only if absent (a
+    no-replace rename), and the key's value is its highest version. Create is version 1; a swap from version N creates
+    N + 1 and holds only while no higher version exists. No process ever waits on another, so a writer frozen in the
+    middle of a write (SIGSTOP) blocks nobody. Versions more than `KEEP` below the newest are removed."""
+
+    KEEP = 20
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -80,38 +88,52 @@ class LocalBlobs:
     def _path(self, key: str) -> Path:
         return self.root.joinpath(*key.split("/"))
 
-    def get(self, key: str) -> Blob | None:
+    def _versions(self, key: str) -> list[int]:
+        path = self._path(key)
+        prefix = path.name + ".v"
         try:
-            data = self._path(key).read_bytes()
+            names = os.listdir(path.parent)
         except FileNotFoundError:
-            return None
-        return Blob(data, bytes_checksum(data) + f"-{len(data)}")
+            return []
+        return sorted(int(n[len(prefix):]) for n in names if n.startswith(prefix) and n[len(prefix):].isdigit())
 
-    @contextlib.contextmanager
-    def _locked(self, key: str) -> Iterator[None]:
+    def get(self, key: str) -> Blob | None:
+        for _ in range(5):  # the newest may be removed by a writer's clean-up meanwhile: list again
+            versions = self._versions(key)
+            if not versions:
+                return None
+            path = self._path(key)
+            try:
+                return Blob(path.with_name(f"{path.name}.v{versions[-1]}").read_bytes(), str(versions[-1]))
+            except FileNotFoundError:
+                continue
+        raise StateStoreError(f"{self._path(key)}: its versions kept changing while read")
+
+    def _write(self, key: str, data: bytes, version: int) -> str:
         path = self._path(key)
         makedirs_durably(path.parent)
-        fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+            atomic_replace(path.with_name(f"{path.name}.v{version}"), lambda f: f.write(data), replace=False, mode=0o644)
+        except FileExistsError:
+            raise Conflict(f"{path} version {version} exists: another writer was first") from None
+        fsync_dir(path.parent)
+        newest = self._versions(key)
+        if newest and newest[-1] != version:  # a higher version already stood: this write is not the key's value
+            raise Conflict(f"{path} moved on to version {newest[-1]}")
+        for old in newest[:-self.KEEP]:
+            if old != 1:  # version 1 stays: a create must keep failing once the key exists
+                with contextlib.suppress(FileNotFoundError):
+                    path.with_name(f"{path.name}.v{old}").unlink()
+        return str(version)
 
     def create(self, key: str, data: bytes) -> str:
-        with self._locked(key):
-            if self._path(key).exists():
-                raise Conflict(f"{self._path(key)} exists")
-            atomic_write(self._path(key), data)
-        return bytes_checksum(data) + f"-{len(data)}"
+        return self._write(key, data, 1)
+
+    def locate(self, key: str) -> str:
+        return f"{self._path(key)}.v*"
 
     def swap(self, key: str, data: bytes, version: str) -> str:
-        with self._locked(key):
-            now = self.get(key)
-            if now is None or now.version != version:
-                raise Conflict(f"{self._path(key)} changed since it was read")
-            atomic_write(self._path(key), data)
-        return bytes_checksum(data) + f"-{len(data)}"
+        return self._write(key, data, int(version) + 1)
 
 
 class ObjectBlobs:
@@ -163,6 +185,9 @@ class ObjectBlobs:
 
     def create(self, key: str, data: bytes) -> str:
         return self._put(key, data, "create")
+
+    def locate(self, key: str) -> str:
+        return f"{self.where}/{key}"
 
     def swap(self, key: str, data: bytes, version: str) -> str:
         return self._put(key, data, {"e_tag": version})

@@ -119,7 +119,7 @@ def lease_key(job: str) -> str:
 def read_lease(blobs: Blobs, job: str) -> LeaseRecord | None:
     """The job's lease as it stands, None when no run ever took it."""
     got = blobs.get(lease_key(job))
-    return None if got is None else LeaseRecord.parse(got.data, f"{blobs.where}/{lease_key(job)}")
+    return None if got is None else LeaseRecord.parse(got.data, blobs.locate(lease_key(job)))
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ class Lease:
         key = lease_key(job)
         for _ in range(5):
             got = blobs.get(key)
-            held = None if got is None else LeaseRecord.parse(got.data, f"{blobs.where}/{key}")
+            held = None if got is None else LeaseRecord.parse(got.data, blobs.locate(key))
             now = time.time()
             if held is not None and held.live(now) and not force and not held.owner.dead_here():
                 raise LeaseHeldError(

@@ -482,8 +482,11 @@ class History:
 
     def past_expiry(self, world: World) -> None:
         """Sleep until the frozen driver's lease has expired (its file, read as any reader would), at most its TTL."""
-        lease = world.root / "leases" / JOB / "lease.json"
-        expires = json.loads(lease.read_bytes())["expires_at"] if lease.exists() else time.time() + LEASE_TTL
+        from gobblin_py.fs.conditional import open_blobs
+        from gobblin_py.state.lease import read_lease
+
+        held = read_lease(open_blobs(world.root / "leases"), JOB)
+        expires = held.expires_at if held is not None else time.time() + LEASE_TTL
         time.sleep(min(max(expires - time.time(), 0.0), LEASE_TTL) + 0.2)
 
     def took_over(self, world: World, step: int, done: subprocess.CompletedProcess[str], pending: list[str],

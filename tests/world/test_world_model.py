@@ -88,11 +88,12 @@ os.kill(os.getpid(), signal.SIGSTOP)
 
 def test_a_driver_frozen_inside_its_lease_renewal_does_not_block_the_takeover(tmp_path: Path) -> None:
     """Found by the files world's `paused_past_lease` (soak, 2026-12-04): with `job.lease.url` a local directory, a swap
-    of the lease holds a blocking flock on `lease.json.lock` (LocalBlobs._locked, gobblin_py/fs/conditional.py); a driver frozen
+    of the lease held a blocking flock on `lease.json.lock` (LocalBlobs._locked, gobblin_py/fs/conditional.py); a driver frozen
     (SIGSTOP) while its renewal thread was inside a swap keeps that flock, and the driver that should take the job
     over once the lease has expired waits on it forever (the soak's hung for 300 s; the lease on it never moved past
     the frozen epoch). Here the frozen renewal is a process that takes that flock and stops itself, beside a run
-    frozen at a commit point as in the world: past the TTL another driver must take over, not hang."""
+    frozen at a commit point as in the world: past the TTL another driver must take over, not hang. (A swap is now a
+    new version file created only if absent, with no lock any writer waits on.)"""
     from support.jobs import example_job, run_cli, write_job
     from support.world import wait_stopped
 

@@ -65,7 +65,7 @@ class FsPublisher(DataPublisher):
                 held = json.loads(got.data)
                 owner, where = held["work_dir_id"], f"{held.get('work_dir')} on {held.get('host')}"
             except (ValueError, KeyError, TypeError):
-                raise CommitError(f"{blobs.where}/{key}, the claim of job {job!r} on {final}, is unreadable; nothing "
+                raise CommitError(f"{blobs.locate(key)}, the claim of job {job!r} on {final}, is unreadable; nothing "
                                   "is published there until it is restored or deleted") from None
             if owner == claimant.work_dir_id:
                 return
@@ -74,5 +74,5 @@ class FsPublisher(DataPublisher):
                 f"({claimant.work_dir} on {claimant.host}) keeps positions of its own and would publish those records "
                 f"again, so nothing is read. Run the job from that work directory (on several hosts: a work_dir they "
                 f"share, and job.lease.url). If that directory is gone for good, set this one's positions to what "
-                f"{final} holds (`gobblin-py state reset`), then delete {blobs.where}/{key}")
-        raise CommitError(f"{blobs.where}/{key}: the claim of job {job!r} kept changing; try again")
+                f"{final} holds (`gobblin-py state reset`), then delete {blobs.locate(key)}")
+        raise CommitError(f"{blobs.locate(key)}: the claim of job {job!r} kept changing; try again")
