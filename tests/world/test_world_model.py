@@ -125,6 +125,9 @@ def test_a_driver_frozen_inside_its_lease_renewal_does_not_block_the_takeover(tm
                 proc.wait()
 
 
+@pytest.mark.xfail(strict=True, reason="known defect, not fixed yet: a publish step that found its destination already "
+                   "there byte-identical (an earlier commit's file, re-read after `state reset`) cannot tell it from one "
+                   "it published, so `recover --abandon` withdraws it (commit/abandon.py); strict: passing means fixed")
 def test_abandoning_a_reread_does_not_withdraw_a_file_the_iceberg_table_lists(tmp_path: Path) -> None:
     """Found by the Iceberg world's soak (seed 3697763188, step 13): `state reset` of a dataset, then a run killed
     after the first step of its commit (the re-read's Parquet file, named as the one the table already lists, found
