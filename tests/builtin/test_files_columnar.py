@@ -113,8 +113,10 @@ def _job(tmp: Path, inputs: Path, writer: str, columnar: bool, source: dict[str,
 
 
 def _published(output: Path) -> dict[str, bytes]:
-    """Every file a run published (data and error files), by its path under the output directory."""
-    return {str(p.relative_to(output)): p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()}
+    """Every file a run published (data and error files), by its path under the output directory (not the job's claim
+    on it, `_gobblin-py/`, which names the run's own work directory)."""
+    return {str(p.relative_to(output)): p.read_bytes() for p in sorted(output.rglob("*"))
+            if p.is_file() and "_gobblin-py" not in p.relative_to(output).parts}
 
 
 def _columnar_by_file(result: JobResult) -> dict[str, tuple[int, int]]:
