@@ -56,7 +56,7 @@ def apply_steps(steps: list[CommitStep], verify_first: bool, fence: Callable[[],
 def commit_sequence(store: CommitStepStore, seq: CommitSequence) -> None:
     """Log `seq` durably in `store`, then replay it: what the driver and the executors do for a new commit."""
     crash_point("commit.before_store_write")
-    store.put(seq)
+    store.put(seq, new=True)
     crash_point("commit.after_store_write")
     replay(store, seq)
 

@@ -19,7 +19,7 @@ from gobblin_py.commit.global_step import GlobalCommitStep
 from gobblin_py.commit.sequence import CommitSequence, Fault
 from gobblin_py.commit.steps import BUILTIN_STEPS
 from gobblin_py.durable import remove_durably
-from gobblin_py.errors import CorruptCommitRecordError
+from gobblin_py.errors import CorruptCommitRecordError, LeaseLostError
 from gobblin_py.state.lease import Fence
 from gobblin_py.state.store import dataset_file_name, dataset_from_file_name
 
@@ -73,10 +73,13 @@ class CommitStepStore:
     def path(self, job: str, dataset: str) -> Path:
         return self.root / job / dataset_file_name(dataset)
 
-    def put(self, seq: CommitSequence) -> None:
+    def put(self, seq: CommitSequence, new: bool = False) -> None:
         """Write (or rewrite) the sequence's record durably; CorruptCommitRecordError, nothing written, when a
         step names a path outside the job's directories (a plugin's bad output path, a dataset named `../x`);
-        LeaseLostError, nothing written, when the run lost the job's lease (the record is its new holder's)."""
+        LeaseLostError, nothing written, when the run lost the job's lease (the record is its new holder's). A `new`
+        record is checked against the lease again once written: a driver frozen while writing it, whose lease was
+        taken over meanwhile, removes it again (the new holder's recovery may already have run, and would find it
+        only at its next run, after committing the same range itself)."""
         self.confinement.check(seq.steps, f"commit sequence of dataset {seq.dataset!r}")
         if self.fence is not None:
             self.fence.check()
@@ -88,6 +91,12 @@ class CommitStepStore:
             "steps": [{"type": self.registry.name_of(s), "args": s.to_dict()} for s in seq.steps],
         }
         checked_json.write(self.path(seq.job, seq.dataset), body, midway=lambda: crash_point("commit.store_write_midway"))
+        if new and self.fence is not None:
+            try:
+                self.fence.check()
+            except LeaseLostError:
+                remove_durably(self.path(seq.job, seq.dataset))
+                raise
 
     def get(self, job: str, dataset: str) -> CommitSequence:
         return self._load(self.path(job, dataset))

@@ -51,7 +51,7 @@ def start_paused(job: Path, point: str) -> subprocess.Popen[str]:
     return proc
 
 
-@pytest.mark.parametrize("point", ["commit.after_store_write", "commit.after_step"])
+@pytest.mark.parametrize("point", ["commit.store_write_midway", "commit.after_store_write", "commit.after_step"])
 def test_a_driver_paused_past_its_lease_commits_nothing_when_it_wakes(tmp_path: Path, s3: Any, point: str) -> None:
     job = job_file(tmp_path, s3)
     zombie = start_paused(job, point)
@@ -64,7 +64,8 @@ def test_a_driver_paused_past_its_lease_commits_nothing_when_it_wakes(tmp_path: 
         time.sleep(TTL + 0.5)  # the frozen driver's lease expires: the other host takes the job over
         took = run_cli("run", str(job), "--in-process")
         assert took.returncode == 0, took.stdout + took.stderr
-        assert "recovered" in (took.stdout + took.stderr).lower()
+        if point != "commit.store_write_midway":  # midway, the frozen driver's record is not written yet: nothing to recover
+            assert "recovered" in (took.stdout + took.stderr).lower()
     finally:
         zombie.send_signal(signal.SIGCONT)
         out, err = zombie.communicate(timeout=120)
