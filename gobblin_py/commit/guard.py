@@ -14,7 +14,7 @@ from types import TracebackType
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config.model import JobSpec
-from gobblin_py.state.lease import Fence, Lease, Owner
+from gobblin_py.state.lease import Lease, Owner
 from gobblin_py.state.lock import JobLock
 
 log = logging.getLogger(__name__)
@@ -29,10 +29,6 @@ class JobGuard:
         # with a lease URL the lease alone decides: a lock on a shared mount would keep a paused driver's hold
         self._lock = JobLock(job.job.work_dir, job.name, job.job.lock and job.job.lease.url is None)
         self.lease: Lease | None = None
-
-    @property
-    def fence(self) -> Fence | None:
-        return self.lease.fence if self.lease is not None else None
 
     def __enter__(self) -> JobGuard:
         self._lock.__enter__()

@@ -15,6 +15,7 @@ writes, not on clocks: two drivers can never both write the same epoch.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import json
@@ -206,8 +207,7 @@ class Lease:
         with self._mutex:
             if self.lost is not None:
                 raise self.lost
-            record = LeaseRecord(**{**asdict(self.record), "owner": self.record.owner, "expires_at": time.time() + self.record.ttl_s,
-                                    "nonce": uuid.uuid4().hex})
+            record = dataclasses.replace(self.record, expires_at=time.time() + self.record.ttl_s, nonce=uuid.uuid4().hex)
             try:
                 self._version = self.blobs.swap(lease_key(record.job), record.to_bytes(), self._version)
             except Conflict:
@@ -226,8 +226,7 @@ class Lease:
         with self._mutex:
             if self.lost is not None:
                 return
-            record = LeaseRecord(**{**asdict(self.record), "owner": self.record.owner, "released": True,
-                                    "nonce": uuid.uuid4().hex})
+            record = dataclasses.replace(self.record, released=True, nonce=uuid.uuid4().hex)
             try:
                 self._version = self.blobs.swap(lease_key(record.job), record.to_bytes(), self._version)
                 self.record = record
