@@ -42,6 +42,11 @@ def read(path: Path, error: type[GobblinError], what: str, then: str = "it was n
         raw = path.read_bytes()
     except OSError as exc:
         raise error(f"{what} {path}: cannot read: {exc}; {then}") from None
+    return decode(raw, str(path), error, what, then)
+
+
+def decode(raw: bytes, path: str, error: type[GobblinError], what: str, then: str = "it was not applied") -> dict[str, Any]:
+    """The body of a record file's bytes `raw`, read from `path` (named by `error` when it is not sound)."""
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -30,6 +30,8 @@ class PublishContext:
     publisher_key: str
     """Where the publisher is in the job file (`publisher`, `fork.branches[1].publisher`), for problems' keys."""
     writer_key: str
+    work_store: str | None = None
+    """`job.work_store`: the job's records on an object store, shared by drivers on many hosts (None: work_dir)."""
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ def _suggestion(dataset: str, pending: list[str], job: JobSpec | None = None) ->
     from gobblin_py.state.store import StateStore
     from gobblin_py.suggest import did_you_mean
 
-    committed = StateStore(job.job.work_dir, job.name).dataset_names() if job is not None else []
+    committed = StateStore(job.job.records_root, job.name).dataset_names() if job is not None else []
     hint = did_you_mean(dataset, [*pending, *committed])
     return f" ({hint})" if hint else ""
 

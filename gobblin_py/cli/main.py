@@ -115,7 +115,7 @@ def run(
         from gobblin_py.operating.lag import measure_lag
         from gobblin_py.state.store import StateStore
 
-        write_metrics(result, metrics_prom, prometheus=StateStore(job.job.work_dir, job.name), lags=measure_lag(job))
+        write_metrics(result, metrics_prom, prometheus=StateStore(job.job.records_root, job.name), lags=measure_lag(job))
     raise typer.Exit(0 if result.succeeded else 2 if result.bad_config else 1)
 
 

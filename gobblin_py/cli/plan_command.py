@@ -33,8 +33,8 @@ def plan_command(
 
     try:
         job = load_job(job_file)
-        planned = plan(job, StateStore(job.job.work_dir, job.name))
-        pending = CommitStepStore(job.job.work_dir).datasets(job.name)
+        planned = plan(job, StateStore(job.job.records_root, job.name))
+        pending = CommitStepStore(job.job.records_root).datasets(job.name)
     except GobblinError as exc:
         fail(exc)
     tasks: list[dict[str, Any]] = []

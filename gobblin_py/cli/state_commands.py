@@ -42,7 +42,7 @@ def _store(job_file: Path) -> tuple[Any, Any]:
     from gobblin_py.state.store import StateStore
 
     job = load_job(job_file)
-    return job, StateStore(job.job.work_dir, job.name)
+    return job, StateStore(job.job.records_root, job.name)
 
 
 @state_app.command("show")
@@ -159,7 +159,6 @@ def state_reset(
     """
     from gobblin_py.cli.output import err, out
     from gobblin_py.commit.store import CommitStepStore
-    from gobblin_py.durable import remove_durably
     from gobblin_py.state.events import EventLog
     from gobblin_py.commit.guard import JobGuard
     from gobblin_py.runtime.runner import new_run_id
@@ -171,12 +170,12 @@ def state_reset(
         with JobGuard(job, new_run_id()):
             steps = []
             for name, changes in plan.items():
-                if CommitStepStore(job.job.work_dir).exists(job.name, name):
+                if CommitStepStore(job.job.records_root).exists(job.name, name):
                     err.print(f"error: a commit sequence is pending for dataset {name!r}; finish it first with "
                               f"`gobblin-py recover {job_file} --dataset {name}` (see inspect-commits)", markup=False)
                     raise typer.Exit(1)
                 wm = WatermarkFile(store.dir, name)
-                known = wm.path.exists() or DatasetStateFile(store.dir, name).path.exists()
+                known = wm.exists() or DatasetStateFile(store.dir, name).exists()
                 if not known and not new:
                     names = store.dataset_names()
                     raise ConfigError(f"{_no_state(name, names)}; "
@@ -211,9 +210,9 @@ def state_reset(
                 if after:
                     wm.write(after)
                 else:
-                    remove_durably(wm.path)
+                    wm.remove()
                 _drop_recorded_identities(DatasetStateFile(store.dir, name))
-                EventLog(job.job.work_dir, job.name).emit("WatermarkReset", dataset=name, before=before, after=after)
+                EventLog(job.job.records_root, job.name).emit("WatermarkReset", dataset=name, before=before, after=after)
                 out.print(f"dataset {name}: watermarks reset", markup=False)
     except GobblinError as exc:
         _fail(exc)
@@ -234,12 +233,10 @@ def _recorded_identities(file: DatasetStateFile) -> str:
 
 def _drop_recorded_identities(file: DatasetStateFile) -> None:
     """The dataset state minus what the Source recorded with the old positions (an unreadable file removed)."""
-    from gobblin_py.durable import remove_durably
-
     try:
         state = file.read()
     except StateStoreError:
-        remove_durably(file.path)
+        file.remove()
         return
     if state and (state.get("source") or state.get("pinned")):  # and what table publishers pinned (`GlobalCommitter.pin`)
         file.write({k: v for k, v in state.items() if k not in ("source", "pinned")})

@@ -114,7 +114,7 @@ def job_confinement(job: JobSpec) -> Confinement:
     Not the whole work directory: other jobs sharing it keep their state and task output there.
     """
     settings = job.job
-    roots: list[str] = [settings.job_task_output, str(settings.work_dir / "state" / job.name), str(settings.job_staging)]
+    roots: list[str] = [settings.job_task_output, str(settings.records_root / "state" / job.name), str(settings.job_staging)]
     for branch in job.branches:
         roots.extend(branch.publisher.create().output_roots())
     return Confinement.of(roots)

@@ -3,8 +3,9 @@
 The lock (fcntl on the work directory) turns away a second run on the same work directory at once, and is released by
 the kernel when its holder dies. The lease (`state.lease`) keeps apart drivers that share only the lease's location,
 such as two hosts, a retried pod, or a driver paused past the lease's TTL; every commit step checks it first through
-the store's fence. With `job.lease.url` set the lease alone decides (no lock): the work directory is then a mount that
-several hosts share, where a lock would either not hold across hosts or outlive a paused holder.
+the store's fence. With `job.lease.url` or `job.work_store` set the lease alone decides (no lock): the work directory is
+then an object store, or a mount that several hosts share, where a lock would either not hold across hosts or outlive a
+paused holder.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class JobGuard:
     def __init__(self, job: JobSpec, run_id: str, *stores: CommitStepStore, force_takeover: bool = False) -> None:
         self.job, self.run_id, self.stores, self.force = job, run_id, stores, force_takeover
         # with a lease URL the lease alone decides: a lock on a shared mount would keep a paused driver's hold
-        self._lock = JobLock(job.job.work_dir, job.name, job.job.lock and job.job.lease.url is None)
+        self._lock = JobLock(job.job.work_dir, job.name, job.job.lock and not job.job.shared_lease)
         self.lease: Lease | None = None
 
     def __enter__(self) -> JobGuard:
@@ -36,10 +37,10 @@ class JobGuard:
         if not settings.lock:
             return self
         try:
-            self.lease = Lease.acquire(settings.lease_location, self.job.name, Owner.here(self.run_id, settings.work_dir),
+            self.lease = Lease.acquire(settings.lease_location, self.job.name, Owner.here(self.run_id, settings.records_root),
                                        settings.lease.ttl, force=self.force, filesystems=settings.filesystems)
         except OSError as exc:
-            if settings.lease.url is not None:
+            if settings.shared_lease:
                 self._lock.__exit__(None, None, None)
                 raise
             # the lease in the work directory: the lock just taken keeps its drivers apart, so a full or read-only

@@ -43,7 +43,7 @@ def pending(store: CommitStepStore, jobs: list[str], datasets: list[str] | None 
         for dataset in store.datasets(job):
             if datasets and dataset not in datasets:
                 continue
-            view = PendingView(job=job, dataset=dataset, path=str(store.path(job, dataset)))
+            view = PendingView(job=job, dataset=dataset, path=store.where(job, dataset))
             try:
                 seq = store.get(job, dataset)
             except CorruptCommitRecordError as exc:

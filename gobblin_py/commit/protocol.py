@@ -82,13 +82,13 @@ def replay(store: CommitStepStore, seq: CommitSequence) -> None:
         try:
             store.put(seq)
         except OSError as exc:
-            unrecorded = f" (this attempt could not be counted in {store.path(seq.job, seq.dataset)}: {exc})"
+            unrecorded = f" (this attempt could not be counted in {store.where(seq.job, seq.dataset)}: {exc})"
         raise CommitError(f"commit of dataset {seq.dataset!r} failed at {seq.last_error}{unrecorded}") from failed.cause
     crash_point("commit.before_record_removal")
     try:
         store.remove(seq.job, seq.dataset)
     except OSError as exc:
-        raise CommitError(f"dataset {seq.dataset!r}: every step is done but its commit record {store.path(seq.job, seq.dataset)} "
+        raise CommitError(f"dataset {seq.dataset!r}: every step is done but its commit record {store.where(seq.job, seq.dataset)} "
                           f"could not be removed ({exc}); the next run verifies the steps and removes it") from exc
     crash_point("commit.after_record_removal")
 

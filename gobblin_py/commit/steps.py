@@ -4,12 +4,12 @@ file steps are in `fs.publish_steps` and `fs.exchange_steps`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.api.types import WatermarkValue
 from gobblin_py.errors import CommitError, StateStoreError
+from gobblin_py.fs.conditional import Conflict
 from gobblin_py.fs.delete_steps import FsDeleteCommitStep
 from gobblin_py.fs.exchange_steps import FsExchangeDirsCommitStep, FsRemoveReplacedCommitStep, FsStageCommitStep
 from gobblin_py.fs.publish_steps import FsCopyCommitStep, FsRenameCommitStep, publish_step
@@ -34,7 +34,7 @@ class HighWatermarkCommitStep(CommitStep):
         return [self.state_dir]
 
     def _file(self) -> WatermarkFile:
-        return WatermarkFile(Path(self.state_dir), self.dataset)
+        return WatermarkFile(self.state_dir, self.dataset)
 
     def _current(self) -> dict[str, WatermarkValue]:
         try:
@@ -49,9 +49,19 @@ class HighWatermarkCommitStep(CommitStep):
         return all(k in current and current[k] == v for k, v in self.watermarks.items())
 
     def execute(self) -> None:
+        """Read, merge, and write back only if the file is still the one read: a driver that paused in between, and
+        whose lease was taken over, would otherwise move back keys the new holder committed since (its next run
+        reading those records again)."""
+        file = self._file()
+        version = file.version()
         current = self._current()
         current.update(self.watermarks)
-        self._file().write(current)
+        try:
+            file.replace(file.body(current), version)
+        except Conflict:
+            raise CommitError(f"watermark file {file.path} of {self.dataset} changed while this step wrote it: another "
+                              "driver of the job committed meanwhile (it holds the lease now); nothing was written, "
+                              "and the next run recovers this commit") from None
 
     def describe(self) -> str:
         keys = list(self.watermarks)
@@ -76,7 +86,7 @@ class DatasetStateCommitStep(CommitStep):
         return [self.state_dir]
 
     def _file(self) -> DatasetStateFile:
-        return DatasetStateFile(Path(self.state_dir), self.dataset)
+        return DatasetStateFile(self.state_dir, self.dataset)
 
     def verify(self) -> bool:
         try:
@@ -101,7 +111,7 @@ class CompactionStateCommitStep(DatasetStateCommitStep):
     partition: str = ""
 
     def _file(self) -> CompactionFile:  # type: ignore[override]
-        return CompactionFile(Path(self.state_dir), self.dataset, self.partition)
+        return CompactionFile(self.state_dir, self.dataset, self.partition)
 
     def describe(self) -> str:
         return f"record the compaction of {self.dataset} partition {self.partition} by run {self.run_id}"

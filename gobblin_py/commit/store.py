@@ -1,6 +1,6 @@
 """CommitStepStore: the write-ahead log of commit sequences, one record per (job, dataset).
 
-Records live in `<work_dir>/commits/<job>/<dataset>.json`, written durably with a format
+Records live in `<work_dir>/commits/<job>/<dataset>.json` (a local directory or an object store), written durably with a format
 version and checksum. Step types load only from the registered classes, never by a name
 found in the file, and every path a step names must lie under the job's own directories
 (the store's `Confinement`), checked when a record is written and when it is loaded.
@@ -18,9 +18,10 @@ from gobblin_py.crashpoints import crash_point
 from gobblin_py.commit.global_step import GlobalCommitStep
 from gobblin_py.commit.sequence import CommitSequence, Fault
 from gobblin_py.commit.steps import BUILTIN_STEPS
-from gobblin_py.durable import remove_durably
 from gobblin_py.errors import CorruptCommitRecordError, LeaseLostError
+from gobblin_py.fs.location import Location
 from gobblin_py.state.lease import Fence
+from gobblin_py.fs.records import read_record, record_files
 from gobblin_py.state.store import dataset_file_name, dataset_from_file_name
 
 
@@ -41,7 +42,7 @@ class StepRegistry:
             raise CorruptCommitRecordError(f"step class {type(step).__qualname__} is not registered; declare it in the publisher's step_types")
         return name
 
-    def load(self, name: str, args: dict, where: Path) -> CommitStep:
+    def load(self, name: str, args: dict, where: str | Path) -> CommitStep:
         cls = self._types.get(name)
         if cls is None:
             raise CorruptCommitRecordError(
@@ -62,16 +63,25 @@ class CommitStepStore:
     step executes (None: no lease, as in tests of the protocol alone).
     """
 
-    def __init__(self, work_dir: Path, registry: StepRegistry | None = None, confinement: Confinement | None = None,
+    def __init__(self, work_dir: str | Path, registry: StepRegistry | None = None, confinement: Confinement | None = None,
                  fence: Fence | None = None) -> None:
         self.work_dir = work_dir
         self.fence = fence
-        self.root = work_dir / "commits"
+        self.files = record_files(Location(work_dir) / "commits")
         self.registry = registry or StepRegistry()
-        self.confinement = confinement if confinement is not None else Confinement.of([work_dir])
+        self.confinement = confinement if confinement is not None else Confinement.of([str(work_dir)])
+
+    @staticmethod
+    def _key(job: str, dataset: str) -> str:
+        return f"{job}/{dataset_file_name(dataset)}"
+
+    def where(self, job: str, dataset: str) -> str:
+        """Where the dataset's record is: a path, or a URL on an object store (for messages)."""
+        return self.files.locate(self._key(job, dataset))
 
     def path(self, job: str, dataset: str) -> Path:
-        return self.root / job / dataset_file_name(dataset)
+        """The record's local path (a local work directory only: tests and tools that read the file itself)."""
+        return Path(self.where(job, dataset))
 
     def put(self, seq: CommitSequence, new: bool = False) -> None:
         """Write (or rewrite) the sequence's record durably; CorruptCommitRecordError, nothing written, when a
@@ -90,19 +100,22 @@ class CommitStepStore:
             "meta": seq.meta, "epoch": self.fence.epoch if self.fence is not None else None,
             "steps": [{"type": self.registry.name_of(s), "args": s.to_dict()} for s in seq.steps],
         }
-        checked_json.write(self.path(seq.job, seq.dataset), body, midway=lambda: crash_point("commit.store_write_midway"))
+        key = self._key(seq.job, seq.dataset)
+        self.files.put(key, checked_json.encode(body), midway=lambda: crash_point("commit.store_write_midway"))
         if new and self.fence is not None:
             try:
                 self.fence.check()
             except LeaseLostError:
-                remove_durably(self.path(seq.job, seq.dataset))
+                self.files.delete(key)
                 raise
 
     def get(self, job: str, dataset: str) -> CommitSequence:
-        return self._load(self.path(job, dataset))
-
-    def _load(self, path: Path) -> CommitSequence:
-        body = checked_json.read(path, CorruptCommitRecordError, "commit record")
+        path = self.where(job, dataset)
+        found = read_record(self.files, self._key(job, dataset), CorruptCommitRecordError, "commit record")
+        if found is None:
+            raise CorruptCommitRecordError(f"commit record {path}: cannot read: it is gone (removed meanwhile?); "
+                                           "it was not applied")
+        body = found[0]
         try:
             steps = [self.registry.load(s["type"], s["args"], path) for s in body["steps"]]
             self.confinement.check(steps, f"commit record {path}")
@@ -119,17 +132,19 @@ class CommitStepStore:
             raise CorruptCommitRecordError(f"commit record {path}: {exc}; it was not applied") from None
 
     def exists(self, job: str, dataset: str) -> bool:
-        return self.path(job, dataset).exists()
+        return self.files.get(self._key(job, dataset)) is not None
 
     def remove(self, job: str, dataset: str) -> bool:
-        return remove_durably(self.path(job, dataset))
+        """Delete the dataset's record; False when it was already gone."""
+        key = self._key(job, dataset)
+        if self.files.get(key) is None:
+            return False
+        self.files.delete(key)
+        return True
 
     def datasets(self, job: str) -> list[str]:
         """Datasets of `job` with a pending record (readable or not)."""
-        job_dir = self.root / job
-        if not job_dir.is_dir():
-            return []
-        return sorted(dataset_from_file_name(p.name) for p in job_dir.glob("*.json"))
+        return sorted(dataset_from_file_name(n) for n in self.files.names(job) if n.endswith(".json"))
 
     def jobs(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
+        return self.files.folders("")

@@ -76,7 +76,7 @@ def compaction_sequence(job: JobSpec, done: PartitionResult) -> CommitSequence:
              "records_out": done.records_out, "duplicates_removed": done.duplicates_removed,
              "bytes_in": work.input_bytes, "bytes_out": sum(f.size for f in done.files),
              "dedup_key": work.dedup.key if work.dedup else None, "files": names}
-    steps.append(CompactionStateCommitStep(state_dir=str(job.job.work_dir / "state" / job.name), dataset=work.dataset,
+    steps.append(CompactionStateCommitStep(state_dir=str(job.job.records_root / "state" / job.name), dataset=work.dataset,
                                            run_id=work.run_id, state=entry, partition=work.partition))
     return CommitSequence(job=job.name, dataset=work.rel, run_id=work.run_id, steps=steps,
                           meta={"kind": "compaction", "dataset": work.dataset, "partition": work.partition})

@@ -58,7 +58,7 @@ def compaction_options(job: JobSpec, *, datasets: list[str] | None = None, parti
     if spec is not None and spec.keep not in ("latest", "first"):
         raise ConfigError(f"--keep: expected latest or first; got {spec.keep!r}")
     compactable_branches(job)
-    known = StateStore(job.job.work_dir, job.name).dataset_names()
+    known = StateStore(job.job.records_root, job.name).dataset_names()
     for d in datasets or section.datasets:
         if d not in known:
             hint = did_you_mean(d, known)
@@ -251,7 +251,7 @@ def _left_alone(inputs: tuple[InputFile, ...], options: CompactionOptions, now: 
 def plan_compaction(job: JobSpec, options: CompactionOptions, run_id: str, blocked: set[str]) -> CompactionPlan:
     """The partitions of the job's committed datasets (or of the tables they are published to) to merge now, and those
     left alone with why."""
-    datasets = list(options.datasets) or StateStore(job.job.work_dir, job.name).dataset_names()
+    datasets = list(options.datasets) or StateStore(job.job.records_root, job.name).dataset_names()
     plan = CompactionPlan()
     now = time.time()
     for branch, final_dir in compactable_branches(job):

@@ -413,7 +413,7 @@ def _complete_publisher(branch: BranchConfig, job: JobSection, spark: SparkSecti
     """The branch's publisher settings completed by its own `complete_settings` hook (what the job already says:
     the writer's partitioning, the work directory), its problems collected."""
     publisher, writer = branch.publisher, branch.writer
-    context = PublishContext(job=job.name, work_dir=str(job.work_dir), spark_master=spark.master,
+    context = PublishContext(job=job.name, work_dir=str(job.work_dir), work_store=job.work_store, spark_master=spark.master,
                              commit_on_executors_from=job.commit_on_executors_from, writer=writer.cls(),
                              writer_name=writer.name or writer.path,
                              writer_settings=writer.settings, publisher_key=publisher.key, writer_key=writer.key)
@@ -489,6 +489,10 @@ def _check_lock(job: JobSection, errors: _Collector) -> None:
     if not job.lock and job.lease.url is not None:
         errors.add("job.lease.url", f"{job.lease.url}: a lease with job.lock: false is never taken, so drivers on other "
                                     "hosts would not be kept apart; remove job.lock: false or job.lease")
+    if not job.lock and job.work_store is not None:
+        errors.add("job.work_dir", f"{job.work_store}: a work directory on an object store is shared by drivers on any "
+                                   "host, which only the job's lease keeps apart, and job.lock: false takes none; remove "
+                                   "job.lock: false")
     url = job.lease.url or ""
     if "://" in url and not url.lower().startswith(("s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://", "file://")):
         errors.add("job.lease.url", f"{url}: a lease lives on an object store that enforces conditional writes "

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+import hashlib
 import importlib
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -71,6 +73,9 @@ class LeaseSettings(_Strict):
                                                           "host may take the job over after it")
 
 
+WORK_STORE_SCHEMES = frozenset({"s3", "s3a", "gs", "az", "abfs", "abfss"})
+"""Object stores a work directory may live on: those obstore writes conditionally (see `fs.conditional`)."""
+
 MAX_NAME = 100
 """A job name's longest: it becomes file and directory names (`<name>.lock`, `state/<name>/…`), which filesystems cap at
 255 bytes with room for what is added to them."""
@@ -80,7 +85,14 @@ class JobSection(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=MAX_NAME,
                       description=f"names the job's lock, state and commit directories: at most {MAX_NAME} characters")
     description: str = Field(default="", description="free text")
-    work_dir: AbsPath = Field(description="staging, task output, state store, commit log, lock; a local path (on a cluster: a mount every driver shares); a URL (s3://…) is refused")
+    work_dir: AbsPath = Field(description="the job's records (commit log, state, run records, events, lease), task output, staging and lock: a local path "
+                                          "(on a cluster: a mount every driver shares), or an object store's URL (s3://…, gs://…, az://…): "
+                                          "then the records and task output live there, shared by every host, and staging in the "
+                                          "local temp directory (see work_store)")
+    work_store: FsLocation | None = Field(
+        default=None, description="an object store (s3://bucket/work, gs://…, az://…) that keeps the job's records and task output, "
+                                  "so that drivers on any host share them, with work_dir only local staging; `work_dir: s3://…` sets it. "
+                                  "The store must enforce conditional writes (If-None-Match, If-Match)")
     task_output_dir: FsLocation | None = Field(
         default=None, description="where tasks leave their files until the commit (unset: <work_dir>/task-output); a URL such as s3://bucket/prefix")
     filesystems: dict[str, dict[str, Any]] = Field(
@@ -111,18 +123,36 @@ class JobSection(_Strict):
     columnar: bool = Field(default=True, description="let a task whose plugins all can (e.g. kafka → json_to_avro → parquet) convert and write Arrow batches; false: record by record")
     alert: AlertSettings | None = Field(default=None, description="consecutive-failure alerts by email and/or a command")
 
-    @field_validator("work_dir", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _a_local_path(cls, value: object) -> object:
-        """A URL is refused: made a path, `s3://b/w` was a local folder `s3:` on each host, each with its own state,
-        commit log and lock, while the operator believed the work directory shared."""
-        if isinstance(value, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value):
-            local = value.split("://", 1)[1] if value.lower().startswith("file://") else None
-            raise ValueError(
-                f"{value} is a URL: the work directory (state, commit log, lock) must be a local path, on a cluster a "
-                "mount every driver of the job shares; " + (f"give {local}" if local else
-                "a work directory on an object store is not supported yet (each host would keep a work directory of "
-                "its own, and two drivers of the job would both commit). task_output_dir may be a URL"))
+    def _work_on_a_store(cls, data: object) -> object:
+        """`work_dir: s3://…` keeps the records on the store (`work_store`) and staging in a local folder of the temp
+        directory named after the URL. Any other URL is refused: made a path, `hdfs://n/w` would be a local folder
+        `hdfs:` on each host, each with its own state, commit log and lock, while the operator believed it shared."""
+        if not isinstance(data, dict) or not isinstance(data.get("work_dir"), str):
+            return data
+        value = data["work_dir"]
+        m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", value)
+        if m is None:
+            return data
+        scheme = m[1].lower()
+        if scheme == "file":
+            raise ValueError(f"job.work_dir: {value} is a file URL: give the path {value.split('://', 1)[1]}")
+        if scheme not in WORK_STORE_SCHEMES:
+            raise ValueError(f"job.work_dir: {value}: a work directory is a local path or an object store that enforces "
+                             f"conditional writes ({', '.join(sorted(WORK_STORE_SCHEMES))}://…); on {scheme}:// each "
+                             "host would keep a work directory of its own, and two drivers of the job would both commit")
+        if data.get("work_store") not in (None, value):
+            raise ValueError(f"job.work_dir is the URL {value} and job.work_store is {data['work_store']}: give one")
+        digest = hashlib.sha256(value.rstrip("/").encode()).hexdigest()[:16]
+        return {**data, "work_store": value, "work_dir": str(Path(tempfile.gettempdir()) / "gobblin-py" / "work" / digest)}
+
+    @field_validator("work_store")
+    @classmethod
+    def _an_object_store(cls, value: str | None) -> str | None:
+        if value is not None and Location(value).scheme not in WORK_STORE_SCHEMES:
+            raise ValueError(f"{value}: job.work_store is an object store that enforces conditional writes "
+                             f"({', '.join(sorted(WORK_STORE_SCHEMES))}://…); a local work directory is job.work_dir")
         return value
 
     @field_validator("work_dir")
@@ -133,9 +163,16 @@ class JobSection(_Strict):
         return value
 
     @property
+    def records_root(self) -> Location:
+        """Where the job's records live (commit log, state, run records, events, identity, lease): `work_store`,
+        else `work_dir`."""
+        return Location(self.work_store) if self.work_store else Location(self.work_dir)
+
+    @property
     def task_output_root(self) -> Location:
-        """The task-output directory shared by the jobs of this setting (`<work_dir>/task-output` unless set)."""
-        return Location(self.task_output_dir) if self.task_output_dir else Location(self.work_dir / "task-output")
+        """The task-output directory shared by the jobs of this setting (`<work_store or work_dir>/task-output`
+        unless set: on a store, a pending commit's files are there for any host's recovery)."""
+        return Location(self.task_output_dir) if self.task_output_dir else self.records_root / "task-output"
 
     @property
     def job_task_output(self) -> Location:
@@ -144,8 +181,14 @@ class JobSection(_Strict):
 
     @property
     def lease_location(self) -> str:
-        """Where the job's lease lives: `lease.url`, else `<work_dir>/leases`."""
-        return self.lease.url or str(self.work_dir / "leases")
+        """Where the job's lease lives: `lease.url`, else `<work_store or work_dir>/leases`."""
+        return self.lease.url or str(self.records_root / "leases")
+
+    @property
+    def shared_lease(self) -> bool:
+        """Whether the lease alone keeps the job's drivers apart (`lease.url`, or a `work_store`): no host lock then, as
+        drivers on other hosts share the lease only."""
+        return self.lease.url is not None or self.work_store is not None
 
     @property
     def job_staging(self) -> Path:

@@ -111,7 +111,7 @@ def plan(job: JobSpec, options: MaintenanceOptions, pending: list[PendingCommit]
     """Every action the options ask for, on each branch: a table publisher's own (`TableUpkeep`), else retention of the
     branch's file datasets."""
     request = options.request
-    datasets = list(options.datasets) or StateStore(job.job.work_dir, job.name).dataset_names()
+    datasets = list(options.datasets) or StateStore(job.job.records_root, job.name).dataset_names()
     actions: list[UpkeepAction] = []
     for branch in job.branches:
         publisher = branch.publisher.create()

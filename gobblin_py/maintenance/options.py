@@ -53,7 +53,7 @@ def maintenance_options(job: JobSpec, *, datasets: list[str] | None = None, expi
     kept = _age(retention, section.retention, "--retention")
     if not job.job.lock:
         raise ConfigError("job.lock: maintenance needs the job lock (job.lock: true): it keeps it apart from the job's runs")
-    known = StateStore(job.job.work_dir, job.name).dataset_names()
+    known = StateStore(job.job.records_root, job.name).dataset_names()
     chosen = tuple(datasets or section.datasets)
     for d in chosen:
         if d not in known:

@@ -28,7 +28,7 @@ class CommittedState:
 def committed_state(job: JobSpec, dataset: str | None = None) -> CommittedState:
     """The committed state of `job` (only `dataset` when given: its name must be checked by the caller against
     `StateStore.dataset_names()`); raises StateStoreError only when the state directory cannot be listed."""
-    store = StateStore(job.job.work_dir, job.name)
+    store = StateStore(job.job.records_root, job.name)
     read_marks, read_states = store.read_watermarks(), store.read_dataset_states()
     marks, states = read_marks.values, read_states.values
     unreadable = {d: str(e) for d, e in {**read_states.errors, **read_marks.errors}.items() if dataset in (None, d)}
@@ -51,7 +51,7 @@ def _table_marks(job: JobSpec, dataset: str | None, names: list[str]) -> tuple[d
     publishers = [b.publisher.create() for b in job.branches if issubclass(b.publisher.cls(), GlobalCommitter)]
     if not publishers:
         return {}, set(), []
-    pending = set(CommitStepStore(job.job.work_dir).datasets(job.name))
+    pending = set(CommitStepStore(job.job.records_root).datasets(job.name))
     wanted = [dataset] if dataset is not None else sorted(set(names) | pending)
     found: dict[str, Any] = {}
     warnings = []

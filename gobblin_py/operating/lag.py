@@ -33,9 +33,9 @@ def measure_lag(job: JobSpec, timeout_s: float = 10.0) -> list[DatasetLag]:
     """One entry per dataset (the source's datasets, and every one the state store has committed); never raises for a
     source's fault. A job whose source cannot be reached before its first commit gets one entry named `*`."""
     try:
-        committed = committed_state(job, StateStore(job.job.work_dir, job.name))
+        committed = committed_state(job, StateStore(job.job.records_root, job.name))
     except Exception as exc:  # noqa: BLE001 - an unreadable state store is reported, not raised
-        return [unmeasured("*", _scrub(f"cannot read the state store in {job.job.work_dir}: {describe(exc)}", job))]
+        return [unmeasured("*", _scrub(f"cannot read the state store in {job.job.records_root}: {describe(exc)}", job))]
     known = sorted(set(committed.watermarks) | set(committed.unreadable))
     found: list[list[DatasetLag] | None] = []
     failed: list[BaseException] = []

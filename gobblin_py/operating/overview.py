@@ -83,7 +83,7 @@ def lease_of(job: JobSpec) -> LeaseRecord | None:
 def _holder_gone(job: JobSpec, run_id: str) -> bool:
     """Whether the run `run_id`, whose record says running, is gone: with a lease URL (no lock file), its lease is
     another run's, released or expired; else the job lock names no live holder."""
-    if job.job.lease.url is None:
+    if not job.job.shared_lease:
         return holder_alive(job.job.work_dir, job.name) is False
     try:
         lease = lease_of(job)
@@ -95,7 +95,7 @@ def _holder_gone(job: JobSpec, run_id: str) -> bool:
 def runs_as_seen(job: JobSpec) -> list[dict[str, Any]]:
     """The job's kept runs, oldest first; the newest, when its record says `running` but its holder is gone (the job
     lock names no live holder, or its lease is no longer its own), shown `killed` (the next run rewrites it so)."""
-    runs = StateStore(job.job.work_dir, job.name).runs()
+    runs = StateStore(job.job.records_root, job.name).runs()
     if runs and runs[-1].get("status") == "running" and job.job.lock and _holder_gone(job, str(runs[-1].get("run_id"))):
         runs[-1] = {**runs[-1], "status": "killed", "error": KILLED}
     return runs
@@ -131,7 +131,7 @@ class PendingCommit:
 
 def commit_store(job: JobSpec) -> CommitStepStore:
     """The job's commit log, its records' steps resolved and confined to the job's directories."""
-    return CommitStepStore(job.job.work_dir, step_registry(job), job_confinement(job))
+    return CommitStepStore(job.job.records_root, step_registry(job), job_confinement(job))
 
 
 def pending_commits(job: JobSpec) -> list[PendingCommit]:
@@ -240,7 +240,7 @@ def next_fire(schedule: str | None, now: dt.datetime) -> str | None:
 def failing_streak(job: JobSpec, runs: list[dict[str, Any]]) -> tuple[int, str | None]:
     """Consecutive failed runs, as the failure alerts count them (`alerts.json`), and when the first of them started
     (from the kept history; None when it goes back further than the history)."""
-    state = StateStore(job.job.work_dir, job.name)
+    state = StateStore(job.job.records_root, job.name)
     try:
         count = FailureTracker(state.dir, job.name, None).consecutive_failures()
     except GobblinError:
@@ -261,7 +261,7 @@ def job_lag(job: JobSpec, timeout_s: float = 10.0) -> list[DatasetLag]:
         return measure_lag(job, timeout_s)
     except Exception as exc:  # noqa: BLE001 - a broker or database down must not hide the rest of the overview
         return [DatasetLag(dataset=d, records=None, seconds=None, bytes=None, files=None, unit="records", partitions=(),
-                           error=f"lag not measured: {exc}") for d in StateStore(job.job.work_dir, job.name).dataset_names()]
+                           error=f"lag not measured: {exc}") for d in StateStore(job.job.records_root, job.name).dataset_names()]
 
 
 def jobs_overview(refs: list[JobRef], lag_timeout_s: float | None = 10.0, now: dt.datetime | None = None,

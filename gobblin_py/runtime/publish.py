@@ -215,7 +215,7 @@ class PublishPath:
         under at_least_once, which accepts duplicates)."""
         if self.job.job.delivery is not Delivery.EXACTLY_ONCE:
             return
-        who = claimant(self.job.job.work_dir)
+        who = claimant(self.job.job.records_root)
         for branch in self.job.branches:
             branch.publisher.create().claim(self.job.name, who, make)
 

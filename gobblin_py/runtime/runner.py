@@ -48,9 +48,9 @@ class JobRunner:
     def __init__(self, job: JobSpec, executor: TaskExecutor, observers: list[Any] | None = None) -> None:
         self.job = job
         self.executor = executor
-        self.events = EventLog(job.job.work_dir, job.name)
+        self.events = EventLog(job.job.records_root, job.name)
         self.observe = Observers([self.events, *(observers or [])])
-        work = job.job.work_dir
+        work = job.job.records_root
         self.store = CommitStepStore(work, step_registry(job), job_confinement(job))
         self.state = StateStore(work, job.name)
         self.publishing = PublishPath(job, executor, self.store, self.state)

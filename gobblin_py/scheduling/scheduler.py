@@ -67,7 +67,8 @@ class InThreadRun:
 class ScheduledJob:
     path: Path
     name: str
-    work_dir: Path
+    work_dir: str | Path
+    """Where the job's records live (`job.records_root`)."""
     cron: Cron
     next_fire: dt.datetime
     running: subprocess.Popen[bytes] | None = None  # a run as a child process
@@ -147,7 +148,7 @@ class Scheduler:
                 except CronError as exc:
                     raise ConfigError(f"{path}: {key}: {exc}") from None
                 name = job.name if command == "run" else f"{job.name}:{command}"
-                self.jobs.append(ScheduledJob(path, name, job.job.work_dir, cron, first, command=command))
+                self.jobs.append(ScheduledJob(path, name, job.job.records_root, cron, first, command=command))
                 specs.append(job)
         names = [j.name for j in self.jobs]
         dupes = {n for n in names if names.count(n) > 1}

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from gobblin_py import checked_json
+from gobblin_py.fs.records import read_record, record_files
 from gobblin_py.api.plugin import Settings
 from gobblin_py.errors import StateStoreError
 
@@ -51,15 +52,15 @@ class AlertSettings(Settings):
 class FailureTracker:
     """Counts a job's consecutive failed runs in `<state>/alerts.json` and alerts on the thresholds."""
 
-    def __init__(self, state_dir: Path, job: str, settings: AlertSettings | None) -> None:
-        self.path = state_dir / "alerts.json"
+    def __init__(self, state_dir: str | Path, job: str, settings: AlertSettings | None) -> None:
+        self.files = record_files(state_dir)
+        self.path = self.files.locate("alerts.json")
         self.job = job
         self.settings = settings or AlertSettings()
 
     def _read(self) -> dict[str, Any]:
-        if not self.path.exists():
-            return {"consecutive_failures": 0, "alerted": False}
-        return checked_json.read(self.path, StateStoreError, "alert state file")
+        found = read_record(self.files, "alerts.json", StateStoreError, "alert state file")
+        return {"consecutive_failures": 0, "alerted": False} if found is None else found[0]
 
     def consecutive_failures(self) -> int:
         """Failed runs in a row until now (0 after a success, and before the first run)."""
@@ -78,7 +79,7 @@ class FailureTracker:
             if state["consecutive_failures"] == self.settings.after_failures:
                 kind = "failing"
                 state["alerted"] = True
-        checked_json.write(self.path, state)
+        self.files.put("alerts.json", checked_json.encode(state))
         if kind is not None and (self.settings.email or self.settings.command):
             self._send(kind, run_id, state["consecutive_failures"], error)
         return kind

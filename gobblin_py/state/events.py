@@ -1,16 +1,26 @@
-"""The job event log: one JSON line per event under `<work_dir>/events/<job>.jsonl`, shaped like
-Gobblin's tracking events (name, namespace, timestamp, metadata)."""
+"""The job event log, shaped like Gobblin's tracking events (name, namespace, timestamp, metadata): one JSON line per
+event in `<work_dir>/events/<job>.jsonl`, or, in a work directory on an object store (which cannot append), in objects
+`<work_dir>/events/<job>/<time>-<nonce>.jsonl` of the events since the last, written at each commit and at the end."""
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from gobblin_py.errors import StateStoreError
+from gobblin_py.fs.conditional import Conflict
+from gobblin_py.fs.location import Location
+from gobblin_py.fs.records import RecordFiles, record_files
+
 NAMESPACE = "gobblin_py.runtime"
+FLUSHED_AFTER = frozenset({"DatasetCommitted", "DatasetNotCommitted", "JobSucceeded", "JobFailed", "JobCancelled",
+                           "LockInUse", "LeaseTakenOver", "WatermarkReset"})
+"""Events after which an object store's buffered events are written at once (a run's outcomes)."""
 
 log = logging.getLogger(__name__)
 
@@ -21,33 +31,71 @@ class EventLog:
     Events report a run, they never stop one: an event that cannot be written (a full or read-only work directory)
     is dropped, and the log says so once, naming the file and the fault, then again when writing works again."""
 
-    def __init__(self, work_dir: Path, job: str) -> None:
-        self.path = work_dir / "events" / f"{job}.jsonl"
+    FLUSH_EVERY = 500
+    """Events buffered at most before an object store's chunk is written."""
+
+    def __init__(self, work_dir: str | Path, job: str) -> None:
+        where = Location(work_dir)
+        self.store: RecordFiles | None = None if where.is_local else record_files(where / "events" / job)
+        self.path: Path | None = where.path / "events" / f"{job}.jsonl" if where.is_local else None
+        self.where = str(self.path) if self.path is not None else str(where / "events" / job)
         self.job = job
         self.run_id = ""
         self.dropped = 0  # events not written since the last one that was
+        self._buffer: list[bytes] = []
 
     def emit(self, name: str, **metadata: Any) -> None:
         event = {"name": name, "namespace": NAMESPACE, "timestamp": int(time.time() * 1000),
                  "metadata": {"job": self.job, "run_id": self.run_id, **metadata}}
+        line = orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE, default=str)
+        if self.path is None:
+            self._buffer.append(line)
+            if name in FLUSHED_AFTER or len(self._buffer) >= self.FLUSH_EVERY:
+                self.flush()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "ab") as f:
-                f.write(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE, default=str))
+                f.write(line)
         except OSError as exc:
-            if not self.dropped:
-                log.error("event log %s: cannot append (%s); events are dropped until it can", self.path,
-                          exc.strerror or exc)
-            self.dropped += 1
+            self._dropping(1, exc.strerror or str(exc))
             return
+        self._written()
+
+    def flush(self) -> None:
+        """Write the buffered events to the object store as one chunk (nothing for a local log, written at once)."""
+        if self.store is None or not self._buffer:
+            return
+        chunk, self._buffer = b"".join(self._buffer), []
+        key = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{time.time_ns() % 10**9:09d}-{uuid.uuid4().hex[:8]}.jsonl"
+        try:
+            self.store.create(key, chunk)
+        except (StateStoreError, Conflict) as exc:
+            self._dropping(chunk.count(b"\n"), str(exc))
+            return
+        self._written()
+
+    def _dropping(self, events: int, why: str) -> None:
+        if not self.dropped:
+            log.error("event log %s: cannot %s (%s); events are dropped until it can", self.where,
+                      "append" if self.store is None else "write", why)
+        self.dropped += events
+
+    def _written(self) -> None:
         if self.dropped:
-            log.warning("event log %s: written again; %d events were dropped", self.path, self.dropped)
+            log.warning("event log %s: written again; %d events were dropped", self.where, self.dropped)
             self.dropped = 0
 
     def read(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
+        """Every event kept, oldest first."""
+        if self.store is not None:
+            chunks = [self.store.get(name) for name in self.store.names("")]
+            raw = b"".join(c.data for c in chunks if c is not None)
+        elif self.path is not None and self.path.exists():
+            raw = self.path.read_bytes()
+        else:
             return []
-        return [orjson.loads(line) for line in self.path.read_bytes().splitlines() if line.strip()]
+        return [orjson.loads(line) for line in raw.splitlines() if line.strip()]
 
     # RunObserver
     def job_started(self, job: str, run_id: str) -> None:
@@ -71,3 +119,4 @@ class EventLog:
         name = "JobCancelled" if result.cancelled else "JobSucceeded" if result.succeeded else "JobFailed"
         self.emit(name, duration_s=round(result.duration_s, 3),
                   error=result.error)
+        self.flush()

@@ -10,26 +10,31 @@ import uuid
 from pathlib import Path
 
 from gobblin_py.api import Claimant
-from gobblin_py.durable import atomic_replace, fsync_dir
 from gobblin_py.errors import StateStoreError
+from gobblin_py.fs.conditional import Conflict
+from gobblin_py.fs.records import record_files
 
 FILE = "identity.json"
 
 
-def claimant(work_dir: Path) -> Claimant:
+def claimant(work_dir: str | Path) -> Claimant:
     """This work directory as a claimant, its id made (create-if-absent, durably) on first use."""
-    path = Path(work_dir) / FILE
-    if not path.exists():
-        body = json.dumps({"id": uuid.uuid4().hex, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                           "host": socket.gethostname(), "path": str(work_dir)}).encode()
-        try:
-            atomic_replace(path, lambda f: f.write(body), replace=False, mode=0o644)
-            fsync_dir(path.parent)
-        except FileExistsError:
-            pass  # another process made it first: its id is the directory's
+    files = record_files(work_dir)
+    where = files.locate(FILE)
     try:
-        found = json.loads(path.read_text())["id"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StateStoreError(f"{path}, the work directory's identity, is unreadable ({exc}); restore it from a backup "
+        found = files.get(FILE)
+        if found is None:
+            body = json.dumps({"id": uuid.uuid4().hex, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                               "host": socket.gethostname(), "path": str(work_dir)}).encode()
+            try:
+                files.create(FILE, body)
+            except Conflict:
+                pass  # another process made it first: its id is the directory's
+            found = files.get(FILE)
+        if found is None:
+            raise StateStoreError("it is gone right after it was made")
+        value = json.loads(found.data)["id"]
+    except (OSError, ValueError, KeyError, TypeError, StateStoreError) as exc:
+        raise StateStoreError(f"{where}, the work directory's identity, is unreadable ({exc}); restore it from a backup "
                               "(a new one makes every publisher's target refuse this directory as another's)") from None
-    return Claimant(work_dir_id=str(found), work_dir=str(work_dir), host=socket.gethostname())
+    return Claimant(work_dir_id=str(value), work_dir=str(work_dir), host=socket.gethostname())

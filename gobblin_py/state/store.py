@@ -1,7 +1,7 @@
 """The JSON state store under `<work_dir>/state/<job>/`: watermarks, dataset states, run history.
 
-Every file is a checksummed record written durably; one file per dataset so that committing
-one dataset never rewrites another's state.
+Every file is a checksummed record written durably (`fs.records`: a local directory or an object store); one file
+per dataset so that committing one dataset never rewrites another's state.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from typing import Any, Generic, TypeVar
 
 from gobblin_py import checked_json
 from gobblin_py.api.types import WatermarkValue
-from gobblin_py.durable import remove_durably
 from gobblin_py.errors import StateStoreError
+from gobblin_py.fs.conditional import Conflict
+from gobblin_py.fs.location import Location
+from gobblin_py.fs.records import LocalRecordFiles, read_record, record_files
 
 
 def dataset_file_name(dataset: str) -> str:
@@ -26,62 +28,106 @@ def dataset_from_file_name(name: str) -> str:
     return urllib.parse.unquote(name.removesuffix(".json"))
 
 
-class WatermarkFile:
+class _StateRecord:
+    """One checksummed record of a dataset's state, at `<state location>/<sub>/<dataset>.json`."""
+
+    def __init__(self, state_dir: str | Path, key: str) -> None:
+        self.files = record_files(state_dir)
+        self.key = key
+
+    @property
+    def path(self) -> Path | str:
+        """Where the record is: a local path, or a URL on an object store."""
+        where = self.files.locate(self.key)
+        return Path(where) if isinstance(self.files, LocalRecordFiles) else where
+
+    def exists(self) -> bool:
+        return self.files.get(self.key) is not None
+
+    def remove(self) -> None:
+        """Delete the record (nothing when absent)."""
+        self.files.delete(self.key)
+
+    def _read(self, what: str, then: str) -> tuple[dict[str, Any], str] | None:
+        return read_record(self.files, self.key, StateStoreError, what, then)
+
+    def _write(self, body: dict[str, Any]) -> None:
+        self.files.put(self.key, checked_json.encode(body))
+
+    def version(self) -> str | None:
+        """The record's version as it stands (None: absent), for `replace`; read even when its body is unsound."""
+        found = self.files.get(self.key)
+        return None if found is None else found.version
+
+    def replace(self, body: dict[str, Any], version: str | None) -> None:
+        """Write the record only if it still holds `version` (None: only if absent); Conflict when another writer
+        moved it on meanwhile (on an object store, refused by the store itself)."""
+        data = checked_json.encode(body)
+        if version is None:
+            self.files.create(self.key, data)
+        else:
+            self.files.swap(self.key, data, version)
+
+
+class WatermarkFile(_StateRecord):
     """The committed watermarks of one dataset: `{key: value}`."""
 
     REMEDY = ("the dataset is not extracted until it is restored from a backup or its watermarks are set with "
               "`gobblin-py state reset JOB.yaml --dataset {dataset}`")
 
-    def __init__(self, state_dir: Path, dataset: str) -> None:
-        self.path = state_dir / "watermarks" / dataset_file_name(dataset)
+    def __init__(self, state_dir: str | Path, dataset: str) -> None:
+        super().__init__(state_dir, "watermarks/" + dataset_file_name(dataset))
         self.dataset = dataset
 
     def read(self) -> dict[str, WatermarkValue]:
-        if not self.path.exists():
+        found = self._read("watermark file", self.REMEDY.format(dataset=self.dataset))
+        if found is None:
             return {}
-        body = checked_json.read(self.path, StateStoreError, "watermark file", self.REMEDY.format(dataset=self.dataset))
+        body = found[0]
         if not isinstance(body.get("watermarks"), dict):
             raise StateStoreError(f"watermark file {self.path} has no watermarks; {self.REMEDY.format(dataset=self.dataset)}")
         return dict(body["watermarks"])
 
     def write(self, watermarks: dict[str, WatermarkValue]) -> None:
-        checked_json.write(self.path, {"dataset": self.dataset, "watermarks": watermarks})
+        self._write(self.body(watermarks))
+
+    def body(self, watermarks: dict[str, WatermarkValue]) -> dict[str, Any]:
+        return {"dataset": self.dataset, "watermarks": watermarks}
 
 
-class DatasetStateFile:
+class DatasetStateFile(_StateRecord):
     """The state one dataset had after its last committed run, with the identities its Source checks before reading."""
 
     REMEDY = ("it holds what the source checks before reading (a Kafka topic's id), so the dataset is skipped: restore "
               "the file, or delete it to go on without those checks for one run (its next commit records them afresh)")
 
-    def __init__(self, state_dir: Path, dataset: str) -> None:
-        self.path = state_dir / "datasets" / dataset_file_name(dataset)
+    def __init__(self, state_dir: str | Path, dataset: str) -> None:
+        super().__init__(state_dir, "datasets/" + dataset_file_name(dataset))
 
     def read(self) -> dict[str, Any] | None:
-        if not self.path.exists():
-            return None
-        return checked_json.read(self.path, StateStoreError, "dataset state file", self.REMEDY)
+        found = self._read("dataset state file", self.REMEDY)
+        return None if found is None else found[0]
 
     def write(self, state: dict[str, Any]) -> None:
-        checked_json.write(self.path, state)
+        self._write(state)
 
 
-class CompactionFile:
+class CompactionFile(_StateRecord):
     """The last compaction of one partition of a dataset (which run, files and records in and out), one file per
     partition so that partitions committed side by side never rewrite each other's, and beside the dataset's
     state so that an ingestion's state never overwrites it."""
 
-    def __init__(self, state_dir: Path, dataset: str, partition: str) -> None:
-        self.path = state_dir / "compactions" / dataset_file_name(dataset).removesuffix(".json") / dataset_file_name(partition)
+    def __init__(self, state_dir: str | Path, dataset: str, partition: str) -> None:
+        super().__init__(state_dir, "compactions/" + dataset_file_name(dataset).removesuffix(".json") + "/"
+                         + dataset_file_name(partition))
         self.dataset, self.partition = dataset, partition
 
     def read(self) -> dict[str, Any] | None:
-        if not self.path.exists():
-            return None
-        return checked_json.read(self.path, StateStoreError, "compaction state file", "the next compaction of the partition rewrites it")
+        found = self._read("compaction state file", "the next compaction of the partition rewrites it")
+        return None if found is None else found[0]
 
     def write(self, entry: dict[str, Any]) -> None:
-        checked_json.write(self.path, {**entry, "partition": self.partition})
+        self._write({**entry, "partition": self.partition})
 
 
 T = TypeVar("T")
@@ -102,14 +148,15 @@ class StateRead(Generic[T]):
 
 
 class StateStore:
-    """One job's state: read at the start of a run, and its run history written at the end."""
+    """One job's state, at `<work_dir>/state/<job>/` (a local directory or an object store's prefix): read at the
+    start of a run, and its run history written at the end."""
 
-    def __init__(self, work_dir: Path, job: str) -> None:
-        self.dir = work_dir / "state" / job
+    def __init__(self, work_dir: str | Path, job: str) -> None:
+        self.dir = Location(work_dir) / "state" / job
+        self.files = record_files(self.dir)
 
     def _datasets(self, sub: str) -> list[str]:
-        folder = self.dir / sub
-        return [dataset_from_file_name(p.name) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+        return [dataset_from_file_name(n) for n in self.files.names(sub) if n.endswith(".json")]
 
     def dataset_names(self) -> list[str]:
         """Datasets with a watermark or dataset-state file, readable or not."""
@@ -149,46 +196,52 @@ class StateStore:
         """Every dataset's last state; StateStoreError when one file is unreadable (see `read_dataset_states`)."""
         return self.read_dataset_states().or_raise()
 
-    def write_run(self, run: dict[str, Any], retention: int) -> Path:
-        """Persist one run's job and task states; keep only the last `retention` runs."""
-        path = self.dir / "runs" / f"{run['run_id']}.json"
-        checked_json.write(path, run)
-        runs = sorted((self.dir / "runs").glob("*.json"))
-        for old in runs[:-retention]:
-            remove_durably(old)
-        return path
+    def _run_keys(self) -> list[str]:
+        return ["runs/" + n for n in self.files.names("runs") if n.endswith(".json")]
+
+    def _read_run(self, key: str) -> dict[str, Any] | None:
+        found = read_record(self.files, key, StateStoreError, "run state file", "history cannot show it")
+        return None if found is None else found[0]
+
+    def write_run(self, run: dict[str, Any], retention: int) -> str:
+        """Persist one run's job and task states; keep only the last `retention` runs. Where it was written."""
+        key = f"runs/{run['run_id']}.json"
+        self.files.put(key, checked_json.encode(run))
+        for old in self._run_keys()[:-retention]:
+            self.files.delete(old)
+        return self.files.locate(key)
 
     def end_unfinished_run(self, found_by: str) -> str | None:
         """The newest run record, when it still says `running` (a continuous run whose process died: SIGKILL, a lost
         machine), rewritten as `killed`; its id, or None. Call it only holding the job lock: no run of the job is
         live then, and every earlier record was already checked by the run after it."""
-        runs = sorted((self.dir / "runs").glob("*.json")) if (self.dir / "runs").is_dir() else []
-        if not runs:
+        keys = self._run_keys()
+        if not keys:
             return None
         try:
-            run = checked_json.read(runs[-1], StateStoreError, "run state file")
+            found = read_record(self.files, keys[-1], StateStoreError, "run state file")
         except StateStoreError:
             return None  # `history` names the unreadable record
-        if run.get("status") != "running":
+        if found is None or found[0].get("status") != "running":
             return None
+        run, version = found
         run["status"] = "killed"
         run["error"] = f"the run's process ended without finishing it (killed, or its machine lost); found by run {found_by}"
-        checked_json.write(runs[-1], run)
+        try:
+            self.files.swap(keys[-1], checked_json.encode(run), version)
+        except Conflict:
+            return None  # its run wrote it meanwhile: it was not dead (another host's, before its lease expired)
         return str(run.get("run_id"))
 
     def last_run(self) -> dict[str, Any] | None:
         """The newest kept run record of a run that ended (run ids sort by start time; a record saying `running` is
         a run under way, this one's own included, or killed); None before the first."""
-        run_dir = self.dir / "runs"
-        for path in sorted(run_dir.glob("*.json"), reverse=True) if run_dir.is_dir() else []:
-            run = checked_json.read(path, StateStoreError, "run state file")
-            if run.get("status") != "running":
+        for key in reversed(self._run_keys()):
+            run = self._read_run(key)
+            if run is not None and run.get("status") != "running":
                 return run
         return None
 
     def runs(self) -> list[dict[str, Any]]:
         """Every kept run, oldest first (run ids sort by start time)."""
-        run_dir = self.dir / "runs"
-        if not run_dir.is_dir():
-            return []
-        return [checked_json.read(p, StateStoreError, "run state file") for p in sorted(run_dir.glob("*.json"))]
+        return [run for key in self._run_keys() if (run := self._read_run(key)) is not None]

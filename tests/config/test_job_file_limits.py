@@ -28,18 +28,35 @@ def test_a_work_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     assert code == 2 and "job.work_dir" in text and "is a file, not a directory" in text, text
 
 
-@pytest.mark.parametrize("url", ["s3://bucket/work/job", "gs://bucket/work", "file:///srv/work"])
-def test_a_work_dir_url_is_refused_and_no_local_folder_named_after_its_scheme_is_made(tmp_path: Path, url: str) -> None:
-    """`s3://b/w` used to become a folder `s3:` beside the job file on each host: a work directory per host (state,
+@pytest.mark.parametrize("url", ["hdfs://nn/work/job", "file:///srv/work"])
+def test_a_work_dir_url_of_no_object_store_is_refused_and_no_local_folder_named_after_its_scheme_is_made(tmp_path: Path, url: str) -> None:
+    """`hdfs://n/w` used to become a folder `hdfs:` beside the job file on each host: a work directory per host (state,
     commit log, lock), two drivers of one job both committing, while the operator believed it shared."""
     write_job(tmp_path, example_job(tmp_path, job__work_dir=url))
     code, text = _validate(tmp_path)
-    assert code == 2 and "job.work_dir" in text and f"{url} is a URL" in text and "local path" in text, text
+    assert code == 2 and "job.work_dir" in text and url in text, text
     done = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
-    assert done.returncode == 2 and "is a URL" in done.stdout + done.stderr
+    assert done.returncode == 2 and url in done.stdout + done.stderr
     assert not (tmp_path / (url.split("://")[0] + ":")).exists() and not (tmp_path / "output").exists()
     if url.startswith("file://"):
-        assert "give /srv/work" in text, text
+        assert "give the path /srv/work" in text, text
+    else:
+        assert "object store that enforces conditional writes" in text, text
+
+
+@pytest.mark.parametrize("url", ["s3://bucket/work/job"])
+def test_a_work_dir_on_an_object_store_keeps_the_records_there_and_makes_no_local_folder_named_after_its_scheme(
+        tmp_path: Path, url: str) -> None:
+    write_job(tmp_path, example_job(tmp_path, job__work_dir=url))
+    code, text = _validate(tmp_path)
+    assert code == 0, text
+    from gobblin_py.config.loader import load_yaml_job
+
+    job = load_yaml_job(tmp_path / "job.yaml")
+    assert job.job.work_store == url and job.job.records_root == url
+    assert job.job.task_output_root == url + "/task-output" and job.job.lease_location == url + "/leases"
+    assert job.job.shared_lease and not str(job.job.work_dir).startswith(str(tmp_path))
+    assert not (tmp_path / (url.split("://")[0] + ":")).exists()
 
 
 def test_yaml_nested_too_deep_is_refused(tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
@@ -73,7 +75,7 @@ class Jobs:
 
 
 def _state(spec: Any) -> StateStore:
-    return StateStore(spec.job.work_dir, spec.name)
+    return StateStore(spec.job.records_root, spec.name)
 
 
 def _read(call: Callable[[], Any]) -> Any:
@@ -129,9 +131,12 @@ def create_app(jobs: Jobs, *, metrics: MetricsText | None = None, token: str | N
     @app.get("/api/jobs/{job}/events", tags=["events"], summary="the job's events as server-sent events, followed live")
     async def api_events(job: str, request: Request) -> StreamingResponse:
         spec = jobs.spec(job)
-        path = EventLog(spec.job.work_dir, spec.name).path
+        events = EventLog(spec.job.records_root, spec.name)
         start = request.headers.get("last-event-id")
-        return StreamingResponse(follow_events(path, int(start) if start and start.isdigit() else None, request, follow_poll_s),
+        offset = int(start) if start and start.isdigit() else None
+        followed = follow_events(events.path, offset, request, follow_poll_s) if events.path is not None else \
+            follow_stored_events(events, offset, request, follow_poll_s)
+        return StreamingResponse(followed,
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @app.get("/metrics", tags=["metrics"], summary="Prometheus text of each job's last run", response_class=PlainTextResponse)
@@ -209,6 +214,19 @@ def _actions(app: FastAPI, jobs: Jobs, token: str) -> None:
 
 
 TAIL_BYTES = 16 * 1024
+
+
+async def follow_stored_events(events: EventLog, offset: int | None, request: Request, poll_s: float) -> AsyncIterator[bytes]:
+    """`follow_events` for a work directory on an object store: the events' ids count them, and the store's event
+    objects are read again every `poll_s` (at least every 2 s: each read lists the store)."""
+    seen = offset if offset is not None else max(0, len(await asyncio.to_thread(events.read)) - 20)
+    yield b"retry: 2000\n\n"
+    while not await request.is_disconnected():
+        found = await asyncio.to_thread(events.read)
+        for event in found[seen:]:
+            seen += 1
+            yield b"id: %d\ndata: %s\n\n" % (seen, orjson.dumps(event, default=str))
+        await asyncio.sleep(max(poll_s, 2.0))
 
 
 async def follow_events(path: Path, offset: int | None, request: Request, poll_s: float) -> AsyncIterator[bytes]:

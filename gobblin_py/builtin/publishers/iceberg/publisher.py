@@ -246,6 +246,11 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             return settings, [(f"{pub}.class", f"the iceberg publisher appends Parquet files to a table, and {wri}.class is "
                                                f"{context.writer_name!r}: set {wri}: {{class: parquet}}")]
         update: dict[str, Any] = {}
+        if not settings.catalog and context.work_store is not None:
+            return settings, [(f"{pub}.catalog", f"the work directory is on an object store ({context.work_store}), shared "
+                                                 "by drivers on many hosts, and the embedded SQLite catalog would be a "
+                                                 "file on each host's disk, each with tables of its own: name a shared "
+                                                 "catalog (SQL on PostgreSQL, REST, Hive, Glue)")]
         if not settings.catalog:
             update["catalog"] = default_catalog(context.work_dir)
         sqlite = (update.get("catalog") or settings.catalog).get("uri", "").startswith("sqlite:")

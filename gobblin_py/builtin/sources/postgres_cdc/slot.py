@@ -16,13 +16,12 @@ import logging
 import time
 import urllib.parse
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
-from gobblin_py import checked_json
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.builtin.sources.postgres_cdc.settings import connect, lsn_int, lsn_text
-from gobblin_py.errors import CommitError, GobblinError, StateStoreError
+from gobblin_py.errors import CommitError, GobblinError
+from gobblin_py.fs.records import read_record, record_files
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +36,14 @@ def slot_row(conn: Any, slot: str) -> dict[str, Any] | None:
 
 
 def committed_lsn(state_dir: str, dataset: str) -> int | None:
-    """The committed watermark of `dataset`, read as the state store writes it (`state.store.WatermarkFile`: the file
-    `watermarks/<dataset, percent-quoted>.json` under the job's state directory, a checked JSON body); None: none yet."""
-    path = Path(state_dir) / "watermarks" / (urllib.parse.quote(dataset, safe="") + ".json")
-    if not path.exists():
+    """The committed watermark of `dataset`, read as the state store writes it (`state.store.WatermarkFile`: the
+    record `watermarks/<dataset, percent-quoted>.json` under the job's state location, a checked JSON body, in a local
+    directory or on an object store); None: none yet."""
+    found = read_record(record_files(state_dir), "watermarks/" + urllib.parse.quote(dataset, safe="") + ".json",
+                        CommitError, "watermark file", "the slot is not advanced until it is readable")
+    if found is None:
         return None
-    try:
-        body = checked_json.read(path, StateStoreError, "watermark file", "the slot is not advanced until it is readable")
-    except StateStoreError as exc:
-        raise CommitError(str(exc)) from None
-    value = (body.get("watermarks") or {}).get(WATERMARK_KEY)
+    value = (found[0].get("watermarks") or {}).get(WATERMARK_KEY)
     return int(value) if value is not None else None
 
 

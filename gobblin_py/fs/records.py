@@ -1,0 +1,180 @@
+"""Where the job's records live: its commit log, watermarks, dataset states, run records, events and identity.
+
+One interface, `RecordFiles`, over two kinds of work directory: a local directory (`LocalRecordFiles`, the layout of
+every earlier release, each write durable and atomic) and an object store (`StoreRecordFiles`: `s3://…`, `gs://…`,
+`az://…`, through obstore's conditional puts, see `fs.conditional`). Keys are slash-separated below the root.
+
+Conditional writes: `create` writes a key only if absent, `swap` only if it still holds the version read. On an
+object store the store itself refuses a stale write (an ETag precondition), so two drivers that both believe they own
+the job cannot both move a record on. A local directory has one writer per job (the job's lock or lease), so its
+conditions are checked by reading first; its version is the content's checksum.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import crc32c
+
+from gobblin_py import checked_json
+from gobblin_py.durable import atomic_replace, atomic_write, fsync_dir, remove_durably
+from gobblin_py.errors import GobblinError, StateStoreError
+from gobblin_py.fs.conditional import Blob, Blobs, Conflict, ObjectBlobs, is_url
+
+
+class RecordFiles(Blobs, Protocol):
+    """A work directory's records: the conditional writes of `Blobs`, plus the writes only the job's single writer
+    makes (`put`, `delete`) and listing."""
+
+    def put(self, key: str, data: bytes, midway: Callable[[], None] | None = None) -> str:
+        """Write `key` whatever it holds; its new version. `midway`: called in the middle of the write (a crash
+        point for tests)."""
+
+    def delete(self, key: str) -> None:
+        """Remove `key` (nothing when absent)."""
+
+    def names(self, prefix: str) -> list[str]:
+        """The names of the records directly under `prefix/`, sorted."""
+
+    def folders(self, prefix: str) -> list[str]:
+        """The names of the folders directly under `prefix/` (`""`: the root), sorted."""
+
+    def child(self, prefix: str) -> RecordFiles:
+        """The records under `prefix/`, as a store of their own."""
+
+
+def _version(data: bytes) -> str:
+    return f"{crc32c.crc32c(data):08x}-{len(data)}"
+
+
+class LocalRecordFiles:
+    """A local directory: each write atomic and durable (fsynced file and directory)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.where = str(self.root)
+
+    def _path(self, key: str) -> Path:
+        return self.root.joinpath(*key.split("/")) if key else self.root
+
+    def locate(self, key: str) -> str:
+        return str(self._path(key))
+
+    def get(self, key: str) -> Blob | None:
+        try:
+            data = self._path(key).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise StateStoreError(f"{self._path(key)}: cannot read it: {exc.strerror or exc}") from None
+        return Blob(data, _version(data))
+
+    def put(self, key: str, data: bytes, midway: Callable[[], None] | None = None) -> str:
+        atomic_write(self._path(key), data, midway=midway)
+        return _version(data)
+
+    def create(self, key: str, data: bytes) -> str:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            atomic_replace(path, lambda f: f.write(data), replace=False, mode=0o644)
+        except FileExistsError:
+            raise Conflict(f"{path} exists") from None
+        fsync_dir(path.parent)
+        return _version(data)
+
+    def swap(self, key: str, data: bytes, version: str) -> str:
+        current = self.get(key)
+        if current is None or current.version != version:
+            raise Conflict(f"{self._path(key)} changed since it was read")
+        return self.put(key, data)
+
+    def delete(self, key: str) -> None:
+        remove_durably(self._path(key))
+
+    def names(self, prefix: str) -> list[str]:
+        folder = self._path(prefix)
+        return sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")) if folder.is_dir() else []
+
+    def folders(self, prefix: str) -> list[str]:
+        folder = self._path(prefix)
+        return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+    def child(self, prefix: str) -> LocalRecordFiles:
+        return LocalRecordFiles(self._path(prefix))
+
+
+class StoreRecordFiles(ObjectBlobs):
+    """An object store (`s3://bucket/prefix`, `gs://…`, `az://…`): conditional writes refused by the store itself."""
+
+    def __init__(self, url: str, options: dict) -> None:
+        super().__init__(url, options)
+        self._options = options
+
+    def put(self, key: str, data: bytes, midway: Callable[[], None] | None = None) -> str:
+        if midway is not None:  # an object appears whole or not at all: a crash before the write stands for one midway
+            midway()
+        return self._put(key, data, "overwrite")
+
+    def delete(self, key: str) -> None:
+        import obstore
+
+        try:
+            obstore.delete(self._store, key)
+        except FileNotFoundError:
+            return
+        except Exception as exc:
+            raise StateStoreError(f"{self.where}/{key}: cannot delete it: {exc}") from None
+
+    def _listing(self, prefix: str) -> dict:
+        import obstore
+
+        try:
+            return obstore.list_with_delimiter(self._store, prefix.rstrip("/") + "/" if prefix else None)
+        except FileNotFoundError:
+            return {"common_prefixes": [], "objects": []}
+        except Exception as exc:
+            raise StateStoreError(f"{self.where}/{prefix}: cannot list it: {exc}") from None
+
+    def names(self, prefix: str) -> list[str]:
+        return sorted(n for n in (str(o["path"]).rsplit("/", 1)[-1] for o in self._listing(prefix)["objects"])
+                      if n and not n.startswith("."))
+
+    def folders(self, prefix: str) -> list[str]:
+        return sorted(str(p).rstrip("/").rsplit("/", 1)[-1] for p in self._listing(prefix)["common_prefixes"])
+
+    def child(self, prefix: str) -> StoreRecordFiles:
+        return StoreRecordFiles(f"{self.where}/{prefix}", self._options)
+
+
+def record_files(location: str | Path) -> RecordFiles:
+    """The records at `location`: a local directory, or an object-store URL (its credentials and endpoint from the
+    job's `filesystems` options of the scheme, as `fs.registry.configure` set them in this process)."""
+    text = str(location)
+    if not is_url(text):
+        return LocalRecordFiles(Path(text.removeprefix("file://")))
+    from gobblin_py.fs.registry import options_for
+
+    return _store(text.rstrip("/"), json.dumps(options_for(text.split("://", 1)[0]), sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=64)
+def _store(url: str, options: str) -> StoreRecordFiles:
+    """One client per location and options in a process: its connections are reused by every record."""
+    return StoreRecordFiles(url, json.loads(options))
+
+
+def read_record(files: RecordFiles, key: str, error: type[GobblinError], what: str,
+                then: str = "it was not applied") -> tuple[dict[str, Any], str] | None:
+    """The body and version of the checksummed record `key` (see `checked_json`); None when absent; `error` names
+    where it is when it cannot be read or is not sound, ending with `then`."""
+    try:
+        blob = files.get(key)
+    except StateStoreError as exc:
+        raise error(f"{what} {exc}; {then}") from None
+    if blob is None:
+        return None
+    return checked_json.decode(blob.data, files.locate(key), error, what, then), blob.version

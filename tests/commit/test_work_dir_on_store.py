@@ -1,0 +1,188 @@
+"""A work directory on an object store (moto's S3 server, which enforces If-None-Match and If-Match), issue 43: the
+records (commit log, state, run records, events, identity, lease) and the task output live on the store, shared by
+drivers on any host. The same record protocol holds for a local directory and the store; a driver killed at each
+commit boundary on one "host" (a temp directory of its own) is recovered by a driver on another, and every record is
+published once, read back with the Apache `avro` package."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gobblin_py.crashpoints import ENV as CRASH_ENV
+from gobblin_py.fs.conditional import Conflict
+from gobblin_py.fs.records import LocalRecordFiles, StoreRecordFiles
+from gobblin_py.fs.registry import configure
+
+from support.jobs import example_job, run_cli, write_job
+from support.world import avro_ids
+
+pytestmark = [pytest.mark.s3]
+pytest.importorskip("obstore")
+
+
+@pytest.fixture(params=["local", "s3"])
+def files(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A local directory's records, or an object store's (this process's filesystems pointed at moto, as a job's
+    `job.filesystems` does)."""
+    if request.param == "local":
+        yield LocalRecordFiles(tmp_path / "records")
+        return
+    s3 = request.getfixturevalue("s3")
+    configure(s3.options)
+    try:
+        yield StoreRecordFiles(f"s3://{s3.new_bucket()}/records", s3.options["s3"])
+    finally:
+        configure({})
+
+
+def test_both_kinds_of_work_directory_keep_one_record_protocol(files: Any) -> None:
+    assert files.get("commits/j/a.json") is None and files.names("commits/j") == [] and files.folders("") == []
+    first = files.create("commits/j/a.json", b"one")
+    with pytest.raises(Conflict):
+        files.create("commits/j/a.json", b"again")  # create-if-absent: a second one loses
+    assert files.get("commits/j/a.json").data == b"one"
+    second = files.swap("commits/j/a.json", b"two", first)
+    with pytest.raises(Conflict):
+        files.swap("commits/j/a.json", b"stale", first)  # the version read is gone: the write is refused
+    assert files.get("commits/j/a.json").data == b"two" and files.get("commits/j/a.json").version == second
+    files.put("commits/j/b.json", b"three")
+    files.put("state/j/runs/r1.json", b"four")
+    assert files.names("commits/j") == ["a.json", "b.json"] and files.folders("") == ["commits", "state"]
+    assert files.child("state/j").names("runs") == ["r1.json"]
+    files.delete("commits/j/a.json")
+    files.delete("commits/j/never.json")  # absent: nothing
+    assert files.names("commits/j") == ["b.json"]
+
+
+def store_job(tmp: Path, s3: Any, bucket: str) -> Path:
+    job = example_job(tmp, job__work_dir=f"s3://{bucket}/work", job__filesystems=s3.options,
+                      publisher={"final_dir": f"s3://{bucket}/output"})
+    return write_job(tmp, job)
+
+
+def on_host(host: Path, job: Path, *args: str, crash: str | None = None) -> Any:
+    """`gobblin-py ARGS JOB` as a driver on another host: its own temp directory (its local staging), cwd and env."""
+    host.mkdir(parents=True, exist_ok=True)
+    env = {"TMPDIR": str(host)}
+    if crash is not None:
+        env[CRASH_ENV] = crash
+    return run_cli(*args, str(job), cwd=host, env=env)
+
+
+def published(s3: Any, bucket: str, local: Path) -> Any:
+    return avro_ids(s3.download(f"{bucket}/output", local))
+
+
+def test_a_work_directory_on_the_store_keeps_every_record_there(tmp_path: Path, s3: Any) -> None:
+    bucket = s3.new_bucket()
+    job = store_job(tmp_path, s3, bucket)
+    done = on_host(tmp_path / "host-a", job, "run", "--in-process")
+    assert done.returncode == 0, done.stdout + done.stderr
+    keys = [k.removeprefix(f"{bucket}/work/") for k in s3.keys(f"{bucket}/work")]
+    assert "identity.json" in keys and any(k.startswith("leases/t/") for k in keys)
+    assert {"state/t/watermarks/clicks.json", "state/t/watermarks/orders.json", "state/t/datasets/clicks.json"} <= set(keys)
+    assert any(k.startswith("state/t/runs/") for k in keys) and any(k.startswith("events/t/") for k in keys)
+    assert not any(k.startswith("commits/") for k in keys)  # every commit finished: no record pending
+    assert not (tmp_path / "work").exists() and not (tmp_path / "s3:").exists()
+    ids = published(s3, bucket, tmp_path / "read")
+    assert ids and set(ids.values()) == {1}
+
+    again = on_host(tmp_path / "host-b", job, "run", "--in-process")  # another host: nothing new, nothing twice
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert published(s3, bucket, tmp_path / "read") == ids
+    shown = on_host(tmp_path / "host-b", job, "history", "list")
+    assert shown.returncode == 0 and shown.stdout.count("succeeded") >= 2, shown.stdout + shown.stderr
+    state = on_host(tmp_path / "host-b", job, "state", "show")
+    assert state.returncode == 0 and "clicks" in state.stdout and "lease: epoch 2" in state.stdout, state.stdout
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("point", ["commit.before_store_write", "commit.store_write_midway", "commit.after_store_write",
+                                   "commit.after_step", "commit.copy_verified", "commit.before_record_removal",
+                                   "commit.after_record_removal"])
+def test_a_driver_killed_at_a_commit_boundary_is_recovered_by_a_driver_on_another_host(tmp_path: Path, s3: Any,
+                                                                                      point: str) -> None:
+    bucket = s3.new_bucket()
+    job = store_job(tmp_path, s3, bucket)
+    killed = on_host(tmp_path / "host-a", job, "run", "--in-process", crash=point)
+    assert killed.returncode != 0, killed.stdout + killed.stderr
+    took = on_host(tmp_path / "host-b", job, "run", "--in-process")
+    assert took.returncode == 0, took.stdout + took.stderr
+    assert "Traceback" not in took.stderr
+    ids = published(s3, bucket, tmp_path / "read")
+    alone = tmp_path / "alone"  # the same job run once, on one host, in a local work directory
+    assert run_cli("run", str(write_job(alone, example_job(alone))), "--in-process").returncode == 0
+    assert ids == avro_ids(alone / "output"), f"twice: {sorted(i for i, n in ids.items() if n > 1)[:10]}, " \
+                                              f"missing: {sorted(set(avro_ids(alone / 'output')) - set(ids))[:10]}"
+    assert not any(k.startswith(f"{bucket}/work/commits/t/") for k in s3.keys(f"{bucket}/work/commits"))
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("point", ["commit.store_write_midway", "commit.after_store_write", "commit.after_step"])
+def test_a_driver_paused_past_its_lease_on_the_store_commits_nothing_when_it_wakes(tmp_path: Path, s3: Any,
+                                                                                 point: str) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from gobblin_py.crashpoints import PAUSE_ENV
+
+    from commit.test_two_hosts import TTL, stopped
+
+    bucket = s3.new_bucket()
+    job = write_job(tmp_path, example_job(tmp_path, job__work_dir=f"s3://{bucket}/work", job__filesystems=s3.options,
+                                          job__lease={"ttl": TTL}, publisher={"final_dir": f"s3://{bucket}/output"}))
+    (tmp_path / "host-a").mkdir()
+    zombie = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", str(job), "--in-process"],
+                              cwd=tmp_path / "host-a", env={**os.environ, "TMPDIR": str(tmp_path / "host-a"), PAUSE_ENV: point},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not stopped(zombie.pid):
+            assert zombie.poll() is None and time.monotonic() < deadline, zombie.communicate()
+            time.sleep(0.1)
+        refused = on_host(tmp_path / "host-b", job, "run", "--in-process")
+        assert refused.returncode == 1 and "is running elsewhere" in refused.stderr, refused.stdout + refused.stderr
+        time.sleep(TTL + 0.5)  # the frozen driver's lease expires: the other host takes the job over
+        took = on_host(tmp_path / "host-b", job, "run", "--in-process")
+        assert took.returncode == 0, took.stdout + took.stderr
+    finally:
+        zombie.send_signal(signal.SIGCONT)
+        out, err = zombie.communicate(timeout=120)
+    assert zombie.returncode == 1 and "lost the lease" in out + err, out + err
+    again = on_host(tmp_path / "host-a", job, "run", "--in-process")
+    assert again.returncode == 0, again.stdout + again.stderr
+    ids = published(s3, bucket, tmp_path / "read")
+    alone = tmp_path / "alone"
+    assert run_cli("run", str(write_job(alone, example_job(alone))), "--in-process").returncode == 0
+    assert ids == avro_ids(alone / "output"), f"twice: {sorted(i for i, n in ids.items() if n > 1)[:10]}"
+
+
+def test_a_watermark_moved_on_while_a_step_wrote_it_is_not_moved_back(files: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A driver that read the watermarks, paused, and lost its lease meanwhile must not write back what it read: the
+    new holder's keys would move back, and its records be read again. The write is refused (on an object store, by the
+    store's If-Match)."""
+    from gobblin_py.commit.steps import HighWatermarkCommitStep
+    from gobblin_py.errors import CommitError
+    from gobblin_py.state.store import WatermarkFile
+
+    state = files.where + "/state/t"
+    WatermarkFile(state, "ds").write({"p0": 10, "p1": 10})
+    step = HighWatermarkCommitStep(state_dir=state, dataset="ds", watermarks={"p0": 20})
+    read = HighWatermarkCommitStep._current
+
+    def read_then_the_new_holder_commits(self: HighWatermarkCommitStep) -> dict:
+        found = read(self)
+        WatermarkFile(state, "ds").write({"p0": 30, "p1": 30})  # the driver that took over commits meanwhile
+        return found
+
+    monkeypatch.setattr(HighWatermarkCommitStep, "_current", read_then_the_new_holder_commits)
+    with pytest.raises(CommitError, match="changed while this step wrote it"):
+        step.execute()
+    assert WatermarkFile(state, "ds").read() == {"p0": 30, "p1": 30}
