@@ -96,7 +96,16 @@ class DatasetStateCommitStep(CommitStep):
         return current is not None and current.get("run_id") == self.run_id
 
     def execute(self) -> None:
-        self._file().write({**self.state, "run_id": self.run_id, "dataset": self.dataset})
+        """Written only over the version just read: a driver paused in between, whose lease was taken over, must not
+        put its older state (the positions' identities, a table's pinned commit) over the new holder's."""
+        file = self._file()
+        version = file.version()
+        try:
+            file.replace(file.body({**self.state, "run_id": self.run_id, "dataset": self.dataset}), version)
+        except Conflict:
+            raise CommitError(f"state file {file.path} of {self.dataset} changed while this step wrote it: another "
+                              "driver of the job committed meanwhile (it holds the lease now); nothing was written, "
+                              "and the next run recovers this commit") from None
 
     def describe(self) -> str:
         return f"persist state of {self.dataset} for run {self.run_id}"

@@ -109,7 +109,11 @@ class DatasetStateFile(_StateRecord):
         return None if found is None else found[0]
 
     def write(self, state: dict[str, Any]) -> None:
-        self._write(state)
+        self._write(self.body(state))
+
+    def body(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The record that holds `state`."""
+        return state
 
 
 class CompactionFile(_StateRecord):
@@ -127,7 +131,10 @@ class CompactionFile(_StateRecord):
         return None if found is None else found[0]
 
     def write(self, entry: dict[str, Any]) -> None:
-        self._write({**entry, "partition": self.partition})
+        self._write(self.body(entry))
+
+    def body(self, entry: dict[str, Any]) -> dict[str, Any]:
+        return {**entry, "partition": self.partition}
 
 
 T = TypeVar("T")

@@ -186,3 +186,25 @@ def test_a_watermark_moved_on_while_a_step_wrote_it_is_not_moved_back(files: Any
     with pytest.raises(CommitError, match="changed while this step wrote it"):
         step.execute()
     assert WatermarkFile(state, "ds").read() == {"p0": 30, "p1": 30}
+
+
+def test_a_dataset_state_moved_on_while_a_step_wrote_it_is_not_overwritten(files: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for the dataset's state (the identities its source checks, a table's pinned commit)."""
+    from gobblin_py.commit.steps import DatasetStateCommitStep
+    from gobblin_py.errors import CommitError
+    from gobblin_py.state.store import DatasetStateFile
+
+    state = files.where + "/state/t"
+    DatasetStateFile(state, "ds").write({"run_id": "r1", "pinned": 1})
+    step = DatasetStateCommitStep(state_dir=state, dataset="ds", run_id="r2", state={"pinned": 2})
+    version = DatasetStateFile.version
+
+    def read_then_the_new_holder_commits(self: DatasetStateFile) -> str | None:
+        found = version(self)
+        DatasetStateFile(state, "ds").write({"run_id": "r3", "pinned": 3})
+        return found
+
+    monkeypatch.setattr(DatasetStateFile, "version", read_then_the_new_holder_commits)
+    with pytest.raises(CommitError, match="changed while this step wrote it"):
+        step.execute()
+    assert DatasetStateFile(state, "ds").read() == {"run_id": "r3", "pinned": 3}
