@@ -126,6 +126,15 @@ def test_a_run_shows_its_bad_records_and_an_unknown_run_or_job_is_404(served: Se
     assert get(served.url + "/jobs/nope")[0] == 404
 
 
+def test_the_job_page_names_who_holds_the_lease(served: Served) -> None:
+    lease = api(served, "/api/jobs/ok")["lease"]
+    assert lease is not None and lease["state"] == "released", lease  # its last run released it
+    code, page = get(served.url + "/jobs/ok")
+    assert code == 200
+    text = page.decode()
+    assert f"lease: epoch {lease['epoch']}, released" in text and f"by run {lease['run_id']}" in text, text
+
+
 def test_openapi_metrics_and_the_event_stream(served: Served) -> None:
     spec = api(served, "/api/openapi.json")
     assert {"/api/jobs", "/api/jobs/{job}/runs", "/api/jobs/{job}/runs/{run}", "/api/jobs/{job}/datasets",
