@@ -30,6 +30,7 @@ from gobblin_py.runtime.task.results import TaskStatus, TasksCancelled, WorkUnit
 from gobblin_py.runtime.task.pipeline import TaskSpec
 from gobblin_py.state.alerts import FailureTracker
 from gobblin_py.state.events import EventLog
+from gobblin_py.state.lease import Lease
 from gobblin_py.state.store import StateStore
 
 __all__ = ["DatasetStatus", "DatasetSummary", "JobResult", "JobRunner", "new_run_id", "step_registry"]
@@ -57,6 +58,7 @@ class JobRunner:
         self.continuous = False  # a continuous run: one line per checkpoint, its planning and tasks at DEBUG
         self.force_takeover = False  # take the job's lease even while another driver's is live (`run --force-takeover`)
         self._claimed = False  # the publishers' targets checked for this work directory (once per runner)
+        self.lease: Lease | None = None  # the job's lease while a run holds it
 
     def run(self) -> JobResult:
         """One bounded run."""
@@ -72,6 +74,8 @@ class JobRunner:
         with contextlib.ExitStack() as held:
             try:
                 guard = held.enter_context(JobGuard(job, result.run_id, self.store, force_takeover=self.force_takeover))
+                self.lease = guard.lease
+                held.callback(setattr, self, "lease", None)
             except JobLockedError as exc:
                 self.events.emit("LockInUse", error=str(exc))
                 raise

@@ -52,6 +52,12 @@ class CheckpointLoop:
     def _loop(self, result: JobResult) -> None:
         failures, last = 0, None
         while not self.stop.is_set():
+            lease = self.runner.lease
+            if lease is not None and lease.lost is not None:  # taken over: every commit would be refused from now on
+                result.succeeded = False
+                result.error = f"{lease.lost}; the continuous run ends (the driver that took the lease over goes on)"
+                log.error("%s", result.error)
+                return
             started = time.monotonic()
             checkpoint = last = self._checkpoint(result, result.checkpoints_total + 1)
             # a checkpoint that only found datasets waiting out their commit backoff neither counts nor slows the next

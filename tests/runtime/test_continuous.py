@@ -268,3 +268,26 @@ def test_a_continuous_run_retries_a_dataset_quarantined_by_a_full_output_disk_on
     assert "dataset clicks is quarantined and is skipped this run: quarantined after 2 failed attempts by a fault of " \
            "its environment; retried automatically at " in err, err
     _assert_exactly_once(tmp_path, reference)
+
+
+@pytest.mark.s3
+def test_a_continuous_run_whose_lease_is_taken_over_ends_at_once_naming_the_new_holder(tmp_path: Path, s3) -> None:  # noqa: ANN001
+    """Another host's driver takes the job over (`--force-takeover`): the continuous run's next renewal finds it, and
+    the run ends (exit 1, naming the lease's new holder) instead of reading a checkpoint after another whose commits
+    would all be refused."""
+    pytest.importorskip("obstore")
+    job = _job(tmp_path, lease={"url": f"s3://{s3.new_bucket()}/leases", "ttl": 3}, filesystems=s3.options)
+    for name in DAYS:
+        _arrive(tmp_path, name)
+    proc = _start(tmp_path)
+    try:
+        _wait_for(lambda: all(name in _committed(tmp_path) for name in DAYS))
+        forced = cli(["run", str(job), "--in-process", "--force-takeover"], tmp_path)
+        assert forced.returncode == 0, forced.stdout + forced.stderr
+        out, err = proc.communicate(timeout=60)  # ends by itself
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, out + err
+    assert "lost its lease" in err and "the continuous run ends" in err and "epoch 2" in err, err
+    assert "checkpoints failed in a row" not in err
+    assert duplicates(snapshot(tmp_path / "output")) == 0
