@@ -221,6 +221,8 @@ class RegistryHistory(History):
     """A history of a Kafka (Confluent Avro) → files job whose subjects change (see the module's docstring)."""
 
     kind = "registry"
+    leased_share = 0.5  # half the histories: two drivers of the work directory kept apart by the lease alone
+    pause_weight = 1
 
     def __init__(self, seed: int, steps: int, bootstrap: str, include: tuple[str, ...] = (),
                  disabled: frozenset[str] = DISABLED) -> None:
