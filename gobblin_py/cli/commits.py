@@ -16,19 +16,20 @@ from gobblin_py.commit.recovery import recover as recover_pending
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
 from gobblin_py.config.model import JobSpec
+from gobblin_py.fs.location import Location
 from gobblin_py.operating.overview import commit_store
 from gobblin_py.commit.guard import JobGuard
 from gobblin_py.runtime.runner import new_run_id
 
 
-def inspect(job_file: Path | None, work_dir: Path | None, datasets: list[str] | None, as_json: bool) -> int:
+def inspect(job_file: Path | None, work_dir: str | None, datasets: list[str] | None, as_json: bool) -> int:
     if job_file is not None:
         job = load_job(job_file)
         store = commit_store(job)
         jobs = [job.name]
     else:  # no job file: the job's directories are unknown, so records are listed unchecked (read-only)
         assert work_dir is not None
-        store = CommitStepStore(work_dir.absolute(), confinement=Confinement.unconfined())
+        store = CommitStepStore(Location(work_dir), confinement=Confinement.unconfined())
         jobs = store.jobs()
     views = inspection.pending(store, jobs, datasets)
     if as_json:

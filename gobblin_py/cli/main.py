@@ -197,7 +197,7 @@ def recover(
 def inspect_commits(
     job_file: Annotated[Optional[Path], typer.Argument(help="the job file; omit it with --work-dir", show_default=False)] = None,
     dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset URN (repeatable)")] = None,
-    work_dir: Annotated[Optional[Path], typer.Option("--work-dir", help="inspect every job under this work directory")] = None,
+    work_dir: Annotated[Optional[str], typer.Option("--work-dir", help="inspect every job under this work directory (a path, or s3://… with credentials and endpoint from the environment)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
     """List pending commit sequences and the state of each step (done / pending / lost).
