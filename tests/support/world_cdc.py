@@ -104,11 +104,13 @@ class CdcHistory(History):
     tests/cdc-style LocalPostgres with wal_level=logical; each history has a database and a slot of its own."""
 
     kind = "cdc"
+    leased_share = 0.5  # half the histories: two drivers of the work directory kept apart by the lease alone
+    pause_weight = 1
     crash_points = (*CRASH_POINTS, WRITTEN_POINT)
 
     def __init__(self, seed: int, steps: int, server: Any, include: tuple[str, ...] = (),
-                 disabled: frozenset[str] = DISABLED) -> None:
-        super().__init__(seed, steps, include)
+                 disabled: frozenset[str] = DISABLED, pauses: tuple[int, ...] = ()) -> None:
+        super().__init__(seed, steps, include, pauses)
         self.server, self.disabled = server, disabled
         self.include = {k: "dml" if name in disabled else name for k, name in self.include.items()}
         self._world: CdcWorld | None = None
