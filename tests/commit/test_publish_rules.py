@@ -117,19 +117,19 @@ def test_rename_between_bind_mounts_of_one_disk_copies_then_verifies(tmp_path: P
 
 def test_every_new_directory_is_durable_before_the_watermark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[str] = []
-    real_fsync_dir, real_write = durable.fsync_dir, WatermarkFile.write
+    real_fsync_dir, real_replace = durable.fsync_dir, WatermarkFile.replace
 
     def fsync_dir(path: Path) -> None:
         events.append(f"fsync {Path(path).relative_to(tmp_path)}")
         real_fsync_dir(path)
 
-    def write(self: WatermarkFile, watermarks: dict) -> None:
+    def replace(self: WatermarkFile, body: dict, version: str | None) -> None:  # the step's write
         events.append("watermark")
-        real_write(self, watermarks)
+        real_replace(self, body, version)
 
     monkeypatch.setattr(durable, "fsync_dir", fsync_dir)
     monkeypatch.setattr(protocol, "fsync_dir", fsync_dir)
-    monkeypatch.setattr(WatermarkFile, "write", write)
+    monkeypatch.setattr(WatermarkFile, "replace", replace)
     (tmp_path / "output").mkdir()
     src = _task_file(tmp_path)
     dst = tmp_path / "output" / "ds" / "2026" / "01" / "02" / "f.avro"
