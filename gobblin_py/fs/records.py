@@ -78,8 +78,7 @@ class LocalRecordFiles:
 
     def create(self, key: str, data: bytes) -> str:
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
+        try:  # its new parent directories are made durably
             atomic_replace(path, lambda f: f.write(data), replace=False, mode=0o644)
         except FileExistsError:
             raise Conflict(f"{path} exists") from None
