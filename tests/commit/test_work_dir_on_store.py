@@ -208,3 +208,41 @@ def test_a_dataset_state_moved_on_while_a_step_wrote_it_is_not_overwritten(files
     with pytest.raises(CommitError, match="changed while this step wrote it"):
         step.execute()
     assert DatasetStateFile(state, "ds").read() == {"run_id": "r3", "pinned": 3}
+
+
+def test_both_kinds_of_work_directory_pass_the_same_commit_protocol(files: Any, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new commit and a recovery pass the same commit points in the same order, with the commit log, watermarks
+    and state in a local directory or on the store, and leave the same committed state."""
+    from commit.test_protocol import NEW_COMMIT, REPLAY
+
+    from gobblin_py.commit import protocol, recovery
+    from gobblin_py.commit import store as store_module
+    from gobblin_py.commit.confinement import Confinement
+    from gobblin_py.commit.recovery import Outcome, recover
+    from gobblin_py.commit.steps import DatasetStateCommitStep, HighWatermarkCommitStep
+    from gobblin_py.commit.store import CommitStepStore
+    from gobblin_py.state.store import StateStore
+    from gobblin_py.testing.commits import publish_sequences, task_output
+
+    passed: list[str] = []
+    for module in (protocol, store_module, recovery):
+        monkeypatch.setattr(module, "crash_point", passed.append)
+    root, local = files.where, tmp_path / "files"
+    store = CommitStepStore(root, confinement=Confinement.of([root, str(local)]))
+    seqs = publish_sequences(local, "j", task_output(local, 2, 2))
+    for seq in seqs:
+        for step in seq.steps:
+            if isinstance(step, (HighWatermarkCommitStep, DatasetStateCommitStep)):
+                step.state_dir = f"{root}/state/j"
+    protocol.commit_sequence(store, seqs[0])
+    assert passed == NEW_COMMIT and store.datasets("j") == []
+    store.put(seqs[1])
+    assert store.datasets("j") == [seqs[1].dataset]
+    passed.clear()
+    report = recover(store, "j", max_attempts=3)
+    assert [r.outcome for r in report.datasets] == [Outcome.RECOVERED] and passed == REPLAY
+    assert store.datasets("j") == []
+    state = StateStore(root, "j")
+    assert sorted(state.watermarks()) == sorted(s.dataset for s in seqs)
+    assert all(v == {"f0.avro": 100, "f1.avro": 100} for v in state.watermarks().values())
