@@ -116,7 +116,10 @@ class Chaos:
                 self.log.append(f"run on {zombie_host.name} ended before {point} -> {zombie.returncode}")
                 return
             self.log.append(f"run on {zombie_host.name} frozen at {point}")
-            self.run(other, "run beside the frozen driver", ok=(1,))
+            beside = self.run(other, "run beside the frozen driver", ok=(0, 1))
+            # refused while the frozen driver's lease is live; taken over, saying so, only if it had expired by then
+            said = "took over the lease" if beside.returncode == 0 else HELD
+            assert said in beside.stderr, f"{self.log}\n{beside.stderr}"
             time.sleep(TTL + 0.5)  # its lease expires: the other host takes the job over
             self.run(other, "run taking the job over", ok=(0,))
         finally:
