@@ -1,7 +1,9 @@
 """Abandoning a pending commit sequence (`recover --abandon`) without doubling what it published: while its
 watermarks are not committed, the next run re-extracts its range, possibly grown and so under other names; the
 files the sequence already published are therefore withdrawn (each only while still byte-identical to its
-committable). A step that cannot be undone (a table commit) refuses the abandon: recovering it is the safe way."""
+committable, and only one its step put there: a file found there already, an earlier commit's that a range read again
+after `state reset` names again, stays, as a table may list it). A step that cannot be undone (a table commit) refuses
+the abandon: recovering it is the safe way."""
 
 from __future__ import annotations
 

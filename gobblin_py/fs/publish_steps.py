@@ -26,6 +26,11 @@ class FsRenameCommitStep(CommitStep):
     atomic, an S3 put too, a local copy goes to a temp name first); the step then fails naming both paths.
     Done only when the source is gone and the destination matches. Across mounts of one disk (EXDEV) it
     copies, verifies and then deletes the source, as `fs_copy` does.
+
+    `preexisting` records that the destination already held this very committable when the sequence was built
+    (`publish_step`): another commit's file, as when a range read again after `state reset` writes files of the
+    names it published before. Publishing then only removes the source, and abandoning never withdraws that file:
+    it is not this step's to undo (an earlier commit owns it, a table may list it).
     """
 
     type_name: ClassVar[str] = "fs_rename"
@@ -33,6 +38,7 @@ class FsRenameCommitStep(CommitStep):
     dst: str
     size: int
     checksum: str
+    preexisting: bool = False  # absent from records written before it: False, the destination taken for this step's own
 
     def __post_init__(self) -> None:  # stored as plain strings; a Location names its filesystem
         self.src, self.dst = Location(self.src), Location(self.dst)
@@ -111,9 +117,10 @@ class FsRenameCommitStep(CommitStep):
         filesystem_for(src).delete(src)
 
     def withdraw(self, dry_run: bool = False) -> str | None:
-        """Remove the published file when it is still exactly the committable (size and CRC32C); a different file
-        there is not ours and stops the abandon."""
-        if not self._dst_exists():
+        """Remove the published file when it is still exactly the committable (size and CRC32C) and this step put it
+        there; a file it found there (`preexisting`) is another commit's and stays; a different file there is not ours and
+        stops the abandon."""
+        if self.preexisting or not self._dst_exists():
             return None
         if not self._dst_matches():
             raise CommitError(f"{self.dst} holds a file this job did not write; nothing was removed: move it away first")
@@ -129,7 +136,10 @@ class FsRenameCommitStep(CommitStep):
         return filesystem_for(self.dst).sync_dir(self.dst.parent)
 
     def describe(self) -> str:
-        return f"publish {self.dst} ({self.size} bytes, crc32c {self.checksum})"
+        return f"publish {self.dst} ({self.size} bytes, crc32c {self.checksum}{self._found_note()})"
+
+    def _found_note(self) -> str:
+        return "; found there already, an earlier commit's: never withdrawn" if self.preexisting else ""
 
 
 @dataclass
@@ -149,13 +159,17 @@ class FsCopyCommitStep(FsRenameCommitStep):
         self._copy_then_verify(src, dst)
 
     def describe(self) -> str:
-        return f"copy, verify and publish {self.dst} ({self.size} bytes, crc32c {self.checksum})"
+        return f"copy, verify and publish {self.dst} ({self.size} bytes, crc32c {self.checksum}{self._found_note()})"
 
 
 def publish_step(src: str, dst: str, size: int, checksum: str) -> FsRenameCommitStep:
-    """The step that publishes `src` at `dst`: a rename where one filesystem renames atomically, else copy-then-verify."""
+    """The step that publishes `src` at `dst`: a rename where one filesystem renames atomically, else copy-then-verify;
+    built with the sequence, before anything of it runs, so a destination already holding the committable is marked
+    `preexisting` (another commit's file, never withdrawn by an abandon)."""
     s, d = Location(src), Location(dst)
     fs = filesystem_for(d)
     same = s.scheme == d.scheme and (not d.is_local or LocalFileSystem.same_device(s, d))
     cls = FsRenameCommitStep if same and fs.atomic_rename else FsCopyCommitStep
-    return cls(src=str(s), dst=str(d), size=size, checksum=checksum)
+    step = cls(src=str(s), dst=str(d), size=size, checksum=checksum)
+    step.preexisting = step._dst_exists() and step._dst_matches()
+    return step

@@ -140,3 +140,30 @@ def test_every_new_directory_is_durable_before_the_watermark(tmp_path: Path, mon
     assert set(before) >= {"fsync output", "fsync output/ds", "fsync output/ds/2026", "fsync output/ds/2026/01",
                            "fsync output/ds/2026/01/02"}
     assert "fsync state" in events and "fsync state/job" in events  # new state directories too
+
+
+def test_an_abandon_withdraws_only_the_files_its_own_steps_published(tmp_path: Path) -> None:
+    """A range read again after `state reset` names a file an earlier commit published: its step finds it there, the
+    same bytes, when the sequence is built. Abandoning that sequence before its watermarks leaves the earlier commit's
+    file (a table may list it) and withdraws only what the sequence itself put in place."""
+    from gobblin_py.commit.abandon import abandon, plan_abandon
+
+    output = tmp_path / "output"
+    earlier, ours = output / "earlier.avro", output / "ours.avro"
+    output.mkdir()
+    earlier.write_bytes(b"the same records")  # the earlier commit's file
+    reread, new = _task_file(tmp_path, b"the same records", "earlier.avro"), _task_file(tmp_path, b"new records", "ours.avro")
+    steps = [publish_step(str(src), str(dst), src.stat().st_size, file_checksum(src)) for src, dst in ((reread, earlier), (new, ours))]
+    assert [s.preexisting for s in steps] == [True, False]
+    seq = _sequence(tmp_path, steps[0])
+    seq.steps.insert(1, steps[1])
+    store = CommitStepStore(tmp_path)
+    store.put(seq, new=True)
+    protocol.apply_steps(seq.steps[:2], verify_first=True)  # both published; killed before the watermarks
+    assert earlier.read_bytes() == b"the same records" and ours.read_bytes() == b"new records"
+
+    loaded = store.get("job", "ds")  # what `recover --abandon` reads: the record remembers which file was found there
+    assert plan_abandon(loaded).withdraws == [f"published {ours} ({len(b'new records')} bytes, crc32c {file_checksum(ours)})"]
+    abandon(store, loaded)
+    assert earlier.read_bytes() == b"the same records" and not ours.exists()
+    assert StateStore(tmp_path, "job").watermarks() == {}

@@ -125,15 +125,13 @@ def test_a_driver_frozen_inside_its_lease_renewal_does_not_block_the_takeover(tm
                 proc.wait()
 
 
-@pytest.mark.xfail(strict=True, reason="known defect, not fixed yet: a publish step that found its destination already "
-                   "there byte-identical (an earlier commit's file, re-read after `state reset`) cannot tell it from one "
-                   "it published, so `recover --abandon` withdraws it (commit/abandon.py); strict: passing means fixed")
 def test_abandoning_a_reread_does_not_withdraw_a_file_the_iceberg_table_lists(tmp_path: Path) -> None:
     """Found by the Iceberg world's soak (seed 3697763188, step 13): `state reset` of a dataset, then a run killed
     after the first step of its commit (the re-read's Parquet file, named as the one the table already lists, found
-    there byte-identical), then `recover --all --abandon`: the abandon withdraws that file (commit/abandon.py, "each
-    only while still byte-identical to its committable"), which an earlier commit owns and the table still lists, so
-    every reader of the table fails on a missing file."""
+    there byte-identical), then `recover --all --abandon`: the abandon withdrew that file, which an earlier commit owns
+    and the table still lists, so every reader of the table failed on a missing file. The publish step now records
+    that it found the file there (`preexisting`), and the abandon leaves it; the next run reads the range again and
+    the table still holds every id once."""
     pytest.importorskip("pyiceberg")
     pytest.importorskip("duckdb")
     import yaml
@@ -148,5 +146,10 @@ def test_abandoning_a_reread_does_not_withdraw_a_file_the_iceberg_table_lists(tm
     dataset = next(p.name for p in world.data.iterdir())
     history.cli(world, ["state", "reset", "job.yaml", "--yes", "--dataset", dataset], 2, "state reset", ok=(0,))
     history.cli(world, RUN, 3, "run killed", ok=(-9,), crash_at="commit.after_step:1")
-    history.cli(world, ["recover", "job.yaml", "--all", "--abandon", "--yes"], 4, "abandon", ok=(0, 1))
-    assert set(history.read(world, 4, "abandon").values()) == {1}
+    history.cli(world, ["recover", "job.yaml", "--all", "--abandon", "--yes"], 4, "abandon", ok=(0,))
+    produced = set(world.expected)
+    after_abandon = history.read(world, 4, "abandon")
+    assert set(after_abandon) == produced and set(after_abandon.values()) == {1}
+    history.cli(world, RUN, 5, "run", ok=(0,))
+    after_run = history.read(world, 5, "run")
+    assert set(after_run) == produced and set(after_run.values()) == {1}
