@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,7 +35,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from gobblin_py.commit.confinement import Confinement  # noqa: E402
-from gobblin_py.commit.protocol import commit_sequence  # noqa: E402
 from gobblin_py.commit.recovery import recover  # noqa: E402
 from gobblin_py.commit.sequence import CommitSequence  # noqa: E402
 from gobblin_py.commit.steps import DatasetStateCommitStep, HighWatermarkCommitStep  # noqa: E402
@@ -44,7 +42,7 @@ from gobblin_py.commit.store import CommitStepStore  # noqa: E402
 from gobblin_py.fs.registry import configure  # noqa: E402
 from gobblin_py.state.lease import Lease, Owner  # noqa: E402
 from gobblin_py.testing.commits import publish_sequences, task_output  # noqa: E402
-from bench_lease import lease_ops  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+from bench_lease import commit_all, lease_ops  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 from bench_results import save  # noqa: E402
 
 JOB = "bench"
@@ -69,16 +67,6 @@ def take_lease(records: str, ttl_s: float, filesystems: dict) -> Lease:
 
 def store_at(records: str, files_root: Path, lease: Lease) -> CommitStepStore:
     return CommitStepStore(records, confinement=Confinement.of([records, str(files_root)]), fence=lease.fence)
-
-
-def commit_all(store: CommitStepStore, seqs: list[CommitSequence]) -> float:
-    """Seconds to commit `seqs`, 4 datasets at a time, as a run's driver does."""
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(lambda seq: commit_sequence(store, seq), seqs))
-    took = time.perf_counter() - t0
-    assert not store.datasets(JOB)
-    return took
 
 
 def commit(records: str, files_root: Path, datasets: int, files: int, filesystems: dict) -> float:

@@ -16,6 +16,15 @@ from gobblin_py.fs.publish_steps import FsCopyCommitStep, FsRenameCommitStep, pu
 from gobblin_py.state.store import CompactionFile, DatasetStateFile, WatermarkFile
 
 
+def _write_over(file: WatermarkFile | DatasetStateFile, body: dict[str, Any], version: str | None, what: str) -> None:
+    """`file.replace`, a lost race named for the operator: another driver wrote the file since this step read it."""
+    try:
+        file.replace(body, version)
+    except Conflict:
+        raise CommitError(f"{what} changed while this step wrote it: another driver of the job committed meanwhile (it "
+                          "holds the lease now); nothing was written, and the next run recovers this commit") from None
+
+
 @dataclass
 class HighWatermarkCommitStep(CommitStep):
     """Set the committed watermark of some keys (a partition, a file set) of one dataset.
@@ -36,32 +45,27 @@ class HighWatermarkCommitStep(CommitStep):
     def _file(self) -> WatermarkFile:
         return WatermarkFile(self.state_dir, self.dataset)
 
-    def _current(self) -> dict[str, WatermarkValue]:
+    def _current(self) -> tuple[dict[str, WatermarkValue], str | None]:
+        """The file's watermarks and the version they were read at."""
         try:
-            return self._file().read()
+            return self._file().read_versioned()
         except StateStoreError as exc:
             raise CommitError(f"{exc} (this commit does not rewrite it: the file also holds keys the commit does not set; "
                               f"a state reset needs the commit abandoned first: `gobblin-py recover JOB.yaml --dataset "
                               f"{self.dataset} --abandon`)") from None
 
     def verify(self) -> bool:
-        current = self._current()
+        current, _ = self._current()
         return all(k in current and current[k] == v for k, v in self.watermarks.items())
 
     def execute(self) -> None:
         """Read, merge, and write back only if the file is still the one read: a driver that paused in between, and
         whose lease was taken over, would otherwise move back keys the new holder committed since (its next run
         reading those records again)."""
-        file = self._file()
-        version = file.version()
-        current = self._current()
+        current, version = self._current()
         current.update(self.watermarks)
-        try:
-            file.replace(file.body(current), version)
-        except Conflict:
-            raise CommitError(f"watermark file {file.path} of {self.dataset} changed while this step wrote it: another "
-                              "driver of the job committed meanwhile (it holds the lease now); nothing was written, "
-                              "and the next run recovers this commit") from None
+        file = self._file()
+        _write_over(file, file.body(current), version, f"watermark file {file.path} of {self.dataset}")
 
     def describe(self) -> str:
         keys = list(self.watermarks)
@@ -99,13 +103,8 @@ class DatasetStateCommitStep(CommitStep):
         """Written only over the version just read: a driver paused in between, whose lease was taken over, must not
         put its older state (the positions' identities, a table's pinned commit) over the new holder's."""
         file = self._file()
-        version = file.version()
-        try:
-            file.replace(file.body({**self.state, "run_id": self.run_id, "dataset": self.dataset}), version)
-        except Conflict:
-            raise CommitError(f"state file {file.path} of {self.dataset} changed while this step wrote it: another "
-                              "driver of the job committed meanwhile (it holds the lease now); nothing was written, "
-                              "and the next run recovers this commit") from None
+        _write_over(file, file.body({**self.state, "run_id": self.run_id, "dataset": self.dataset}), file.version(),
+                    f"state file {file.path} of {self.dataset}")
 
     def describe(self) -> str:
         return f"persist state of {self.dataset} for run {self.run_id}"

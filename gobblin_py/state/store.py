@@ -80,13 +80,17 @@ class WatermarkFile(_StateRecord):
         self.dataset = dataset
 
     def read(self) -> dict[str, WatermarkValue]:
+        return self.read_versioned()[0]
+
+    def read_versioned(self) -> tuple[dict[str, WatermarkValue], str | None]:
+        """The watermarks and the version they were read at (None: no file yet), in one read, for `replace`."""
         found = self._read("watermark file", self.REMEDY.format(dataset=self.dataset))
         if found is None:
-            return {}
-        body = found[0]
+            return {}, None
+        body, version = found
         if not isinstance(body.get("watermarks"), dict):
             raise StateStoreError(f"watermark file {self.path} has no watermarks; {self.REMEDY.format(dataset=self.dataset)}")
-        return dict(body["watermarks"])
+        return dict(body["watermarks"]), version
 
     def write(self, watermarks: dict[str, WatermarkValue]) -> None:
         self._write(self.body(watermarks))
