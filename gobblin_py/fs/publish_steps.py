@@ -162,14 +162,17 @@ class FsCopyCommitStep(FsRenameCommitStep):
         return f"copy, verify and publish {self.dst} ({self.size} bytes, crc32c {self.checksum}{self._found_note()})"
 
 
+def step_kind(src: str, dst: str) -> type[FsRenameCommitStep]:
+    """A rename where one filesystem holds both and renames atomically, else copy-then-verify."""
+    s, d = Location(src), Location(dst)
+    same = s.scheme == d.scheme and (not d.is_local or LocalFileSystem.same_device(s, d))
+    return FsRenameCommitStep if same and filesystem_for(d).atomic_rename else FsCopyCommitStep
+
+
 def publish_step(src: str, dst: str, size: int, checksum: str) -> FsRenameCommitStep:
     """The step that publishes `src` at `dst`: a rename where one filesystem renames atomically, else copy-then-verify;
     built with the sequence, before anything of it runs, so a destination already holding the committable is marked
     `preexisting` (another commit's file, never withdrawn by an abandon)."""
-    s, d = Location(src), Location(dst)
-    fs = filesystem_for(d)
-    same = s.scheme == d.scheme and (not d.is_local or LocalFileSystem.same_device(s, d))
-    cls = FsRenameCommitStep if same and fs.atomic_rename else FsCopyCommitStep
-    step = cls(src=str(s), dst=str(d), size=size, checksum=checksum)
+    step = step_kind(src, dst)(src=str(Location(src)), dst=str(Location(dst)), size=size, checksum=checksum)
     step.preexisting = step._dst_exists() and step._dst_matches()
     return step
