@@ -609,6 +609,35 @@ def test_a_lost_catalog_never_makes_a_new_empty_table_over_the_old_one(tmp_path:
     assert set(ids.values()) == {1} and set(ids) == set(reference["clicks"]) | set(range(70_000, 70_005))
 
 
+@pytest.mark.parametrize("creator", ["other/r1/clicks", "t/r1/clicks"], ids=["another-job", "this-job-written-to-since"])
+def test_a_table_only_left_in_the_warehouse_is_refused_unless_this_job_began_creating_it(tmp_path: Path, creator: str) -> None:
+    """A run goes on past metadata its own abandoned creating commit left (tests/commit/test_iceberg_crash.py), and only
+    past that: a table another job created there, or one this job's commit created and that was written to since
+    (a second metadata version), then dropped from the catalog without purge, is refused before anything is published."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    from gobblin_py.builtin.publishers.iceberg.tables import CREATED_BY
+
+    job = iceberg_job(tmp_path)
+    write_job(tmp_path, job)
+    (tmp_path / "work" / "iceberg").mkdir(parents=True)
+    cat = catalog(tmp_path)
+    cat.create_namespace_if_not_exists("db")
+    table = cat.create_table("db.clicks", Schema(NestedField(1, "id", LongType(), required=False)),
+                             location=f"file://{tmp_path / 'warehouse' / 'db' / 'clicks'}", properties={CREATED_BY: creator})
+    if creator.startswith("t/"):
+        with table.update_schema() as update:
+            update.add_column("note", StringType())
+    cat.drop_table("db.clicks")  # out of the catalog, its metadata kept
+    done = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    for said in ("table db.clicks is not in the catalog", "metadata", "register_table"):
+        assert said in done.stdout, done.stdout
+    assert not CommitStepStore(tmp_path / "work").exists("t", "clicks")
+    assert not catalog(tmp_path).table_exists("db.clicks")
+
+
 # --- the table is the one committed to ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("second_run", [True, False], ids=["pinned-by-uuid", "pinned-by-creation"])

@@ -150,3 +150,22 @@ def test_killed_after_the_table_commit_then_its_snapshot_expired_the_next_run_re
     assert table_ids(table) == reference["ids"]["clicks"] + Counter([999_999])
     assert StateStore(tmp / "work", "t").watermarks() == reference["watermarks"]
     assert table_ids(cat.load_table("db.orders")) == reference["ids"]["orders"]
+
+
+def test_killed_while_creating_the_table_then_abandoned_the_next_run_creates_it(tmp_path: Path, reference: dict) -> None:
+    """Found by the CDC world's soak (seed 536226239): SIGKILL inside the table commit that creates the table, its
+    metadata file written and the catalog not yet holding the table; `recover --abandon` gives the commit up. Every
+    later run refused "table db.clicks is not in the catalog, but its location holds a table's metadata", forever:
+    metadata this job's own abandoned commit wrote, for a table no reader ever saw. The next run creates the table."""
+    from gobblin_py.builtin.publishers.iceberg.io import METADATA_POINT
+
+    tmp = _fresh(tmp_path / "orphan", reference)
+    killed = cli(RUN, tmp, crash_at=METADATA_POINT)  # clicks commits first: its creating transaction
+    assert killed.returncode == SIGKILLED, killed.stdout + killed.stderr
+    assert list((tmp / "warehouse" / "db" / "clicks" / "metadata").glob("*.metadata.json"))
+    assert not catalog(tmp).table_exists("db.clicks")
+    abandoned = cli(["recover", "job.yaml", "--all", "--abandon", "--yes"], tmp)
+    assert abandoned.returncode == 0, abandoned.stdout + abandoned.stderr
+    again = cli(RUN, tmp)
+    assert again.returncode == 0, again.stdout + again.stderr
+    _assert_exactly_once(tmp, reference, "abandoned while creating the table")

@@ -93,3 +93,21 @@ def test_killed_inside_the_table_commit_then_during_recovery_the_next_run_applie
         _ok(tmp, point, crash_at=point)
         _ok(tmp, point)
         _assert_equal_to_source(tmp, point, FIRST, SECOND)
+
+
+def test_killed_while_creating_the_table_then_abandoned_the_next_run_creates_it(tmp_path: Path) -> None:
+    """The CDC world's soak (seed 536226239): SIGKILL inside the first load's table commit, its metadata file written
+    and the catalog not yet holding the table, then `recover --abandon`: every later run refused the table as "not in
+    the catalog" forever. The next run now creates it and the table is the source."""
+    from gobblin_py.builtin.publishers.iceberg.io import METADATA_POINT
+
+    tmp = _fresh(tmp_path / "orphan")
+    _ok(tmp, METADATA_POINT, crash_at=METADATA_POINT)
+    assert list((tmp / "warehouse" / "db" / "customers" / "metadata").glob("*.metadata.json"))
+    assert not catalog(tmp).table_exists("db.customers")
+    abandoned = cli(["recover", "job.yaml", "--all", "--abandon", "--yes"], tmp)
+    assert abandoned.returncode == 0, abandoned.stdout + abandoned.stderr
+    _ok(tmp, "the run after the abandon")
+    table = catalog(tmp).load_table("db.customers")
+    assert read_back(table) == expected(FIRST)
+    assert [s.summary.get("gobblin-py.commit-id") is not None for s in table.snapshots()] == [True]

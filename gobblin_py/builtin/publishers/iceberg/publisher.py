@@ -289,10 +289,21 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         catalog = self.settings.catalog or {}
         return catalog.get("type", "rest" if "uri" in catalog else "?") == "rest"
 
-    def _check_no_table_there(self, dataset: str, name: str) -> None:
+    def _check_no_table_there(self, catalog: Any, dataset: str, name: str, job: str | None = None,
+                              pinned: Mapping[str, Any] | None = None) -> None:
         """The catalog has no table `name`, yet its location holds a table's metadata: the catalog was lost or replaced
         (a new SQLite file) or the table dropped without purge. Creating it anew there would leave every row committed
-        before out of what readers see, so it is refused, naming the metadata to register."""
+        before out of what readers see, so it is refused, naming the metadata to register (the `pinned` table's newest,
+        where the dataset's last commit pinned one).
+
+        With `job`, metadata that only `job`'s own creating transactions wrote (each file the first version of a table
+        its property names a commit of `job` as creating, with no snapshot but that commit's) is let through: a run
+        killed inside the commit creating the table, after its metadata file and before the catalog row, and that
+        commit abandoned. No reader ever saw that table; `pin` still refuses it where the dataset's last commit went to
+        a table (a lost catalog then)."""
+        from pyiceberg.io import load_file_io
+
+        from gobblin_py.builtin.publishers.iceberg import tables as t
         from gobblin_py.fs import filesystem_for
 
         metadata = self.table_dir(dataset) / "metadata"
@@ -300,11 +311,31 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         found = sorted(str(p) for p in fs.listdir(metadata) if str(p).endswith(".metadata.json")) if fs.exists(metadata) else []
         if not found:
             return
-        raise CommitError(f"table {name} is not in the catalog, but its location holds a table's metadata ({found[-1]}, "
+        io = load_file_io(catalog.properties, table_uri(found[0]))
+        read = {p: t.read_metadata(io, table_uri(p)) for p in found}
+        creators = {t.creating_commit(m) if m is not None else None for m in read.values()}
+        if job is not None and None not in creators and all(str(c).startswith(f"{job}/") for c in creators):
+            log.warning("table %s is not in the catalog, and its location holds only metadata the commit(s) %s of this "
+                        "job wrote while creating it, which never reached the catalog (a run killed inside the "
+                        "creating commit, which was then abandoned): no reader saw that table. This commit creates "
+                        "the table anew; those %d file(s) under %s are left, unused", name, ", ".join(sorted(map(str, creators))),
+                        len(found), metadata)
+            return
+        pinned = pinned or {}
+
+        def newest(p: str) -> tuple[bool, int, str]:  # the pinned table's first, then the latest written
+            m = read[p]
+            if m is None:
+                return False, -1, p
+            ours = str(m.table_uuid) == pinned.get("table_uuid") or m.properties.get(t.CREATED_BY) == pinned.get("created_by")
+            return ours, m.last_updated_ms, p
+
+        latest = max(found, key=newest)
+        raise CommitError(f"table {name} is not in the catalog, but its location holds a table's metadata ({latest}, "
                           f"{len(found)} version(s)): the catalog was lost or replaced, or the table dropped without "
                           "purging it. Nothing of dataset " + dataset + " was published and its watermarks did not move. "
                           "Register the table again (pyiceberg: catalog.register_table("
-                          f"{name!r}, {found[-1]!r})) and run again, or, to start the table over, move {self.table_dir(dataset)} "
+                          f"{name!r}, {latest!r})) and run again, or, to start the table over, move {self.table_dir(dataset)} "
                           "away (and `gobblin-py state reset JOB.yaml --dataset " + dataset + "` to load it from the input's start)")
 
     def _check_one_dataset(self, table: Any, dataset: str, name: str) -> None:
@@ -428,8 +459,8 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
 
             read_changes(io, [(table_uri(f.path), f.rel_path) for f in commit.files if f.kind == "data"],
                          self.settings.upsert_spec(), f"table {name} (dataset {commit.dataset})")
-        if table is None:
-            self._check_no_table_there(commit.dataset, name)
+        if table is None:  # the job's own abandoned creation goes on here; `pin` refuses it where the dataset pins a table
+            self._check_no_table_there(catalog, commit.dataset, name, job=commit.job)
             return
         output = t.read_schemas(io, paths)
         problem = self._key_moved(table, name) or self._cannot_write(table, name) or \
@@ -450,7 +481,8 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         if not any(f.kind == "data" for f in commit.files):
             return {}  # nothing for the table: what the last commit pinned stays
         name = self.table_name(commit.dataset)
-        table = t.load_table(self.catalog(), name)
+        catalog = self.catalog()
+        table = t.load_table(catalog, name)
         uuid, created = last.get("table_uuid"), last.get("created_by")
         fix = (f"Nothing of dataset {commit.dataset} was published and its watermarks did not move. If the table as it "
                f"is now is meant, start the dataset over or set its watermarks to what the table holds: `gobblin-py state "
@@ -458,6 +490,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
                "the old table back")
         if table is None:
             if uuid is not None or created is not None:
+                self._check_no_table_there(catalog, commit.dataset, name, pinned=last)  # a lost catalog: register it
                 which = f"Iceberg table uuid {uuid}" if uuid is not None else f"created by commit {created}"
                 raise CommitError(f"table {name} ({which}, which this job's last commit of dataset {commit.dataset} went to) "
                                   f"is gone: dropped or renamed by another writer, or publisher.table now names another table. {fix}")

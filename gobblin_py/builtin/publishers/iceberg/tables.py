@@ -185,6 +185,28 @@ def load_table(catalog: Any, table: str) -> Any | None:
         return None
 
 
+def read_metadata(io: Any, uri: str) -> Any | None:
+    """The table metadata in the file at `uri`, or None when it cannot be read or parsed."""
+    from pyiceberg.serializers import FromInputFile
+
+    try:
+        return FromInputFile.table_metadata(io.new_input(uri))
+    except (OSError, ValueError) as exc:  # a pydantic ValidationError and a JSON error are ValueErrors
+        log.info("could not read table metadata %s: %s", uri, exc)
+        return None
+
+
+def creating_commit(metadata: Any) -> str | None:
+    """The commit id whose transaction created the table, when `metadata` is the version that transaction wrote (the
+    table's first: no earlier version logged, no snapshot but that commit's), else None."""
+    created = metadata.properties.get(CREATED_BY)
+    if created is None or metadata.metadata_log:
+        return None
+    if any(s.summary is None or s.summary.get(COMMIT_ID) != created for s in metadata.snapshots):
+        return None
+    return created
+
+
 def gobblin_snapshots(table: Any) -> Iterator[Any]:
     """The snapshots of the table's current state (the current one and its ancestors, newest first) that gobblin-py made."""
     from pyiceberg.table.snapshots import ancestors_of
