@@ -391,6 +391,7 @@ class History:
         more: it exits 1 naming the lost lease. Locked: the work directory's lock turns the second driver away (past the
         lease's TTL, which is the default 60 s here, nothing expires), and the woken driver ends as any run (0, or 1
         naming what broke). A run that ends before it reaches the point (nothing to commit there) ends as any run."""
+        self.settle(world, step)
         rng = self.pause_rng
         name, _, nth = rng.choice(self.crash_points).partition(":")
         point = f"{name}:{nth or rng.choice((1, 1, 2))}"
@@ -439,6 +440,10 @@ class History:
             self.failed_naming_the_break(world, step, rule, self.judge(done, step, rule, ok=(0, 1) if world.broken else (0,)))
         world.log.append(f"{step} {rule} at {point} with {len(pending)} record(s) pending: {second}; woken -> {rc}"
                          + (", the lease lost" if "lost the lease" in said else ""))
+
+    def settle(self, world: World, step: int) -> None:
+        """Before a pause: bring the world to where a run takes no remedy of the world's own (a world whose refusals
+        it remedies itself overrides this; here nothing)."""
 
     def fresh_records(self, world: World) -> list[str]:
         """The datasets whose commit record is pending and may be attempted at once (no failed attempt, so no backoff):

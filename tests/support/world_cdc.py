@@ -307,16 +307,14 @@ class CdcHistory(History):
         assert isinstance(world, CdcWorld)
         self._run(world, step, "run killed", self.rng.choice(self.crash_points))
 
-    def paused_past_lease(self, world: World, step: int) -> None:
-        """Every world's pause (world.py), on a world whose changes a run takes without a refusal: while changes wait
-        that a run may refuse (exit 1 or 2, naming the remedy this world applies in `_run`), runs first take them and
-        their remedies (at most three), since a driver beside a frozen one can take no remedy. (The rule judged a
-        refusal of the publication's flags, exit 2, as a failure until the soak found it: seed 1414546503.)"""
+    def settle(self, world: World, step: int) -> None:
+        """While changes wait that a run may refuse (exit 1 or 2, naming the remedy this world applies in `_run`),
+        runs take them and their remedies (at most three). (The pause judged a refusal of the publication's flags,
+        exit 2, beside a frozen driver as a failure until the soak found it: seed 1414546503.)"""
         assert isinstance(world, CdcWorld)
         for _ in range(3):
             if not self.may_fail(world) or self._run(world, step, "run before a pause", None).returncode == 0:
                 break
-        super().paused_past_lease(world, step)
 
     def run_killed_at_random(self, world: World, step: int) -> None:
         proc = start(world, RUN)
