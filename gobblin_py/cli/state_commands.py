@@ -187,7 +187,8 @@ def state_reset(
                 except StateStoreError as exc:
                     err.print(f"warning: {exc}; it is replaced by the --to values", markup=False)
                     if not changes:
-                        out.print("(no --to: the unreadable file is removed and the dataset starts over)", markup=False)
+                        out.print("(no --to: the unreadable file is replaced by an empty one and the dataset starts "
+                                  "over)", markup=False)
                     before = {}
                 after = {**before, **changes} if changes else {}
                 out.print(f"dataset {name}: watermarks {len(before)} keys → {len(after)} keys", markup=False)
@@ -207,10 +208,7 @@ def state_reset(
                     err.print("nothing changed", markup=False)
                     raise typer.Exit(1)
             for name, wm, before, after in steps:
-                if after:
-                    wm.write(after)
-                else:
-                    wm.remove()
+                wm.write(after)  # also when empty: a dataset with no watermark file is resumed from its table
                 _drop_recorded_identities(DatasetStateFile(store.dir, name))
                 EventLog(job.job.records_root, job.name).emit("WatermarkReset", dataset=name, before=before, after=after)
                 out.print(f"dataset {name}: watermarks reset", markup=False)

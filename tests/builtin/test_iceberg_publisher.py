@@ -465,6 +465,34 @@ def test_a_lost_work_dir_resumes_from_the_watermarks_the_table_carries(tmp_path:
     assert after["orders"] == marks["orders"] and set(after["clicks"]) == set(marks["clicks"]) | {"clicks-new-900001.jsonl"}
 
 
+def test_a_state_reset_after_a_resume_reads_the_dataset_again(tmp_path: Path, reference: dict) -> None:
+    """A dataset whose watermarks were taken from its table (a lost work directory), then reset by the user: the reset
+    is what the user asked for (read it again), not a lost state to resume once more. It used to be resumed from the
+    table at every run, so the reset never took effect: a CDC table that had to be snapshotted again was refused at
+    every run, each naming the reset as its remedy (CDC world soak seed 3882437238). The re-read adds nothing twice
+    (the table lists its files already)."""
+    shared = _shared_catalog(tmp_path)
+
+    def job() -> dict:
+        return _with_catalog(iceberg_job(tmp_path), shared)
+
+    assert _run(tmp_path, job()).succeeded
+    shutil.rmtree(tmp_path / "work")
+    resumed = _run(tmp_path, job())
+    assert resumed.succeeded and {d.dataset: d for d in resumed.datasets}["orders"].status is DatasetStatus.NO_NEW_DATA
+    reset = run_cli("state", "reset", str(write_job(tmp_path, job())), "--dataset", "orders", "--yes", cwd=tmp_path)
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    again = _run(tmp_path, job())
+    assert again.succeeded, again.error
+    orders = {d.dataset: d for d in again.datasets}["orders"]
+    assert orders.status is not DatasetStatus.NO_NEW_DATA and not any("watermarks taken from" in n for n in orders.notices), \
+        (orders.status, orders.notices)
+    from pyiceberg.catalog import load_catalog
+
+    cat = load_catalog("shared", **{k: v for k, v in shared.items() if k != "name"})
+    assert table_ids(cat.load_table("db.orders")) == reference["orders"]
+
+
 def _expire_but_current(pub: IcebergPublisher, tmp: Path, name: str = "ns.d") -> Any:
     """Another writer appends a file, then every snapshot but the current is expired (pyiceberg's expiry)."""
     table = pub.catalog().load_table(name)
