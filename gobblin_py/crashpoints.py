@@ -3,7 +3,8 @@
 Set GOBBLIN_PY_CRASH_AT=NAME (or NAME:N to die at the N-th time the point is reached).
 GOBBLIN_PY_CRASH_WINDOW_S=SECONDS makes every point pause, widening the commit path so that
 kills at random times land inside it. GOBBLIN_PY_PAUSE_AT=NAME[:N] stops the process there with SIGSTOP (a driver
-frozen past its lease, until the test sends SIGCONT). `POINTS` lists every name so a test can enumerate them.
+frozen past its lease, until the test sends SIGCONT). `POINTS` lists the commit path's points so a test can enumerate
+them; `COPY_POINTS` and `FENCE_POINTS` those of a cross-filesystem copy and of the lease's check before each step.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ POINTS: tuple[str, ...] = (
 COPY_POINTS: tuple[str, ...] = (
     "commit.copy_verified",          # copy-then-verify: the copy checked, its source not yet deleted (N-th copy)
 )
+
+FENCE_POINTS: tuple[str, ...] = (
+    "commit.step_fenced",            # the lease checked before a step (N-th step), the step not begun: where a paused
+)                                    # driver wakes inside a step after losing its lease
 
 _hits: dict[str, int] = {}
 

@@ -13,6 +13,7 @@ from gobblin_py.commit.sequence import CommitSequence, Fault, utc_now
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.durable import fsync_dir
 from gobblin_py.errors import CommitError, LeaseLostError, is_environment_fault
+from gobblin_py.state.store import writing_at
 
 
 class StepFailed(Exception):
@@ -44,6 +45,7 @@ def apply_steps(steps: list[CommitStep], verify_first: bool, fence: Callable[[],
             if not (verify_first and step.verify()):
                 if fence is not None:
                     fence()
+                    crash_point("commit.step_fenced")  # the lease checked, the step not begun: where a zombie wakes
                 step.execute()
             if deferred is not None:  # also when verified: a crashed run may have renamed without the fsync
                 unsynced.add(deferred)
@@ -69,7 +71,8 @@ def replay(store: CommitStepStore, seq: CommitSequence) -> None:
     names the dataset either way.
     """
     try:
-        apply_steps(seq.steps, verify_first=True, fence=store.fence.check if store.fence is not None else None)
+        with writing_at(store.fence.epoch if store.fence is not None else None):  # state records name the epoch
+            apply_steps(seq.steps, verify_first=True, fence=store.fence.check if store.fence is not None else None)
     except StepFailed as failed:
         if isinstance(failed.cause, LeaseLostError):  # the record is the lease holder's now: left as it is
             raise failed.cause from None

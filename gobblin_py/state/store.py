@@ -1,19 +1,25 @@
 """The JSON state store under `<work_dir>/state/<job>/`: watermarks, dataset states, run history.
 
 Every file is a checksummed record written durably (`fs.records`: a local directory or an object store); one file
-per dataset so that committing one dataset never rewrites another's state.
+per dataset so that committing one dataset never rewrites another's state. A commit step writes a dataset's records
+at the epoch of the job's lease its driver holds (`writing_at`), and never over a record a later epoch wrote: a driver
+that checked its lease, paused, and woke after another took over and committed would otherwise put its older state
+back, and no conditional write could stop it (it reads the files as they are once it wakes).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from gobblin_py import checked_json
 from gobblin_py.api.types import WatermarkValue
-from gobblin_py.errors import StateStoreError
+from gobblin_py.errors import LeaseLostError, StateStoreError
 from gobblin_py.fs.conditional import Conflict
 from gobblin_py.fs.location import Location
 from gobblin_py.fs.records import LocalRecordFiles, read_record, record_files
@@ -26,6 +32,31 @@ def dataset_file_name(dataset: str) -> str:
 
 def dataset_from_file_name(name: str) -> str:
     return urllib.parse.unquote(name.removesuffix(".json"))
+
+
+EPOCH_KEY = "lease_epoch"
+"""The key of a state record that names the lease epoch whose commit step wrote it (absent: written without a lease)."""
+_writing_epoch: contextvars.ContextVar[int | None] = contextvars.ContextVar("gobblin_py_writing_epoch", default=None)
+
+
+@contextlib.contextmanager
+def writing_at(epoch: int | None) -> Iterator[None]:
+    """State records replaced inside are written at the lease's `epoch` (None: no lease, no check), and refused over
+    one a later epoch wrote (`_StateRecord.replace`); the commit protocol runs a sequence's steps inside."""
+    token = _writing_epoch.set(epoch)
+    try:
+        yield
+    finally:
+        _writing_epoch.reset(token)
+
+
+def _epoch_in(data: bytes) -> int | None:
+    """The lease epoch a record's raw bytes name; None when absent or unreadable (a torn record is simply rewritten)."""
+    try:
+        value = checked_json.decode(data, "", StateStoreError, "state record").get(EPOCH_KEY)
+    except StateStoreError:
+        return None
+    return value if isinstance(value, int) else None
 
 
 class _StateRecord:
@@ -61,7 +92,18 @@ class _StateRecord:
 
     def replace(self, body: dict[str, Any], version: str | None) -> None:
         """Write the record only if it still holds `version` (None: only if absent); Conflict when another writer
-        moved it on meanwhile (on an object store, refused by the store itself)."""
+        moved it on meanwhile (on an object store, refused by the store itself). Inside `writing_at(E)` the record
+        names epoch E, and one that names a later epoch is not written over (LeaseLostError): its version is the one
+        read, so no conditional write would stop this driver."""
+        epoch = _writing_epoch.get()
+        if epoch is not None:
+            found = self.files.get(self.key) if version is not None else None
+            later = _epoch_in(found.data) if found is not None and found.version == version else None
+            if later is not None and later > epoch:
+                raise LeaseLostError(f"{self.path} was written at epoch {later} of the job's lease, after this "
+                                     f"driver's epoch {epoch}: this driver lost the lease to another that committed "
+                                     "since; it writes nothing, and commits nothing more")
+            body = {**body, EPOCH_KEY: epoch}
         data = checked_json.encode(body)
         if version is None:
             self.files.create(self.key, data)

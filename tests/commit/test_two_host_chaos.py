@@ -34,6 +34,9 @@ pytestmark = [pytest.mark.crash, pytest.mark.s3]
 TTL = 3
 POINTS = ("commit.before_store_write", "commit.store_write_midway", "commit.after_store_write", "commit.after_step",
           "commit.copy_verified", "commit.before_record_removal", "commit.after_record_removal")
+PAUSES = ("commit.store_write_midway", "commit.after_store_write", "commit.after_step", "commit.step_fenced")
+"""Where a driver is frozen: the last, after its lease was checked and before the step begins, is the window the check
+alone leaves (the step's state records, written at the lease's epoch, refuse it)."""
 HELD = "is running elsewhere"
 STARVED = ("lost the lease", "expired before this commit step")
 """What a run says whose lease expired because it got no CPU for a TTL (a loaded machine): it commits nothing more and
@@ -62,7 +65,8 @@ class Chaos:
         return {"work_dir": f"s3://{self.bucket}/work", "filesystems": self.s3.options, "lease": {"ttl": TTL}}
 
     def new_job(self) -> dict[str, Any]:
-        job = example_job(self.root, job=self.shared(), publisher={"final_dir": f"s3://{self.bucket}/output"})
+        job = example_job(self.root, publisher={"final_dir": f"s3://{self.bucket}/output"})
+        job["job"].update(self.shared())
         self.incoming = self.root / "incoming"  # the example's files arrive into data/ a few at a time
         shutil.move(self.root / "data", self.incoming)
         (self.root / "data").mkdir()
@@ -132,7 +136,7 @@ class Chaos:
     def paused(self) -> None:
         self.arrive()
         zombie_host, other = self.rng.sample(self.hosts, 2)
-        point = self.rng.choice(POINTS[1:4])
+        point = self.rng.choice(PAUSES)
         zombie = self.start(zombie_host, {PAUSE_ENV: point})
         try:
             while not _stopped(zombie.pid) and zombie.poll() is None:
@@ -387,7 +391,7 @@ def _stopped(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("seed", [3, 6])
+@pytest.mark.parametrize("seed", [3, 19])
 def test_two_hosts_under_kills_overlaps_and_a_frozen_driver_publish_every_record_once(tmp_path: Path, s3: Any,
                                                                                        seed: int) -> None:
     """Seeds drawn so that each has a run killed at a commit point, a driver frozen past its lease, taken over and
@@ -396,12 +400,12 @@ def test_two_hosts_under_kills_overlaps_and_a_frozen_driver_publish_every_record
     chaos = Chaos(tmp_path, s3, seed)
     chaos.history(steps=7)
     log = "\n".join(chaos.log)
-    for drawn in ("-> -9", "woken driver", "overlapping runs"):
+    for drawn in ("-> -9", "woken driver", "overlapping runs", *(["frozen at commit.step_fenced"] if seed == 19 else [])):
         assert drawn in log, f"seed {seed} no longer draws {drawn!r}: pick another\n{log}"
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize("seed", [1, 3])
+@pytest.mark.parametrize("seed", [3, 26])
 def test_two_hosts_on_one_delta_table_from_kafka_publish_every_record_once(tmp_path: Path, s3: Any, broker: Any,
                                                                           seed: int) -> None:
     """The same chaos, Kafka → Delta on the store: the seed draws a kill at a commit point, a frozen driver taken over
@@ -426,7 +430,7 @@ def pg() -> Any:
 
 @pytest.mark.kafka
 @pytest.mark.postgres
-@pytest.mark.parametrize("seed", [12])
+@pytest.mark.parametrize("seed", [13])
 def test_two_hosts_on_one_iceberg_table_from_kafka_publish_every_record_once(tmp_path: Path, s3: Any, broker: Any,
                                                                             pg: Any, seed: int) -> None:
     """The same chaos, Kafka → Iceberg: the SQL catalog on PostgreSQL, the warehouse on the store."""
@@ -440,7 +444,7 @@ def test_two_hosts_on_one_iceberg_table_from_kafka_publish_every_record_once(tmp
 
 @pytest.mark.kafka
 @pytest.mark.postgres
-@pytest.mark.parametrize("seed", [13])
+@pytest.mark.parametrize("seed", [29])
 def test_two_hosts_on_one_upsert_table_from_a_keyed_topic_keep_every_key_once(tmp_path: Path, s3: Any, broker: Any,
                                                                             pg: Any, seed: int) -> None:
     """The same chaos, a keyed topic with tombstones → an Iceberg upsert table (catalog on PostgreSQL, warehouse on

@@ -210,6 +210,34 @@ def test_a_dataset_state_moved_on_while_a_step_wrote_it_is_not_overwritten(files
     assert DatasetStateFile(state, "ds").read() == {"run_id": "r3", "pinned": 3}
 
 
+def test_a_driver_that_wakes_after_the_new_holder_committed_does_not_move_its_state_back(files: Any) -> None:
+    """A driver checked its lease before a step, paused, and woke after the new holder had taken over and committed
+    further: it reads the files as they are now, so no conditional write stops it, and it used to write its older
+    watermarks and state over the new holder's (the next run read those records again). A state record carries the
+    lease epoch that wrote it, and a step of an older epoch is refused reading it: nothing written, the lease named."""
+    from gobblin_py.commit.steps import DatasetStateCommitStep, HighWatermarkCommitStep
+    from gobblin_py.errors import LeaseLostError
+    from gobblin_py.state.store import DatasetStateFile, WatermarkFile, writing_at
+
+    state = files.where + "/state/t"
+    with writing_at(6):  # the new holder (epoch 6) recovered the paused driver's commit and committed one more
+        HighWatermarkCommitStep(state_dir=state, dataset="ds", watermarks={"p0": 30}).execute()
+        DatasetStateCommitStep(state_dir=state, dataset="ds", run_id="r6", state={"pinned": 6}).execute()
+    stale = [HighWatermarkCommitStep(state_dir=state, dataset="ds", watermarks={"p0": 20}),
+             DatasetStateCommitStep(state_dir=state, dataset="ds", run_id="r5", state={"pinned": 5})]
+    with writing_at(5):  # the paused driver (epoch 5) wakes inside its step
+        for step in stale:
+            with pytest.raises(LeaseLostError, match="lost the lease") as refused:
+                step.execute()
+            assert "epoch 6" in str(refused.value) and "epoch 5" in str(refused.value)
+    assert WatermarkFile(state, "ds").read() == {"p0": 30}
+    assert DatasetStateFile(state, "ds").read()["run_id"] == "r6"
+    with writing_at(7):  # a later holder writes on; a run without a lease (job.lock off) too
+        HighWatermarkCommitStep(state_dir=state, dataset="ds", watermarks={"p0": 40}).execute()
+    HighWatermarkCommitStep(state_dir=state, dataset="ds", watermarks={"p1": 1}).execute()
+    assert WatermarkFile(state, "ds").read() == {"p0": 40, "p1": 1}
+
+
 def test_both_kinds_of_work_directory_pass_the_same_commit_protocol(files: Any, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A new commit and a recovery pass the same commit points in the same order, with the commit log, watermarks
@@ -246,3 +274,55 @@ def test_both_kinds_of_work_directory_pass_the_same_commit_protocol(files: Any, 
     state = StateStore(root, "j")
     assert sorted(state.watermarks()) == sorted(s.dataset for s in seqs)
     assert all(v == {"f0.avro": 100, "f1.avro": 100} for v in state.watermarks().values())
+
+
+@pytest.mark.crash
+def test_a_driver_woken_inside_a_step_after_the_new_holder_committed_more_reads_nothing_twice(tmp_path: Path,
+                                                                                              s3: Any) -> None:
+    """The zombie's window the lease check alone leaves: a driver checked its lease before its watermark step
+    (`commit.step_fenced`), froze, and woke after another host took the job over, recovered its commit and committed
+    rows appended since. It used to write its older watermark over the new holder's (the files read as they were when
+    it woke, so no conditional write stopped it) and exit 1; the next run read the appended rows again (here the fs
+    publisher's names, one per range, kept them from being published twice; a table sink appends them again). Now its
+    step is refused by the epoch in the watermark file: the next run has no new data, every row is published once."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from gobblin_py.crashpoints import PAUSE_ENV
+
+    from commit.test_two_hosts import TTL, stopped
+
+    bucket = s3.new_bucket()
+    job = write_job(tmp_path, example_job(tmp_path, job__work_dir=f"s3://{bucket}/work", job__filesystems=s3.options,
+                                          job__lease={"ttl": TTL}, publisher={"final_dir": f"s3://{bucket}/output"},
+                                          source__ingest_appended=True, job__commit_parallelism=1))
+    (tmp_path / "host-a").mkdir()
+    # clicks' sequence: 6 publish steps (5 files and an error file), then its watermark step: the 7th step fenced
+    zombie = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", str(job), "--in-process"],
+                              cwd=tmp_path / "host-a", env={**os.environ, "TMPDIR": str(tmp_path / "host-a"),
+                                                            PAUSE_ENV: "commit.step_fenced:7"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not stopped(zombie.pid):
+            assert zombie.poll() is None and time.monotonic() < deadline, zombie.communicate()
+            time.sleep(0.1)
+        with (tmp_path / "data" / "clicks" / "clicks-2026-01-05.jsonl").open("a") as f:  # rows appended upstream
+            for i in range(900_001, 900_011):
+                f.write(f'{{"id": {i}, "ts": 1767639481335, "user": "u1", "kind": "click", "amount": 1.0, "country": "DE"}}\n')
+        time.sleep(TTL + 0.5)  # the frozen driver's lease expires: the other host takes the job over
+        took = on_host(tmp_path / "host-b", job, "run", "--in-process")
+        assert took.returncode == 0 and "took over the lease" in took.stderr, took.stdout + took.stderr
+    finally:
+        zombie.send_signal(signal.SIGCONT)
+        out, err = zombie.communicate(timeout=120)
+    assert zombie.returncode == 1 and "lost the lease" in out + err, out + err
+    again = on_host(tmp_path / "host-a", job, "run", "--in-process")
+    assert again.returncode == 0, again.stdout + again.stderr
+    clicks = next(line.split() for line in again.stdout.splitlines() if line.split()[:1] == ["clicks"])
+    assert clicks[1:4] == ["no", "new", "data"], f"the appended rows read again:\n{again.stdout}"
+    ids = published(s3, bucket, tmp_path / "read")
+    assert all(ids[i] == 1 for i in range(900_001, 900_011)), f"appended rows: {[ids[i] for i in range(900_001, 900_011)]}"
+    assert set(ids.values()) == {1}, f"twice: {sorted(i for i, n in ids.items() if n > 1)[:10]}"
