@@ -9,6 +9,7 @@ published twice; at the end, after one clean run, every record exactly once. Two
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -307,12 +308,13 @@ class KafkaUpsertChaos(KafkaIcebergChaos):
 
     kind = "kafka-upsert"
     KEYS = tuple(f"k{i:02d}" for i in range(12))
-    SCHEMA = {"type": "record", "name": "Value", "fields": [{"name": "v", "type": "string"}]}
 
     def new_job(self) -> dict[str, Any]:
         job = super().new_job()
+        from support.world_upsert import VALUE_SCHEMA
+
         schema = self.root / "value.avsc"
-        schema.write_text(__import__("json").dumps(self.SCHEMA))
+        schema.write_text(json.dumps(VALUE_SCHEMA))
         job["source"] |= {"deserializer": "avro", "avro_schema": str(schema), "metadata_columns": ["key", "offset"],
                           "tombstones": "delete"}
         del job["converters"]
@@ -323,20 +325,12 @@ class KafkaUpsertChaos(KafkaIcebergChaos):
         return job
 
     def arrive(self) -> None:
-        import io
-
         import fastavro
 
         from support.kafka_broker import produce
+        from support.world_upsert import VALUE_SCHEMA, encoded
 
-        parsed = fastavro.parse_schema(self.SCHEMA)
-
-        def datum(value: str | None) -> bytes | None:
-            if value is None:
-                return None
-            buf = io.BytesIO()
-            fastavro.schemaless_writer(buf, parsed, {"v": value})
-            return buf.getvalue()
+        parsed = fastavro.parse_schema(VALUE_SCHEMA)
 
         for size in self.waiting[:self.rng.randint(1, 2)]:
             hot = self.data.sample(self.KEYS, 2)
@@ -348,7 +342,7 @@ class KafkaUpsertChaos(KafkaIcebergChaos):
                 change = [(key, None)] if dice < 0.2 else [(key, None), (key, f"{key}#{self.next_value}")] if dice < 0.3 \
                     else [(key, f"{key}#{self.next_value}")]
                 batch.setdefault(int(key[1:]) % 2, []).extend(change)
-            ends = produce(self.bootstrap, self.topic, {p: [(k.encode(), datum(v)) for k, v in b] for p, b in batch.items()})
+            ends = produce(self.bootstrap, self.topic, {p: [(k.encode(), encoded(parsed, v)) for k, v in b] for p, b in batch.items()})
             for p, b in batch.items():
                 self.messages[p] += b
                 assert ends[p] == len(self.messages[p]), f"{self.topic}[{p}] ends at {ends[p]} (the broker's fault)"
@@ -383,6 +377,15 @@ class KafkaUpsertChaos(KafkaIcebergChaos):
         return Counter({(k, v): 1 for k, v in last.items() if v is not None})
 
 
+def drawn(chaos: Chaos, seed: int, also: tuple[str, ...] = ()) -> None:
+    """Run the history; its seed must still draw a kill at a commit point, a frozen driver taken over and woken,
+    overlapping runs (and `also`): a test whose seed stops drawing them fails, saying to pick another."""
+    chaos.history(steps=7)
+    log = "\n".join(chaos.log)
+    for what in ("-> -9", "woken driver", "overlapping runs", *also):
+        assert what in log, f"seed {seed} no longer draws {what!r}: pick another\n{log}"
+
+
 def _stopped(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -397,11 +400,7 @@ def test_two_hosts_under_kills_overlaps_and_a_frozen_driver_publish_every_record
     """Seeds drawn so that each has a run killed at a commit point, a driver frozen past its lease, taken over and
     woken, and overlapping runs on both hosts (the test fails if one stops doing so)."""
     pytest.importorskip("obstore")
-    chaos = Chaos(tmp_path, s3, seed)
-    chaos.history(steps=7)
-    log = "\n".join(chaos.log)
-    for drawn in ("-> -9", "woken driver", "overlapping runs", *(["frozen at commit.step_fenced"] if seed == 19 else [])):
-        assert drawn in log, f"seed {seed} no longer draws {drawn!r}: pick another\n{log}"
+    drawn(Chaos(tmp_path, s3, seed), seed, also=("frozen at commit.step_fenced",) if seed == 19 else ())
 
 
 @pytest.mark.kafka
@@ -411,11 +410,7 @@ def test_two_hosts_on_one_delta_table_from_kafka_publish_every_record_once(tmp_p
     """The same chaos, Kafka → Delta on the store: the seed draws a kill at a commit point, a frozen driver taken over
     and woken, and overlapping runs (the test fails if it stops doing so)."""
     pytest.importorskip("obstore")
-    chaos = KafkaDeltaChaos(tmp_path, s3, seed, broker.bootstrap)
-    chaos.history(steps=7)
-    log = "\n".join(chaos.log)
-    for drawn in ("-> -9", "woken driver", "overlapping runs"):
-        assert drawn in log, f"seed {seed} no longer draws {drawn!r}: pick another\n{log}"
+    drawn(KafkaDeltaChaos(tmp_path, s3, seed, broker.bootstrap), seed)
 
 
 @pytest.fixture(scope="module")
@@ -435,11 +430,7 @@ def test_two_hosts_on_one_iceberg_table_from_kafka_publish_every_record_once(tmp
                                                                             pg: Any, seed: int) -> None:
     """The same chaos, Kafka → Iceberg: the SQL catalog on PostgreSQL, the warehouse on the store."""
     pytest.importorskip("obstore")
-    chaos = KafkaIcebergChaos(tmp_path, s3, seed, broker.bootstrap, pg)
-    chaos.history(steps=7)
-    log = "\n".join(chaos.log)
-    for drawn in ("-> -9", "woken driver", "overlapping runs"):
-        assert drawn in log, f"seed {seed} no longer draws {drawn!r}: pick another\n{log}"
+    drawn(KafkaIcebergChaos(tmp_path, s3, seed, broker.bootstrap, pg), seed)
 
 
 @pytest.mark.kafka
@@ -450,8 +441,4 @@ def test_two_hosts_on_one_upsert_table_from_a_keyed_topic_keep_every_key_once(tm
     """The same chaos, a keyed topic with tombstones → an Iceberg upsert table (catalog on PostgreSQL, warehouse on
     the store): no key twice after any step, each key's last value at the end."""
     pytest.importorskip("obstore")
-    chaos = KafkaUpsertChaos(tmp_path, s3, seed, broker.bootstrap, pg)
-    chaos.history(steps=7)
-    log = "\n".join(chaos.log)
-    for drawn in ("-> -9", "woken driver", "overlapping runs"):
-        assert drawn in log, f"seed {seed} no longer draws {drawn!r}: pick another\n{log}"
+    drawn(KafkaUpsertChaos(tmp_path, s3, seed, broker.bootstrap, pg), seed)

@@ -74,6 +74,29 @@ def on_host(host: Path, job: Path, *args: str, crash: str | None = None) -> Any:
     return run_cli(*args, str(job), cwd=host, env=env)
 
 
+def frozen_on_host(host: Path, job: Path, point: str) -> Any:
+    """`gobblin-py run JOB --in-process` as a driver on `host`, returned once frozen (SIGSTOP) at `point`."""
+    import subprocess
+    import sys
+    import time
+
+    from gobblin_py.crashpoints import PAUSE_ENV
+
+    from commit.test_two_hosts import stopped
+
+    host.mkdir(parents=True, exist_ok=True)
+    driver = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", str(job), "--in-process"], cwd=host,
+                              env={**os.environ, "TMPDIR": str(host), PAUSE_ENV: point}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not stopped(driver.pid):
+        if driver.poll() is not None or time.monotonic() > deadline:
+            driver.kill()
+            raise AssertionError(f"the driver never reached {point}: {driver.communicate()}")
+        time.sleep(0.1)
+    return driver
+
+
 def published(s3: Any, bucket: str, local: Path) -> Any:
     return avro_ids(s3.download(f"{bucket}/output", local))
 
@@ -127,26 +150,16 @@ def test_a_driver_killed_at_a_commit_boundary_is_recovered_by_a_driver_on_anothe
 def test_a_driver_paused_past_its_lease_on_the_store_commits_nothing_when_it_wakes(tmp_path: Path, s3: Any,
                                                                                  point: str) -> None:
     import signal
-    import subprocess
-    import sys
     import time
 
-    from gobblin_py.crashpoints import PAUSE_ENV
 
-    from commit.test_two_hosts import TTL, stopped
+    from commit.test_two_hosts import TTL
 
     bucket = s3.new_bucket()
     job = write_job(tmp_path, example_job(tmp_path, job__work_dir=f"s3://{bucket}/work", job__filesystems=s3.options,
                                           job__lease={"ttl": TTL}, publisher={"final_dir": f"s3://{bucket}/output"}))
-    (tmp_path / "host-a").mkdir()
-    zombie = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", str(job), "--in-process"],
-                              cwd=tmp_path / "host-a", env={**os.environ, "TMPDIR": str(tmp_path / "host-a"), PAUSE_ENV: point},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    zombie = frozen_on_host(tmp_path / "host-a", job, point)
     try:
-        deadline = time.monotonic() + 120
-        while not stopped(zombie.pid):
-            assert zombie.poll() is None and time.monotonic() < deadline, zombie.communicate()
-            time.sleep(0.1)
         refused = on_host(tmp_path / "host-b", job, "run", "--in-process")
         assert refused.returncode == 1 and "is running elsewhere" in refused.stderr, refused.stdout + refused.stderr
         time.sleep(TTL + 0.5)  # the frozen driver's lease expires: the other host takes the job over
@@ -286,29 +299,18 @@ def test_a_driver_woken_inside_a_step_after_the_new_holder_committed_more_reads_
     publisher's names, one per range, kept them from being published twice; a table sink appends them again). Now its
     step is refused by the epoch in the watermark file: the next run has no new data, every row is published once."""
     import signal
-    import subprocess
-    import sys
     import time
 
-    from gobblin_py.crashpoints import PAUSE_ENV
 
-    from commit.test_two_hosts import TTL, stopped
+    from commit.test_two_hosts import TTL
 
     bucket = s3.new_bucket()
     job = write_job(tmp_path, example_job(tmp_path, job__work_dir=f"s3://{bucket}/work", job__filesystems=s3.options,
                                           job__lease={"ttl": TTL}, publisher={"final_dir": f"s3://{bucket}/output"},
                                           source__ingest_appended=True, job__commit_parallelism=1))
-    (tmp_path / "host-a").mkdir()
     # clicks' sequence: 6 publish steps (5 files and an error file), then its watermark step: the 7th step fenced
-    zombie = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", str(job), "--in-process"],
-                              cwd=tmp_path / "host-a", env={**os.environ, "TMPDIR": str(tmp_path / "host-a"),
-                                                            PAUSE_ENV: "commit.step_fenced:7"},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    zombie = frozen_on_host(tmp_path / "host-a", job, "commit.step_fenced:7")
     try:
-        deadline = time.monotonic() + 120
-        while not stopped(zombie.pid):
-            assert zombie.poll() is None and time.monotonic() < deadline, zombie.communicate()
-            time.sleep(0.1)
         with (tmp_path / "data" / "clicks" / "clicks-2026-01-05.jsonl").open("a") as f:  # rows appended upstream
             for i in range(900_001, 900_011):
                 f.write(f'{{"id": {i}, "ts": 1767639481335, "user": "u1", "kind": "click", "amount": 1.0, "country": "DE"}}\n')

@@ -60,6 +60,17 @@ class UpsertWorld(KafkaWorld):
     reset: dict[int, int] = field(default_factory=dict)  # partition → offset a `state reset` re-applies it from
 
 
+def encoded(parsed: Any, value: str | None) -> bytes | None:
+    """A message's value: `{"v": value}` as schemaless Avro of the parsed VALUE_SCHEMA; None (a tombstone) for None."""
+    if value is None:
+        return None
+    import fastavro
+
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, parsed, {"v": value})
+    return buf.getvalue()
+
+
 def state_at(messages: list[Message], n: int) -> dict[str, str | None]:
     """key → its value after the first `n` messages of a partition (None: never written, or deleted)."""
     state: dict[str, str | None] = {}
@@ -208,14 +219,7 @@ class UpsertHistory(KafkaHistory):
                     batch.append((key, self.value(world, key)))
             batches[p] = batch
 
-        def datum(value: str | None) -> bytes | None:
-            if value is None:
-                return None
-            buf = io.BytesIO()
-            fastavro.schemaless_writer(buf, parsed, {"v": value})
-            return buf.getvalue()
-
-        ends = produce(world.bootstrap, world.topic, {p: [(k.encode(), datum(v)) for k, v in batch]
+        ends = produce(world.bootstrap, world.topic, {p: [(k.encode(), encoded(parsed, v)) for k, v in batch]
                                                       for p, batch in batches.items()})
         for p, batch in batches.items():
             want = len(world.messages[p]) + len(batch)
