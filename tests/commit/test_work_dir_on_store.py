@@ -97,6 +97,26 @@ def frozen_on_host(host: Path, job: Path, point: str) -> Any:
     return driver
 
 
+def taken_over_then_woken(tmp: Path, job: Path, frozen: Any, meanwhile: Any) -> Any:
+    """`meanwhile()`, then, once the frozen driver's lease has expired, a run on host-b that takes the job over (exit
+    0, returned); the frozen driver, woken, must exit 1 naming the lost lease."""
+    import signal
+    import time
+
+    from commit.test_two_hosts import TTL
+
+    try:
+        meanwhile()
+        time.sleep(TTL + 0.5)
+        took = on_host(tmp / "host-b", job, "run", "--in-process")
+        assert took.returncode == 0, took.stdout + took.stderr
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+        out, err = frozen.communicate(timeout=120)
+    assert frozen.returncode == 1 and "lost the lease" in out + err, out + err
+    return took
+
+
 def published(s3: Any, bucket: str, local: Path) -> Any:
     return avro_ids(s3.download(f"{bucket}/output", local))
 
@@ -149,8 +169,6 @@ def test_a_driver_killed_at_a_commit_boundary_is_recovered_by_a_driver_on_anothe
 @pytest.mark.parametrize("point", ["commit.store_write_midway", "commit.after_store_write", "commit.after_step"])
 def test_a_driver_paused_past_its_lease_on_the_store_commits_nothing_when_it_wakes(tmp_path: Path, s3: Any,
                                                                                  point: str) -> None:
-    import signal
-    import time
 
 
     from commit.test_two_hosts import TTL
@@ -158,17 +176,11 @@ def test_a_driver_paused_past_its_lease_on_the_store_commits_nothing_when_it_wak
     bucket = s3.new_bucket()
     job = write_job(tmp_path, example_job(tmp_path, job__work_dir=f"s3://{bucket}/work", job__filesystems=s3.options,
                                           job__lease={"ttl": TTL}, publisher={"final_dir": f"s3://{bucket}/output"}))
-    zombie = frozen_on_host(tmp_path / "host-a", job, point)
-    try:
+    def refused_while_live() -> None:
         refused = on_host(tmp_path / "host-b", job, "run", "--in-process")
         assert refused.returncode == 1 and "is running elsewhere" in refused.stderr, refused.stdout + refused.stderr
-        time.sleep(TTL + 0.5)  # the frozen driver's lease expires: the other host takes the job over
-        took = on_host(tmp_path / "host-b", job, "run", "--in-process")
-        assert took.returncode == 0, took.stdout + took.stderr
-    finally:
-        zombie.send_signal(signal.SIGCONT)
-        out, err = zombie.communicate(timeout=120)
-    assert zombie.returncode == 1 and "lost the lease" in out + err, out + err
+
+    taken_over_then_woken(tmp_path, job, frozen_on_host(tmp_path / "host-a", job, point), refused_while_live)
     again = on_host(tmp_path / "host-a", job, "run", "--in-process")
     assert again.returncode == 0, again.stdout + again.stderr
     ids = published(s3, bucket, tmp_path / "read")
@@ -298,8 +310,6 @@ def test_a_driver_woken_inside_a_step_after_the_new_holder_committed_more_reads_
     it woke, so no conditional write stopped it) and exit 1; the next run read the appended rows again (here the fs
     publisher's names, one per range, kept them from being published twice; a table sink appends them again). Now its
     step is refused by the epoch in the watermark file: the next run has no new data, every row is published once."""
-    import signal
-    import time
 
 
     from commit.test_two_hosts import TTL
@@ -309,18 +319,14 @@ def test_a_driver_woken_inside_a_step_after_the_new_holder_committed_more_reads_
                                           job__lease={"ttl": TTL}, publisher={"final_dir": f"s3://{bucket}/output"},
                                           source__ingest_appended=True, job__commit_parallelism=1))
     # clicks' sequence: 6 publish steps (5 files and an error file), then its watermark step: the 7th step fenced
-    zombie = frozen_on_host(tmp_path / "host-a", job, "commit.step_fenced:7")
-    try:
-        with (tmp_path / "data" / "clicks" / "clicks-2026-01-05.jsonl").open("a") as f:  # rows appended upstream
+    def rows_appended_upstream() -> None:
+        with (tmp_path / "data" / "clicks" / "clicks-2026-01-05.jsonl").open("a") as f:
             for i in range(900_001, 900_011):
                 f.write(f'{{"id": {i}, "ts": 1767639481335, "user": "u1", "kind": "click", "amount": 1.0, "country": "DE"}}\n')
-        time.sleep(TTL + 0.5)  # the frozen driver's lease expires: the other host takes the job over
-        took = on_host(tmp_path / "host-b", job, "run", "--in-process")
-        assert took.returncode == 0 and "took over the lease" in took.stderr, took.stdout + took.stderr
-    finally:
-        zombie.send_signal(signal.SIGCONT)
-        out, err = zombie.communicate(timeout=120)
-    assert zombie.returncode == 1 and "lost the lease" in out + err, out + err
+
+    took = taken_over_then_woken(tmp_path, job, frozen_on_host(tmp_path / "host-a", job, "commit.step_fenced:7"),
+                                 rows_appended_upstream)
+    assert "took over the lease" in took.stderr, took.stdout + took.stderr
     again = on_host(tmp_path / "host-a", job, "run", "--in-process")
     assert again.returncode == 0, again.stdout + again.stderr
     clicks = next(line.split() for line in again.stdout.splitlines() if line.split()[:1] == ["clicks"])
