@@ -22,7 +22,7 @@ from gobblin_py.api.types import WatermarkValue
 from gobblin_py.errors import LeaseLostError, StateStoreError
 from gobblin_py.fs.conditional import Conflict
 from gobblin_py.fs.location import Location
-from gobblin_py.fs.records import LocalRecordFiles, read_record, record_files
+from gobblin_py.fs.records import LocalRecordFiles, numbered_versions, read_record, record_files
 
 
 def dataset_file_name(dataset: str) -> str:
@@ -42,10 +42,13 @@ _writing_epoch: contextvars.ContextVar[int | None] = contextvars.ContextVar("gob
 @contextlib.contextmanager
 def writing_at(epoch: int | None) -> Iterator[None]:
     """State records replaced inside are written at the lease's `epoch` (None: no lease, no check), and refused over
-    one a later epoch wrote (`_StateRecord.replace`); the commit protocol runs a sequence's steps inside."""
+    one a later epoch wrote (`_StateRecord.replace`), as numbered versions in a local directory (`numbered_versions`:
+    a writer frozen between its check and its write cannot win later); the commit protocol runs a sequence's steps
+    inside."""
     token = _writing_epoch.set(epoch)
     try:
-        yield
+        with numbered_versions() if epoch is not None else contextlib.nullcontext():
+            yield
     finally:
         _writing_epoch.reset(token)
 
