@@ -1,6 +1,7 @@
 """The CDC world of the model-based test (see world.py, issue 42): a real PostgreSQL 16 with logical decoding (the
 `pgserver` binaries, tests/cdc's server), a publication of two or three tables, and a postgres_cdc job publishing
-each table to an Iceberg table kept by key (`mode: upsert`, the embedded pyiceberg SQL catalog), as
+each table to an Iceberg table kept by key (`mode: upsert`, the embedded pyiceberg SQL catalog; in a leased history
+pyiceberg's SQL catalog on a database of the same server, as several hosts would share), as
 docs/sources/postgres_cdc.md shows it.
 
 Its rules: DML transactions (inserts, updates, a key updated several times in one transaction, deletes, a key deleted
@@ -79,6 +80,7 @@ class CdcWorld(World):
     dropped_state: set[str] = field(default_factory=set)  # tables out of the publication whose state a reset dropped
     disturbed: list[str] = field(default_factory=list)    # what changed since the last clean run that a run may name
     toasted: set[str] = field(default_factory=set)        # tables that held a TOASTed value since the last clean run
+    catalog_db: str = ""                                  # a leased history's Iceberg catalog database ("": SQLite)
     next_key: int = 1000
     next_column: int = 1
     clean: bool = False                                   # the step's last run exited 0: hold it to the oracle
@@ -126,6 +128,9 @@ class CdcHistory(History):
         db = self.server.create_database(f"w{self.seed % 10**8}_{uuid.uuid4().hex[:8]}")
         world = CdcWorld(root, server=self.server, db=db, slot=f"s_{db}", conn=self.server.connect(db))
         self._world = world
+        if self.leased:  # two hosts share a catalog service, not a SQLite file (a frozen driver holds its write lock)
+            os.environ["PGPASSWORD"] = PASSWORD  # the catalog's password, from libpq's environment
+            world.catalog_db = self.server.create_database(f"{db}_cat")
         tables = [f"public.t{k}" for k in range(self.rng.randint(2, 3))]
         for table in tables:
             self.create_table(world, table)
@@ -149,8 +154,17 @@ class CdcHistory(History):
             "publisher": {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(world.root / "warehouse"),
                           "mode": "upsert", "key": ["id"], "order_by": ["_lsn", "_seq"],
                           "delete_when": {"column": "_op", "equals": ["delete"]},
-                          "truncate_when": {"column": "_op", "equals": ["truncate"]}},
+                          "truncate_when": {"column": "_op", "equals": ["truncate"]},
+                          **({"catalog": {"name": "shared", "type": "sql", "uri": self.catalog_uri(world)}}
+                             if world.catalog_db else {})},
         }
+
+    def catalog_uri(self, world: CdcWorld, password: bool = False) -> str:
+        """The SQLAlchemy URL of a leased history's catalog database (with the password: the oracle's own reader)."""
+        from gobblin_py.demo.pg_server import PASSWORD, USER
+
+        uri = self.server.url(world.catalog_db).replace("postgresql://", "postgresql+psycopg://")
+        return uri.replace(f"//{USER}@", f"//{USER}:{PASSWORD}@") if password else uri
 
     def rules(self) -> list[tuple[int, Rule]]:
         rules = [(6, self.dml), (1, self.large_transaction), (1, self.toast), (2, self.spanning), (1, self.key_update),
@@ -178,7 +192,8 @@ class CdcHistory(History):
                 except Exception:  # still active: a killed run's session not yet gone
                     time.sleep(0.2)
             world.conn.close()
-            conn.execute(f'DROP DATABASE IF EXISTS "{world.db}" WITH (FORCE)')
+            for db in filter(None, (world.db, world.catalog_db)):
+                conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
     # --- the oracle -----------------------------------------------------------------------------------------------
 
@@ -191,10 +206,12 @@ class CdcHistory(History):
         from pyiceberg.exceptions import NoSuchTableError
 
         db = world.root / "work" / "iceberg" / "catalog.db"
-        if not db.exists():
+        if not world.catalog_db and not db.exists():
             return None
+        uri = self.catalog_uri(world, password=True) if world.catalog_db else f"sqlite:///{db}"
         try:
-            table = load_catalog("gobblin_py", type="sql", uri=f"sqlite:///{db}").load_table(dataset_table(dataset))
+            table = load_catalog("shared" if world.catalog_db else "gobblin_py", type="sql", uri=uri).load_table(
+                dataset_table(dataset))  # a SQL catalog's tables are keyed by the catalog's name
         except NoSuchTableError:
             return None
         except Exception as exc:  # what the independent reader raises is the finding, whatever its type

@@ -40,11 +40,14 @@ def server() -> Iterator[Any]:
     from gobblin_py.demo.pg_server import LocalPostgres
     from support.world_cdc import LOGICAL, PASSWORD_ENV
 
-    saved = os.environ.get(PASSWORD_ENV)
+    saved = {name: os.environ.get(name) for name in (PASSWORD_ENV, "PGPASSWORD")}  # histories set both
     with LocalPostgres(LOGICAL) as pg:
         yield pg
-    if saved is None:
-        os.environ.pop(PASSWORD_ENV, None)
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def test_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_every_clean_run(tmp_path: Path, server: Any) -> None:
