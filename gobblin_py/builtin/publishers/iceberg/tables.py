@@ -13,6 +13,7 @@ import random
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -76,9 +77,27 @@ def load_catalog(properties: Mapping[str, str]) -> Any:
         return found
 
 
+IDLE_IN_TRANSACTION_S = 15
+"""Seconds a PostgreSQL SQL catalog's session of ours may sit idle inside a transaction before the server ends it
+(`idle_in_transaction_session_timeout`): pyiceberg's commit holds the table's row `FOR UPDATE` for milliseconds, so a
+session idle that long inside one is a driver frozen mid-commit (SIGSTOP, a paused pod), whose lock would otherwise
+hold the next driver's commit of that table for good (CDC soak seed 1612506852). Its transaction rolls back whole."""
+
+
+def _bounded_sessions(props: dict[str, str]) -> dict[str, str]:
+    """A SQL catalog on PostgreSQL with `IDLE_IN_TRANSACTION_S` set on its sessions (libpq's `options` in the URI),
+    unless the URI sets `options` itself."""
+    uri = props.get("uri", "")
+    if props.get("type", "sql") != "sql" or not uri.startswith(("postgresql", "postgres:")) or "options=" in uri:
+        return props
+    option = urllib.parse.quote(f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_S * 1000}")
+    return {**props, "uri": f"{uri}{'&' if '?' in uri else '?'}options={option}"}
+
+
 def _load_catalog(props: dict[str, str]) -> Any:
     from pyiceberg.catalog import load_catalog as _load
 
+    props = _bounded_sessions(props)
     name = props.pop("name", "gobblin_py")
     loaded: list[Any] = []
     try:  # another process (an executor, a concurrent job) may be creating the SQL catalog's tables right now
