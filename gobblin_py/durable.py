@@ -108,6 +108,12 @@ def atomic_write(path: Path, data: bytes, *, midway: Callable[[], None] | None =
     temp file in the same directory → write → flush → fsync → rename → fsync the directory.
     `midway` is called after half the bytes are written (a crash point for tests).
     """
+    atomic_replace(path, writing(data, midway))
+    fsync_dir(path.parent)
+
+
+def writing(data: bytes, midway: Callable[[], None] | None = None) -> Callable[[BinaryIO], None]:
+    """A writer of `data` for `atomic_replace` that calls `midway` (a crash point) after half the bytes are flushed."""
     def write(f: BinaryIO) -> None:
         half = len(data) // 2
         f.write(data[:half])
@@ -116,8 +122,7 @@ def atomic_write(path: Path, data: bytes, *, midway: Callable[[], None] | None =
             midway()
         f.write(data[half:])
 
-    atomic_replace(path, write)
-    fsync_dir(path.parent)
+    return write
 
 
 def atomic_replace(path: Path, write: Callable[[BinaryIO], None], *, replace: bool = True, mode: int | None = None) -> None:

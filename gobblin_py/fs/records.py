@@ -32,7 +32,7 @@ from typing import Any, Callable, Protocol
 import crc32c
 
 from gobblin_py import checked_json
-from gobblin_py.durable import atomic_replace, atomic_write, fsync_dir, remove_durably
+from gobblin_py.durable import atomic_replace, atomic_write, fsync_dir, remove_durably, writing
 from gobblin_py.errors import GobblinError, StateStoreError
 from gobblin_py.fs.conditional import Blob, Blobs, Conflict, ObjectBlobs, is_url
 
@@ -139,17 +139,8 @@ class LocalRecordFiles:
         """Create `<key>.v<number>` only if absent (Conflict otherwise, or when a higher number already stood), then
         remove the versions `KEEP` below it."""
         target = self._numbered_path(key, number)
-
-        def write(f: Any) -> None:
-            half = len(data) // 2
-            f.write(data[:half])
-            if midway is not None:
-                f.flush()
-                midway()
-            f.write(data[half:])
-
         try:
-            atomic_replace(target, write, replace=False, mode=0o644)
+            atomic_replace(target, writing(data, midway), replace=False, mode=0o644)
         except FileExistsError:
             raise Conflict(f"{target} exists: another writer was first") from None
         fsync_dir(target.parent)
