@@ -162,3 +162,44 @@ def test_a_dead_letter_topic_deleted_and_created_again_mid_commit_gets_each_bad_
     assert_dead_letters_once(broker.bootstrap, dlq, bad, topic)
     assert cli(RUN, tmp_path).returncode == 0
     assert_dead_letters_once(broker.bootstrap, dlq, bad, topic)
+
+
+def on_host(host: Path, job: Path, crash: str | None = None) -> Any:
+    """`gobblin-py run JOB --in-process` as a driver on a host of its own: its own cwd and temp directory."""
+    from gobblin_py.crashpoints import ENV as CRASH_ENV
+
+    from support.jobs import run_cli
+
+    host.mkdir(parents=True, exist_ok=True)
+    env = {"TMPDIR": str(host), **({CRASH_ENV: crash} if crash else {})}
+    return run_cli("run", str(job), "--in-process", cwd=host, env=env)
+
+
+@pytest.mark.crash
+@pytest.mark.s3
+def test_on_a_work_directory_on_a_store_a_commit_killed_mid_send_is_finished_by_another_host_once(
+        tmp_path: Path, broker, topic: str, s3: Any) -> None:
+    """The step's mark (the topic's end offsets kept before it sends) lives on the store with the job's other state,
+    so a driver on another host that finishes the killed commit finds it and sends only what is missing."""
+    pytest.importorskip("obstore")
+    from support.world import avro_ids
+
+    good, bad = source_with_bad_records(broker.bootstrap, topic)
+    dlq = f"{topic}.dlq"
+    create_topic(broker.bootstrap, dlq, 2)
+    bucket = s3.new_bucket()
+    job = dead_letter_job(tmp_path, broker.bootstrap, topic, dlq)
+    job["job"].update(work_dir=f"s3://{bucket}/work", filesystems=s3.options)
+    job["publisher"] = {"final_dir": f"s3://{bucket}/output"}
+    path = write_job(tmp_path, job)
+
+    crashed = on_host(tmp_path / "host-a", path, crash="dead_letter.midway")
+    assert crashed.returncode == SIGKILLED, crashed.stdout + crashed.stderr
+    assert not (tmp_path / "host-a" / "s3:").exists()  # nothing of the job's state kept on the host
+    assert any("/dead_letter/" in k for k in s3.keys(f"{bucket}/work/state"))  # the mark, on the store
+
+    finished = on_host(tmp_path / "host-b", path)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    ids = avro_ids(s3.download(f"{bucket}/output/{topic}", tmp_path / "read"))
+    assert set(ids) == good and set(ids.values()) == {1}
+    assert_dead_letters_once(broker.bootstrap, dlq, bad, topic)

@@ -27,7 +27,6 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import orjson
@@ -38,6 +37,8 @@ from gobblin_py.api import CommitStep, Settings, SourceMessage
 from gobblin_py.api.dead_letter import DeadLetterDelivery, DeadLetters
 from gobblin_py.errors import CommitError, ConfigError, UnreachableError, describe
 from gobblin_py.fs import Location, filesystem_for
+from gobblin_py.fs.conditional import Conflict
+from gobblin_py.fs.records import RecordFiles, read_record, record_files
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ class KafkaDeadLetters(DeadLetters):
             brokers=s.brokers, topic=s.topic, client_config=dict(s.producer_config), timeout_ms=s.request_timeout_ms,
             commit_id=delivery.commit_id, dataset=delivery.dataset, job=delivery.job,
             files=[[f.path, f.records] for f in delivery.files],
-            mark=str(Path(delivery.mark_dir) / f"{name}.json"))
+            mark=str(Location(delivery.mark_dir) / f"{name}.json"))
 
     def topics(self) -> list[str]:
         return [self.settings.topic]
@@ -117,7 +118,8 @@ class KafkaDeadLetterStep(CommitStep):
     dataset: str
     job: str
     files: list[list[Any]]  # [path, entries]
-    mark: str  # the durable file keeping the topic's end offsets before the first record was produced
+    mark: str  # the durable record (a path, or a URL on the work directory's store) keeping the topic's end offsets
+    # before the first record was produced
     client_config: dict[str, Any] = field(default_factory=dict)
     timeout_ms: int = 30_000
 
@@ -132,27 +134,29 @@ class KafkaDeadLetterStep(CommitStep):
         return [f"{self.commit_id}#{i}:{j}" for i, (_, count) in enumerate(self.files) for j in range(int(count))]
 
     def verify(self) -> bool:
-        if not Path(self.mark).exists():
+        found = self._read_mark()
+        if found is None:
             return False  # nothing was produced: the mark is kept before the first record
         with self._client() as client:
-            mark, topic_id = self._read_mark()
+            (mark, topic_id), _ = found
             if client.recreated_since(topic_id, self.describe()):
                 return False  # execute reads the new topic from its start
             return set(self._ids()) <= client.ids_since(mark, self.commit_id)
 
     def execute(self) -> None:
         with self._client() as client:
-            if Path(self.mark).exists():
-                mark, topic_id = self._read_mark()
+            found = self._read_mark()
+            if found is not None:
+                (mark, topic_id), version = found
                 if client.recreated_since(topic_id, self.describe()):
                     log.warning("dead-letter topic %s was deleted and created again (topic id %s, now %s) while commit %s "
                                 "was sending: what it sent to the old topic went with it; the new topic is read from its "
                                 "start and what is missing sent, once", self.topic, topic_id,
                                 client.topic_id(self.describe()), self.commit_id)
-                    mark = self._write_mark(client, client.beginning_offsets(self.describe()))
+                    mark = self._write_mark(client, client.beginning_offsets(self.describe()), version)
             else:
-                _forget_older(Path(self.mark))
-                mark = self._write_mark(client, client.end_offsets(self.describe()))
+                self._forget_older()
+                mark = self._write_mark(client, client.end_offsets(self.describe()), None)
             there = client.ids_since(mark, self.commit_id)
             missing = [(i, j, entry) for i, j, entry in self._entries() if f"{self.commit_id}#{i}:{j}" not in there]
             if there:
@@ -163,18 +167,49 @@ class KafkaDeadLetterStep(CommitStep):
     def _client(self) -> _Client:
         return _Client(self.brokers, self.topic, self.client_config, self.timeout_ms)
 
-    def _write_mark(self, client: _Client, offsets: dict[int, int]) -> dict[int, int]:
-        """Keep `offsets` and the topic's id durably as the mark, before anything (more) is produced."""
-        checked_json.write(Path(self.mark), {"topic": self.topic, "commit_id": self.commit_id,
-                                             "topic_id": client.topic_id(self.describe()),
-                                             "offsets": {str(p): o for p, o in offsets.items()}})
+    def _marks(self) -> tuple[RecordFiles, str]:
+        """The folder of the dataset's marks (on the work directory's store, shared by every host), and this one's key."""
+        where = Location(self.mark)
+        return record_files(where.parent), where.name
+
+    def _write_mark(self, client: _Client, offsets: dict[int, int], version: str | None) -> dict[int, int]:
+        """Keep `offsets` and the topic's id durably as the mark, before anything (more) is produced: created only if
+        absent, or replacing only the `version` read. Another driver's mark written first is the one kept and used:
+        what it sent lies past it."""
+        files, key = self._marks()
+        body = checked_json.encode({"topic": self.topic, "commit_id": self.commit_id,
+                                    "topic_id": client.topic_id(self.describe()),
+                                    "offsets": {str(p): o for p, o in offsets.items()}})
+        try:
+            if version is None:
+                files.create(key, body)
+            else:
+                files.swap(key, body, version)
+        except Conflict:
+            found = self._read_mark()
+            if found is None:
+                raise CommitError(f"{self.describe()}: its mark {files.locate(key)} was removed while written; "
+                                  "nothing more is sent, the next run tries again") from None
+            return found[0][0]
         return offsets
 
-    def _read_mark(self) -> tuple[dict[int, int], str | None]:
-        """The mark's offsets, and the topic id they belong to (None: a broker without topic ids, or an older mark)."""
-        body = checked_json.read(Path(self.mark), CommitError, "dead-letter mark",
-                                 "the step cannot tell what it sent; nothing more is sent")
-        return {int(p): int(o) for p, o in body["offsets"].items()}, body.get("topic_id")
+    def _read_mark(self) -> tuple[tuple[dict[int, int], str | None], str] | None:
+        """The mark's offsets and the topic id they belong to (None: a broker without topic ids, or an older mark),
+        with the mark's version; None when no mark was kept."""
+        files, key = self._marks()
+        found = read_record(files, key, CommitError, "dead-letter mark", "the step cannot tell what it sent; nothing "
+                                                                        "more is sent")
+        if found is None:
+            return None
+        body, version = found
+        return ({int(p): int(o) for p, o in body["offsets"].items()}, body.get("topic_id")), version
+
+    def _forget_older(self) -> None:
+        """The marks of the dataset's earlier commits: their sequences are done (a dataset has one pending at most)."""
+        files, key = self._marks()
+        for name in files.names(""):
+            if name != key and name.endswith(".json"):
+                files.delete(name)
 
     def _entries(self) -> Iterator[tuple[int, int, dict[str, Any]]]:
         for i, (path, count) in enumerate(self.files):
@@ -206,14 +241,6 @@ class KafkaDeadLetterStep(CommitStep):
         headers += [(PREFIX + k, str(v).encode("utf-8")) for k, v in provenance]
         headers.append((ID_HEADER, f"{self.commit_id}#{i}:{j}".encode()))
         return key, value, headers
-
-
-def _forget_older(mark: Path) -> None:
-    """The marks of the dataset's earlier commits: their sequences are done (a dataset has one pending at most)."""
-    if mark.parent.is_dir():
-        for old in mark.parent.glob("*.json"):
-            if old != mark:
-                old.unlink(missing_ok=True)
 
 
 class _Client:
