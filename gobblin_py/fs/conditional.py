@@ -4,10 +4,12 @@ Two hosts can only agree through a store that refuses a stale write. Object stor
 create-if-absent (`If-None-Match: *`) and compare-and-swap (`If-Match: <etag>` on S3 and Azure, a generation on GCS).
 `obstore` (the Python binding of the Rust `object_store` crate, which delta-rs also uses) exposes both as put modes for
 S3, GCS and Azure behind one call, and raises a distinct error for each failed precondition; fsspec/s3fs expose
-neither portably, so this module uses obstore for URLs. A local directory has no compare-and-swap, so `LocalBlobs`
-builds one from numbered versions, each created only if absent, and no locks (a frozen writer must block nobody):
-correct among the processes of one host, or of hosts sharing a filesystem whose exclusive create holds across them
-(NFSv4).
+neither portably, so this module uses obstore for URLs. A local directory has no compare-and-swap of a named file,
+and a lock would let a frozen holder (SIGSTOP, or a driver thread stopped with its process) block everyone; so
+`NumberedVersions` builds one for the lease (`LocalBlobs`) and the records (`fs.records`): each write of a value is a
+new file, created only if absent (a no-replace link) and named by its number, so of two writers from one version
+exactly one wins, at any speed, and no process waits on another. This is correct among the processes of one host, or
+of hosts sharing a filesystem whose exclusive create holds across them (NFSv4).
 
 A version is opaque (an ETag, or a local version number). Callers put a fresh nonce in every body they
 write, so two writes never share a version (an ETag is the MD5 of the bytes: equal bodies would share one).
@@ -21,9 +23,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Callable, Protocol
 
-from gobblin_py.durable import atomic_replace, fsync_dir, makedirs_durably
+from gobblin_py.durable import atomic_replace, fsync_dir, makedirs_durably, remove_durably
 from gobblin_py.errors import ConfigError, StateStoreError
 
 
@@ -73,11 +75,116 @@ def open_blobs(location: str | Path, filesystems: Mapping[str, Mapping[str, Any]
     return ObjectBlobs(text, (filesystems or {}).get(text.split("://", 1)[0].lower(), {}))
 
 
+def versions_folder(path: Path) -> Path:
+    """Where the numbered versions of `path` live: a hidden folder beside it, so that reading a file without any costs
+    one failed lookup, not a listing of its directory (thousands of datasets' watermarks), and a listing of the
+    directory shows each key once."""
+    return path.with_name(f".{path.name}.versions")
+
+
+_BESIDE = re.compile(r"^([^.].*)\.v(\d+)$")
+_UPGRADED: set[str] = set()
+
+
+def _upgrade(folder: Path) -> None:
+    """Move the numbered versions an earlier build kept beside their file (`<name>.v<N>`) into their folder, once per
+    folder and process, before anything there is read: left beside, they would be ignored and the file's older plain
+    value read instead."""
+    if str(folder) in _UPGRADED:
+        return
+    try:
+        names = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        names = []
+    except OSError as exc:
+        raise StateStoreError(f"{folder}: cannot list it: {exc.strerror or exc}") from None
+    for name in names:
+        beside = _BESIDE.match(name)
+        if beside is None:
+            continue
+        target = versions_folder(folder / beside.group(1)) / beside.group(2)
+        makedirs_durably(target.parent)
+        try:
+            os.link(folder / name, target)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:  # another process moved it meanwhile
+            continue
+        fsync_dir(target.parent)
+        remove_durably(folder / name)
+    _UPGRADED.add(str(folder))
+
+
+class NumberedVersions:
+    """The numbered versions of the file at `path`; the newest is its value. `keep`: versions kept below the newest (a
+    reader that listed them, then opens one, may find it removed and lists again); `kept`: numbers never removed."""
+
+    def __init__(self, path: Path, keep: int, kept: frozenset[int] = frozenset()) -> None:
+        self.path, self.keep, self.kept = Path(path), keep, kept
+        self.folder = versions_folder(self.path)
+        _upgrade(self.path.parent)
+
+    def numbers(self) -> list[int]:
+        """The numbers written, ascending ([] when none)."""
+        try:
+            names = os.listdir(self.folder)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            raise StateStoreError(f"{self.folder}: cannot list it: {exc.strerror or exc}") from None
+        return sorted(int(n) for n in names if n.isdigit())
+
+    def file(self, number: int) -> Path:
+        return self.folder / str(number)
+
+    def newest(self) -> tuple[bytes, int] | None:
+        """The newest version's bytes and number; None when there is none."""
+        for _ in range(5):  # the newest may be removed by a writer's clean-up meanwhile: list again
+            numbers = self.numbers()
+            if not numbers:
+                return None
+            try:
+                return self.file(numbers[-1]).read_bytes(), numbers[-1]
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise StateStoreError(f"{self.file(numbers[-1])}: cannot read it: {exc.strerror or exc}") from None
+        raise StateStoreError(f"{self.path}: its numbered versions kept changing while read")
+
+    def write(self, number: int, write: Callable[[BinaryIO], None]) -> None:
+        """Create version `number` only if absent; Conflict when it exists, or when a higher one already stood (then
+        it is not the value, and is removed again). Versions `keep` below it are removed."""
+        makedirs_durably(self.folder)
+        target = self.file(number)
+        try:
+            atomic_replace(target, write, replace=False, mode=0o644)
+        except FileExistsError:
+            raise Conflict(f"{self.path} version {number} exists: another writer was first") from None
+        fsync_dir(self.folder)
+        numbers = self.numbers()
+        if numbers and numbers[-1] != number:  # a stale writer's number below the newest: not the value
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            raise Conflict(f"{self.path} moved on to version {numbers[-1]}")
+        for old in numbers[:-self.keep - 1]:
+            if old not in self.kept:
+                with contextlib.suppress(FileNotFoundError):
+                    self.file(old).unlink()
+
+    def remove(self) -> None:
+        """Every version, oldest first (a crash midway leaves the value or none), then the folder."""
+        for number in self.numbers():
+            remove_durably(self.file(number))
+        with contextlib.suppress(FileNotFoundError, OSError):  # not empty: a writer added one meanwhile
+            self.folder.rmdir()
+            fsync_dir(self.folder.parent)
+
+
 class LocalBlobs:
-    """A local directory, without locks: each write of a key is a new file `<key>.v<N>`, created only if absent (a
-    no-replace rename), and the key's value is its highest version. Create is version 1; a swap from version N creates
-    N + 1 and holds only while no higher version exists. No process ever waits on another, so a writer frozen in the
-    middle of a write (SIGSTOP) blocks nobody. Versions more than `KEEP` below the newest are removed."""
+    """A local directory, without locks: each write of a key is its next numbered version (`NumberedVersions`), and the
+    key's value is its highest. Create is version 1, kept for good so that a create keeps failing once the key exists;
+    a swap from version N creates N + 1 and holds only while no higher version exists. No process ever waits on
+    another, so a writer frozen in the middle of a write (SIGSTOP) blocks nobody."""
 
     KEEP = 20
 
@@ -85,55 +192,23 @@ class LocalBlobs:
         self.root = Path(root)
         self.where = str(self.root)
 
-    def _path(self, key: str) -> Path:
-        return self.root.joinpath(*key.split("/"))
-
-    def _versions(self, key: str) -> list[int]:
-        path = self._path(key)
-        prefix = path.name + ".v"
-        try:
-            names = os.listdir(path.parent)
-        except FileNotFoundError:
-            return []
-        return sorted(int(n[len(prefix):]) for n in names if n.startswith(prefix) and n[len(prefix):].isdigit())
+    def _versions(self, key: str) -> NumberedVersions:
+        return NumberedVersions(self.root.joinpath(*key.split("/")), self.KEEP, kept=frozenset({1}))
 
     def get(self, key: str) -> Blob | None:
-        for _ in range(5):  # the newest may be removed by a writer's clean-up meanwhile: list again
-            versions = self._versions(key)
-            if not versions:
-                return None
-            path = self._path(key)
-            try:
-                return Blob(path.with_name(f"{path.name}.v{versions[-1]}").read_bytes(), str(versions[-1]))
-            except FileNotFoundError:
-                continue
-        raise StateStoreError(f"{self._path(key)}: its versions kept changing while read")
-
-    def _write(self, key: str, data: bytes, version: int) -> str:
-        path = self._path(key)
-        makedirs_durably(path.parent)
-        try:
-            atomic_replace(path.with_name(f"{path.name}.v{version}"), lambda f: f.write(data), replace=False, mode=0o644)
-        except FileExistsError:
-            raise Conflict(f"{path} version {version} exists: another writer was first") from None
-        fsync_dir(path.parent)
-        newest = self._versions(key)
-        if newest and newest[-1] != version:  # a higher version already stood: this write is not the key's value
-            raise Conflict(f"{path} moved on to version {newest[-1]}")
-        for old in newest[:-self.KEEP]:
-            if old != 1:  # version 1 stays: a create must keep failing once the key exists
-                with contextlib.suppress(FileNotFoundError):
-                    path.with_name(f"{path.name}.v{old}").unlink()
-        return str(version)
+        found = self._versions(key).newest()
+        return None if found is None else Blob(found[0], str(found[1]))
 
     def create(self, key: str, data: bytes) -> str:
-        return self._write(key, data, 1)
+        self._versions(key).write(1, lambda f: f.write(data))
+        return "1"
 
     def locate(self, key: str) -> str:
-        return f"{self._path(key)}.v*"
+        return str(self._versions(key).folder)
 
     def swap(self, key: str, data: bytes, version: str) -> str:
-        return self._write(key, data, int(version) + 1)
+        self._versions(key).write(int(version) + 1, lambda f: f.write(data))
+        return str(int(version) + 1)
 
 
 class ObjectBlobs:

@@ -10,7 +10,8 @@ the job cannot both move a record on. A local directory has no compare-and-swap 
 rename lets a writer frozen between the two (a driver thread stopped with its process, SIGSTOP) rename an older
 record over a newer driver's when it wakes (CDC soak seed 2481847510: a dataset's older watermarks stood, and the slot
 was past them). Where two drivers may write at once (inside `numbered_versions`, which a commit under a lease enters)
-a local swap therefore writes the next numbered version, `<key>.v<N+1>`, created only if absent (a no-replace link):
+a local swap therefore writes the next numbered version (`fs.conditional.NumberedVersions`, kept in a hidden folder
+beside the file), created only if absent (a no-replace link):
 of two writers from one version exactly one wins, at any speed, and no process waits on another. A key's value is its
 highest numbered version, else the plain file (every earlier release's layout, and the one a job without a lease
 keeps: one writer, the job's lock, so its conditions are checked by reading first, its version the content's checksum).
@@ -23,8 +24,6 @@ import contextlib
 import contextvars
 import functools
 import json
-import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -34,7 +33,7 @@ import crc32c
 from gobblin_py import checked_json
 from gobblin_py.durable import atomic_replace, atomic_write, fsync_dir, remove_durably, writing
 from gobblin_py.errors import GobblinError, StateStoreError
-from gobblin_py.fs.conditional import Blob, Blobs, Conflict, ObjectBlobs, is_url
+from gobblin_py.fs.conditional import Blob, Blobs, Conflict, NumberedVersions, ObjectBlobs, is_url
 
 
 class RecordFiles(Blobs, Protocol):
@@ -63,7 +62,6 @@ def _version(data: bytes) -> str:
 
 
 _numbered: contextvars.ContextVar[bool] = contextvars.ContextVar("gobblin_py_numbered_versions", default=False)
-_NUMBERED_NAME = re.compile(r"^(.+)\.v(\d+)$")
 
 
 @contextlib.contextmanager
@@ -79,11 +77,11 @@ def numbered_versions() -> Iterator[None]:
 
 class LocalRecordFiles:
     """A local directory: each write atomic and durable (fsynced file and directory); a key's value is its highest
-    numbered version `<key>.v<N>` where it has any, else its plain file (see the module's docstring)."""
+    numbered version where it has any (`NumberedVersions`), else its plain file (see the module's docstring)."""
 
     KEEP = 5
-    """Numbered versions kept below the newest (a reader that listed the folder then opens one may find it gone: it
-    lists again)."""
+    """Numbered versions kept below the newest (a reader that listed them, then opens one, may find it gone: it lists
+    again)."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -92,67 +90,35 @@ class LocalRecordFiles:
     def _path(self, key: str) -> Path:
         return self.root.joinpath(*key.split("/")) if key else self.root
 
+    def _versions(self, key: str) -> NumberedVersions:
+        return NumberedVersions(self._path(key), self.KEEP)
+
     def locate(self, key: str) -> str:
         return str(self._path(key))
 
-    def _numbers(self, key: str) -> list[int]:
-        """The numbered versions of `key`, ascending."""
-        path = self._path(key)
-        prefix = path.name + ".v"
-        try:
-            names = os.listdir(path.parent)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        except OSError as exc:
-            raise StateStoreError(f"{path.parent}: cannot list it: {exc.strerror or exc}") from None
-        return sorted(int(n[len(prefix):]) for n in names if n.startswith(prefix) and n[len(prefix):].isdigit())
-
-    def _numbered_path(self, key: str, number: int) -> Path:
-        path = self._path(key)
-        return path.with_name(f"{path.name}.v{number}")
-
     def get(self, key: str) -> Blob | None:
+        versions = self._versions(key)
+        found = versions.newest()
+        if found is not None:
+            return Blob(found[0], f"v{found[1]}")
         path = self._path(key)
-        for _ in range(5):  # the newest may be removed by a writer's clean-up meanwhile: list again
-            numbers = self._numbers(key)
-            try:
-                if numbers:
-                    return Blob(self._numbered_path(key, numbers[-1]).read_bytes(), f"v{numbers[-1]}")
-                data = path.read_bytes()
-            except (FileNotFoundError, NotADirectoryError):
-                if numbers:
-                    continue
-                return None
-            except OSError as exc:
-                raise StateStoreError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-            return Blob(data, _version(data))
-        raise StateStoreError(f"{path}: its numbered versions kept changing while read")
+        try:
+            data = path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            found = versions.newest()  # its first numbered version written meanwhile
+            return None if found is None else Blob(found[0], f"v{found[1]}")
+        except OSError as exc:
+            raise StateStoreError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+        return Blob(data, _version(data))
 
     def put(self, key: str, data: bytes, midway: Callable[[], None] | None = None) -> str:
-        numbers = self._numbers(key)
+        versions = self._versions(key)
+        numbers = versions.numbers()
         if numbers:  # a numbered key stays numbered: the job's single writer (an operator's command) takes the next
-            return self._write_number(key, data, numbers[-1] + 1, midway)
+            versions.write(numbers[-1] + 1, writing(data, midway))
+            return f"v{numbers[-1] + 1}"
         atomic_write(self._path(key), data, midway=midway)
         return _version(data)
-
-    def _write_number(self, key: str, data: bytes, number: int, midway: Callable[[], None] | None = None) -> str:
-        """Create `<key>.v<number>` only if absent (Conflict otherwise, or when a higher number already stood), then
-        remove the versions `KEEP` below it."""
-        target = self._numbered_path(key, number)
-        try:
-            atomic_replace(target, writing(data, midway), replace=False, mode=0o644)
-        except FileExistsError:
-            raise Conflict(f"{target} exists: another writer was first") from None
-        fsync_dir(target.parent)
-        numbers = self._numbers(key)
-        if numbers and numbers[-1] != number:  # a stale writer's number below the newest: not the key's value
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
-            raise Conflict(f"{self._path(key)} moved on to version {numbers[-1]}")
-        for old in numbers[:-self.KEEP - 1]:
-            with contextlib.suppress(FileNotFoundError):
-                self._numbered_path(key, old).unlink()
-        return f"v{number}"
 
     def create(self, key: str, data: bytes) -> str:
         path = self._path(key)
@@ -165,19 +131,20 @@ class LocalRecordFiles:
 
     def swap(self, key: str, data: bytes, version: str) -> str:
         if version.startswith("v") and version[1:].isdigit():
-            return self._write_number(key, data, int(version[1:]) + 1)
+            self._versions(key).write(int(version[1:]) + 1, writing(data))
+            return f"v{int(version[1:]) + 1}"
         current = self.get(key)
         if current is None or current.version != version:
             raise Conflict(f"{self._path(key)} changed since it was read")
         if _numbered.get():  # from the plain file to version 1: a writer frozen after this check cannot win later
-            return self._write_number(key, data, 1)
+            self._versions(key).write(1, writing(data))
+            return "v1"
         return self.put(key, data)
 
     def delete(self, key: str) -> None:
         """The plain file first, then the numbered versions from the oldest: a crash midway leaves the value or none."""
         remove_durably(self._path(key))
-        for number in self._numbers(key):
-            remove_durably(self._numbered_path(key, number))
+        self._versions(key).remove()
 
     def names(self, prefix: str) -> list[str]:
         folder = self._path(prefix)
@@ -185,15 +152,16 @@ class LocalRecordFiles:
             return []
         names = set()
         for p in folder.iterdir():
-            if p.name.startswith(".") or not p.is_file():
+            if p.name.startswith("."):  # a temp file, or a key's numbered versions: the key is its plain file
                 continue
-            numbered = _NUMBERED_NAME.match(p.name)
-            names.add(numbered.group(1) if numbered else p.name)
+            if p.is_file():
+                names.add(p.name)
         return sorted(names)
 
     def folders(self, prefix: str) -> list[str]:
         folder = self._path(prefix)
-        return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+        return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")) \
+            if folder.is_dir() else []
 
     def child(self, prefix: str) -> LocalRecordFiles:
         return LocalRecordFiles(self._path(prefix))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.errors import LeaseLostError
-from gobblin_py.fs import records
+from gobblin_py.fs import conditional, records
 from gobblin_py.fs.conditional import Conflict
 from gobblin_py.fs.records import LocalRecordFiles
 from gobblin_py.state.store import WatermarkFile, writing_at
@@ -45,6 +45,7 @@ def test_a_driver_frozen_between_its_check_and_its_write_never_writes_over_a_new
 
     monkeypatch.setattr(records, "atomic_write", holding(records.atomic_write))
     monkeypatch.setattr(records, "atomic_replace", holding(records.atomic_replace))
+    monkeypatch.setattr(conditional, "atomic_replace", holding(conditional.atomic_replace))  # a numbered version
     outcome: dict[str, object] = {}
 
     def older() -> None:
@@ -68,3 +69,24 @@ def test_a_driver_frozen_between_its_check_and_its_write_never_writes_over_a_new
     assert outcome["older"] != "written", "the frozen driver's older watermarks were written over the newer commit"
     assert WatermarkFile(tmp_path, "public.t2").read() == {"lsn": 200}
     assert LocalRecordFiles(tmp_path).names("watermarks") == ["public.t2.json"]  # versions are one record
+
+
+def test_numbered_versions_an_earlier_build_kept_beside_their_file_are_still_the_value(tmp_path: Path) -> None:
+    """An earlier build kept a key's numbered versions beside its file (`<key>.v<N>`); read as they stand, the
+    older plain file would be taken for the value (older watermarks: records read again). They move into the key's
+    versions folder before anything there is read, and the next swap goes on from them."""
+    folder = tmp_path / "watermarks"
+    folder.mkdir()
+    (folder / "a.json").write_bytes(b"plain, older")
+    (folder / "a.json.v2").write_bytes(b"version 2")
+    (folder / "a.json.v3").write_bytes(b"version 3, the value")
+    (folder / "b.json").write_bytes(b"b's only value")
+    files = LocalRecordFiles(tmp_path)
+    assert files.get("watermarks/a.json").data == b"version 3, the value"
+    assert files.get("watermarks/b.json").data == b"b's only value"
+    assert files.names("watermarks") == ["a.json", "b.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [".a.json.versions", "a.json", "b.json"]
+    files.swap("watermarks/a.json", b"version 4", files.get("watermarks/a.json").version)
+    with pytest.raises(Conflict):
+        files.swap("watermarks/a.json", b"stale", "v3")
+    assert files.get("watermarks/a.json").data == b"version 4"
