@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import enum
 import inspect
+import re
 import sys
 import types
 import typing
@@ -170,6 +171,57 @@ FRAMEWORK_KEYS: dict[str, list[tuple[str, str, str, str]]] = {
 """The keys the loader reads itself (gobblin_py/config/loader.py) rather than through a settings model."""
 
 
+READ_IN: dict[str, str | None] = {
+    "job.name": "runtime/runner.py", "job.description": None, "job.work_dir": "config/model.py",
+    "job.work_store": "config/model.py", "job.task_output_dir": "config/model.py", "job.filesystems": "fs/registry.py",
+    "job.commit_policy": "runtime/publish.py", "job.max_task_retries": "runtime/task/pipeline.py",
+    "job.lock": "commit/guard.py", "job.lease": "commit/guard.py", "job.lease.url": "config/model.py",
+    "job.lease.ttl": "commit/guard.py", "job.delivery": "runtime/publish.py",
+    "job.commit_max_attempts": "runtime/publish.py", "job.commit_retry_backoff": "runtime/publish.py",
+    "job.commit_parallelism": "runtime/publish.py", "job.commit_on_executors_from": "runtime/publish.py",
+    "job.retention_runs": "runtime/runner.py", "job.schedule": "scheduling/scheduler.py",
+    "job.mode": "cli/main.py", "job.checkpoint_interval": "scheduling/continuous.py",
+    "job.checkpoint_max_records": "runtime/planning.py", "job.continuous": "scheduling/continuous.py",
+    "job.continuous.max_consecutive_failures": "scheduling/continuous.py",
+    "job.continuous.max_backoff": "scheduling/continuous.py", "job.columnar": "runtime/task/pipeline.py",
+    "job.alert": "state/alerts.py", "job.alert.after_failures": "state/alerts.py", "job.alert.email": "state/alerts.py",
+    "job.alert.email.host": "state/alerts.py", "job.alert.email.port": "state/alerts.py",
+    "job.alert.email.from": "state/alerts.py", "job.alert.email.to": "state/alerts.py",
+    "job.alert.email.username": "state/alerts.py", "job.alert.email.password_env": "state/alerts.py",
+    "job.alert.email.starttls": "state/alerts.py", "job.alert.command": "state/alerts.py",
+    "spark.master": "runtime/executors/session.py", "spark.app_name": "runtime/executors/session.py",
+    "spark.conf": "runtime/executors/session.py", "spark.in_driver_below": "runtime/executors/spark.py",
+    "spark.class_archive": "runtime/executors/spark.py", "logging.level": "cli/main.py",
+    "logging.spark_level": "runtime/executors/spark.py", "compaction.target_size": "compaction/plan.py",
+    "compaction.min_files": "compaction/plan.py", "compaction.older_than": "compaction/plan.py",
+    "compaction.partition": "compaction/plan.py", "compaction.datasets": "compaction/plan.py",
+    "compaction.dedup": "compaction/plan.py", "compaction.dedup.key": "compaction/plan.py",
+    "compaction.dedup.keep": "compaction/plan.py", "compaction.dedup.order_by": "compaction/plan.py",
+    "compaction.schedule": "scheduling/scheduler.py",
+    "maintenance.expire_snapshots_older_than": "maintenance/options.py", "maintenance.keep_last": "maintenance/options.py",
+    "maintenance.remove_orphans_older_than": "maintenance/options.py", "maintenance.retention": "maintenance/options.py",
+    "maintenance.datasets": "maintenance/options.py", "maintenance.schedule": "scheduling/scheduler.py",
+    "source.class": "config/loader.py", "converters": "config/loader.py", "quality.row": "config/loader.py",
+    "quality.task": "config/loader.py", "quality.bad_records": "runtime/task/pipeline.py",
+    "fork.class": "config/loader.py", "fork.branches": "config/loader.py", "writer.class": "config/loader.py",
+    "publisher.class": "config/loader.py",
+}
+"""Each key → the module (under gobblin_py/) where its value takes effect (None: kept, read by nothing); checked
+against the code by `_read_in`: every key has one, and the module names the key's last part."""
+
+
+def _read_in(key: str) -> str:
+    """The "read in" cell of `key`; an AssertionError when the mapping misses it or its module never names it."""
+    assert key in READ_IN, f"{key}: say where it is read in scripts/gen_docs.py READ_IN"
+    module = READ_IN[key]
+    if module is None:
+        return "kept only"
+    source = (REPO / "gobblin_py" / module).read_text(encoding="utf-8")
+    last = key.rsplit(".", 1)[-1]
+    assert re.search(rf"\b{re.escape(last)}\b", source), f"{key}: READ_IN names {module}, which never names {last!r}"
+    return f"`{module}`"
+
+
 def _gobblin_keys() -> dict[str, list[str]]:
     """gobblin-py key → the Gobblin keys that set it."""
     from gobblin_py.config.gobblin.mapping import KEYS
@@ -195,7 +247,8 @@ def job_keys_page() -> str:
     intro = ("Every key of a job file, section by section, as the loader validates it. Defaults are the package's "
              "(`gobblin_py/conf/defaults.yaml`, overridden by a site file named by `GOBBLIN_PY_DEFAULTS`, then by the "
              "job file). A plugin's own settings (`source:` beside `class: kafka` …) are in [plugins.md](plugins.md). "
-             "The Gobblin column names the Apache Gobblin keys a `.pull` file sets it with "
+             "The read-in column names the module (under `gobblin_py/`) where a key's value takes effect; the Gobblin column "
+             "names the Apache Gobblin keys a `.pull` file sets it with "
              "([gobblin-mapping.md](gobblin-mapping.md)).\n")
     parts = [HEADER, "# Job file keys\n\n", intro]
     for section in SECTIONS:
@@ -207,8 +260,8 @@ def job_keys_page() -> str:
             rows = list(settings_rows(model, f"{section}.", defaults.get(section) or {}))
         else:
             rows = FRAMEWORK_KEYS[section]
-        parts.append(_table([(f"`{k}`", t, d, desc, ", ".join(f"`{g}`" for g in gobblin.get(k, [])))
-                             for k, t, d, desc in rows], ("key", "type", "default", "meaning", "Gobblin")))
+        parts.append(_table([(f"`{k}`", t, d, desc, _read_in(k), ", ".join(f"`{g}`" for g in gobblin.get(k, [])))
+                             for k, t, d, desc in rows], ("key", "type", "default", "meaning", "read in", "Gobblin")))
     return "".join(parts)
 
 
