@@ -33,8 +33,10 @@ def test_a_recreated_topic_never_reuses_an_earlier_runs_names(tmp_path: Path, br
     # the operator resets the job's state (here: a fresh work directory) to read the new topic from its start
     job = kafka_job(tmp_path, broker.bootstrap, [topic])
     job["job"]["work_dir"] = str(tmp_path / "work-after-reset")
-    for claim in (tmp_path / "output" / "_gobblin-py" / "claims").glob("*"):  # the new directory takes the output over,
-        claim.unlink()                                                      # as the claim's refusal says to
+    import shutil
+
+    shutil.rmtree(tmp_path / "output" / "_gobblin-py" / "claims")  # the new directory takes the output over, as the
+    # claim's refusal says to
     _run(tmp_path, job)
     ids = output_ids(tmp_path / "output", topic)
     expected = {e["id"] for data in (first, second) for evs in data.values() for e in evs}
