@@ -57,12 +57,15 @@ def test_a_driver_paused_past_its_lease_commits_nothing_when_it_wakes(tmp_path: 
     zombie = start_paused(job, point)
     try:
         refused = run_cli("run", str(job), "--in-process")
-        assert refused.returncode == 1, refused.stdout + refused.stderr
-        assert "is running elsewhere" in refused.stderr and f"pid {zombie.pid}" in refused.stderr
-        assert "Traceback" not in refused.stderr
-
-        time.sleep(TTL + 0.5)  # the frozen driver's lease expires: the other host takes the job over
-        took = run_cli("run", str(job), "--in-process")
+        said = refused.stdout + refused.stderr
+        if refused.returncode == 0 and "took over the lease of epoch 1" in said and "expired" in said:
+            took = refused  # a slow start (a loaded machine): the lease had expired by the time it looked, as it says
+        else:
+            assert refused.returncode == 1, said
+            assert "is running elsewhere" in refused.stderr and f"pid {zombie.pid}" in refused.stderr
+            assert "Traceback" not in refused.stderr
+            time.sleep(TTL + 0.5)  # the frozen driver's lease expires: the other host takes the job over
+            took = run_cli("run", str(job), "--in-process")
         assert took.returncode == 0, took.stdout + took.stderr
         if point != "commit.store_write_midway":  # midway, the frozen driver's record is not written yet: nothing to recover
             assert "recovered" in (took.stdout + took.stderr).lower()

@@ -178,7 +178,10 @@ def test_a_driver_paused_past_its_lease_on_the_store_commits_nothing_when_it_wak
                                           job__lease={"ttl": TTL}, publisher={"final_dir": f"s3://{bucket}/output"}))
     def refused_while_live() -> None:
         refused = on_host(tmp_path / "host-b", job, "run", "--in-process")
-        assert refused.returncode == 1 and "is running elsewhere" in refused.stderr, refused.stdout + refused.stderr
+        said = refused.stdout + refused.stderr
+        if refused.returncode == 0 and "took over the lease of epoch 1" in said and "expired" in said:
+            return  # a slow start (a loaded machine): the lease had expired by the time host-b looked, as it says
+        assert refused.returncode == 1 and "is running elsewhere" in refused.stderr, said
 
     taken_over_then_woken(tmp_path, job, frozen_on_host(tmp_path / "host-a", job, point), refused_while_live)
     again = on_host(tmp_path / "host-a", job, "run", "--in-process")
