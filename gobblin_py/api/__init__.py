@@ -10,6 +10,7 @@ from gobblin_py.api.fork import ForkOperator
 from gobblin_py.api.plugin import NoSettings, Plugin, Settings
 from gobblin_py.api.quality import BranchStats, RowPolicy, RowPolicyType, TaskPolicy, TaskPolicyType
 from gobblin_py.api.source import Extractor, Source, SourceState
+from gobblin_py.api.split import Split, SplitMismatch
 from gobblin_py.api.types import Record, Schema, SchemaKind, WatermarkValue
 from gobblin_py.api.upkeep import PendingCommit, TableUpkeep, UpkeepAction, UpkeepRequest
 from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit, flatten
@@ -20,7 +21,7 @@ __all__ = [
     "BatchConverter", "BatchExtractor", "BatchWriter", "BranchStats", "Claimant", "CommitStep", "Committer", "Converter", "CsvBlock", "DataPublisher", "DatasetCommit", "DataWriter",
     "DedupSpec", "Delivery", "Extractor", "FileMerger", "ForkOperator", "GlobalCommitter", "MergedFiles", "MergeSpec", "MultiWorkUnit", "NoSettings",
     "JsonLines", "OneToOneConverter", "OutputFile", "PendingCommit", "Plugin", "PublishContext", "RawBatch", "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "SchemaKind",
-    "Settings", "Source", "SourceMessage", "SourceState", "StepStatus", "TableCompaction", "TableFile", "TableReplace", "TargetWatermarks", "TaskContext", "TaskCounter", "TaskError",
+    "Settings", "Source", "SourceMessage", "SourceState", "Split", "SplitMismatch", "StepStatus", "TableCompaction", "TableFile", "TableReplace", "TargetWatermarks", "TaskContext", "TaskCounter", "TaskError",
     "TableUpkeep", "TaskPolicy", "TaskPolicyType", "UpkeepAction", "UpkeepRequest", "WatermarkValue",
     "WorkUnit", "WriterTarget", "flatten",
 ]

@@ -10,6 +10,7 @@ from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.api.context import SourceMessage, TaskContext
 from gobblin_py.api.lag import DatasetLag
 from gobblin_py.api.plugin import Plugin
+from gobblin_py.api.split import Split
 from gobblin_py.api.types import Record, Schema, SchemaKind, WatermarkValue
 from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit
 
@@ -98,6 +99,9 @@ class Source(Plugin, abc.ABC):
     step_types: ClassVar[tuple[type[CommitStep], ...]] = ()
     """The commit step classes `commit_steps` returns, so the commit store can load them (recovery rebuilds a step
     from the commit record by its `type_name`)."""
+    split_type: ClassVar[type[Split] | None] = None
+    """The typed split every WorkUnit of this source carries (`Split.of(workunit)` in the Extractor); planning checks
+    each planned unit against it. None: the source's work units carry no split (a source written before splits)."""
     change_markers: ClassVar[Mapping[str, tuple[str, str]]] = {}
     """Where this source's records are changes, not rows: each kind a table kept equal by key must apply as what it
     is (`delete`, `truncate`) → (column, value) marking it. The loader refuses a publisher that would apply one as

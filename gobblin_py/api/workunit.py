@@ -22,6 +22,9 @@ class WorkUnit:
     low_watermark: WatermarkValue
     expected_high_watermark: WatermarkValue
     props: dict[str, Any] = field(default_factory=dict)
+    """Only what the dataset's state keeps: `state.<name>` entries (see `SourceState.kept`)."""
+    split: dict[str, Any] = field(default_factory=dict)
+    """The source's typed split, packed (`Split.packed()`): what the Extractor reads, checked at planning."""
 
 
 @dataclass(frozen=True)

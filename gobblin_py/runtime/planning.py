@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from gobblin_py.api import MultiWorkUnit, SourceState, WorkUnit, flatten
+from gobblin_py.api.split import Split, SplitMismatch
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import GobblinError, SourceError, StateStoreError, describe
 from gobblin_py.runtime.task.pipeline import columnar_shape
@@ -59,6 +60,7 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback
         raise SourceError(f"source {job.source.path} could not plan work units: {describe(exc)}") from exc
     check_names(units, job.source.label)
+    check_splits(units, job.source.label, source.split_type)
     unreadable = committed.unreadable
     return Plan(without(units, set(skip) | set(unreadable)), committed.watermarks, committed.key_stats,
                 source_state.input_problems, source_state.notices, unreadable, sizes, native)
@@ -95,6 +97,18 @@ def check_names(units: list[WorkUnit | MultiWorkUnit], source: str) -> None:
             if not _one_component(name):
                 raise SourceError(f"source {source} planned work unit {wu.id!r} of dataset {wu.dataset!r}: its {what} must be "
                                   "one path component (no '/', '\\' or NUL, no leading or trailing spaces, not '.' or '..')")
+
+
+def check_splits(units: list[WorkUnit | MultiWorkUnit], source: str, split_type: type[Split] | None) -> None:
+    """Every planned WorkUnit carries a split of its source's declared type and version, its fields as typed: a
+    mismatch is the source's bug, reported at planning, naming the work unit and the field, before any task runs."""
+    if split_type is None:
+        return
+    for wu in flatten(units):
+        try:
+            split_type.of(wu)
+        except SplitMismatch as exc:
+            raise SourceError(f"source {source} planned a work unit whose split does not fit {split_type.__name__}: {exc}") from None
 
 
 def without(units: list[WorkUnit | MultiWorkUnit], datasets: set[str]) -> list[WorkUnit | MultiWorkUnit]:
