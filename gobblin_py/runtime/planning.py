@@ -52,6 +52,7 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     try:
         source = job.source.create()
         units = source.get_workunits(source_state)
+        check_splits(units, job.source.label, source.split_type)  # before the source's own estimates read them
         sizes = {wu.id: source.estimated_bytes(wu, source_state) for wu in flatten(units)}
         shape = columnar_shape(job)
         native = {} if shape is None else {wu.id: min(1.0, max(0.0, source.native_share(wu, shape))) for wu in flatten(units)}
@@ -60,7 +61,6 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     except Exception as exc:  # noqa: BLE001 - a plugin's planning failure is reported, not a traceback
         raise SourceError(f"source {job.source.path} could not plan work units: {describe(exc)}") from exc
     check_names(units, job.source.label)
-    check_splits(units, job.source.label, source.split_type)
     unreadable = committed.unreadable
     return Plan(without(units, set(skip) | set(unreadable)), committed.watermarks, committed.key_stats,
                 source_state.input_problems, source_state.notices, unreadable, sizes, native)

@@ -35,6 +35,7 @@ from gobblin_py.api import (
     CommitStep,
     Committer,
     Converter,
+    SplitMismatch,
     DataWriter,
     Delivery,
     DatasetCommit,
@@ -133,7 +134,8 @@ def check_source(source_cls: type[Source], settings: SettingsLike = None, state:
                  expected_records: Sequence[Record] | None = None, tmp_dir: Path | None = None) -> list[Record]:
     """Plan twice, read every work unit twice, commit the watermarks reached and plan again; the records read.
 
-    Rules: work unit ids are unique in a plan; the same state gives the same work units (ids, ranges, props);
+    Rules: the source declares a split type and every work unit carries a split of it; work unit ids are unique in a
+    plan; the same state gives the same work units (ids, ranges, splits, props);
     an extractor reads the same records each time; with `expected_records`, the plan reads each of them exactly
     once; once the run's watermarks are committed, the next plan reads none of those records again (give the
     source input with no two equal records for this one).
@@ -144,6 +146,7 @@ def check_source(source_cls: type[Source], settings: SettingsLike = None, state:
     twice = sorted(i for i, n in ids.items() if n > 1)
     if twice:
         raise _broken(source_cls, "work unit ids are unique in a plan", f"{len(twice)} id(s) planned more than once, such as {twice[0]!r}")
+    _check_splits(source_cls, first)
     again = {wu.id: wu for wu in _plan(source_cls, settings, _copy_state(state))}
     for wu in first:
         if wu.id not in again:
@@ -184,6 +187,19 @@ def check_source(source_cls: type[Source], settings: SettingsLike = None, state:
                     raise _broken(source_cls, "after the watermarks a run reached are committed, the next plan reads none of its records again",
                                   f"work unit {wu.id!r} ({wu.dataset}, {wu.watermark_key} from {wu.low_watermark!r}) reads {_key(record)} again")
     return records
+
+
+def _check_splits(source_cls: type[Source], units: list[WorkUnit]) -> None:
+    """The source declares its split type, and every planned work unit's split fits it (see `gobblin_py.api.split`)."""
+    if source_cls.split_type is None:
+        raise _broken(source_cls, "a source declares the typed split its work units carry",
+                      "split_type is not set (declare a `Split` subclass, and pass `split=YourSplit(…).packed()` to each "
+                      "WorkUnit)")
+    for wu in units:
+        try:
+            source_cls.split_type.of(wu)
+        except SplitMismatch as exc:
+            raise _broken(source_cls, f"every work unit carries a {source_cls.split_type.__name__}", str(exc)) from None
 
 
 # --- Converter -----------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import pytest
 from gobblin_py.builtin.sources.files import reading
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
+from gobblin_py.builtin.sources.files.split import FileSplit
 from gobblin_py.runtime.runner import JobResult, JobRunner
 from gobblin_py.testing.outputs import read_error_files
 
@@ -121,7 +122,7 @@ def _published(output: Path) -> dict[str, bytes]:
 
 def _columnar_by_file(result: JobResult) -> dict[str, tuple[int, int]]:
     """(records extracted, of those columnar) per input file's stem."""
-    return {Path(t.workunit.props["file"]).name.split(".")[0]: (t.records_extracted, t.records_columnar) for t in result.tasks}
+    return {Path(FileSplit.of(t.workunit).file).name.split(".")[0]: (t.records_extracted, t.records_columnar) for t in result.tasks}
 
 
 def _run(job: Path) -> JobResult:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from gobblin_py.api import SourceState, TaskContext, WorkUnit
 from gobblin_py.builtin.sources.files.source import CsvExtractor, FilesSource, JsonLinesExtractor
+from gobblin_py.builtin.sources.files.split import FileSplit
 from gobblin_py.errors import SourceError
 
 
@@ -57,7 +58,7 @@ def test_one_workunit_per_data_file_per_dataset(tree: Path) -> None:
     ]
     for u in units:
         file = tree / u.watermark_key if u.dataset == "in" else tree / u.dataset / u.watermark_key
-        assert u.props["file"] == str(file)
+        assert FileSplit.of(u).file == str(file)
         assert u.expected_high_watermark == file.stat().st_size
         assert u.low_watermark is None
     assert len({(u.dataset, u.id) for u in units}) == len(units)
@@ -88,7 +89,7 @@ def test_appended_bytes_are_a_workunit_of_their_own_range(tree: Path) -> None:
     state = SourceState(done)
     units = _source(tree, ingest_appended=True, include=["*.jsonl"]).get_workunits(state)
     (appended,) = [u for u in units if u.watermark_key == "2026-01-02.jsonl"]
-    assert (appended.low_watermark, appended.expected_high_watermark, appended.props["start"]) == (10, size, 10)
+    assert (appended.low_watermark, appended.expected_high_watermark, FileSplit.of(appended).start) == (10, size, 10)
     assert appended.id.startswith(f"2026-01-02.10-{size}-")
     (whole,) = [u for u in _plan(_source(tree, include=["*.jsonl"])) if u.watermark_key == "2026-01-02.jsonl"]
     assert whole.id != appended.id
@@ -195,7 +196,7 @@ def _context(tmp_path: Path, wu: WorkUnit, rejects: _Rejects) -> TaskContext:
 
 def _extract(tmp_path: Path, file: Path, **settings: Any) -> tuple[Any, list[dict[str, Any]], _Rejects]:
     source = _source(file.parents[1], **settings)
-    (wu,) = [u for u in _plan(source) if u.props["file"] == str(file)]
+    (wu,) = [u for u in _plan(source) if FileSplit.of(u).file == str(file)]
     rejects = _Rejects()
     extractor = source.get_extractor(wu, _context(tmp_path, wu, rejects))
     try:

@@ -11,6 +11,7 @@ import pytest
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.planning import plan
+from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
 
@@ -78,7 +79,7 @@ def test_sub_ranges_follow_the_distribution_not_equal_widths(tmp_path: Path, pg,
     with pg.connect(db) as conn:
         counts = []
         for u in units:
-            lo, hi = u.props["lo"], u.props["hi"]
+            lo, hi = JdbcSplit.of(u).lo, JdbcSplit.of(u).hi
             query = "SELECT count(*) FROM events WHERE ts <= %s" + (" AND ts > %s" if lo is not None else "")
             counts.append(conn.execute(query, (hi, lo) if lo is not None else (hi,)).fetchone()[0])
     assert sum(counts) == 20000
@@ -259,7 +260,7 @@ def test_a_big_ranges_split_comes_from_a_sample_and_every_row_is_read_once(tmp_p
         job = jdbc_job(tmp_path / table, pg, db, [{**ORDERS, "table": table}], partitions=4)
         spec = load_job(write_job(tmp_path / table, job))
         units = plan(spec, StateStore(spec.job.work_dir, spec.name)).workunits
-        assert len(units) == 4 and sum(u.props["estimated_rows"] for u in units) == 20000  # the count is exact
+        assert len(units) == 4 and sum(JdbcSplit.of(u).estimated_rows for u in units) == 20000  # the count is exact
         result = _run(tmp_path / table, job)
         assert result.succeeded, result.error
         ids = [r["id"] for r in read_output(tmp_path / table / "output", table)]

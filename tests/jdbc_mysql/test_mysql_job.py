@@ -10,6 +10,7 @@ import pytest
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.planning import plan
+from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
 
@@ -76,7 +77,7 @@ def test_sub_ranges_follow_the_distribution_not_equal_widths(tmp_path: Path, mar
     with maria.connect(mdb) as conn, conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")
         for u in units:
-            lo, hi = u.props["lo"], u.props["hi"]
+            lo, hi = JdbcSplit.of(u).lo, JdbcSplit.of(u).hi
             query = "SELECT COUNT(*) FROM events WHERE ts <= %s" + (" AND ts > %s" if lo is not None else "")
             cur.execute(query, (hi, lo) if lo is not None else (hi,))
             counts.append(cur.fetchone()[0])
@@ -181,7 +182,7 @@ def test_a_big_ranges_split_comes_from_a_sample_and_every_row_is_read_once(tmp_p
     job = mysql_job(tmp_path, maria, mdb, [{**ORDERS, "watermark_zone": "UTC"}], partitions=4)
     spec = load_job(write_job(tmp_path, job))
     units = plan(spec, StateStore(spec.job.work_dir, spec.name)).workunits
-    assert len(units) == 4 and sum(u.props["estimated_rows"] for u in units) == 20000  # the count is exact
+    assert len(units) == 4 and sum(JdbcSplit.of(u).estimated_rows for u in units) == 20000  # the count is exact
     result = _run(tmp_path, job)
     assert result.succeeded, result.error
     assert sorted(r["id"] for r in read_output(tmp_path / "output", "orders")) == list(range(1, 20001))  # each once

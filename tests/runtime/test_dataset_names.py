@@ -27,7 +27,7 @@ class Renaming(FilesSource):
         out = []
         for wu in super().get_workunits(state):
             values = {{"id": wu.id, "dataset": wu.dataset, "watermark_key": wu.watermark_key, "low_watermark": wu.low_watermark,
-                      "expected_high_watermark": wu.expected_high_watermark, "props": wu.props}}
+                      "expected_high_watermark": wu.expected_high_watermark, "props": wu.props, "split": wu.split}}
             values[self.FIELD] = self.NAME
             out.append(WorkUnit(**values))
         return out

@@ -144,8 +144,11 @@ def test_the_sources_say_what_of_their_work_is_native_only_where_it_is() -> None
     from gobblin_py.builtin.sources.files.source import FilesSource
     from gobblin_py.builtin.sources.kafka.source import KafkaSource
 
-    def wu(**props: object) -> WorkUnit:
-        return WorkUnit(id="w", dataset="d", watermark_key="k", low_watermark=0, expected_high_watermark=1, props=dict(props))
+    from gobblin_py.builtin.sources.files.split import FileSplit
+
+    def wu(file: str | None = None) -> WorkUnit:
+        split = FileSplit(file=file, end=1).packed() if file else {}
+        return WorkUnit(id="w", dataset="d", watermark_key="k", low_watermark=0, expected_high_watermark=1, split=split)
 
     files = FilesSource(FilesSource.Settings.model_validate({"path": "/tmp"}))
     assert files.native_share(wu(file="/tmp/d/a.jsonl"), converted=True) > 0.5

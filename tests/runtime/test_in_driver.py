@@ -10,7 +10,9 @@ import pytest
 
 from gobblin_py.api import MultiWorkUnit, SourceState, WorkUnit
 from gobblin_py.builtin.sources.files.source import FilesSource
+from gobblin_py.builtin.sources.files.split import FileSplit
 from gobblin_py.builtin.sources.jdbc.source import JdbcSource, catalog_row_bytes
+from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
 from gobblin_py.builtin.sources.kafka.source import KafkaSource
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError
@@ -24,8 +26,8 @@ from gobblin_py.testing.outputs import read_avro_dir
 from support.jobs import example_job, write_job
 
 
-def _wu(wu_id: str, low: int = 0, high: int = 100, **props: object) -> WorkUnit:
-    return WorkUnit(id=wu_id, dataset="ds", watermark_key="0", low_watermark=low, expected_high_watermark=high, props=dict(props))
+def _wu(wu_id: str, low: int = 0, high: int = 100, split: dict | None = None) -> WorkUnit:
+    return WorkUnit(id=wu_id, dataset="ds", watermark_key="0", low_watermark=low, expected_high_watermark=high, split=split or {})
 
 
 def _plan(sizes: dict[str, float | None], units: list[WorkUnit | MultiWorkUnit]) -> Plan:
@@ -117,9 +119,9 @@ def test_files_estimate_the_range_to_read_and_five_times_a_compressed_file(tmp_p
     (data / "b.jsonl.gz").write_bytes(gzip.compress(b'{"id": 2}\n' * 1000))
     source = FilesSource(FilesSource.Settings(path=str(tmp_path / "in")))
     state = SourceState({})
-    sizes = {Path(wu.props["file"]).name: source.estimated_bytes(wu, state) for wu in source.get_workunits(state)}
+    sizes = {Path(FileSplit.of(wu).file).name: source.estimated_bytes(wu, state) for wu in source.get_workunits(state)}
     assert sizes == {"a.jsonl": 1000.0, "b.jsonl.gz": 5.0 * (data / "b.jsonl.gz").stat().st_size}
-    appended = _wu("x", low=600, high=1000, file=str(data / "a.jsonl"), start=600)
+    appended = _wu("x", low=600, high=1000, split=FileSplit(file=str(data / "a.jsonl"), start=600, end=1000).packed())
     assert source.estimated_bytes(appended, state) == 400.0  # only the appended bytes
 
 
@@ -133,13 +135,18 @@ def test_kafka_estimates_records_times_the_partitions_last_bytes_per_record() ->
 
 def test_jdbc_estimates_planned_rows_times_the_tables_last_bytes_per_row() -> None:
     source = JdbcSource.__new__(JdbcSource)
-    wu = WorkUnit(id="w", dataset="public.t", watermark_key="high", low_watermark=None, expected_high_watermark=1,
-                  props={"estimated_rows": 2000})
+    def wu_of(**fields: object) -> WorkUnit:
+        split = JdbcSplit(table="public.t", schema_name="public", table_name="t", columns=["id"], native=False,
+                          kind="integer", lo=None, hi=1, avro_schema={}, estimated_rows=2000, **fields)
+        return WorkUnit(id="w", dataset="public.t", watermark_key="high", low_watermark=None, expected_high_watermark=1,
+                        split=split.packed())
+
+    wu = wu_of()
     assert source.estimated_bytes(wu, SourceState({})) == 2000 * 1024.0
     stats = {"public.t": {"high": {"records": 900, "bytes": 90_000, "seconds": 1.0},
                           "low": {"records": 100, "bytes": 10_000, "seconds": 1.0}}}
     assert source.estimated_bytes(wu, SourceState({}, stats)) == 2000 * 100.0
-    wu.props["catalog_row_bytes"] = 130.0  # a first load: the table's size in the catalog
+    wu = wu_of(catalog_row_bytes=130.0)  # a first load: the table's size in the catalog
     assert source.estimated_bytes(wu, SourceState({})) == 2000 * 130.0
     assert source.estimated_bytes(wu, SourceState({}, stats)) == 2000 * 100.0  # what was written wins
 

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from gobblin_py.api import WorkUnit
+from gobblin_py.builtin.sources.files.split import FileSplit
 from gobblin_py.config import load_job
 from gobblin_py.runtime.task.results import TaskStatus
 from gobblin_py.runtime.task.pipeline import TaskSpec, run_task
@@ -40,7 +41,8 @@ def _job(tmp: Path, **sections) -> dict:
 def _run(tmp: Path, job: dict, file: Path) -> object:
     spec = load_job(write_job(tmp, job))
     wu = WorkUnit(id="wu1", dataset=file.parent.name, watermark_key=file.name, low_watermark=None,
-                  expected_high_watermark=file.stat().st_size, props={"file": str(file)})
+                  expected_high_watermark=file.stat().st_size,
+                  split=FileSplit(file=str(file), end=file.stat().st_size).packed())
     [result] = run_task(TaskSpec(job=spec, run_id="r1", unit=wu))
     return result
 

@@ -120,6 +120,17 @@ class RandomProps(FilesSource):
         return [dataclasses.replace(wu, props={**wu.props, "nonce": uuid.uuid4().hex}) for wu in super().get_workunits(state)]
 
 
+class NoSplitType(FilesSource):
+    split_type = None
+
+
+class MisnamedSplitField(FilesSource):
+    def get_workunits(self, state: SourceState) -> list[WorkUnit]:
+        return [dataclasses.replace(wu, split={**wu.split, "fields": {"path" if k == "file" else k: v
+                                                                      for k, v in wu.split["fields"].items()}})
+                for wu in super().get_workunits(state)]
+
+
 class OneId(FilesSource):
     def get_workunits(self, state: SourceState) -> list[WorkUnit]:
         return [dataclasses.replace(wu, id="the-only-id") for wu in super().get_workunits(state)]
@@ -176,6 +187,8 @@ def _with_extractor(wrapper: type[_Wrapped]) -> type[FilesSource]:
     (RandomIds, "the same state plans the same work units"),
     (RandomProps, "the same state plans the same work units"),
     (OneId, "work unit ids are unique in a plan"),
+    (NoSplitType, "a source declares the typed split its work units carry"),
+    (MisnamedSplitField, "every work unit carries a FileSplit"),
     (_with_extractor(ReadsTwice), "a plan reads each record exactly once"),
     (_with_extractor(StampsReadTime), "an extractor reads the same records of a work unit each time"),
     (_with_extractor(KeepsLowWatermark), "the next plan reads none of its records again"),

@@ -29,6 +29,7 @@ from gobblin_py.builtin.sources.files.csv_rows import CsvExtractor
 from gobblin_py.builtin.sources.files.json_lines import JsonLinesExtractor
 from gobblin_py.builtin.sources.files.reading import KNOWN_EXTENSIONS, FileFormat, FileRange, format_of
 from gobblin_py.builtin.sources.files.settings import FilesSettings
+from gobblin_py.builtin.sources.files.split import FileSplit
 from gobblin_py.errors import FileSystemError, SourceError
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.fs.base import NOT_A_FILE
@@ -51,6 +52,7 @@ class FilesSource(Source):
     """One WorkUnit per file not yet ingested (and, with `ingest_appended`, per appended byte range)."""
 
     Settings = FilesSettings
+    split_type = FileSplit
 
     @classmethod
     def schema_kind(cls, settings: FilesSettings) -> SchemaKind:
@@ -156,23 +158,25 @@ class FilesSource(Source):
         prefix = stem if not start and end == item.size else f"{stem}.{start}-{end}"
         return WorkUnit(id=workunit_id(prefix, "files", str(root), item.dataset, item.rel, start, end),
                         dataset=item.dataset, watermark_key=item.rel, low_watermark=low,
-                        expected_high_watermark=end, props={"file": str(item.file), "start": start})
+                        expected_high_watermark=end, split=FileSplit(file=str(item.file), start=start, end=end).packed())
 
     def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
         """The bytes of the file range to read; a compressed file counts five times its size (text compresses ~5:1)."""
-        size = int(workunit.expected_high_watermark or 0) - int(workunit.props.get("start", 0))
-        _, compression = format_of(Location(workunit.props["file"]).name)
+        split = FileSplit.of(workunit)
+        size = split.end - split.start
+        _, compression = format_of(Location(split.file).name)
         return float(size if compression is Compression.NONE else size * COMPRESSED_TEXT_RATIO)
 
     def native_share(self, workunit: WorkUnit, converted: bool) -> float:
         """JSON lines and CSV made Arrow by `json_to_avro`'s batch path are parsed by Arrow's JSON or CSV reader and
         written by Arrow, outside Python's lock; Python still cuts the file into lines or blocks (see `NATIVE_SHARE`)."""
-        fmt, _ = format_of(Location(workunit.props["file"]).name)
+        fmt, _ = format_of(Location(FileSplit.of(workunit).file).name)
         return NATIVE_SHARE if converted and fmt is not None else 0.0
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
-        path = Location(workunit.props["file"])
-        file = FileRange(path, int(workunit.props.get("start", 0)), int(workunit.expected_high_watermark or 0))
+        split = FileSplit.of(workunit)
+        path = Location(split.file)
+        file = FileRange(path, split.start, split.end)
         fmt, _ = format_of(path.name)
         if fmt is FileFormat.CSV:
             s = self.settings

@@ -21,6 +21,7 @@ from gobblin_py.builtin.sources.jdbc.ranges import Range, decode
 from gobblin_py.builtin.schemas.arrow_rows import conform, is_decimal, last_row, rebatch, row_schema
 from gobblin_py.builtin.sources.jdbc.dialect import REMEDY, Failure, NativeReadError, timeout_error
 from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings
+from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 
 log = logging.getLogger(__name__)
@@ -35,13 +36,13 @@ class JdbcExtractor(BatchExtractor):
         self.settings = settings
         self.workunit = workunit
         self.context = context
-        p = workunit.props
-        self.table = p["table"]
+        self.split = p = JdbcSplit.of(workunit)
+        self.table = p.table
         [self.table_settings] = [t for t in settings.tables if t.table == self.table]
-        self.range = Range(decode(p["kind"], p["lo"], self.table), decode(p["kind"], p["hi"], self.table))
+        self.range = Range(decode(p.kind, p.lo, self.table), decode(p.kind, p.hi, self.table))
         self.dialect = settings.dialect
-        self.queries = self.dialect.queries(self.table_settings, p["schema_name"], p["table_name"], p["columns"],
-                                            p["kind"], self.table, p.get("casts"))
+        self.queries = self.dialect.queries(self.table_settings, p.schema_name, p.table_name, p.columns,
+                                            p.kind, self.table, p.casts)
         self.conn: Any = None
         self.last: Record | None = None
         self.rows = 0
@@ -50,7 +51,7 @@ class JdbcExtractor(BatchExtractor):
         self._taken: Any = None  # the last batch the native reader handed on (where the row path would go on)
 
     def get_schema(self) -> Schema:
-        return self.workunit.props["avro_schema"]
+        return self.split.avro_schema
 
     def actual_high_watermark(self) -> WatermarkValue:
         return self.workunit.expected_high_watermark  # only a task that read its whole range is ever committed
@@ -58,18 +59,18 @@ class JdbcExtractor(BatchExtractor):
     def location(self) -> str:
         t = self.table_settings
         if self.last is None:
-            return f"{self.table} ({self.workunit.props['lo']}, {self.workunit.props['hi']}]"
+            return f"{self.table} ({self.split.lo}, {self.split.hi}]"
         keys = ", ".join(f"{k}={self.last.get(k)!r}" for k in t.key_columns)
         return f"{self.table} row {self.rows} ({t.watermark_column}={self.last.get(t.watermark_column)!s}, {keys})"
 
     def columnar_path(self) -> None:
-        self.native = self.dialect.reads_natively(self.settings.reader, bool(self.workunit.props.get("native")))
+        self.native = self.dialect.reads_natively(self.settings.reader, self.split.native)
 
     def read_batches(self) -> Iterator[RawBatch]:
         s = self.settings
         self.conn = conn = self.dialect.connect(s, in_task=True)
         query, params = self.queries.select(self.range)
-        names = self.workunit.props["columns"]
+        names = self.split.columns
         try:
             if self.native:
                 try:
@@ -78,7 +79,7 @@ class JdbcExtractor(BatchExtractor):
                 except NativeReadError as exc:
                     query, params = self._rest_by_rows(conn, exc)
             batches = self.dialect.stream(conn, query, params, s.fetch_rows, f"gobblin_{self.workunit.id[-32:]}", names,
-                                          self.workunit.props.get("casts") or {})
+                                          self.split.casts)
             for rows in batches:
                 before = self.rows
                 yield RawBatch("rows", rows)
@@ -128,7 +129,7 @@ class JdbcExtractor(BatchExtractor):
         if batch.format == "arrow":
             yield from self._native_records(batch.values)
             return
-        names = self.workunit.props["columns"]
+        names = self.split.columns
         for row in batch.values:
             record = dict(zip(names, row))
             self.last = record
@@ -178,7 +179,7 @@ class JdbcExtractor(BatchExtractor):
         """A driver failure while reading, named with the row it stopped after."""
         s, text = self.settings, self.dialect.message(exc)
         if failure is Failure.TIMEOUT:
-            return timeout_error(s, self.table, f"reading ({self.workunit.props['lo']}, {self.workunit.props['hi']}]")
+            return timeout_error(s, self.table, f"reading ({self.split.lo}, {self.split.hi}]")
         if failure is Failure.UNKNOWN_COLUMN:
             return ConfigError(f"table {self.table}: {text} (changed since planning?); the next run plans from the table "
                                "as it is then")

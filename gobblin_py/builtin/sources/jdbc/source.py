@@ -45,6 +45,7 @@ from gobblin_py.builtin.sources.jdbc.columns import Column, avro_schema, check_m
 from gobblin_py.builtin.sources.jdbc.dialect import Failure, first_line, timeout_error
 from gobblin_py.builtin.sources.jdbc.ranges import DONE_PREFIX, HIGH, Committed, Range, WatermarkKind, committed, encode
 from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings, TableSettings
+from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
 from gobblin_py.builtin.sources.packing import worst_fit_decreasing
 from gobblin_py.errors import ConfigError, SourceError, describe
 
@@ -97,6 +98,7 @@ class JdbcSource(Source):
     """One WorkUnit per sub-range of each table's new watermark range (and per hole a failed sub-range left)."""
 
     Settings = JdbcSettings
+    split_type = JdbcSplit
     keeps_key_stats = True
 
     @classmethod
@@ -176,14 +178,14 @@ class JdbcSource(Source):
         if last:
             per_row = sum(v["bytes"] for v in last) / sum(v["records"] for v in last)
         else:
-            per_row = float(workunit.props.get("catalog_row_bytes") or 1024.0)
-        return float(workunit.props.get("estimated_rows", 0)) * per_row
+            per_row = JdbcSplit.of(workunit).catalog_row_bytes or 1024.0
+        return JdbcSplit.of(workunit).estimated_rows * per_row
 
     def native_share(self, workunit: WorkUnit, converted: bool) -> float:
         """A native reader (`reader`) streams binary rows into Arrow outside Python's lock: Python only hands on each
         batch (see `NATIVE_SHARE`). Its Arrow goes to the writer as it is: a converter takes the row path."""
         s: JdbcSettings = self.settings
-        return NATIVE_SHARE if not converted and s.dialect.reads_natively(s.reader, bool(workunit.props.get("native"))) else 0.0
+        return NATIVE_SHARE if not converted and s.dialect.reads_natively(s.reader, JdbcSplit.of(workunit).native) else 0.0
 
     def _resolve(self, conn: Any, t: TableSettings, label: str) -> TablePlan:
         """The table's canonical name and columns; an unknown table or column is a ConfigError naming it."""
@@ -254,7 +256,7 @@ class JdbcSource(Source):
         schema = avro_schema(t.table, plan.columns)
         parts = t.partitions or s.partitions
         slots = done.free_slots()
-        units: list[WorkUnit] = []
+        subs: list[tuple[Range, str, float]] = []  # (sub-range, its key, its estimated rows)
         ranges: list[Range] = []
         planned = 0
         for r in [*holes, *([fresh] if fresh else [])]:
@@ -265,17 +267,13 @@ class JdbcSource(Source):
             planned += rows
             edges = [r.lo, *bounds, r.hi]
             for lo, hi in zip(edges, edges[1:]):
-                sub = Range(lo, hi)
                 key = HIGH if lo == done.high else f"{DONE_PREFIX}{next(slots)}"
-                units.append(self._workunit(plan, sub, key, done, schema, rows / (len(edges) - 1)))
-        if not units:
+                subs.append((Range(lo, hi), key, rows / (len(edges) - 1)))
+        if not subs:
             return []
-        for unit in units:
-            unit.props[f"state.{IDENTITY}"] = identity
-        if not any(v.get("records") for v in state.key_stats(plan.dataset).values()):
-            per_row = catalog_row_bytes(q.table_size(conn), planned)
-            for unit in units:
-                unit.props["catalog_row_bytes"] = per_row
+        first_load = not any(v.get("records") for v in state.key_stats(plan.dataset).values())
+        per_row = catalog_row_bytes(q.table_size(conn), planned) if first_load else None
+        units = [self._workunit(plan, sub, key, done, schema, rows, identity, per_row) for sub, key, rows in subs]
         log.info("%s: extracting %s in %d work unit(s)", plan.where_label,
                  ", ".join(f"({encode(r.lo)}, {encode(r.hi)}]" for r in ranges), len(units))
         return units
@@ -303,8 +301,10 @@ class JdbcSource(Source):
             state.report_notice(plan.dataset, f"column(s) {', '.join(dropped)} no longer in {plan.settings.table} (or "
                                               "its columns setting): not in the files from now on")
 
-    def _workunit(self, plan: TablePlan, r: Range, key: str, done: Committed, schema: dict, rows: float) -> WorkUnit:
-        """The WorkUnit of `r`, named by database, table, selection and range; its key's value is what it publishes."""
+    def _workunit(self, plan: TablePlan, r: Range, key: str, done: Committed, schema: dict, rows: float,
+                  identity: Any, per_row: float | None) -> WorkUnit:
+        """The WorkUnit of `r`, named by database, table, selection and range; its key's value is what it publishes.
+        The dataset state keeps the table's identity and its columns (the next plan compares both)."""
         s: JdbcSettings = self.settings
         t = plan.settings
         lo, hi = encode(r.lo), encode(r.hi)
@@ -314,12 +314,11 @@ class JdbcSource(Source):
                             str(lo), str(hi))
         value = hi if key == HIGH else r.done_value(done.high)
         return WorkUnit(id=wu_id, dataset=plan.dataset, watermark_key=key, low_watermark=lo, expected_high_watermark=value,
-                        props={"schema_name": plan.schema_name, "table_name": plan.table_name, "table": t.table,
-                               "columns": columns, "casts": {c.name: c.cast for c in plan.columns if c.cast},
-                               "native": s.dialect.native_reads(plan.columns),
-                               "watermark_column": t.watermark_column, "kind": plan.kind, "primary_key": t.key_columns,
-                               "where": t.where, "lo": lo, "hi": hi, "avro_schema": schema, "estimated_rows": rows,
-                               "state.columns": columns})  # kept at the commit: the next plan reports a change
+                        props={f"state.{IDENTITY}": identity, "state.columns": columns},
+                        split=JdbcSplit(table=t.table, schema_name=plan.schema_name, table_name=plan.table_name,
+                                        columns=columns, casts={c.name: c.cast for c in plan.columns if c.cast},
+                                        native=s.dialect.native_reads(plan.columns), kind=plan.kind, lo=lo, hi=hi,
+                                        avro_schema=schema, estimated_rows=rows, catalog_row_bytes=per_row).packed())
 
     def endpoints(self, workunit: WorkUnit) -> list[str]:
         """The database every task reads from: once a task gives up on it, the run's others do not try."""

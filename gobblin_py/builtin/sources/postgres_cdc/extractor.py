@@ -46,6 +46,7 @@ from gobblin_py.builtin.schemas.arrow_rows import conform, is_decimal, row_schem
 from gobblin_py.builtin.sources.postgres_cdc import native, pgoutput
 from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, flushed_after_sync_commit, lsn_int,
                                                              lsn_text, open_source)
+from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
 from gobblin_py.errors import SourceError, UnreachableError, describe
 
 log = logging.getLogger(__name__)
@@ -102,11 +103,11 @@ class PostgresCdcExtractor(BatchExtractor):
 
     def __init__(self, settings: PostgresCdcSettings, workunit: WorkUnit, context: TaskContext) -> None:
         self.settings, self.workunit, self.context = settings, workunit, context
-        p = workunit.props
-        self.table: str = p["table"]
-        self.names: list[str] = p["columns"]
-        self.types: list[list[int]] = p["types"]
-        self.low, self.end = int(p["low"]), int(p["end"])
+        self.split = p = CdcSplit.of(workunit)
+        self.table: str = p.table
+        self.names: list[str] = p.columns
+        self.types: list[list[int]] = p.types
+        self.low, self.end = p.low, p.end
         self.conn: Any = None
         self.at = ""  # where the current record came from
         self._loaders: list[Any] = []
@@ -117,7 +118,7 @@ class PostgresCdcExtractor(BatchExtractor):
         self._arrow: Any = None  # the Arrow mapping of the records' schema
 
     def get_schema(self) -> Schema:
-        return self.workunit.props["avro_schema"]
+        return self.split.avro_schema
 
     def actual_high_watermark(self) -> WatermarkValue:
         return self.end  # only a task that read its whole range is committed
@@ -142,9 +143,9 @@ class PostgresCdcExtractor(BatchExtractor):
         self.conn = conn = open_source(s, in_task=True)
         self._loaders = [self._loader(conn, i) for i in range(len(self.names))]
         try:
-            self._primary = [r[0] for r in conn.execute(PRIMARY_KEY_SQL, (int(self.workunit.props["oid"]),)).fetchall()]
+            self._primary = [r[0] for r in conn.execute(PRIMARY_KEY_SQL, (self.split.oid,)).fetchall()]
             seen = None
-            if self.workunit.props["snapshot"]:
+            if self.split.snapshot:
                 seen = yield from self._snapshot(conn)
             held: list[tuple[Record, str]] = []
             for record in self._changes(conn, seen):
@@ -213,7 +214,7 @@ class PostgresCdcExtractor(BatchExtractor):
         """psycopg's text loader of column i's type (its base type for a domain); None: keep the text."""
         import psycopg
 
-        cast = (self.workunit.props.get("casts") or {}).get(self.names[i])
+        cast = self.split.casts.get(self.names[i])
         if cast == "text":
             return None
         oid = TEXT_ARRAY_OID if cast == "text[]" else self.types[i][2]
@@ -231,8 +232,8 @@ class PostgresCdcExtractor(BatchExtractor):
         import psycopg
         from psycopg import sql
 
-        p, s = self.workunit.props, self.settings
-        casts = p.get("casts") or {}
+        p, s = self.split, self.settings
+        casts = p.casts
         conn.autocommit = False
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.read_only = True
@@ -240,7 +241,7 @@ class PostgresCdcExtractor(BatchExtractor):
         seen = Snapshot(seen_text)
         columns = sql.SQL(", ").join(sql.SQL("{}::{}").format(sql.Identifier(c), sql.SQL(casts[c])) if c in casts
                                      else sql.Identifier(c) for c in self.names)
-        query = sql.SQL("SELECT {} FROM {}").format(columns, sql.Identifier(p["schema_name"], p["table_name"]))
+        query = sql.SQL("SELECT {} FROM {}").format(columns, sql.Identifier(p.schema_name, p.table_name))
         # the snapshot replaces what a consumer held of the table (a reset table's old rows, in an upsert table too)
         yield RawBatch(RECORDS, [(self._record([None] * len(self.names), "truncate", self.low - 1, -1, None, None),
                                   "snapshot start")])
@@ -319,8 +320,7 @@ class PostgresCdcExtractor(BatchExtractor):
                     conn.autocommit = True
 
     def _changes(self, conn: Any, seen: Snapshot | None) -> Iterator[Record]:
-        p = self.workunit.props
-        oid = int(p["oid"])
+        oid = self.split.oid
         relations: dict[int, pgoutput.Relation] = {}
         begin: pgoutput.Begin | None = None
         keep, seq, count = False, 0, 0

@@ -58,6 +58,7 @@ from gobblin_py.builtin.schemas.postgres_columns import Column, avro_schema, che
 from gobblin_py.builtin.sources.postgres_cdc.columns import read_shape, silent_changes
 from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, connect, flushed_after_sync_commit, lsn_int,
                                                              lsn_text, open_source)
+from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
 from gobblin_py.builtin.sources.postgres_cdc.publication import (Publication, check_publishes_everything,
                                                                 membership_problem, read_publication)
 from gobblin_py.builtin.sources.postgres_cdc.slot import WATERMARK_KEY, SlotAdvanceStep, slot_row
@@ -125,6 +126,7 @@ class PostgresCdcSource(Source):
 
     Settings = PostgresCdcSettings
     step_types = (SlotAdvanceStep,)
+    split_type = CdcSplit
     change_markers = {"delete": ("_op", "delete"), "truncate": ("_op", "truncate")}
 
     @classmethod
@@ -181,7 +183,7 @@ class PostgresCdcSource(Source):
             units.append(self._workunit(p, low if low is not None else position, max(end, low or 0), low is None,
                                         [q.dataset for q in plans], system, pub))
         log.info("slot %s at %s: reading %d table(s) up to %s (%d snapshotted)", s.slot, lsn_text(position), len(units),
-                 lsn_text(end), sum(1 for u in units if u.props["snapshot"]))
+                 lsn_text(end), sum(1 for u in units if CdcSplit.of(u).snapshot))
         if not units:
             return []
         mwu = MultiWorkUnit(workunit_id(f"cdc.{s.slot}", "postgres_cdc", s.endpoint, s.database, s.slot, str(end),
@@ -382,13 +384,12 @@ class PostgresCdcSource(Source):
                             p.dataset, ",".join(names), str(p.types), str(low), str(end), str(snapshot))
         return WorkUnit(id=wu_id, dataset=p.dataset, watermark_key=WATERMARK_KEY, low_watermark=low,
                         expected_high_watermark=end,
-                        props={"table": p.dataset, "schema_name": p.schema_name, "table_name": p.table_name,
-                               "oid": p.oid, "columns": names, "types": p.types,
-                               "casts": {c.name: c.cast for c in p.columns if c.cast}, "avro_schema": schema,
-                               "low": low, "end": end, "snapshot": snapshot, "replica_identity": p.replica_identity,
-                               "snapshot_bytes": p.table_bytes if snapshot else 0, "wal_bytes": max(0, end - low),
-                               "slot": s.slot, "publication": s.publication, "tables": tables,
-                               "state.columns": names, "state.oid": p.oid, "state.publication": pub.identity(p.oid),
+                        split=CdcSplit(table=p.dataset, schema_name=p.schema_name, table_name=p.table_name, oid=p.oid,
+                                       columns=names, types=p.types, casts={c.name: c.cast for c in p.columns if c.cast},
+                                       avro_schema=schema, low=low, end=end, snapshot=snapshot,
+                                       snapshot_bytes=p.table_bytes if snapshot else 0, wal_bytes=max(0, end - low),
+                                       tables=tables).packed(),
+                        props={"state.columns": names, "state.oid": p.oid, "state.publication": pub.identity(p.oid),
                                "state.shape": p.shape,
                                "state.slot": {"name": s.slot, "database": s.database, **({"system": system} if system else {})}})
 
@@ -431,21 +432,23 @@ class PostgresCdcSource(Source):
                      state_dir: str) -> list[CommitStep]:
         """After the table's watermark: advance the slot to the lowest committed position of all the run's tables."""
         s: PostgresCdcSettings = self.settings
-        tables = sorted({t for wu in workunits for t in wu.props.get("tables", [])} | {dataset})
+        tables = sorted({t for wu in workunits for t in CdcSplit.of(wu).tables} | {dataset})
         return [SlotAdvanceStep(url=s.url, password_env=s.password_env, slot=s.slot, state_dir=state_dir, datasets=tables,
                                 dataset=dataset, connect_timeout_s=s.connect_timeout_s, busy_wait_s=s.busy_wait_s)]
 
     def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
         """The table's size when it is snapshotted, plus the WAL of the range its changes are decoded from (every
         table of the run decodes the same WAL, for its own changes)."""
-        return float(workunit.props.get("snapshot_bytes", 0)) + float(workunit.props.get("wal_bytes", 0))
+        split = CdcSplit.of(workunit)
+        return float(split.snapshot_bytes + split.wal_bytes)
 
     def native_share(self, workunit: WorkUnit, converted: bool) -> float:
         """On the columnar path a snapshot is read by ADBC and written as Arrow, outside Python's lock (as the jdbc
         source's native reads, 0.95 of it); the WAL is decoded in Python."""
         from gobblin_py.builtin.sources.postgres_cdc import native
 
-        snapshot, wal = float(workunit.props.get("snapshot_bytes", 0)), float(workunit.props.get("wal_bytes", 0))
+        split = CdcSplit.of(workunit)
+        snapshot, wal = float(split.snapshot_bytes), float(split.wal_bytes)
         if converted or not snapshot or not native.installed():
             return 0.0
         return 0.95 * snapshot / (snapshot + wal)
