@@ -1,6 +1,9 @@
 """The `fs` publisher: each task output file goes to `<final_dir>/<rel_path>` — renamed where the filesystem
 renames atomically, else copied, verified by checksum, and its source deleted. A job's `final_dir` belongs to the work
-directory that first published to it (`<final_dir>/_gobblin-py/claims/<job>.json`, created only if absent)."""
+directory that first published to it (`<final_dir>/_gobblin-py/claims/<job>.json`, created only if absent).
+
+Its publish steps live in the filesystem layer (`gobblin_py/fs/publish_steps.py`), not here: the Delta and Iceberg
+publishers and compaction publish files with the same steps, and a plugin may not import another plugin."""
 
 from __future__ import annotations
 
