@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from gobblin_py.api import WorkUnit  # noqa: E402
+from gobblin_py.builtin.sources.files.split import FileSplit  # noqa: E402
 from gobblin_py.config import load_job  # noqa: E402
 from gobblin_py.runtime.executors.in_process import InProcessExecutor  # noqa: E402
 from gobblin_py.runtime.runner import JobRunner  # noqa: E402
@@ -81,7 +82,8 @@ def _job_file(root: Path, variant: str, partition: bool, round_: int) -> Path:
 def run_once(root: Path, data: Path, partition: bool, round_: int, variant: str = "avro:null") -> tuple[float, int]:
     spec = load_job(_job_file(root, variant, partition, round_))
     wu = WorkUnit(id="wu", dataset="bench", watermark_key=data.name, low_watermark=None,
-                  expected_high_watermark=data.stat().st_size, props={"file": str(data)})
+                  expected_high_watermark=data.stat().st_size,
+                  split=FileSplit(file=str(data), end=data.stat().st_size).packed())
     started = time.perf_counter()
     [result] = run_task(TaskSpec(job=spec, run_id=f"r{round_}", unit=wu))
     elapsed = time.perf_counter() - started
