@@ -18,6 +18,7 @@ write, so two writes never share a version (an ETag is the MD5 of the bytes: equ
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 from collections.abc import Mapping
@@ -175,9 +176,15 @@ class NumberedVersions:
         """Every version, oldest first (a crash midway leaves the value or none), then the folder."""
         for number in self.numbers():
             remove_durably(self.file(number))
-        with contextlib.suppress(FileNotFoundError, OSError):  # not empty: a writer added one meanwhile
+        try:
             self.folder.rmdir()
-            fsync_dir(self.folder.parent)
+        except FileNotFoundError:
+            return  # another remover was first
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            return  # not empty: a writer added a version meanwhile, which is the value now
+        fsync_dir(self.folder.parent)  # a failure here is the caller's to see: the removal may not be durable
 
 
 class LocalBlobs:
