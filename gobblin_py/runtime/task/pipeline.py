@@ -26,7 +26,6 @@ from gobblin_py.api import (
     BranchStats,
     Converter,
     DataWriter,
-    MultiWorkUnit,
     OneToOneConverter,
     SourceMessage,
     RowPolicyType,
@@ -47,22 +46,7 @@ from gobblin_py.runtime.task.committables import commit_writer
 from gobblin_py.runtime.task.giveups import GiveUps
 from gobblin_py.runtime.task.gc_threshold import fewer_collections
 from gobblin_py.runtime.task.results import BranchMetrics, TaskStatus, WorkUnitResult
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """Everything an executor needs to run one task (a WorkUnit or a MultiWorkUnit)."""
-
-    job: JobSpec
-    run_id: str
-    unit: WorkUnit | MultiWorkUnit
-    file_suffix: str = ""  # at_least_once runs add the run id, as Gobblin's writers name files
-    estimated_bytes: float | None = None  # the Source's estimate (None: unknown), to run a small plan in the driver
-    native_share: float = 0.0  # of that, the share done natively, outside Python's lock (`Plan.native_share`)
-
-    @property
-    def workunits(self) -> tuple[WorkUnit, ...]:
-        return self.unit.workunits if isinstance(self.unit, MultiWorkUnit) else (self.unit,)
+from gobblin_py.runtime.task.spec import TaskSpec
 
 
 def run_task(spec: TaskSpec) -> list[WorkUnitResult]:
