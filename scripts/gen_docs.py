@@ -183,7 +183,7 @@ READ_IN: dict[str, str | None] = {
     "job.mode": "cli/main.py", "job.checkpoint_interval": "scheduling/continuous.py",
     "job.checkpoint_max_records": "runtime/planning.py", "job.continuous": "scheduling/continuous.py",
     "job.continuous.max_consecutive_failures": "scheduling/continuous.py",
-    "job.continuous.max_backoff": "scheduling/continuous.py", "job.columnar": "runtime/task/pipeline.py",
+    "job.continuous.max_backoff": "scheduling/continuous.py", "job.columnar": "runtime/columnar.py",
     "job.alert": "state/alerts.py", "job.alert.after_failures": "state/alerts.py", "job.alert.email": "state/alerts.py",
     "job.alert.email.host": "state/alerts.py", "job.alert.email.port": "state/alerts.py",
     "job.alert.email.from": "state/alerts.py", "job.alert.email.to": "state/alerts.py",

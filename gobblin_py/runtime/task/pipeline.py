@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gobblin_py.api import (
-    BatchConverter,
     BatchExtractor,
-    BatchWriter,
     BranchStats,
     Converter,
     DataWriter,
@@ -40,6 +38,7 @@ from gobblin_py.config.model import BadRecordPolicy, BranchConfig, JobSpec, Plug
 from gobblin_py.errors import QualityError, UnreachableError, describe, is_record_fault, is_retriable
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.fs import configure as configure_filesystems
+from gobblin_py.runtime.columnar import takes_columnar
 from gobblin_py.runtime.interrupt import raise_if_interrupted
 from gobblin_py.runtime.task.error_file import ErrorFile, reason
 from gobblin_py.runtime.task.committables import commit_writer
@@ -139,32 +138,6 @@ def _stage(plugin: PluginConfig, branch: str | None = None, shared: bool = False
     elif shared:
         key = f"fork.{branch}.{key}"
     return f"{key} ({plugin.name or plugin.path})"
-
-
-def columnar_shape(job: JobSpec) -> bool | None:
-    """Whether the job file lets its tasks take the columnar path, as far as the plan can tell without opening its
-    plugins (`_takes_columnar` decides per task): one branch of nothing but a batch writer, no row checks, and no
-    converter (False: the extractor must make Arrow) or one batch converter (True); None: the row path. For placing
-    a run (`Source.native_share`), never for what a task does."""
-    if not job.job.columnar or len(job.branches) != 1 or job.row_policies:
-        return None
-    branch = job.branches[0]
-    if branch.converters or branch.row_policies or not issubclass(branch.writer.cls(), BatchWriter):
-        return None
-    if not job.converters:
-        return False
-    return True if len(job.converters) == 1 and issubclass(job.converters[0].cls(), BatchConverter) else None
-
-
-def _takes_columnar(job: JobSpec, extractor: Any, steps: list[_Step], branch: _Branch | None) -> bool:
-    """Whether a straight task can take the columnar path: batches in, one converter that makes Arrow of them (or
-    none, for an extractor that makes Arrow itself), a writer that takes Arrow (and `job.columnar` not turned off)."""
-    if not (job.job.columnar and branch is not None and isinstance(extractor, BatchExtractor)
-            and isinstance(branch.writer, BatchWriter) and branch.writer.takes_batches()):
-        return False
-    if not steps:
-        return extractor.makes_arrow
-    return len(steps) == 1 and isinstance(steps[0].converter, BatchConverter)
 
 
 def _interruptible(records: Iterable[Record], every: int = 4096) -> Iterator[Record]:
@@ -512,7 +485,8 @@ class _Pipeline:
             top = self.compose([*steps, *checks, *tail])
             straight = single is not None and single.plain and not checks and all(s.map is not None for s in steps)
             with fewer_collections():
-                if straight and _takes_columnar(job, extractor, steps, single):
+                if straight and single is not None and takes_columnar(
+                        job, extractor, [s.converter for s in steps], single.writer):
                     self._columnar(extractor, steps, single, top)  # type: ignore[arg-type]
                 elif isinstance(extractor, BatchExtractor):  # its read_records, checked for Ctrl-C a batch at a time
                     for batch in extractor.read_batches():
