@@ -33,7 +33,7 @@ from gobblin_py.api import WorkUnit  # noqa: E402
 from gobblin_py.config import load_job  # noqa: E402
 from gobblin_py.runtime.executors.in_process import InProcessExecutor  # noqa: E402
 from gobblin_py.runtime.runner import JobRunner  # noqa: E402
-from gobblin_py.runtime.task.pipeline import run_task  # noqa: E402
+from gobblin_py.runtime.task.attempt import run_task  # noqa: E402
 from gobblin_py.runtime.task.spec import TaskSpec  # noqa: E402
 
 SCHEMA = {"type": "record", "name": "BenchEvent", "fields": [

@@ -12,7 +12,7 @@ import pytest
 from gobblin_py.api import WorkUnit
 from gobblin_py.config import load_job
 from gobblin_py.runtime.task.results import TaskStatus
-from gobblin_py.runtime.task.pipeline import run_task
+from gobblin_py.runtime.task.attempt import run_task
 from gobblin_py.runtime.task.spec import TaskSpec
 
 from support.jobs import EVENT_SCHEMA, write_job
