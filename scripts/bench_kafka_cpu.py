@@ -34,7 +34,8 @@ from bench_results import save
 
 from gobblin_py.api import WorkUnit
 from gobblin_py.config import load_job
-from gobblin_py.runtime.task.pipeline import TaskSpec, run_task
+from gobblin_py.runtime.task.attempt import run_task
+from gobblin_py.runtime.task.spec import TaskSpec
 
 CLIENTS = ("kafka-python", "confluent")
 

@@ -34,7 +34,8 @@ from gobblin_py.builtin.sources.files.split import FileSplit  # noqa: E402
 from gobblin_py.config import load_job  # noqa: E402
 from gobblin_py.runtime.executors.in_process import InProcessExecutor  # noqa: E402
 from gobblin_py.runtime.runner import JobRunner  # noqa: E402
-from gobblin_py.runtime.task.pipeline import TaskSpec, run_task  # noqa: E402
+from gobblin_py.runtime.task.attempt import run_task  # noqa: E402
+from gobblin_py.runtime.task.spec import TaskSpec  # noqa: E402
 
 SCHEMA = {"type": "record", "name": "BenchEvent", "fields": [
     {"name": "id", "type": "long"}, {"name": "user", "type": "string"}, {"name": "page", "type": "string"},

@@ -174,7 +174,7 @@ FRAMEWORK_KEYS: dict[str, list[tuple[str, str, str, str]]] = {
 READ_IN: dict[str, str | None] = {
     "job.name": "runtime/runner.py", "job.description": None, "job.work_dir": "config/model.py",
     "job.work_store": "config/model.py", "job.task_output_dir": "config/model.py", "job.filesystems": "fs/registry.py",
-    "job.commit_policy": "runtime/publish.py", "job.max_task_retries": "runtime/task/pipeline.py",
+    "job.commit_policy": "runtime/publish.py", "job.max_task_retries": "runtime/task/attempt.py",
     "job.lock": "commit/guard.py", "job.lease": "commit/guard.py", "job.lease.url": "config/model.py",
     "job.lease.ttl": "commit/guard.py", "job.delivery": "runtime/publish.py",
     "job.commit_max_attempts": "runtime/publish.py", "job.commit_retry_backoff": "runtime/publish.py",
@@ -183,7 +183,7 @@ READ_IN: dict[str, str | None] = {
     "job.mode": "cli/main.py", "job.checkpoint_interval": "scheduling/continuous.py",
     "job.checkpoint_max_records": "runtime/planning.py", "job.continuous": "scheduling/continuous.py",
     "job.continuous.max_consecutive_failures": "scheduling/continuous.py",
-    "job.continuous.max_backoff": "scheduling/continuous.py", "job.columnar": "runtime/task/pipeline.py",
+    "job.continuous.max_backoff": "scheduling/continuous.py", "job.columnar": "runtime/columnar.py",
     "job.alert": "state/alerts.py", "job.alert.after_failures": "state/alerts.py", "job.alert.email": "state/alerts.py",
     "job.alert.email.host": "state/alerts.py", "job.alert.email.port": "state/alerts.py",
     "job.alert.email.from": "state/alerts.py", "job.alert.email.to": "state/alerts.py",

@@ -9,7 +9,7 @@ from gobblin_py.api import MultiWorkUnit, SourceState, WorkUnit, flatten
 from gobblin_py.api.split import Split, SplitMismatch
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import GobblinError, SourceError, StateStoreError, describe
-from gobblin_py.runtime.task.pipeline import columnar_shape
+from gobblin_py.runtime.columnar import columnar_shape
 from gobblin_py.state.store import StateStore
 
 

@@ -27,7 +27,7 @@ from gobblin_py.runtime.planning import Plan, committed_state, plan
 from gobblin_py.runtime.publish import PublishPath, step_registry
 from gobblin_py.runtime.resume import resume_from_targets
 from gobblin_py.runtime.task.results import TaskStatus, TasksCancelled, WorkUnitResult
-from gobblin_py.runtime.task.pipeline import TaskSpec
+from gobblin_py.runtime.task.spec import TaskSpec
 from gobblin_py.state.alerts import FailureTracker
 from gobblin_py.state.events import EventLog
 from gobblin_py.state.lease import Lease

@@ -42,6 +42,7 @@ SUB_RULES: list[tuple[str, str, str]] = [
     ("builtin.schemas", "builtin.converters", "schemas are below every plugin"),
     ("builtin.schemas", "builtin.writers", "schemas are below every plugin"),
     ("builtin.schemas", "builtin.publishers", "schemas are below every plugin"),
+    ("runtime.planning", "runtime.task", "the planner reads the job file; what it shares with tasks is in runtime.columnar"),
 ]
 """(importer prefix, imported prefix, why not): finer rules inside a layer; `connector_rules()` adds the connectors'."""
 

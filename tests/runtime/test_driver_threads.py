@@ -17,7 +17,7 @@ from gobblin_py.runtime.executors.base import held_bytes, local_cores
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.executors.spark import SparkExecutor
 from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.runtime.task.pipeline import TaskSpec
+from gobblin_py.runtime.task.spec import TaskSpec
 from gobblin_py.runtime.task.results import TasksCancelled
 
 from support.jobs import example_job, write_job

@@ -20,7 +20,7 @@ from gobblin_py.runtime.executors.base import small_plan_bytes
 from gobblin_py.runtime.planning import Plan
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.runtime.executors.spark import SparkExecutor
-from gobblin_py.runtime.task.pipeline import TaskSpec
+from gobblin_py.runtime.task.spec import TaskSpec
 from gobblin_py.testing.outputs import read_avro_dir
 
 from support.jobs import example_job, write_job

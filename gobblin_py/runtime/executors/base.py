@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from gobblin_py.units import shown
 from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.runtime.task.results import WorkUnitResult
-from gobblin_py.runtime.task.pipeline import TaskSpec
+from gobblin_py.runtime.task.spec import TaskSpec
 
 
 ProgressCallback = Callable[[int, int, int, int], None]

@@ -12,7 +12,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.runtime.executors.base import ProgressCallback
 from gobblin_py.runtime.interrupt import raise_if_interrupted
-from gobblin_py.runtime.task.pipeline import TaskSpec, run_task
+from gobblin_py.runtime.task.attempt import run_task
+from gobblin_py.runtime.task.spec import TaskSpec
 from gobblin_py.runtime.task.results import TasksCancelled, WorkUnitResult
 
 _POLL_S = 0.2  # how often the driver looks up from waiting on task threads (Ctrl-C, progress)
@@ -52,7 +53,7 @@ class InProcessExecutor:
 
     def _run_threads(self, tasks: list[TaskSpec], progress: ProgressCallback | None) -> list[WorkUnitResult]:
         """The tasks on a pool of threads, results in the tasks' order. Ctrl-C cancels the tasks not started and
-        waits for the running ones, which stop at their next batch (see `pipeline.run_task`)."""
+        waits for the running ones, which stop at their next batch (see `attempt.run_task`)."""
         total = len(tasks)
         pool = ThreadPoolExecutor(max_workers=min(self.threads, total), thread_name_prefix="gobblin-task")
         futures: list[Future[list[WorkUnitResult]]] = [pool.submit(run_task, t) for t in tasks]

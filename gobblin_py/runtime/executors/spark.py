@@ -26,7 +26,8 @@ from gobblin_py.runtime.executors.base import (ProgressCallback, SessionSource, 
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.interrupt import raise_if_interrupted
 from gobblin_py.runtime.task.results import TaskStatus, TasksCancelled, WorkUnitResult
-from gobblin_py.runtime.task.pipeline import TaskSpec, run_task
+from gobblin_py.runtime.task.attempt import run_task
+from gobblin_py.runtime.task.spec import TaskSpec
 
 log = logging.getLogger(__name__)
 

@@ -1,32 +1,21 @@
-"""The task flow of one WorkUnit: Extractor → converters → row checks → fork → branches → writers.
+"""One attempt's record flow: Extractor → converters → row checks → fork → branches → writers (`Pipeline`).
 
-Pure and picklable: `run_task(spec)` is what a Spark executor (or the in-process executor) calls.
-Each attempt writes under its own attempt directory; only the files listed in the returned
-result are ever published, so a failed, retried or duplicated attempt never publishes twice.
-Every record goes through one loop, `_Pipeline.flow`, over stages composed once per task; whatever one record
-raises at any stage goes through `_Pipeline.fault` (the one bad-record path).
+Every record goes through one loop, `Pipeline.flow`, over stages composed once per task; whatever one record
+raises at any stage goes through `Pipeline.fault` (the one bad-record path). Attempts and retries: `attempt.py`.
 """
 
 from __future__ import annotations
 
-import logging
-import shutil
-import time
-import traceback
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gobblin_py.api import (
-    BatchConverter,
     BatchExtractor,
-    BatchWriter,
     BranchStats,
     Converter,
     DataWriter,
-    MultiWorkUnit,
     OneToOneConverter,
     SourceMessage,
     RowPolicyType,
@@ -37,113 +26,16 @@ from gobblin_py.api import (
     WriterTarget,
 )
 from gobblin_py.api.types import Record
-from gobblin_py.config.model import BadRecordPolicy, BranchConfig, JobSpec, PluginConfig, RowPolicyConfig
-from gobblin_py.errors import QualityError, UnreachableError, describe, is_record_fault, is_retriable
-from gobblin_py.fs import Location, filesystem_for
-from gobblin_py.fs import configure as configure_filesystems
+from gobblin_py.config.model import BadRecordPolicy, BranchConfig, PluginConfig, RowPolicyConfig
+from gobblin_py.errors import QualityError, is_record_fault
+from gobblin_py.fs import Location
+from gobblin_py.runtime.columnar import takes_columnar
 from gobblin_py.runtime.interrupt import raise_if_interrupted
 from gobblin_py.runtime.task.error_file import ErrorFile, reason
 from gobblin_py.runtime.task.committables import commit_writer
-from gobblin_py.runtime.task.giveups import GiveUps
 from gobblin_py.runtime.task.gc_threshold import fewer_collections
 from gobblin_py.runtime.task.results import BranchMetrics, TaskStatus, WorkUnitResult
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """Everything an executor needs to run one task (a WorkUnit or a MultiWorkUnit)."""
-
-    job: JobSpec
-    run_id: str
-    unit: WorkUnit | MultiWorkUnit
-    file_suffix: str = ""  # at_least_once runs add the run id, as Gobblin's writers name files
-    estimated_bytes: float | None = None  # the Source's estimate (None: unknown), to run a small plan in the driver
-    native_share: float = 0.0  # of that, the share done natively, outside Python's lock (`Plan.native_share`)
-
-    @property
-    def workunits(self) -> tuple[WorkUnit, ...]:
-        return self.unit.workunits if isinstance(self.unit, MultiWorkUnit) else (self.unit,)
-
-
-def run_task(spec: TaskSpec) -> list[WorkUnitResult]:
-    """Run every WorkUnit of the task, each retried up to `job.max_task_retries` times."""
-    _quiet_client_logs()
-    configure_filesystems(spec.job.job.filesystems)
-    return [_run_with_retries(spec, wu) for wu in spec.workunits]
-
-
-def _quiet_client_logs() -> None:
-    """On an executor nobody configured logging: keep client libraries' tracebacks out of the job's output
-    (a failure reaches the driver in the task result, with its message)."""
-    logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    for http in ("httpx", "httpx2"):  # the schema registry client's requests, one INFO line each
-        logging.getLogger(http).setLevel(logging.WARNING)
-
-
-def attempt_dirs(job: JobSpec, run_id: str, wu: WorkUnit, attempt_id: str) -> tuple[Path, Location]:
-    """(local staging, task output) directories private to one attempt of one WorkUnit of one run of one job."""
-    return (job.job.job_staging / run_id / wu.id / attempt_id, job.job.job_task_output / run_id / wu.id / attempt_id)
-
-
-def _run_with_retries(spec: TaskSpec, wu: WorkUnit) -> WorkUnitResult:
-    """Attempts of one WorkUnit until one succeeds; a failure that would repeat (see `is_retriable`) ends them at once,
-    and so does a service this task needs that a task of this run already gave up on (see `giveups`)."""
-    job = spec.job
-    errors: list[str] = []
-    started = time.monotonic()
-    giveups = GiveUps(job.job.job_staging / spec.run_id)
-    needs = _endpoints(job, wu)
-    last = job.job.max_task_retries + 1
-    for attempt in range(1, last + 1):
-        gave_up = next((g for g in map(giveups.find, sorted(needs)) if g is not None), None)
-        if gave_up is not None:
-            return _failed(wu, errors, gave_up.message(len(errors)), started)
-        attempt_id = f"a{attempt}-{uuid.uuid4().hex[:8]}"
-        staging, output = attempt_dirs(job, spec.run_id, wu, attempt_id)
-        pipeline = _Pipeline(spec, wu, attempt, staging, output)
-        try:
-            result = pipeline.run()
-            result.attempts = attempt
-            result.warnings[:0] = [f"attempt {i + 1} failed: {e}" for i, e in enumerate(errors)]
-            result.duration_s = time.monotonic() - started
-            return result
-        except Exception as exc:  # noqa: BLE001 - any failure of an attempt is retried or reported
-            retriable = is_retriable(exc)
-            errors.append(_short_trace(exc) if retriable else str(exc))
-            pipeline.abort()
-            filesystem_for(output).rmtree(output)
-            if isinstance(exc, UnreachableError):
-                needs.add(exc.endpoint)
-                if attempt == last:  # this task's budget for the service is spent: the run's is too
-                    return _failed(wu, errors, giveups.give_up(exc, wu.id, attempt).own_message(), started)
-            if not retriable:
-                break
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return _failed(wu, errors, errors[-1], started)
-
-
-def _failed(wu: WorkUnit, errors: list[str], error: str, started: float) -> WorkUnitResult:
-    """The result of a WorkUnit whose attempts (`errors`, one per attempt, possibly none) all failed."""
-    shown = errors[:-1] if errors and errors[-1] == error else errors
-    return WorkUnitResult(workunit=wu, status=TaskStatus.FAILED, attempts=len(errors), error=error,
-                          warnings=[f"attempt {i + 1} failed: {e}" for i, e in enumerate(shown)],
-                          duration_s=time.monotonic() - started)
-
-
-def _endpoints(job: JobSpec, wu: WorkUnit) -> set[str]:
-    """The services `wu` is known to need before its first attempt, as its Source names them (the Kafka source
-    names its brokers); a service an attempt fails to reach is added then."""
-    return set(job.source.create().endpoints(wu))
-
-
-def _short_trace(exc: BaseException) -> str:
-    """A failed attempt in one line; the source line it failed at only under --verbose (debug logging), since the
-    message is what the user acts on and a path inside the package tells them nothing."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    verbose = frames and logging.getLogger(__name__).isEnabledFor(logging.DEBUG)
-    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if verbose else ""
-    return f"{describe(exc)}{where}"
+from gobblin_py.runtime.task.spec import TaskSpec
 
 
 def _stage(plugin: PluginConfig, branch: str | None = None, shared: bool = False) -> str:
@@ -155,32 +47,6 @@ def _stage(plugin: PluginConfig, branch: str | None = None, shared: bool = False
     elif shared:
         key = f"fork.{branch}.{key}"
     return f"{key} ({plugin.name or plugin.path})"
-
-
-def columnar_shape(job: JobSpec) -> bool | None:
-    """Whether the job file lets its tasks take the columnar path, as far as the plan can tell without opening its
-    plugins (`_takes_columnar` decides per task): one branch of nothing but a batch writer, no row checks, and no
-    converter (False: the extractor must make Arrow) or one batch converter (True); None: the row path. For placing
-    a run (`Source.native_share`), never for what a task does."""
-    if not job.job.columnar or len(job.branches) != 1 or job.row_policies:
-        return None
-    branch = job.branches[0]
-    if branch.converters or branch.row_policies or not issubclass(branch.writer.cls(), BatchWriter):
-        return None
-    if not job.converters:
-        return False
-    return True if len(job.converters) == 1 and issubclass(job.converters[0].cls(), BatchConverter) else None
-
-
-def _takes_columnar(job: JobSpec, extractor: Any, steps: list[_Step], branch: _Branch | None) -> bool:
-    """Whether a straight task can take the columnar path: batches in, one converter that makes Arrow of them (or
-    none, for an extractor that makes Arrow itself), a writer that takes Arrow (and `job.columnar` not turned off)."""
-    if not (job.job.columnar and branch is not None and isinstance(extractor, BatchExtractor)
-            and isinstance(branch.writer, BatchWriter) and branch.writer.takes_batches()):
-        return False
-    if not steps:
-        return extractor.makes_arrow
-    return len(steps) == 1 and isinstance(steps[0].converter, BatchConverter)
 
 
 def _interruptible(records: Iterable[Record], every: int = 4096) -> Iterator[Record]:
@@ -230,7 +96,7 @@ class _Fork:
 
 class _Segment:
     """Stages composed once per task: 1:1 steps (converters, row checks), then an end (a branch's writer, the fork,
-    or a converter chain that makes several records of one) that the one record loop, `_Pipeline.flow`, runs."""
+    or a converter chain that makes several records of one) that the one record loop, `Pipeline.flow`, runs."""
 
     __slots__ = ("branches", "end", "ended", "entered", "entry", "lost", "stages", "stats", "steps")
     end: Callable[[Record], Any]  # set by `close`
@@ -274,7 +140,7 @@ class _Segment:
 class _Branch:
     """One fork branch of one attempt: converters, checks and a writer."""
 
-    def __init__(self, pipeline: _Pipeline, config: BranchConfig, schema: Any) -> None:
+    def __init__(self, pipeline: Pipeline, config: BranchConfig, schema: Any) -> None:
         self.name = config.name
         self.config = config
         self.steps = [_Step(c.create(), pipeline.stage(c, config.name), config.name) for c in config.converters]
@@ -299,7 +165,7 @@ class _Branch:
         return [*self.steps, *self.checks, self]
 
 
-class _Pipeline:
+class Pipeline:
     """One attempt of one WorkUnit."""
 
     def __init__(self, spec: TaskSpec, wu: WorkUnit, attempt: int, staging: Path, output: Location) -> None:
@@ -528,7 +394,8 @@ class _Pipeline:
             top = self.compose([*steps, *checks, *tail])
             straight = single is not None and single.plain and not checks and all(s.map is not None for s in steps)
             with fewer_collections():
-                if straight and _takes_columnar(job, extractor, steps, single):
+                if straight and single is not None and takes_columnar(
+                        job, extractor, [s.converter for s in steps], single.writer):
                     self._columnar(extractor, steps, single, top)  # type: ignore[arg-type]
                 elif isinstance(extractor, BatchExtractor):  # its read_records, checked for Ctrl-C a batch at a time
                     for batch in extractor.read_batches():
