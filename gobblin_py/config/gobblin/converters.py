@@ -1,6 +1,6 @@
 """The `converters:` and `quality:` sections of a translated Gobblin job, for the job or one fork branch.
 
-The record steps between source and writer; a converter that parses the source's text is noted for the source instead."""
+The record steps between source and writer; a converter that parses the source's text is noted for the source."""
 
 from __future__ import annotations
 

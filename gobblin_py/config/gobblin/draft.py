@@ -1,4 +1,4 @@
-"""The job document as it is written from a resolved Gobblin job: the settings read through one place, each key's origin kept.
+"""The job document being written from a resolved Gobblin job: settings read through one place, each key's origin kept.
 
 What every section's translation (job, source, converters, writer and publisher) writes through and reads from."""
 

@@ -1,6 +1,6 @@
-"""The `fork:`, `writer:` and `publisher:` sections of a translated Gobblin job: one writer and publisher, or one per branch.
+"""The `fork:`, `writer:` and `publisher:` sections of a translated Gobblin job: one writer and publisher, or one a branch.
 
-Where the records go: Gobblin's writer builders, partitioners and publishers, and the branch keys (`key.N`) of a fork."""
+Where the records go: Gobblin's writer builders, partitioners and publishers, and a fork's branch keys (`key.N`)."""
 
 from __future__ import annotations
 

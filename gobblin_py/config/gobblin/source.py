@@ -1,6 +1,6 @@
 """The `source:` section of a translated Gobblin job: Kafka (topics, offsets, deserializers, registry) or files.
 
-One of the sections translate.py writes; it reads what the converters decided (how text is parsed, where the schema is)."""
+A section translate.py writes; it reads what the converters decided (how text is parsed, where the schema is)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Resolved Gobblin settings → the job document the YAML loader validates (the same sections, the same keys).
 
 Each gobblin-py key remembers the Gobblin key it came from, so a validation problem names what the user wrote.
-The mapping itself is `mapping.py`; this module applies it, section by section (`source.py`, `converters.py`, `outputs.py`).
+The mapping itself is `mapping.py`; this module applies it, a section a module (`source.py`, `converters.py`,
+`outputs.py`).
 """
 
 from __future__ import annotations
