@@ -168,7 +168,7 @@ FRAMEWORK_KEYS: dict[str, list[tuple[str, str, str, str]]] = {
     "writer": [("writer.class", "alias or module:Class", "required", "the DataWriter; its settings are sibling keys")],
     "publisher": [("publisher.class", "alias or module:Class", "`fs`", "the publisher; its settings are sibling keys")],
 }
-"""The keys the loader reads itself (gobblin_py/config/loader.py) rather than through a settings model."""
+"""The keys the loader reads itself (gobblin_py/config/plugin_sections.py) rather than through a settings model."""
 
 
 READ_IN: dict[str, str | None] = {
@@ -201,10 +201,11 @@ READ_IN: dict[str, str | None] = {
     "maintenance.expire_snapshots_older_than": "maintenance/options.py", "maintenance.keep_last": "maintenance/options.py",
     "maintenance.remove_orphans_older_than": "maintenance/options.py", "maintenance.retention": "maintenance/options.py",
     "maintenance.datasets": "maintenance/options.py", "maintenance.schedule": "scheduling/scheduler.py",
-    "source.class": "config/loader.py", "converters": "config/loader.py", "quality.row": "config/loader.py",
-    "quality.task": "config/loader.py", "quality.bad_records": "runtime/task/pipeline.py",
-    "fork.class": "config/loader.py", "fork.branches": "config/loader.py", "writer.class": "config/loader.py",
-    "publisher.class": "config/loader.py",
+    "source.class": "config/plugin_sections.py", "converters": "config/plugin_sections.py",
+    "quality.row": "config/plugin_sections.py", "quality.task": "config/plugin_sections.py",
+    "quality.bad_records": "runtime/task/pipeline.py", "fork.class": "config/plugin_sections.py",
+    "fork.branches": "config/plugin_sections.py", "writer.class": "config/plugin_sections.py",
+    "publisher.class": "config/plugin_sections.py",
 }
 """Each key → the module (under gobblin_py/) where its value takes effect (None: kept, read by nothing); checked
 against the code by `_read_in`: every key has one, and the module names the key's last part."""

@@ -64,8 +64,8 @@ def connector_rules() -> list[tuple[str, str, str]]:
     rules += [(m, c, "a module the connectors share imports none of them") for m in shared for c in packages]
     return rules
 
-CONFIG_MAY_IMPORT_BUILTIN = {"config/gobblin/translate.py"}
-"""config imports no plugin, except the Gobblin translator, which maps Gobblin's classes onto them."""
+CONFIG_MAY_IMPORT_BUILTIN = {"config/gobblin/source.py"}
+"""config imports no plugin, except the Gobblin translator's source section, which maps Gobblin's classes onto them."""
 
 
 def _module_name(path: Path) -> str:
