@@ -16,6 +16,8 @@ given to the task. Commit and abort markers take offsets but hold no record: a r
 consumer's position reaches its end.
 """
 
+from __future__ import annotations
+
 import logging
 from typing import Any
 
@@ -67,25 +69,25 @@ class KafkaSource(Source):
                 begins = consumer.beginning_offsets(tps)
                 ends = consumer.end_offsets(tps)
                 committed = state.watermarks(topic)
-                gone = recreated(s, topic, described[1].get(topic), committed, state.kept(topic), consumer, begins, ends)
-                if gone is not None:
+                renewed = recreated(s, topic, described[1].get(topic), committed, state.kept(topic), consumer, begins, ends)
+                if renewed is not None:
                     if s.on_topic_recreated == "fail":
-                        state.report_input_problem(topic, gone.message(s.brokers) + (
+                        state.report_input_problem(topic, renewed.message(s.brokers) + (
                             "; nothing of the topic was read. Set `on_topic_recreated: earliest` to read the new topic from "
                             f"its first offset, or drop its state with `gobblin-py state reset JOB.yaml --dataset {topic}` "
                             "to start it over per bootstrap_with_offset"))
                         continue
-                    notice = (gone.message(s.brokers) + "; they are read from the new topic's first offset "
+                    notice = (renewed.message(s.brokers) + "; they are read from the new topic's first offset "
                               "(on_topic_recreated: earliest)")
                     log.warning("%s", notice)
                     state.report_notice(topic, notice)
-                    committed = {k: v for k, v in committed.items() if int(k) not in gone.partitions}
+                    committed = {k: v for k, v in committed.items() if int(k) not in renewed.partitions}
                 gone = sorted(int(k) for k in committed if int(k) not in partitions)
                 if gone:
                     raise SourceError(f"topic {topic!r} on {s.brokers} no longer has partition(s) {', '.join(map(str, gone))} "
                                       "that earlier runs read; nothing was extracted (reset the dataset's state to go on)")
                 for tp in tps:
-                    from_start = gone is not None and tp.partition in gone.partitions
+                    from_start = renewed is not None and tp.partition in renewed.partitions
                     planned = plan_partition(s, tp, committed.get(str(tp.partition)), begins[tp], ends[tp], state, from_start)
                     if planned is not None:
                         ranges.append((tp, *planned))
