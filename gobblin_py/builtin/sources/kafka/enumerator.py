@@ -1,5 +1,6 @@
 """The offset ranges a plan reads (Flink's enumerator): each partition's range from its committed offset, the ranges cut
-to a run's record limit, and the WorkUnit of one range, named by everything its output holds."""
+to a run's record limit, and the WorkUnit of one range (its split, and what the state keeps), named by everything
+its output holds."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 from gobblin_py.api import SourceState, WorkUnit
 from gobblin_py.api.names import workunit_id
 from gobblin_py.builtin.sources.kafka.identity import TopicIdentity, state_props
-from gobblin_py.builtin.sources.kafka.registry import OutputSchema, SchemaPart
+from gobblin_py.builtin.sources.kafka.registry import KEY, VALUE, OutputSchema, SchemaPart
 from gobblin_py.builtin.sources.kafka.settings import TOPIC_PREFIX_CHARS, KafkaSettings
+from gobblin_py.builtin.sources.kafka.split import KafkaSplit
 from gobblin_py.errors import SourceError
 
 log = logging.getLogger(__name__)
@@ -60,11 +62,12 @@ def capped(ranges: list[tuple[Any, int, int]], limit: int | None) -> list[tuple[
     return [(tp, start, start + n) for (tp, start, end), n in zip(ranges, taken) if n > 0 or start == end]
 
 
-def workunit(tp: Any, start: int, end: int, identity: TopicIdentity,
+def workunit(s: KafkaSettings, tp: Any, start: int, end: int, identity: TopicIdentity,
              schemas: dict[SchemaPart, OutputSchema] | None = None) -> WorkUnit:
     """The WorkUnit of offsets `[start, end)`, named by cluster, topic identity, partition, range (and output schemas:
-    a range read again into another schema is another file); it keeps the topic's identity with the partition's
-    watermark (the topic id, or the range's first record), or clears an earlier one when the range is empty."""
+    a range read again into another schema is another file). Its split says what to read and how; its props keep, with
+    the partition's watermark, the topic's identity (the topic id, or the range's first record; cleared when the range
+    is empty) and the output schemas' identities."""
     schemas = schemas or {}
     schema_part = tuple(f"{part.id_tag}:{out.schema_id}" + (f"+{out.fingerprint}" if out.merged else "")
                         for part, out in schemas.items())
@@ -72,6 +75,8 @@ def workunit(tp: Any, start: int, end: int, identity: TopicIdentity,
                         tp.topic, identity.of(tp, start), tp.partition, start, end, *schema_part)
     kept = state_props(identity, tp)
     for part, out in schemas.items():
-        kept.update(part.props(out))
+        kept.update(part.state_props(out))
+    split = KafkaSplit(topic=tp.topic, partition=tp.partition, client=s.client, value_schema=schemas.get(VALUE),
+                       key_schema=schemas.get(KEY))
     return WorkUnit(id=wu_id, dataset=tp.topic, watermark_key=str(tp.partition), low_watermark=start,
-                    expected_high_watermark=end, props={"topic": tp.topic, "partition": tp.partition, **kept})
+                    expected_high_watermark=end, props=kept, split=split.packed())

@@ -3,7 +3,9 @@
 Planning reads every partition's earliest and end offsets once; a WorkUnit covers
 `[committed offset, end offset at planning)` of one partition, and WorkUnits are bin-packed
 into at most `max_workunits` tasks by the size their partition had last time, and into fewer when the run
-is small (`min_records_per_workunit`): each Spark task costs its own scheduling, whatever it reads.
+is small (`min_records_per_workunit`): each Spark task costs its own scheduling, whatever it reads. Each WorkUnit
+carries a `KafkaSplit` (partition, client, output schemas); its `client`, set from `source.client` at planning, picks
+the extractor through `EXTRACTORS`.
 
 What it assumes, checked at each plan: the topic is the one the offsets were committed from. Each partition's commit
 keeps the topic's id beside its watermark (or, from a broker without topic ids, a record read); a re-created topic
@@ -19,6 +21,7 @@ consumer's position reaches its end.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
@@ -29,6 +32,7 @@ from gobblin_py.builtin.sources.kafka.enumerator import capped, plan_partition
 from gobblin_py.builtin.sources.kafka.identity import KEPT_IDS, TopicIdentity, describe_topics, recreated
 from gobblin_py.builtin.sources.kafka.schema_plan import output_schemas
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, broker_endpoint, open_consumer
+from gobblin_py.builtin.sources.kafka.split import KafkaSplit
 from gobblin_py.builtin.sources.kafka.subscriber import select_topics
 from gobblin_py.builtin.sources.packing import worst_fit_decreasing
 from gobblin_py.errors import SourceError, describe
@@ -45,6 +49,7 @@ class KafkaSource(Source):
     """One WorkUnit per partition with new data; partitions packed into at most `max_workunits` tasks."""
 
     Settings = KafkaSettings
+    split_type = KafkaSplit
     keeps_key_stats = True
 
     @classmethod
@@ -98,7 +103,7 @@ class KafkaSource(Source):
         finally:
             consumer.close()
         schemas = output_schemas(s, sorted({tp.topic for tp, _, _ in ranges}), state)
-        units = [enumerator.workunit(tp, start, end, identity, schemas.get(tp.topic, {})) for tp, start, end in ranges
+        units = [enumerator.workunit(s, tp, start, end, identity, schemas.get(tp.topic, {})) for tp, start, end in ranges
                  if identity is not None]
         records = sum(end - start for _, start, end in ranges)
         tasks = min(s.max_workunits, max(1, -(-records // s.min_records_per_workunit)))
@@ -151,8 +156,8 @@ class KafkaSource(Source):
         """JSON values made Arrow by `json_to_avro`'s batch path are parsed by Arrow's JSON reader and written by Arrow,
         outside Python's lock; with `client: confluent` librdkafka fetches them, and Python still makes one message
         object a record (see `NATIVE_SHARE`). kafka-python fetches and decodes its batches in Python: none."""
-        s: KafkaSettings = self.settings
-        return NATIVE_SHARE if converted and s.deserializer in ("json", "confluent_json") and s.client == "confluent" else 0.0
+        confluent = KafkaSplit.of(workunit).client == "confluent"
+        return NATIVE_SHARE if converted and self.settings.deserializer in ("json", "confluent_json") and confluent else 0.0
 
     def reads_topic(self, topic: str) -> str | None:
         """`source.topics` or `source.topic_pattern` when planning would read `topic` (see `KafkaSettings.selects`)."""
@@ -165,11 +170,22 @@ class KafkaSource(Source):
         return [broker_endpoint(self.settings), *([registry.endpoint] if registry is not None else [])]
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
-        if self.settings.client == "confluent":
-            from gobblin_py.builtin.sources.kafka.confluent import ConfluentKafkaExtractor
+        """The extractor of the client the split names (`EXTRACTORS`)."""
+        return EXTRACTORS[KafkaSplit.of(workunit).client]()(self.settings, workunit, context)
 
-            return ConfluentKafkaExtractor(self.settings, workunit, context)
-        from gobblin_py.builtin.sources.kafka.extractor import KafkaExtractor
 
-        return KafkaExtractor(self.settings, workunit, context)
+def _kafka_python() -> type[Extractor]:
+    from gobblin_py.builtin.sources.kafka.extractor import KafkaExtractor
 
+    return KafkaExtractor
+
+
+def _confluent() -> type[Extractor]:
+    from gobblin_py.builtin.sources.kafka.confluent import ConfluentKafkaExtractor
+
+    return ConfluentKafkaExtractor
+
+
+EXTRACTORS: dict[str, Callable[[], type[Extractor]]] = {"kafka-python": _kafka_python, "confluent": _confluent}
+"""Each `KafkaSplit.client` → its extractor class, imported when a task asks for one (the source and its extractors
+never import each other at module level)."""
