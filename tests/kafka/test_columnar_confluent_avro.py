@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from gobblin_py.builtin.sources.kafka.split import KafkaSplit
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
@@ -113,7 +114,7 @@ def test_the_columnar_confluent_avro_path_writes_what_the_row_path_writes(
     ids = sorted(r["id"] for rows in fast_rows.values() for r in rows)
     bad = {1150, 1151} if metadata else {1150}  # the cut payload; the key that is not UTF-8
     assert ids == sorted([*range(400), *(i for i in range(1000, 1300) if i not in bad), *range(5000, 5030)])  # once
-    by_partition = {int(t.workunit.props["partition"]): t for t in results[True].tasks}
+    by_partition = {KafkaSplit.of(t.workunit).partition: t for t in results[True].tasks}
     assert by_partition[0].records_columnar == by_partition[0].records_extracted == 400  # every batch whole
     assert 0 < by_partition[1].records_columnar < by_partition[1].records_extracted  # the odd batches by record
     assert all(t.records_columnar == 0 for t in results[False].tasks)

@@ -13,6 +13,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
+from gobblin_py.builtin.sources.kafka.split import KafkaSplit
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
@@ -82,7 +83,7 @@ def test_the_columnar_path_writes_what_the_row_path_writes(tmp_path: Path, broke
     assert fast.datasets[0].counters == slow.datasets[0].counters
     assert fast.datasets[0].counters["unknown_fields_dropped"]["count"] == 1
 
-    by_partition = {t.workunit.props["partition"]: t for t in fast.tasks}
+    by_partition = {KafkaSplit.of(t.workunit).partition: t for t in fast.tasks}
     assert by_partition[0].records_columnar == 600  # a clean partition: every batch whole
     assert by_partition[0].records_extracted == 600
     assert by_partition[1].records_columnar < by_partition[1].records_extracted

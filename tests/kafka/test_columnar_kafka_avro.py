@@ -12,6 +12,7 @@ import fastavro
 import orjson
 import pytest
 
+from gobblin_py.builtin.sources.kafka.split import KafkaSplit
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
@@ -62,7 +63,7 @@ def test_the_columnar_avro_path_writes_what_the_row_path_writes(tmp_path: Path, 
     assert fast.keys() == slow.keys() and fast
     for name in fast:
         assert _records(fast[name]) == _records(slow[name]), name
-    by_partition = {t.workunit.props["partition"]: t for t in results[True].tasks}
+    by_partition = {KafkaSplit.of(t.workunit).partition: t for t in results[True].tasks}
     clean_ids = {e["id"] for e in clean_events}
     clean_files = [n for n in fast if all(r["id"] in clean_ids for r in _records(fast[n]))]
     assert len(clean_files) == 3  # partition 0's events over 3 days

@@ -54,7 +54,8 @@ def test_without_topic_ids_the_first_records_timestamp_tells_a_recreated_topic_a
     from kafka import TopicPartition
 
     from gobblin_py.builtin.sources.kafka.settings import open_consumer
-    from gobblin_py.builtin.sources.kafka.source import KafkaSource, TopicIdentity, first_timestamps
+    from gobblin_py.builtin.sources.kafka.identity import TopicIdentity, first_timestamps
+    from gobblin_py.builtin.sources.kafka.source import KafkaSource
 
     settings = KafkaSource.Settings.model_validate({"bootstrap_servers": broker.bootstrap, "topics": [topic], "idle_timeout_s": 5})
     starts = {TopicPartition(topic, 0): 0, TopicPartition(topic, 1): 5}

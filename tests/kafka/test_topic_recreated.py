@@ -109,9 +109,9 @@ def test_the_planner_sees_a_changed_id_in_state(tmp_path: Path, broker, topic: s
 
 def test_without_topic_ids_the_first_records_tell_a_recreated_topic(tmp_path: Path, broker, topic: str, monkeypatch) -> None:
     """A broker older than Kafka 2.8 has no topic ids: the timestamp of a record read before is compared instead."""
-    from gobblin_py.builtin.sources.kafka import source
+    from gobblin_py.builtin.sources.kafka import identity
 
-    monkeypatch.setattr(source, "NO_TOPIC_ID", _EverythingIsNoId())
+    monkeypatch.setattr(identity, "NO_TOPIC_ID", _EverythingIsNoId())
     first = new_topic(broker.bootstrap, topic, 2, 20)
     job = kafka_job(tmp_path, broker.bootstrap, [topic])
     assert _run(tmp_path, job).succeeded
@@ -147,21 +147,22 @@ def test_offsets_below_the_log_start_are_named_as_lost() -> None:
     from kafka import TopicPartition
 
     from gobblin_py.api import SourceState
-    from gobblin_py.builtin.sources.kafka.source import KafkaSource
+    from gobblin_py.builtin.sources.kafka.enumerator import plan_partition
+    from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
 
     for policy, planned in (("earliest", (10, 20)), ("latest", (20, 20))):
-        source = KafkaSource(KafkaSource.Settings.model_validate({"bootstrap_servers": "b:9092", "topics": ["ev"],
-                                                                  "reset_on_offset_out_of_range": policy}))
+        settings = KafkaSettings.model_validate({"bootstrap_servers": "b:9092", "topics": ["ev"],
+                                                 "reset_on_offset_out_of_range": policy})
         state = SourceState({})
-        assert source._plan_partition(TopicPartition("ev", 3), 4, 10, 20, state) == planned
+        assert plan_partition(settings, TopicPartition("ev", 3), 4, 10, 20, state) == planned
         (notice,) = state.notices["ev"]
         assert notice.startswith("ev/3: committed offset 4 is out of range [10, 20): offsets 4..9 (6 records) were deleted "
                                  "by retention"), notice
         assert "records lost" in notice and ("skipping offsets 10..19" in notice) == (policy == "latest")
-    failing = KafkaSource(KafkaSource.Settings.model_validate({"bootstrap_servers": "b:9092", "topics": ["ev"],
-                                                               "reset_on_offset_out_of_range": "fail"}))
+    failing = KafkaSettings.model_validate({"bootstrap_servers": "b:9092", "topics": ["ev"],
+                                            "reset_on_offset_out_of_range": "fail"})
     with pytest.raises(Exception, match="ev/3 on b:9092: committed offset 4 is outside the available range"):
-        failing._plan_partition(TopicPartition("ev", 3), 4, 10, 20, SourceState({}))
+        plan_partition(failing, TopicPartition("ev", 3), 4, 10, 20, SourceState({}))
 
 
 @pytest.mark.parametrize("policy", ["fail", "earliest"])

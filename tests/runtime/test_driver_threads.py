@@ -4,6 +4,7 @@ as a local Spark would; Ctrl-C stops the threads' tasks."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from pathlib import Path
@@ -143,6 +144,7 @@ def test_the_sources_say_what_of_their_work_is_native_only_where_it_is() -> None
     from gobblin_py.api import WorkUnit
     from gobblin_py.builtin.sources.files.source import FilesSource
     from gobblin_py.builtin.sources.kafka.source import KafkaSource
+    from gobblin_py.builtin.sources.kafka.split import KafkaSplit
 
     from gobblin_py.builtin.sources.files.split import FileSplit
 
@@ -159,5 +161,6 @@ def test_the_sources_say_what_of_their_work_is_native_only_where_it_is() -> None
     for client, native in (("confluent", True), ("kafka-python", False)):
         kafka = KafkaSource(KafkaSource.Settings.model_validate({"bootstrap_servers": "127.0.0.1:9", "topics": ["t"],
                                                                  "client": client}))
-        assert (kafka.native_share(wu(), converted=True) > 0.5) is native
-        assert kafka.native_share(wu(), converted=False) == 0.0
+        unit = dataclasses.replace(wu(), split=KafkaSplit(topic="t", partition=0, client=client).packed())
+        assert (kafka.native_share(unit, converted=True) > 0.5) is native
+        assert kafka.native_share(unit, converted=False) == 0.0

@@ -24,17 +24,18 @@ from gobblin_py.api import BatchExtractor, RawBatch, SourceMessage, TaskContext,
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.kafka.metadata import (DELETED, PREFIX, BadMetadata, MessageDetails, metadata_fields,
                                                       metadata_of, with_metadata)
-from gobblin_py.builtin.sources.kafka.registry import HEADER, KEY, VALUE, LossyRead, UndecodableValue
+from gobblin_py.builtin.sources.kafka.registry import HEADER, LossyRead, UndecodableValue
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
+from gobblin_py.builtin.sources.kafka.split import KafkaSplit
 from gobblin_py.errors import PermanentTaskError, RetriableTaskError, SourceError, describe
 
 log = logging.getLogger(__name__)
 
-def value_schema(settings: KafkaSettings, workunit: WorkUnit) -> dict[str, Any] | None:
+def value_schema(settings: KafkaSettings, split: KafkaSplit) -> dict[str, Any] | None:
     """The Avro record schema values are decoded into: `avro_schema`'s, or the one planned for `confluent_avro` (or
     derived for `confluent_protobuf`)."""
     if settings.deserializer in ("confluent_avro", "confluent_protobuf"):
-        return workunit.props[VALUE.schema_prop]
+        return split.planned("value").schema
     if settings.deserializer == "avro":
         from gobblin_py.builtin.schemas.avro_files import load_avro_schema
 
@@ -42,7 +43,7 @@ def value_schema(settings: KafkaSettings, workunit: WorkUnit) -> dict[str, Any] 
     return None
 
 
-def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any] | None) -> Callable[[bytes], Any]:
+def _decoder(settings: KafkaSettings, split: KafkaSplit, schema: dict[str, Any] | None) -> Callable[[bytes], Any]:
     kind = settings.deserializer
     if kind == "json":
         return orjson.loads
@@ -60,12 +61,12 @@ def _decoder(settings: KafkaSettings, workunit: WorkUnit, schema: dict[str, Any]
         from gobblin_py.builtin.sources.kafka.registry import ConfluentAvroDecoder
 
         assert settings.schema_registry is not None and schema is not None
-        return ConfluentAvroDecoder.of(settings.schema_registry, VALUE.read(workunit.props), settings.schema_evolution)
+        return ConfluentAvroDecoder.of(settings.schema_registry, split.planned("value"), settings.schema_evolution)
     if kind == "confluent_protobuf":
         from gobblin_py.builtin.sources.kafka.protobuf import ConfluentProtobufDecoder
 
         assert settings.schema_registry is not None
-        return ConfluentProtobufDecoder(settings.schema_registry, VALUE.read(workunit.props))
+        return ConfluentProtobufDecoder(settings.schema_registry, split.planned("value"))
     import fastavro
 
     parsed = fastavro.parse_schema(schema)
@@ -97,17 +98,18 @@ class KafkaExtractor(BatchExtractor):
     def __init__(self, settings: KafkaSettings, workunit: WorkUnit, context: TaskContext) -> None:
         self.settings = settings
         self.context = context
-        self.topic = workunit.props["topic"]
-        self.partition = int(workunit.props["partition"])
+        split = KafkaSplit.of(workunit)
+        self.topic = split.topic
+        self.partition = split.partition
         self.low = int(workunit.low_watermark or 0)
         self.high = int(workunit.expected_high_watermark or 0)
         self.offset = self.low
         self.next_offset = self.low
         self.consumer: Any = None
         self.where = f"{self.topic}/{self.partition} on {settings.brokers}"
-        self._value_schema = value_schema(settings, workunit)
-        self._decode = _decoder(settings, workunit, self._value_schema)
-        self._key_schema = KEY.read(workunit.props) if settings.avro_keys else None
+        self._value_schema = value_schema(settings, split)
+        self._decode = _decoder(settings, split, self._value_schema)
+        self._key_schema = split.planned("key") if settings.avro_keys else None
         self._metadata = metadata_of(settings, self.topic, self.partition, self._key_decoder())
         self._headers = "headers" in settings.metadata_columns  # read from each message only then
         self._arrow = self._columns() if settings.deserializer == "confluent_avro" else None

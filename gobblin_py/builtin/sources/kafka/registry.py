@@ -1,8 +1,8 @@
 """Values in Confluent's wire format (magic byte 0, a 4-byte big-endian schema id, an Avro datum) and the schema
 registry that holds their schemas, through confluent-kafka's `SchemaRegistryClient` (which caches what it fetched).
 
-A run reads every value of a topic into one output schema, planned once, kept in each WorkUnit and the dataset's
-state (and so every key, under `metadata_key: confluent_avro`, from the key subject): the subject's latest version, or
+A run reads every value of a topic into one output schema, planned once, kept in each WorkUnit's split and the
+dataset's state (and so every key, under `metadata_key: confluent_avro`, from the key subject): the subject's latest version, or
 under `schema_evolution: evolve`, when an earlier version does not read into it losslessly, the merge of all its
 versions (`evolution.merged`, named by its fingerprint). Each value is decoded with its own writer schema (fetched by
 id) and resolved into the output schema by Avro's rules. A writer schema that is a version of the subject and does
@@ -85,17 +85,12 @@ class OutputSchema:
 @dataclass(frozen=True)
 class SchemaPart:
     """A part of a message read in Confluent's wire format (its value, or its key): the setting naming its subject, and
-    the names under which a WorkUnit carries its output schema and the dataset's state keeps its identity."""
+    the names under which a WorkUnit's id names its output schema and the dataset's state keeps its identity (the
+    schema itself travels in the WorkUnit's `KafkaSplit`)."""
 
     part: str  # "value" or "key"
     setting: str  # the source setting naming the subject
-    subject_prop: str  # the WorkUnit prop holding the subject
     id_tag: str  # how the WorkUnit id names the schema id
-
-    @property
-    def schema_prop(self) -> str:
-        """The WorkUnit prop holding the planned Avro schema (with `<part>_schema_id` and `<part>_schema_version`)."""
-        return f"{self.part}_schema"
 
     @property
     def kept(self) -> str:
@@ -107,25 +102,16 @@ class SchemaPart:
         """The dataset state's key for a merged output schema's versions and fingerprint (absent for a version's own)."""
         return f"{self.part}_schema_evolved"
 
-    def props(self, out: OutputSchema) -> dict[str, Any]:
-        """The WorkUnit props carrying `out` to the task, and its identity to the dataset's state."""
-        props = {self.schema_prop: out.schema, f"{self.part}_schema_id": out.schema_id,
-                 f"{self.part}_schema_version": out.version, self.subject_prop: out.subject,
-                 f"state.{self.kept}": out.identity()}
+    def state_props(self, out: OutputSchema) -> dict[str, Any]:
+        """The WorkUnit props that keep `out`'s identity (and a merged schema's versions) in the dataset's state."""
+        props: dict[str, Any] = {f"state.{self.kept}": out.identity()}
         if out.merged:
             props[f"state.{self.kept_evolved}"] = out.evolved()
         return props
 
-    def read(self, props: dict[str, Any]) -> OutputSchema:
-        """The output schema a WorkUnit's `props` carry (see `props`)."""
-        evolved = props.get(f"state.{self.kept_evolved}") or {}
-        return OutputSchema(props[self.subject_prop], int(props[f"{self.part}_schema_version"]),
-                            int(props[f"{self.part}_schema_id"]), props[self.schema_prop],
-                            tuple(int(v) for v in evolved.get("versions", ())), evolved.get("fingerprint"))
 
-
-VALUE = SchemaPart("value", "subject", "subject", "schema")
-KEY = SchemaPart("key", "key_subject", "key_subject", "key-schema")
+VALUE = SchemaPart("value", "subject", "schema")
+KEY = SchemaPart("key", "key_subject", "key-schema")
 
 
 def registry_client(s: SchemaRegistrySettings) -> Any:
