@@ -33,6 +33,7 @@ from bench_kafka import PARTITIONS, REPO, TOPIC, LocalBroker, create_topic, gobb
 from bench_results import save
 
 from gobblin_py.api import WorkUnit
+from gobblin_py.builtin.sources.kafka.split import KafkaSplit  # noqa: E402
 from gobblin_py.config import load_job
 from gobblin_py.runtime.task.attempt import run_task
 from gobblin_py.runtime.task.spec import TaskSpec
@@ -57,7 +58,7 @@ def tasks(bootstrap: str, ends: dict[int, int], client: str, tmp: Path) -> None:
     spec = load_job(gobblin_job(tmp, bootstrap, "deflate", client, "parquet"))
     for p, end in sorted(ends.items()):
         wu = WorkUnit(id=f"wu{p}", dataset=TOPIC, watermark_key=str(p), low_watermark=0, expected_high_watermark=end,
-                      props={"topic": TOPIC, "partition": p})
+                      split=KafkaSplit(topic=TOPIC, partition=p, client=client).packed())
         [result] = run_task(TaskSpec(job=spec, run_id="cpu", unit=wu))
         if result.error or result.records_written != end:
             raise SystemExit(f"task of partition {p} failed or short: {result.error or result.records_written}")
