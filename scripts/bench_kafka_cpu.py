@@ -33,7 +33,7 @@ from bench_kafka import PARTITIONS, REPO, TOPIC, LocalBroker, create_topic, gobb
 from bench_results import save
 
 from gobblin_py.api import WorkUnit
-from gobblin_py.builtin.sources.kafka.split import KafkaSplit  # noqa: E402
+from gobblin_py.builtin.sources.kafka.split import KafkaSplit
 from gobblin_py.config import load_job
 from gobblin_py.runtime.task.attempt import run_task
 from gobblin_py.runtime.task.spec import TaskSpec
