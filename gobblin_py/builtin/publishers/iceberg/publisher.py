@@ -68,7 +68,12 @@ from gobblin_py.fs import Location
 from gobblin_py.fs.paths import FsLocation
 from gobblin_py.fs.publish_steps import publish_step
 from gobblin_py.builtin.extras import require
+from gobblin_py.builtin.publishers.iceberg import catalog as icat
+from gobblin_py.builtin.publishers.iceberg import schema as isch
+from gobblin_py.builtin.publishers.iceberg import snapshots as isnap
+from gobblin_py.builtin.publishers.iceberg.catalog import catalog_faults, catalog_label, load_catalog, load_table, table_uri
 from gobblin_py.builtin.publishers.iceberg.compaction import IcebergReplaceCommitStep
+from gobblin_py.builtin.publishers.iceberg.snapshots import WATERMARKS, latest_marks, live_files
 from gobblin_py.builtin.publishers.iceberg.upkeep import UPKEEP_STEPS, plan_upkeep
 
 log = logging.getLogger(__name__)
@@ -100,16 +105,12 @@ def _still_pinned(table: Any, name: str, commit: DatasetCommit) -> None:
 
 def _newest_commit(table: Any, name: str, commit: DatasetCommit) -> str | None:
     """The commit id of the job's newest snapshot of the dataset in the table (None: none, or all expired)."""
-    from gobblin_py.builtin.publishers.iceberg import tables as t
-
-    mark = t.latest_marks(table, name, commit.job).get(commit.dataset)
+    mark = isnap.latest_marks(table, name, commit.job).get(commit.dataset)
     return mark.commit_id if mark is not None else None
 
 
 def _another_driver(name: str, commit: DatasetCommit, newest: str, expected: str, pending: bool) -> str:
     """Why a commit is refused when the job's newest commit of its dataset in the table is another work directory's."""
-    from gobblin_py.builtin.publishers.iceberg.tables import WATERMARKS
-
     give_up = (f"give this commit up (`gobblin-py recover JOB.yaml --dataset {commit.dataset} --abandon`), then "
                if pending else "")
     return (f"table {name}: the newest commit of dataset {commit.dataset} by job {commit.job} is {newest}, and "
@@ -122,12 +123,10 @@ def _another_driver(name: str, commit: DatasetCommit, newest: str, expected: str
 
 def _catalog_faults(doing: str) -> Callable[[F], F]:
     """A publisher method in which the catalog unreachable or refusing access is a CatalogUnavailableError naming it
-    and `doing` (`tables.catalog_faults`): retried after job.commit_retry_backoff, never an internal error."""
+    and `doing` (`catalog.catalog_faults`): retried after job.commit_retry_backoff, never an internal error."""
     def wrap(method: F) -> F:
         @functools.wraps(method)
         def guarded(self: IcebergPublisher, *args: Any, **kwargs: Any) -> Any:
-            from gobblin_py.builtin.publishers.iceberg.tables import catalog_faults, catalog_label
-
             with catalog_faults(catalog_label(self.settings.catalog), doing):
                 return method(self, *args, **kwargs)
         return guarded  # type: ignore[return-value]
@@ -303,7 +302,6 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         a table (a lost catalog then)."""
         from pyiceberg.io import load_file_io
 
-        from gobblin_py.builtin.publishers.iceberg import tables as t
         from gobblin_py.fs import filesystem_for
 
         metadata = self.table_dir(dataset) / "metadata"
@@ -312,8 +310,8 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         if not found:
             return
         io = load_file_io(catalog.properties, table_uri(found[0]))
-        read = {p: t.read_metadata(io, table_uri(p)) for p in found}
-        creators = {t.creating_commit(m) if m is not None else None for m in read.values()}
+        read = {p: isnap.read_metadata(io, table_uri(p)) for p in found}
+        creators = {isnap.creating_commit(m) if m is not None else None for m in read.values()}
         if job is not None and None not in creators and all(str(c).startswith(f"{job}/") for c in creators):
             log.warning("table %s is not in the catalog, and its location holds only metadata the commit(s) %s of this "
                         "job wrote while creating it, which never reached the catalog (a run killed inside the "
@@ -327,7 +325,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             m = read[p]
             if m is None:
                 return False, -1, p
-            ours = str(m.table_uuid) == pinned.get("table_uuid") or m.properties.get(t.CREATED_BY) == pinned.get("created_by")
+            ours = str(m.table_uuid) == pinned.get("table_uuid") or m.properties.get(isnap.CREATED_BY) == pinned.get("created_by")
             return ours, m.last_updated_ms, p
 
         latest = max(found, key=newest)
@@ -341,11 +339,9 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
     def _check_one_dataset(self, table: Any, dataset: str, name: str) -> None:
         """Under `{dataset}` a table holds one dataset: two datasets whose names map to one table (`public.a_b` and
         `public_a.b` both to `db.public_a_b`) are refused naming both, never mixed in one table."""
-        from gobblin_py.builtin.publishers.iceberg import tables as t
-
         if table is None or "{dataset}" not in self.settings.table:
             return
-        other = t.other_dataset(table, dataset)
+        other = isnap.other_dataset(table, dataset)
         if other is not None:
             raise CommitError(f"table {name} holds dataset {other!r}, and publisher.table {self.settings.table!r} names it "
                               f"for dataset {dataset!r} too (a '.' in a dataset's name becomes '_' in a catalog with "
@@ -385,8 +381,6 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
     def catalog(self) -> Any:
         """The configured catalog, its warehouse and FileIO defaulting to this publisher's (the job's filesystems)."""
         from gobblin_py.builtin.publishers.iceberg.io import IO_IMPL
-        from gobblin_py.builtin.publishers.iceberg.tables import catalog_faults, catalog_label, load_catalog
-
         props = dict(self.settings.catalog)
         if not props:
             raise CommitError("publisher.catalog is empty: run the job through its job file (the loader sets the "
@@ -406,16 +400,14 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
     def is_committed(self, commit: DatasetCommit) -> bool:
         """The table's current state has the snapshot tagged with this commit id or, once that was expired, every
         file the commit adds (trivially: no data files)."""
-        from gobblin_py.builtin.publishers.iceberg import tables as t
-
         paths = self._data_uris(commit)
         if not paths:
             return True
         name = self.table_name(commit.dataset)
-        table = t.load_table(self.catalog(), name)
+        table = icat.load_table(self.catalog(), name)
         if self.settings.mode == "upsert":
             return table is not None and _upsert_committed(table, name, commit.commit_id)
-        return table is not None and t.is_committed(table, name, commit.commit_id, paths)
+        return table is not None and isnap.is_committed(table, name, commit.commit_id, paths)
 
     def unapplied_changes(self, markers: Mapping[str, tuple[str, str]]) -> list[tuple[str, str]]:
         """Upsert mode: a source's deletes not matched by `delete_when` (they would be upserted as rows of nulls, the
@@ -444,14 +436,12 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         table if it exists; a breaking change fails the dataset here, naming the field, with nothing moved."""
         from pyiceberg.io import load_file_io
 
-        from gobblin_py.builtin.publishers.iceberg import tables as t
-
         paths = [table_uri(f.path) for f in commit.files if f.kind == "data"]
         if not paths:
             return
         name = self.table_name(commit.dataset)
         catalog = self.catalog()
-        table = t.load_table(catalog, name)
+        table = icat.load_table(catalog, name)
         self._check_one_dataset(table, commit.dataset, name)
         io = load_file_io(catalog.properties, paths[0])
         if self.settings.mode == "upsert":  # a null key or a tie refused before anything moves (read again to commit)
@@ -462,9 +452,9 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         if table is None:  # the job's own abandoned creation goes on here; `pin` refuses it where the dataset pins a table
             self._check_no_table_there(catalog, commit.dataset, name, job=commit.job)
             return
-        output = t.read_schemas(io, paths)
+        output = isch.read_schemas(io, paths)
         problem = self._key_moved(table, name) or self._cannot_write(table, name) or \
-            t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
+            isch.changed_identity(table, output, name) or isch.breaking_change(table.schema(), output, name)
         if problem is not None:
             raise CommitError(f"{problem}. Nothing of dataset {commit.dataset} was published or appended, and its "
                               "watermarks did not move: change the table so the records fit (Spark's ALTER TABLE), or the "
@@ -476,13 +466,11 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         property), after checking that the table is the one the dataset's last commit went to: a table dropped, or
         dropped and created again, since would leave the rows committed before out of what readers see while the
         watermarks are past them, so it is refused, naming what changed."""
-        from gobblin_py.builtin.publishers.iceberg import tables as t
-
         if not any(f.kind == "data" for f in commit.files):
             return {}  # nothing for the table: what the last commit pinned stays
         name = self.table_name(commit.dataset)
         catalog = self.catalog()
-        table = t.load_table(catalog, name)
+        table = icat.load_table(catalog, name)
         uuid, created = last.get("table_uuid"), last.get("created_by")
         fix = (f"Nothing of dataset {commit.dataset} was published and its watermarks did not move. If the table as it "
                f"is now is meant, start the dataset over or set its watermarks to what the table holds: `gobblin-py state "
@@ -496,8 +484,8 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
                                   f"is gone: dropped or renamed by another writer, or publisher.table now names another table. {fix}")
             return {"created_by": commit.commit_id, "commit_id": commit.commit_id}
         now = str(table.metadata.table_uuid)
-        ours = created is None or table.properties.get(t.CREATED_BY) == created or any(  # made by our commit, or by
-            s.summary is not None and s.summary.get(t.COMMIT_ID) == created for s in table.snapshots())  # another dataset's
+        ours = created is None or table.properties.get(isnap.CREATED_BY) == created or any(  # made by our commit, or by
+            s.summary is not None and s.summary.get(isnap.COMMIT_ID) == created for s in table.snapshots())  # another dataset's
         if (uuid is not None and now != uuid) or (uuid is None and not ours):
             was = f"uuid {uuid}" if uuid is not None else f"the table commit {created} created"
             raise CommitError(f"table {name} is Iceberg table uuid {now}, not {was}, which this job's last commit of "
@@ -512,13 +500,11 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
     def _key_moved(self, table: Any, name: str) -> str | None:
         """Upsert mode: why the table's columns no longer hold the key the job's commits were applied by (a key column
         renamed or dropped, or dropped and added again, by another writer); None in append mode or when they do."""
-        from gobblin_py.builtin.publishers.iceberg import tables as t
-
         if self.settings.mode != "upsert":
             return None
         by_name = {f.name: f for f in table.schema().fields}
         by_id = {f.field_id: f for f in table.schema().fields}
-        recorded = t.recorded_field_ids(table)
+        recorded = isnap.recorded_field_ids(table)
         for column in self.settings.key:
             found, expected = by_name.get(column), recorded.get(column)
             now = by_id.get(expected) if expected is not None else None
@@ -547,8 +533,6 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         (upsert mode: apply them as changes by key, `_commit_upsert`)."""
         from pyiceberg.io import load_file_io
 
-        from gobblin_py.builtin.publishers.iceberg import tables as t
-
         paths = self._data_uris(commit)
         if not paths:
             return  # only error files: nothing for the table
@@ -557,18 +541,18 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             return
         name = self.table_name(commit.dataset)
         catalog = self.catalog()
-        output = t.read_schemas(load_file_io(catalog.properties, paths[0]), paths)
+        output = isch.read_schemas(load_file_io(catalog.properties, paths[0]), paths)
         properties = _summary(commit, name)
 
         def attempt() -> None:
-            table = t.load_table(catalog, name)
-            if table is not None and t.is_committed(table, name, commit.commit_id, paths):
+            table = icat.load_table(catalog, name)
+            if table is not None and isnap.is_committed(table, name, commit.commit_id, paths):
                 return  # a conflict's retry after the commit went through
             _still_pinned(table, name, commit)
             self._check_one_dataset(table, commit.dataset, name)
             fresh = paths
             if table is not None:  # a re-read of a range the table holds (`state reset`) writes files of the same
-                live = t.live_data_paths(table)  # names, which publishing found byte-identical: they are in already
+                live = isnap.live_data_paths(table)  # names, which publishing found byte-identical: they are in already
                 fresh = [p for p in paths if p not in live]
                 if not fresh:
                     log.info("table %s: the %d file(s) of commit %s are in the table already (a range read again); "
@@ -577,7 +561,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             if table is None:
                 tx = self._create_transaction(catalog, name, output, commit)
             else:
-                problem = t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
+                problem = isch.changed_identity(table, output, name) or isch.breaking_change(table.schema(), output, name)
                 if problem is not None:
                     d = commit.dataset
                     raise CommitError(
@@ -587,24 +571,22 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
                         f"`recover JOB.yaml --dataset {d} --abandon`, delete those files and fix the schema: the next run "
                         "re-extracts their range")
                 tx = _evolving_transaction(table, output)
-            _add(tx, fresh, {**properties, t.FIELD_IDS: t.field_ids(tx.table_metadata.schema(), output.names)}, name)
+            _add(tx, fresh, {**properties, isnap.FIELD_IDS: isnap.field_ids(tx.table_metadata.schema(), output.names)}, name)
 
-        t.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
+        icat.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
 
     def _create_transaction(self, catalog: Any, name: str, output: Any, commit: DatasetCommit) -> Any:
         """The transaction creating table `name` (and its namespace) with the files' schema and the partition spec,
         marked with the commit that created it (`pin`)."""
-        from gobblin_py.builtin.publishers.iceberg import tables as t
-
-        namespace, _ = t.split_identifier(name)
-        t.ensure_namespace(catalog, namespace)
-        schema = t.to_iceberg_schema(output)
+        namespace, _ = icat.split_identifier(name)
+        icat.ensure_namespace(catalog, namespace)
+        schema = isch.to_iceberg_schema(output)
         kwargs: dict[str, Any] = {}
         if self.settings.partition is not None:
             p = self.settings.partition
-            kwargs["partition_spec"] = t.partition_spec(schema, p.column, p.granularity, name)
+            kwargs["partition_spec"] = isch.partition_spec(schema, p.column, p.granularity, name)
         return catalog.create_table_transaction(name, schema=schema, location=table_uri(self.table_dir(commit.dataset)),
-                                                properties={t.CREATED_BY: commit.commit_id}, **kwargs)
+                                                properties={isnap.CREATED_BY: commit.commit_id}, **kwargs)
 
     def _commit_upsert(self, commit: DatasetCommit) -> None:
         """Upsert mode: the commit's files (in task output) are changes, reduced to the last per key; ONE snapshot
@@ -612,14 +594,13 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         transaction as table creation and schema evolution. Retried from a fresh read on a conflict."""
         from pyiceberg.io import load_file_io
 
-        from gobblin_py.builtin.publishers.iceberg import tables as t
         from gobblin_py.builtin.publishers.iceberg import upsert as u
 
         name, d = self.table_name(commit.dataset), commit.dataset
         catalog = self.catalog()
         sources = [(table_uri(f.path), f.rel_path) for f in commit.files if f.kind == "data"]
         io = load_file_io(catalog.properties, sources[0][0])
-        output = t.read_schemas(io, [uri for uri, _ in sources])
+        output = isch.read_schemas(io, [uri for uri, _ in sources])
         spec = self.settings.upsert_spec()
         changes = u.read_changes(io, sources, spec, f"table {name} (dataset {d})")
         properties = _summary(commit, name)
@@ -627,7 +608,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         committed: list[str] = []
 
         def attempt() -> None:
-            table = t.load_table(catalog, name)
+            table = icat.load_table(catalog, name)
             if table is not None and _upsert_committed(table, name, commit.commit_id):
                 return  # a conflict's retry after the commit went through
             _still_pinned(table, name, commit)
@@ -637,7 +618,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
                 table_io = io
             else:
                 problem = self._key_moved(table, name) or self._cannot_write(table, name) or \
-                    t.changed_identity(table, output, name) or t.breaking_change(table.schema(), output, name)
+                    isch.changed_identity(table, output, name) or isch.breaking_change(table.schema(), output, name)
                 if problem is not None:
                     raise CommitError(
                         f"{problem}. Nothing of this run's changes of dataset {d} was applied (they wait in task "
@@ -647,14 +628,14 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
                 tx = _evolving_transaction(table, output)
                 table_io = table.io
             applied = u.rewrite(tx, table, changes, spec, table_io, commit.commit_id, name, written.add)
-            u.commit_snapshot(tx, table_io, applied, {**properties, t.FIELD_IDS: t.field_ids(tx.table_metadata.schema(), output.names),
+            u.commit_snapshot(tx, table_io, applied, {**properties, isnap.FIELD_IDS: isnap.field_ids(tx.table_metadata.schema(), output.names),
                                                       u.UPSERT: u.counts(changes, applied)}, name)
             committed.extend(f.file_path for f in applied.added)
             log.info("table %s: commit %s applied %d change(s) of %d key(s) (%d deleted), rewriting %d data file(s)",
                      name, commit.commit_id, changes.received, changes.keys.num_rows, changes.deleted, len(applied.deleted))
 
         try:
-            t.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
+            icat.with_retries(f"table {name}: commit {commit.commit_id}", self.settings.commit_attempts, attempt)
         finally:  # what an attempt that lost a conflict wrote and the one that won did not: never in the table
             _remove_unreferenced(io, sorted(written - set(committed)) if committed else [], name)
 
@@ -663,8 +644,6 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
     @_catalog_faults("reading the watermarks its tables carry")
     def committed_watermarks(self, job: str, datasets: list[str]) -> dict[str, Any]:
         """dataset → the TableMark of its newest snapshot by `job` (datasets the table has none for are left out)."""
-        from gobblin_py.builtin.publishers.iceberg.tables import latest_marks, load_table
-
         catalog = self.catalog()
         out: dict[str, Any] = {}
         by_table: dict[str, list[str]] = {}
@@ -684,25 +663,23 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         publisher wrote for it: starting over would add them twice."""
         import datetime as dt
 
-        from gobblin_py.builtin.publishers.iceberg import tables as t
-
         catalog = self.catalog()
         out = {}
         by_table: dict[str, list[str]] = {}
         for d in datasets:
             by_table.setdefault(self.table_name(d), []).append(d)
         for name, names in sorted(by_table.items()):
-            table = t.load_table(catalog, name)
+            table = icat.load_table(catalog, name)
             if table is None:
                 continue
-            for d, (m, watermarks) in t.resumable_marks(table, name, job, names).items():
+            for d, (m, watermarks) in isnap.resumable_marks(table, name, job, names).items():
                 at = dt.datetime.fromtimestamp(m.committed_at_ms / 1000, dt.timezone.utc).isoformat(timespec="seconds")
                 out[d] = TargetWatermarks(watermarks, f"table {m.table}, the job's snapshots of it up to {m.snapshot_id} "
                                                       f"of run {m.run_id} (commit {m.commit_id}, at {at})")
-            if t.history_complete(table):
+            if isnap.history_complete(table):
                 continue
             for d in sorted(set(names) - set(out)):
-                found = t.live_file_under(table, table_uri(self.table_dir(d) / "data" / d) + "/")
+                found = isnap.live_file_under(table, table_uri(self.table_dir(d) / "data" / d) + "/")
                 if found is not None:
                     raise CommitError(
                         f"table {name}: the state store holds nothing of dataset {d} (a new or lost work directory), and "
@@ -717,8 +694,6 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
     @_catalog_faults("listing a table's files")
     def table_files(self, table: str) -> list[TableFile] | None:
         """Every file the table's current snapshot lists, read from its manifests; None when there is no such table."""
-        from gobblin_py.builtin.publishers.iceberg.tables import live_files, load_table
-
         found = load_table(self.catalog(), table)
         return None if found is None else live_files(found)
 
@@ -729,16 +704,14 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         writer's merge cannot rewrite as written."""
         from types import SimpleNamespace
 
-        from gobblin_py.builtin.publishers.iceberg import tables as t
-
         if self.settings.mode == "upsert":
             return ("it is kept by key (publisher.mode: upsert): its data files are written by pyiceberg, which the "
                     "merge cannot rewrite (not built yet); each upsert commit already rewrites the files holding a "
                     "changed key")
 
-        found = t.load_table(self.catalog(), table)
-        recorded = t.recorded_field_ids(found) if found is not None else {}
-        return t.changed_identity(found, SimpleNamespace(names=list(recorded)), table) if recorded else None
+        found = icat.load_table(self.catalog(), table)
+        recorded = isnap.recorded_field_ids(found) if found is not None else {}
+        return isch.changed_identity(found, SimpleNamespace(names=list(recorded)), table) if recorded else None
 
     @_catalog_faults("planning its upkeep")
     def upkeep(self, job: str, datasets: list[str], request: UpkeepRequest, pending: list[PendingCommit]) -> list[UpkeepAction]:
@@ -749,41 +722,35 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
     def replace_step(self, replace: TableReplace) -> CommitStep:
         """One snapshot replacing the merged files with the published merged ones, tagged with the compaction's commit
         id; the step names this publisher by `module:Class` with its settings, to rebuild it on a replay."""
-        from gobblin_py.builtin.publishers.iceberg import tables as t
-
         return IcebergReplaceCommitStep(
             publisher=f"{type(self).__module__}:{type(self).__qualname__}", settings=self.settings.model_dump(mode="json"),
             table=replace.table, commit_id=replace.commit_id, replaced=list(replace.replaced),
             added=[table_uri(p) for p in replace.added], keeps_data=replace.keeps_data, record=replace.record,
-            properties={t.JOB: replace.job, t.RUN_ID: replace.run_id, t.COMPACTION: json.dumps(replace.counts, sort_keys=True)})
+            properties={isnap.JOB: replace.job, isnap.RUN_ID: replace.run_id, isnap.COMPACTION: json.dumps(replace.counts, sort_keys=True)})
 
 
 
 def _evolving_transaction(table: Any, output: Any) -> Any:
     """A transaction on `table` that first gains the columns the commit's files add (in the commit's own snapshot)."""
-    from gobblin_py.builtin.publishers.iceberg import tables as t
-
     tx = table.transaction()
-    if t.needs_evolution(table.schema(), output):
+    if isch.needs_evolution(table.schema(), output):
         with tx.update_schema() as update:
-            update.union_by_name(t.evolvable(output, table.schema()))
+            update.union_by_name(isch.evolvable(output, table.schema()))
     return tx
 
 
 def _summary(commit: DatasetCommit, table: str) -> dict[str, str]:
     """What a commit's snapshot summary carries: its identity, the watermarks, and what the source keeps with it."""
-    from gobblin_py.builtin.publishers.iceberg import tables as t
-
-    properties = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: commit.dataset,
-                  t.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
+    properties = {isnap.COMMIT_ID: commit.commit_id, isnap.JOB: commit.job, isnap.RUN_ID: commit.run_id, isnap.DATASET: commit.dataset,
+                  isnap.WATERMARKS: json.dumps(commit.watermarks, sort_keys=True, default=str)}
     if commit.epoch is not None:
-        properties[t.EPOCH] = str(commit.epoch)
+        properties[isnap.EPOCH] = str(commit.epoch)
     if commit.watermark_keys is not None:
-        properties[t.WATERMARK_KEYS] = str(commit.watermark_keys)
+        properties[isnap.WATERMARK_KEYS] = str(commit.watermark_keys)
     if commit.source_state:
         kept = json.dumps(commit.source_state, sort_keys=True, default=str)
-        if len(kept) <= t.SOURCE_STATE_MAX:
-            properties[t.SOURCE_STATE] = kept
+        if len(kept) <= isnap.SOURCE_STATE_MAX:
+            properties[isnap.SOURCE_STATE] = kept
         else:
             log.info("table %s: commit %s keeps %d bytes of source state, more than a snapshot summary holds here; it "
                      "is in the dataset's state only", table, commit.commit_id, len(kept))
@@ -805,14 +772,13 @@ def _upsert_committed(table: Any, name: str, commit_id: str) -> bool:
     """Whether the table's current state holds the upsert commit `commit_id`: its snapshot among the current one's
     ancestors or, once some were expired, a live data file named with the commit's uuid. A commit that wrote no file
     (deletes only) and whose snapshot was expired is applied again, which leaves the same rows (idempotent by key)."""
-    from gobblin_py.builtin.publishers.iceberg import tables as t
     from gobblin_py.builtin.publishers.iceberg.upsert import committed_by_files
 
-    if t.has_commit(table, commit_id):
+    if isnap.has_commit(table, commit_id):
         return True
-    if t.history_complete(table):
+    if isnap.history_complete(table):
         return False
-    found = committed_by_files(t.live_data_paths(table), commit_id)
+    found = committed_by_files(isnap.live_data_paths(table), commit_id)
     if found:
         log.info("table %s: upsert commit %s found by its files (its snapshot was expired)", name, commit_id)
     return found
@@ -826,10 +792,3 @@ def _remove_unreferenced(io: Any, paths: list[str], table: str) -> None:
             io.delete(path)
         except OSError as exc:
             log.warning("table %s: could not remove %s, which no snapshot references: %s", table, path, exc)
-
-
-def table_uri(location: str) -> str:
-    """How the table refers to a location: `file://` for local paths (a reader resolves a bare path against its own
-    default filesystem, e.g. HDFS under Spark), the URL otherwise."""
-    loc = Location(location)
-    return f"file://{loc}" if loc.is_local else str(loc)
