@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gobblin_py.builtin.publishers.iceberg.tables import catalog_label, retryable
+from gobblin_py.builtin.publishers.iceberg.catalog import catalog_label, retryable
 from gobblin_py.testing.crash import cli
 
 from builtin.test_iceberg_publisher import iceberg_job, table_ids

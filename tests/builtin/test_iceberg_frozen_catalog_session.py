@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from gobblin_py.builtin.publishers.iceberg import tables
+from gobblin_py.builtin.publishers.iceberg import catalog as iceberg_catalog
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +33,10 @@ def test_a_session_frozen_holding_the_tables_row_does_not_block_the_next_commit(
 
     from gobblin_py.demo.pg_server import PASSWORD, USER
 
-    monkeypatch.setattr(tables, "IDLE_IN_TRANSACTION_S", 2, raising=False)  # before the fix: absent
+    monkeypatch.setattr(iceberg_catalog, "IDLE_IN_TRANSACTION_S", 2, raising=False)  # before the fix: absent
     db = pg.create_database("frozen_catalog")
     uri = pg.url(db).replace("postgresql://", "postgresql+psycopg://").replace(f"//{USER}@", f"//{USER}:{PASSWORD}@")
-    catalog = tables.load_catalog({"name": "frozen", "type": "sql", "uri": uri, "warehouse": f"file://{tmp_path}"})
+    catalog = iceberg_catalog.load_catalog({"name": "frozen", "type": "sql", "uri": uri, "warehouse": f"file://{tmp_path}"})
     catalog.create_namespace("db")
     data = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
     table = catalog.create_table("db.t", schema=data.schema)

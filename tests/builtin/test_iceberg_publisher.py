@@ -15,7 +15,7 @@ import pytest
 
 from gobblin_py.api import DatasetCommit, OutputFile
 from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher
-from gobblin_py.builtin.publishers.iceberg.tables import with_retries
+from gobblin_py.builtin.publishers.iceberg.catalog import with_retries
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
 from gobblin_py.errors import CommitError, ConfigError
@@ -645,7 +645,7 @@ def test_a_table_only_left_in_the_warehouse_is_refused_unless_this_job_began_cre
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, StringType
 
-    from gobblin_py.builtin.publishers.iceberg.tables import CREATED_BY
+    from gobblin_py.builtin.publishers.iceberg.snapshots import CREATED_BY
 
     job = iceberg_job(tmp_path)
     write_job(tmp_path, job)

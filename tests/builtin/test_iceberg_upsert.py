@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from gobblin_py.api import DatasetCommit, OutputFile
-from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher, default_catalog
+from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher
+from gobblin_py.builtin.publishers.iceberg.settings import default_catalog
 from gobblin_py.builtin.publishers.iceberg.upsert import UpsertSpec, read_changes, write_uuid
 from gobblin_py.config import load_job
 from gobblin_py.errors import CommitError, ConfigError

@@ -112,7 +112,7 @@ class IcebergExpireCommitStep(CommitStep):
     snapshot_ids: list[int] = field(default_factory=list)
 
     def _table(self) -> Any:
-        from gobblin_py.builtin.publishers.iceberg.tables import load_table
+        from gobblin_py.builtin.publishers.iceberg.catalog import load_table
 
         kind = resolve(Kind.PUBLISHER, self.publisher)
         table = load_table(kind(kind.Settings.model_validate(self.settings)).catalog(), self.table)
@@ -169,7 +169,7 @@ class IcebergRetentionCommitStep(CommitStep):
         return LessThan(self.column, self.before)
 
     def verify(self) -> bool:
-        from gobblin_py.builtin.publishers.iceberg.tables import gobblin_snapshots
+        from gobblin_py.builtin.publishers.iceberg.snapshots import gobblin_snapshots
 
         table = self._table()
         if any(s.summary.get(MAINTENANCE_ID) == self.commit_id for s in gobblin_snapshots(table)):
@@ -177,7 +177,7 @@ class IcebergRetentionCommitStep(CommitStep):
         return not list(table.scan(row_filter=self._filter()).plan_files())
 
     def execute(self) -> None:
-        from gobblin_py.builtin.publishers.iceberg.tables import COMMIT_ID
+        from gobblin_py.builtin.publishers.iceberg.snapshots import COMMIT_ID
 
         self._table().delete(self._filter(), snapshot_properties={MAINTENANCE_ID: self.commit_id, COMMIT_ID: self.commit_id})
 
@@ -311,7 +311,7 @@ def _retention(table: Any, name: str, job: str, request: UpkeepRequest, base: di
 def plan_upkeep(publisher: Any, job: str, datasets: list[str], request: UpkeepRequest,
                 pending: list[PendingCommit]) -> list[UpkeepAction]:
     """The actions of `request` on each table of `datasets`; a table a pending commit touches is refused whole, named."""
-    from gobblin_py.builtin.publishers.iceberg.tables import load_table
+    from gobblin_py.builtin.publishers.iceberg.catalog import load_table
 
     catalog = publisher.catalog()
     kind = type(publisher)
