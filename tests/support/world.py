@@ -365,7 +365,13 @@ class History:
         """Two runs at once: the job lock (in a leased history, the lease) lets one through; the other exits 0 (it
         started after the first ended) or 1 saying the job is running (`refusal`). Never both refused; a run that
         fails otherwise names what broke."""
-        procs = [start(world, RUN, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+        procs = [start_warm(world, RUN, say_warm=True) for _ in range(2)]
+        for p in procs:  # both loaded, then let go at one instant: the runs overlap whatever the machine's load
+            wait_warm(p)
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("\n")
+            p.stdin.flush()
         outs = [p.communicate(timeout=300) for p in procs]
         codes = [reap(p) for p in procs]
         refused = [code == 1 and self.refusal in stderr for code, (_, stderr) in zip(codes, outs)]
@@ -543,23 +549,34 @@ class History:
         raise NotImplementedError
 
 
-WARM = """import sys, runpy
+WARM = """import os, sys, runpy
 try:
     from gobblin_py.config.job_files import load_job
     load_job("job.yaml")  # what the job's plugins import, and its checks: the run, let go, starts at once
 except Exception:
     pass  # the run itself says what is wrong
+if os.environ.get("GOBBLIN_WORLD_SAY_WARM"):
+    print("warm", flush=True)  # loaded: the harness may now let several go at one instant
 sys.stdin.readline()
 sys.argv = ["gobblin-py", *sys.argv[1:]]
 runpy.run_module("gobblin_py.cli.main", run_name="__main__", alter_sys=True)
 """
 
 
-def start_warm(world: World, args: list[str]) -> subprocess.Popen[str]:
+def start_warm(world: World, args: list[str], say_warm: bool = False) -> subprocess.Popen[str]:
     """`gobblin-py ARGS` with its job loaded, waiting for a line on its stdin before it runs: a driver whose start takes
-    no time (a cold one spends longer than a short lease's TTL importing the job's plugins)."""
-    return subprocess.Popen([sys.executable, "-c", WARM, *args], cwd=world.root, env=child_env(), text=True,
+    no time (a cold one spends longer than a short lease's TTL importing the job's plugins). `say_warm`: it prints
+    `warm` on stdout once loaded (`wait_warm`)."""
+    env = child_env({"GOBBLIN_WORLD_SAY_WARM": "1"} if say_warm else None)
+    return subprocess.Popen([sys.executable, "-c", WARM, *args], cwd=world.root, env=env, text=True,
                             start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_warm(proc: subprocess.Popen[str]) -> None:
+    """Wait until a driver started with `start_warm(…, say_warm=True)` has loaded its job."""
+    line = proc.stdout.readline() if proc.stdout else ""
+    if line.strip() != "warm":
+        raise RuntimeError(f"a warm driver did not say it was loaded: {line!r}")
 
 
 def wait_stopped(proc: subprocess.Popen[str], timeout: float = 300) -> bool:
