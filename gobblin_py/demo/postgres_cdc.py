@@ -142,14 +142,16 @@ def run_job(job: Path) -> int:
 
 
 class Stop:
-    """Set by the first SIGINT or SIGTERM; a second one raises KeyboardInterrupt (stop at once, the server still
-    stopped by its `with`)."""
+    """Set by the first SIGINT or SIGTERM. A second one raises KeyboardInterrupt (stop at once) while `armed`, that is
+    while the server is up: never while it starts or stops, where an interrupted pg_ctl could leave it running."""
 
     def __init__(self) -> None:
         self.requested = False
+        self.armed = False
 
     def __call__(self, signum: int, frame: object) -> None:
-        if self.requested:
+        if self.requested and self.armed:
+            self.armed = False
             raise KeyboardInterrupt
         self.requested = True
 
@@ -172,41 +174,54 @@ def stop_on_signals() -> Iterator[Stop]:
 
 def demo(options: CdcDemoOptions, say: Callable[[str], None] = print) -> int:
     """Start PostgreSQL (wal_level=logical), fill the table, run the CDC job and compare; then each round write changes,
-    run, compare and pause, until stopped (the round in flight ends with its run) or `rounds`/`seconds` are reached; the last
-    run's exit code."""
+    run, compare and pause, until stopped (the round in flight ends with its run) or `rounds`/`seconds` are reached;
+    the last run's exit code."""
     directory = options.directory.resolve()
     check_fresh(directory)
     started = time.monotonic()
     with stop_on_signals() as stop, LocalPostgres(LOGICAL) as server:
-        server.create_database(DATABASE)
-        create_table(server, options.rows)
-        url = server.url(DATABASE)
-        job = write_job(directory, url)
-        say(f"PostgreSQL 16 on {server.host}:{server.port} with wal_level=logical (deleted when the demo stops); "
-            f"database {DATABASE}, table {TABLE}: {options.rows} orders")
-        say(f"running: {PASSWORD_ENV}={PASSWORD} gobblin-py run {job}")
-        code = run_job(job)
-        say(equality_line(*compare(directory, server)) + f" (Iceberg table {ICEBERG_TABLE} vs SELECT * FROM {TABLE}, "
-            f"{time.monotonic() - started:.1f} s after the start)")
-        if options.once:
-            return code
-        burst = max(1, int(options.rate * options.every))
-        say(f"each round: {burst} orders inserted, half as many shipped (updated), a quarter deleted, in {BURSTS} "
-            f"transactions; then the job runs and the table is compared; then {options.every:g} s quiet, when your own "
-            f"comparison shows it equal too:\n\n{compare_snippet(directory, url)}\n\n"
-            "Ctrl-C (or SIGTERM) ends the round in flight with its run and comparison, then stops the database.")
-        rounds = 0
-        with server.connect(DATABASE) as conn:
-            while not stop.requested and (not options.rounds or rounds < options.rounds) \
-                    and (not options.seconds or time.monotonic() - started < options.seconds):
-                for _ in range(BURSTS):
-                    with conn.transaction():
-                        insert(conn, burst // BURSTS or 1)
-                        update(conn, burst // (2 * BURSTS) or 1)
-                        delete(conn, burst // (4 * BURSTS) or 1)
-                rounds += 1
-                code = run_job(job)
-                say(f"round {rounds}: " + equality_line(*compare(directory, server)))
-                stop.sleep(options.every)
-        say(f"stopped after {rounds} rounds: {equality_line(*compare(directory, server))}; stopping the database")
+        stop.armed = True
+        try:
+            return _rounds(options, directory, server, stop, started, say)
+        except KeyboardInterrupt:
+            say("\nstopped at once (a second signal): stopping the database")
+            raise
+        finally:
+            stop.armed = False
+
+
+def _rounds(options: CdcDemoOptions, directory: Path, server: LocalPostgres, stop: Stop, started: float,
+            say: Callable[[str], None]) -> int:
+    """What the demo does while its server is up; the last run's exit code."""
+    server.create_database(DATABASE)
+    create_table(server, options.rows)
+    url = server.url(DATABASE)
+    job = write_job(directory, url)
+    say(f"PostgreSQL 16 on {server.host}:{server.port} with wal_level=logical (deleted when the demo stops); "
+        f"database {DATABASE}, table {TABLE}: {options.rows} orders")
+    say(f"running: {PASSWORD_ENV}={PASSWORD} gobblin-py run {job}")
+    code = run_job(job)
+    say(equality_line(*compare(directory, server)) + f" (Iceberg table {ICEBERG_TABLE} vs SELECT * FROM {TABLE}, "
+        f"{time.monotonic() - started:.1f} s after the start)")
+    if options.once:
+        return code
+    burst = max(1, int(options.rate * options.every))
+    say(f"each round: {burst} orders inserted, half as many shipped (updated), a quarter deleted, in {BURSTS} "
+        f"transactions; then the job runs and the table is compared; then {options.every:g} s quiet, when your own "
+        f"comparison shows it equal too:\n\n{compare_snippet(directory, url)}\n\n"
+        "Ctrl-C (or SIGTERM) ends the round in flight with its run and comparison, then stops the database.")
+    rounds = 0
+    with server.connect(DATABASE) as conn:
+        while not stop.requested and (not options.rounds or rounds < options.rounds) \
+                and (not options.seconds or time.monotonic() - started < options.seconds):
+            for _ in range(BURSTS):
+                with conn.transaction():
+                    insert(conn, burst // BURSTS or 1)
+                    update(conn, burst // (2 * BURSTS) or 1)
+                    delete(conn, burst // (4 * BURSTS) or 1)
+            rounds += 1
+            code = run_job(job)
+            say(f"round {rounds}: " + equality_line(*compare(directory, server)))
+            stop.sleep(options.every)
+    say(f"stopped after {rounds} rounds: {equality_line(*compare(directory, server))}; stopping the database")
     return code

@@ -127,6 +127,26 @@ def test_sigterm_during_the_first_run_lets_it_finish_and_stops_the_server(tmp_pa
     assert postgres_on(demo.port) == []
 
 
+def test_a_second_ctrl_c_stops_at_once_and_leaves_no_server_and_no_run_behind(tmp_path: Path) -> None:
+    needs()
+    demo = Demo(tmp_path, "--rows", "200")
+    demo.wait_for(r"^running: ")  # the first run in flight, in a session of its own
+    demo.proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    assert demo.stop(signal.SIGINT) != 0, "\n".join(demo.lines)
+    demo.wait_for(r"^stopped at once")
+    assert postgres_on(demo.port) == []
+    job = str(tmp_path / "demo" / "postgres-cdc-demo.yaml").encode()
+    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline") if job in _read(p)]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
 def test_a_missing_extra_is_named_with_its_install(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
