@@ -45,27 +45,55 @@ def kafka_command(
 def postgres_command(
     directory: Annotated[Path, typer.Option("--dir", help="where the job file, its work directory and output go")] = Path("postgres-demo"),
     rows: Annotated[int, typer.Option("--rows", min=1, help="orders in the table before the first run")] = 1000,
-    rate: Annotated[int, typer.Option("--rate", min=1, help="orders inserted per second after the first run (half as many shipped)")] = 50,
+    rate: Annotated[int, typer.Option("--rate", min=1, help="orders inserted per second after the first run (half as many shipped; with --cdc a quarter also deleted)")] = 50,
     seconds: Annotated[float, typer.Option("--seconds", min=0, help="stop writing after this long (0: at Ctrl-C)")] = 0.0,
     once: Annotated[bool, typer.Option("--once", help="stop after the first run instead of writing on")] = False,
+    cdc: Annotated[bool, typer.Option("--cdc", help="capture changes (postgres_cdc, wal_level=logical) into an Iceberg upsert table, run and compare it with the source each round")] = False,
+    rounds: Annotated[int, typer.Option("--rounds", min=0, help="with --cdc: stop after this many rounds of changes and runs (0: at Ctrl-C)")] = 0,
+    every: Annotated[float, typer.Option("--every", min=0.5, help="with --cdc: seconds of quiet between rounds (a round: changes, a run, the comparison)")] = 5.0,
 ) -> None:
     """Start a local PostgreSQL 16 (the pgserver wheel's, on a free 127.0.0.1 port), fill a table of orders, write a
     JDBC job file for it under --dir and run it once; then keep inserting and updating orders, so that each further run
     of the printed command extracts the row versions written since, exactly once. Needs pip install 'gobblin-py[demo]'.
 
-    Example: gobblin-py demo postgres --dir postgres-demo
+    With --cdc the server runs with wal_level=logical and the job (postgres_cdc) keeps an Iceberg table equal to the
+    orders by key (upsert): every --every seconds the demo inserts, updates and deletes orders, runs the job, and prints
+    "equal: N rows" (or the keys that differ) from the table read back with pyiceberg against SELECT * FROM orders,
+    until Ctrl-C. Needs pip install 'gobblin-py[demo,tables]'.
+
+    Example: gobblin-py demo postgres --dir postgres-demo (or: gobblin-py demo postgres --cdc)
     """
     from gobblin_py.cli.output import fail, setup_logging
     from gobblin_py.errors import ConfigError
 
     setup_logging("WARNING", False)
     try:
-        try:
-            from gobblin_py.demo.postgres import DemoOptions, demo
-        except ImportError as exc:
-            raise ConfigError(f"the postgres demo needs the demo extra: pip install 'gobblin-py[demo]' ({exc})") from None
-        code = demo(DemoOptions(directory=directory, rows=rows, rate=rate, seconds=seconds, once=once))
+        if cdc:
+            code = _cdc_demo(directory, rows, rate, seconds, rounds, every, once)
+        else:
+            try:
+                from gobblin_py.demo.postgres import DemoOptions, demo
+            except ImportError as exc:
+                raise ConfigError(f"the postgres demo needs the demo extra: pip install 'gobblin-py[demo]' ({exc})") from None
+            code = demo(DemoOptions(directory=directory, rows=rows, rate=rate, seconds=seconds, once=once))
     except GobblinError as exc:
         fail(exc)
         return
     raise typer.Exit(code)
+
+
+def _cdc_demo(directory: Path, rows: int, rate: int, seconds: float, rounds: int, every: float, once: bool) -> int:
+    """`demo postgres --cdc`, its extras checked first: each missing one named with the install that brings it."""
+    import importlib.util
+
+    from gobblin_py.errors import ConfigError
+
+    missing = [f"{module} ({extra} extra)" for module, extra in
+               (("pgserver", "demo"), ("psycopg", "demo"), ("pyiceberg", "tables"), ("pyarrow", "tables"))
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        raise ConfigError(f"the postgres CDC demo needs {', '.join(missing)}: pip install 'gobblin-py[demo,tables]'")
+    from gobblin_py.demo.postgres_cdc import CdcDemoOptions, demo
+
+    return demo(CdcDemoOptions(directory=directory, rows=rows, rate=rate, seconds=seconds,
+                               rounds=rounds, every=every, once=once))

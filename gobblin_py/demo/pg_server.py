@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gobblin_py.demo.broker import free_port
+from gobblin_py.errors import ConfigError
 
 __all__ = ["PASSWORD", "USER", "LocalPostgres", "free_port"]
 
@@ -46,6 +47,12 @@ class LocalPostgres:
 
             entry = ensure_user_exists("pgserver")
             os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+            closed = _closed_to(self.dir, entry.pw_uid, entry.pw_gid)
+            if closed is not None:
+                shutil.rmtree(self.dir, ignore_errors=True)
+                raise ConfigError(f"as root, PostgreSQL runs as the user pgserver, which cannot enter {closed} (mode "
+                                  f"{closed.stat().st_mode & 0o777:o}) on the way to its data directory {self.dir}: "
+                                  "set TMPDIR to a directory every user can enter (TMPDIR=/tmp), or run as another user")
             self.run_as = {"user": entry.pw_uid, "group": entry.pw_gid}
 
     def _run(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -99,3 +106,13 @@ class LocalPostgres:
         with self.connect("postgres") as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return name
+
+
+def _closed_to(path: Path, uid: int, gid: int) -> Path | None:
+    """The first directory above `path` that user `uid` (group `gid`) may not enter, or None."""
+    for parent in reversed(path.parents):
+        st = parent.stat()
+        bit = 0o100 if st.st_uid == uid else 0o010 if st.st_gid == gid else 0o001
+        if not st.st_mode & bit:
+            return parent
+    return None

@@ -30,3 +30,23 @@ def test_the_postgres_demo_runs_its_job_once_from_a_directory_outside_the_checko
     assert len(ids) == 300 and set(ids.values()) == {1}
     job = (tmp_path / "demo" / "postgres-demo.yaml").read_text()
     assert "password_env: DEMO_PG_PASSWORD" in job
+
+
+def test_as_root_a_data_directory_the_pgserver_user_cannot_enter_is_named_before_initdb(tmp_path: Path,
+                                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under root PostgreSQL runs as `pgserver`: a TMPDIR it cannot enter (e.g. under /root) gets the fix, not initdb's
+    "permission denied"."""
+    pytest.importorskip("pgserver", reason="needs pgserver (pip install -e '.[demo]')")
+    if os.geteuid() != 0:
+        pytest.skip("only root hands the server to the pgserver user")
+    import tempfile
+
+    from gobblin_py.demo.pg_server import LocalPostgres
+    from gobblin_py.errors import ConfigError
+
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(closed))
+    with pytest.raises(ConfigError, match=r"pgserver, which cannot enter /\S* \(mode 700\) on the way to .*closed/gobblin-pg-.*TMPDIR=/tmp"):
+        LocalPostgres()
+    assert list(closed.iterdir()) == []  # nothing left behind
