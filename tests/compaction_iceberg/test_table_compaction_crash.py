@@ -81,7 +81,9 @@ def test_killed_at_random_times(tmp_path: Path) -> None:
     args = ["compact", "job.yaml", "--in-process", *options]
     start = time_to_point(args, tmp_path / "probe", "commit.before_store_write")
     landed = 0
-    for n in range(5):
+    for n in range(10):  # five kills, and up to five more while fewer than three landed (a loaded machine's timing)
+        if n >= 5 and landed >= 3:
+            break
         root = tmp_path / f"kill{n}"
         options = _ingested(root)
         args = ["compact", "job.yaml", "--in-process", *options]
