@@ -3,7 +3,9 @@ watermarks are not committed, the next run re-extracts its range, possibly grown
 files the sequence already published are therefore withdrawn (each only while still byte-identical to its
 committable, and only one its step put there: a file found there already, an earlier commit's that a range read again
 after `state reset` names again, stays, as a table may list it). A step that cannot be undone (a table commit) refuses
-the abandon: recovering it is the safe way."""
+the abandon: recovering it is the safe way. So does a sequence whose watermarks are committed and its state step not:
+dropped, the state (a table's pinned commit) would stay behind the watermarks (the upsert_delta soak found a table
+refused for good that way, seed 2494881004)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,12 @@ def plan_abandon(seq: CommitSequence) -> AbandonPlan:
         return plan
     if all(seq.steps[i].verify() for i in marks):
         plan.watermarks_committed = True  # what it published and its watermarks agree: nothing is re-extracted
+        tail = [s for s in seq.steps[marks[-1] + 1:] if not s.verify()]
+        if tail:  # dropped, the state would stay behind the watermarks: a table's pinned commit, the positions' identities
+            plan.refused = (f"its watermarks are committed but not its last step(s) ({'; '.join(s.describe() for s in tail)}): "
+                            "dropped, the dataset's state (a table's pinned commit, the positions' identities) would stay "
+                            "behind its watermarks, and the next run would refuse the table or check against the old "
+                            f"identities. Run `gobblin-py recover JOB.yaml --dataset {seq.dataset}` to finish it")
         return plan
     for step in seq.steps[:marks[0]]:
         try:

@@ -69,3 +69,25 @@ def test_the_same_driver_replaying_its_own_commit_still_finds_it_done(tmp_path: 
     again = cli(RUN, a)
     assert again.returncode == 0, again.stdout + again.stderr
     assert table(tmp_path, "clicks").version() == 1 and delta_ids(table(tmp_path, "clicks")) == delta_ids(done)
+
+
+def test_abandon_refuses_a_commit_whose_watermarks_are_in_but_not_its_state(tmp_path: Path) -> None:
+    """Killed after the Delta commit and the watermarks, before the state step (which pins the table's transaction
+    version): abandoning used to drop the record, the state stayed at the version before, and every later run was
+    refused ("higher than … which this job committed last"). Now the abandon is refused naming `recover`, which
+    finishes it, and the next runs go on."""
+    lake = tmp_path / "lake"
+    a = _host(tmp_path, "a", lake)
+    assert cli(RUN, a).returncode == 0
+    _new_clicks(a, 900_001, 5)
+    killed = cli(RUN, a, crash_at="commit.after_step:3")  # the files, the Delta commit, the watermarks; not the state
+    assert killed.returncode == SIGKILLED, killed.stdout + killed.stderr
+    refused = cli(["recover", "job.yaml", "--all", "--abandon", "--yes"], a)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode == 1 and "its watermarks are committed" in said and "recover JOB.yaml --dataset clicks" in said, said
+    assert "Traceback" not in said
+    _new_clicks(a, 900_101, 5)
+    again = cli(RUN, a)
+    assert again.returncode == 0, again.stdout + again.stderr
+    ids = delta_ids(table(tmp_path, "clicks"))
+    assert ids[900_001] == 1 and ids[900_101] == 1 and set(ids.values()) == {1}
