@@ -6,7 +6,7 @@ own schema-registry test server), a CDC world against a local PostgreSQL with lo
 database of its own per history). `--cdc-enable all` (or a comma-separated list of rules) also draws the CDC world's
 rules that are off by default (support.world_cdc.DISABLED).
 
-    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|registry|cdc|mix] [--histories 1000]
+    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|upsert_delta|registry|cdc|mix] [--histories 1000]
                                            [--steps 20] [--minutes 600] [--seed N] [--cdc-enable all|RULE,…]
 """
 
@@ -28,7 +28,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from support.world import History, Violation
 
-WORLDS = ("files", "kafka", "iceberg", "delta", "upsert", "registry", "cdc")
+WORLDS = ("files", "kafka", "iceberg", "delta", "upsert", "upsert_delta", "registry", "cdc")
 
 
 def history(world: str, seed: int, steps: int, broker: Any, postgres: Any, cdc_enable: str = "") -> History:
@@ -47,6 +47,10 @@ def history(world: str, seed: int, steps: int, broker: Any, postgres: Any, cdc_e
         from support.world_upsert import UpsertHistory
 
         return UpsertHistory(seed, steps, broker().bootstrap)
+    if world == "upsert_delta":
+        from support.world_upsert import DeltaUpsertHistory
+
+        return DeltaUpsertHistory(seed, steps, broker().bootstrap)
     if world == "kafka":
         from support.world_kafka import KafkaHistory
 

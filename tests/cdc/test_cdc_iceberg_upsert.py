@@ -5,6 +5,7 @@ id`), and the slot stands at the committed watermark."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,9 @@ def change(conn: Any, rng: random.Random, next_id: list[int]) -> None:
                     conn.execute("INSERT INTO public.acct VALUES (%s, %s, %s, %s)", (key, f"again{key}", -1, "re"))
 
 
-def assert_equal(tmp: Path, conn: Any) -> None:
-    assert table_rows(tmp) == source_rows(conn)
+def assert_equal(tmp: Path, conn: Any, rows: Callable[[Path], list[tuple[Any, ...]]] | None = None) -> None:
+    """The table (read by `rows`, default pyiceberg) holds the source's rows, and the slot is at the watermark."""
+    assert (rows or table_rows)(tmp) == source_rows(conn)
     marks = StateStore(tmp / "work", "c").watermarks()
     assert slot_position(conn) == min(int(m["lsn"]) for m in marks.values())
 
@@ -80,14 +82,21 @@ def test_the_table_equals_the_source_by_key_after_every_run(tmp_path: Path, pg: 
     pytest.importorskip("pyiceberg")
     conn = pg.connect(db)
     conn.execute(SETUP)
-    job = upsert_job(tmp_path, pg, db)
+    equal_after_every_run(tmp_path, conn, upsert_job(tmp_path, pg, db), table_rows)
+
+
+def equal_after_every_run(tmp: Path, conn: Any, job: dict[str, Any], rows: Callable[[Path], list[tuple[Any, ...]]],
+                          before_run: Callable[[int], None] = lambda round_: None) -> None:
+    """Four runs, random changes before each but the first (`before_run(round)` too): after each, the table (read by
+    `rows`) equals the source."""
     rng, next_id = random.Random(3), [1000]
     for round_ in range(4):
         if round_:
             change(conn, rng, next_id)
-        done = run(tmp_path, job)
+        before_run(round_)
+        done = run(tmp, job)
         assert done.succeeded, done.error
-        assert_equal(tmp_path, conn)
+        assert_equal(tmp, conn, rows)
 
 
 def test_a_truncate_empties_the_table_and_the_changes_after_it_apply(tmp_path: Path, pg: Any, db: str) -> None:
@@ -96,9 +105,14 @@ def test_a_truncate_empties_the_table_and_the_changes_after_it_apply(tmp_path: P
     pytest.importorskip("pyiceberg")
     conn = pg.connect(db)
     conn.execute(SETUP)
-    job = upsert_job(tmp_path, pg, db)
-    assert run(tmp_path, job).succeeded
-    assert_equal(tmp_path, conn)
+    truncates_apply(tmp_path, conn, upsert_job(tmp_path, pg, db), table_rows)
+
+
+def truncates_apply(tmp: Path, conn: Any, job: dict[str, Any], rows: Callable[[Path], list[tuple[Any, ...]]]) -> None:
+    """TRUNCATE inside a transaction between inserts and updates, then alone: after each run the table (read by
+    `rows`) holds only what came after the last truncate."""
+    assert run(tmp, job).succeeded
+    assert_equal(tmp, conn, rows)
     with conn.transaction():
         conn.execute("INSERT INTO public.acct VALUES (100, 'before', 1, NULL)")
         conn.execute("UPDATE public.acct SET note = 'gone' WHERE id = 3")
@@ -106,14 +120,14 @@ def test_a_truncate_empties_the_table_and_the_changes_after_it_apply(tmp_path: P
         conn.execute("INSERT INTO public.acct VALUES (3, 'after', 2, NULL), (101, 'after', 3, NULL)")
         conn.execute("UPDATE public.acct SET balance = 30 WHERE id = 3")
     conn.execute("INSERT INTO public.acct VALUES (102, 'later', 4, NULL)")
-    done = run(tmp_path, job)
+    done = run(tmp, job)
     assert done.succeeded, done.error
-    assert_equal(tmp_path, conn)
-    assert [r[0] for r in table_rows(tmp_path)] == [3, 101, 102]
+    assert_equal(tmp, conn, rows)
+    assert [r[0] for r in rows(tmp)] == [3, 101, 102]
     conn.execute("TRUNCATE public.acct")  # a truncate alone: the table ends empty
-    done = run(tmp_path, job)
+    done = run(tmp, job)
     assert done.succeeded, done.error
-    assert table_rows(tmp_path) == [] == source_rows(conn)
+    assert rows(tmp) == [] == source_rows(conn)
 
 
 def test_a_table_snapshotted_again_after_a_reset_loses_the_rows_deleted_meanwhile(tmp_path: Path, pg: Any, db: str) -> None:
@@ -140,9 +154,15 @@ def test_killed_at_every_commit_point_the_table_still_equals_the_source(tmp_path
     pytest.importorskip("pyiceberg")
     conn = pg.connect(db)
     conn.execute(SETUP)
-    rng, next_id = random.Random(11), [1000]
     tmp = tmp_path_factory.mktemp("cdc-upsert")
-    write_job(tmp, upsert_job(tmp, pg, db))
+    killed_at_each_boundary(tmp, conn, upsert_job(tmp, pg, db), table_rows)
+
+
+def killed_at_each_boundary(tmp: Path, conn: Any, job: dict[str, Any], rows: Callable[[Path], list[tuple[Any, ...]]]) -> None:
+    """Changes, then the CLI killed at a boundary of the sequence, then a run: the table (read by `rows`) equals the
+    source, for each boundary."""
+    rng, next_id = random.Random(11), [1000]
+    write_job(tmp, job)
     assert cli(["run", "job.yaml", "--in-process"], tmp).returncode == 0
     # the sequence: the table's commit, the watermarks, the slot's advance, the state. Every point of each is killed
     # in tests/cdc/test_cdc_crash.py and tests/commit/test_iceberg_upsert_crash.py; here, the boundaries between them
@@ -154,7 +174,7 @@ def test_killed_at_every_commit_point_the_table_still_equals_the_source(tmp_path
         assert crashed.returncode == SIGKILLED, f"{point}: {crashed.stdout}{crashed.stderr}"
         again = cli(["run", "job.yaml", "--in-process"], tmp)
         assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
-        assert_equal(tmp, conn)
+        assert_equal(tmp, conn, rows)
 
 
 @pytest.mark.crash

@@ -7,6 +7,7 @@ on disk that no snapshot lists."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,13 +55,20 @@ def _assert_equal_to_source(tmp: Path, point: str, *batches: list[dict]) -> None
 
 
 def test_killed_at_every_commit_point_of_the_first_load_the_table_is_the_source(tmp_path: Path) -> None:
+    killed_at_each_point_of_a_first_load(tmp_path, POINTS, _fresh, _assert_equal_to_source)
+
+
+def killed_at_each_point_of_a_first_load(root: Path, points: list[str], fresh: Callable[[Path], Path],
+                                         equal: Callable[..., None]) -> None:
+    """For each point, in a directory of its own (`fresh`): the first load killed there, then run again; `equal`
+    checks the table against FIRST."""
     def check(n: int, point: str) -> None:
-        tmp = _fresh(tmp_path / str(n))
+        tmp = fresh(root / str(n))
         _ok(tmp, point, crash_at=point)
         _ok(tmp, point)
-        _assert_equal_to_source(tmp, point, FIRST)
+        equal(tmp, point, FIRST)
 
-    each_point(POINTS, check)
+    each_point(points, check)
 
 
 def _variant(n: int) -> list[dict]:
@@ -71,16 +79,23 @@ def _variant(n: int) -> list[dict]:
 
 def test_killed_at_every_commit_point_of_an_update_run_the_table_is_the_source(tmp_path: Path) -> None:
     tmp = _fresh(tmp_path / "t")
+    batches = killed_at_each_point_of_update_runs(tmp, POINTS, _assert_equal_to_source)
+    _ok(tmp, "a run with nothing new")  # changes nothing
+    _assert_equal_to_source(tmp, "a run with nothing new", *batches)
+
+
+def killed_at_each_point_of_update_runs(tmp: Path, points: list[str], equal: Callable[..., None]) -> list[list[dict]]:
+    """A first load, then for each point a run of changes of its own killed there and run again; `equal` checks the
+    table against every batch so far. The batches."""
     _ok(tmp, "first load")
     batches = [FIRST]
-    for n, point in enumerate(POINTS):  # each point kills a run of changes of its own, on the table the last left
+    for n, point in enumerate(points):  # each point kills a run of changes of its own, on the table the last left
         batches.append(_variant(n))
         write_changes(tmp, f"c-{len(batches):03d}.jsonl", batches[-1])
         _ok(tmp, point, crash_at=point)
         _ok(tmp, point)
-        _assert_equal_to_source(tmp, point, *batches)
-    _ok(tmp, "a run with nothing new")  # changes nothing
-    _assert_equal_to_source(tmp, "a run with nothing new", *batches)
+        equal(tmp, point, *batches)
+    return batches
 
 
 def test_killed_inside_the_table_commit_then_during_recovery_the_next_run_applies_it_once(tmp_path: Path) -> None:

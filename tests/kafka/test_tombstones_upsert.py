@@ -5,7 +5,6 @@ values."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -18,32 +17,17 @@ from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
 from gobblin_py.testing.outputs import read_error_files
 
 from support.confluent_avro import V1, run
-from support.kafka_broker import create_topic, produce
-from support.kafka_jobs import kafka_job
+from support.confluent_avro import datum as _datum
+from support.kafka_broker import create_topic
+from support.kafka_tombstones import tombstone_job, tombstone_runs
 
 pytest.importorskip("pyiceberg")
 duckdb = pytest.importorskip("duckdb")
 pytestmark = pytest.mark.kafka
 
 
-def _datum(record: dict[str, Any]) -> bytes:
-    import fastavro
-
-    buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, fastavro.parse_schema(V1), record)
-    return buf.getvalue()
-
-
 def _job(tmp: Path, bootstrap: str, topic: str) -> dict[str, Any]:
-    (tmp / "order.avsc").write_text(json.dumps(V1))
-    job = kafka_job(tmp, bootstrap, [topic], deserializer="avro", avro_schema=str(tmp / "order.avsc"),
-                    metadata_columns=["key", "offset"], tombstones="delete")
-    del job["converters"]
-    job["writer"] = {"class": "parquet"}
-    job["publisher"] = {"class": "iceberg", "table": "db.orders", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
-                        "key": ["_kafka_key"], "order_by": ["_kafka_offset"],
-                        "delete_when": {"column": "_kafka_deleted", "equals": [True]}}
-    return job
+    return tombstone_job(tmp, bootstrap, topic, {"class": "iceberg", "table": "db.orders", "warehouse": str(tmp / "warehouse")})
 
 
 def _table(tmp: Path) -> dict[str, dict[str, Any]]:
@@ -60,38 +44,7 @@ def _table(tmp: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_each_key_holds_its_last_value_and_a_tombstone_deletes_it(tmp_path: Path, broker, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, 2)
-    last: dict[str, dict[str, Any] | None] = {}
-
-    def send(messages: dict[int, list[tuple[str, dict[str, Any] | None]]]) -> None:
-        produce(broker.bootstrap, topic, {p: [(k.encode(), None if v is None else _datum(v)) for k, v in ms]
-                                          for p, ms in messages.items()})
-        for ms in messages.values():
-            for k, v in ms:
-                last[k] = v
-
-    def order(i: int, version: int) -> dict[str, Any]:
-        return {"id": i, "customer": f"c{i}-v{version}", "amount": float(version)}
-
-    # keys k0..k9 on partition 0, k10..k19 on partition 1 (a key's messages share a partition, as Kafka's partitioner
-    # keeps them); a key written several times in one run, a tombstone, a key deleted then written again
-    send({0: [(f"k{i}", order(i, 1)) for i in range(10)] + [("k3", order(3, 2)), ("k4", None), ("k3", order(3, 3))],
-          1: [(f"k{i}", order(i, 1)) for i in range(10, 20)] + [("k12", None), ("k12", order(12, 2)), ("k15", None)]})
-    job = _job(tmp_path, broker.bootstrap, topic)
-    first = run(tmp_path, job)
-    assert first.succeeded, first.error
-    want = {k: v for k, v in last.items() if v is not None}
-    table = _table(tmp_path)
-    assert {k: (r["id"], r["customer"]) for k, r in table.items()} == {k: (v["id"], v["customer"]) for k, v in want.items()}
-    assert not any(r["_kafka_deleted"] for r in table.values())
-
-    send({0: [("k0", None), ("k1", order(1, 2)), ("k4", order(4, 2))], 1: [("k19", None), ("k12", None)]})
-    second = run(tmp_path, job)
-    assert second.succeeded, second.error
-    want = {k: v for k, v in last.items() if v is not None}
-    table = _table(tmp_path)
-    assert {k: (r["id"], r["customer"]) for k, r in table.items()} == {k: (v["id"], v["customer"]) for k, v in want.items()}
-    assert "k0" not in table and "k19" not in table and "k12" not in table and table["k4"]["customer"] == "c4-v2"
+    tombstone_runs(tmp_path, broker.bootstrap, topic, _job(tmp_path, broker.bootstrap, topic), _table)
     assert not read_error_files(tmp_path / "warehouse" / "_errors")
 
 

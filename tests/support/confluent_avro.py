@@ -29,6 +29,17 @@ V2 = {**V1, "fields": [  # backward compatible: id and amount promoted, a field 
 ]}
 
 
+def datum(record: dict[str, Any], schema: dict[str, Any] = V1) -> bytes:
+    """`record` as a bare Avro datum of `schema` (no Confluent header: the `avro` deserializer's wire format)."""
+    import io
+
+    import fastavro
+
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), record)
+    return buf.getvalue()
+
+
 def serializer(registry_url: str, schema: dict[str, Any], **conf: Any) -> Any:
     """confluent-kafka's AvroSerializer for `schema` (registered on first use, as producers do)."""
     from confluent_kafka.schema_registry import SchemaRegistryClient

@@ -22,6 +22,8 @@ without `--dedup-key _kafka_key`) leaves an upsert table alone, saying why, and 
 too. (It failed, exit 1 naming a file, until the model found it: the upsert table's files are written by pyiceberg,
 without the Avro schema in their footer that the Parquet merge rewrites them with.)
 
+`DeltaUpsertHistory` is the same world into a Delta table in upsert mode (`scripts/soak_world.py --world upsert_delta`).
+
 Left out: the topic deleted and created again (its offsets start over, so `order_by: [_kafka_offset]` no longer tells
 the last change of a key across the two incarnations; docs/publishers/iceberg.md assumes one)."""
 
@@ -43,6 +45,8 @@ from support.world_kafka import PARTITIONS, KafkaHistory, KafkaWorld
 KEYS = tuple(f"k{i:02d}" for i in range(20))
 VALUE_SCHEMA = {"type": "record", "name": "Value", "fields": [{"name": "v", "type": "string"}]}
 TABLE = "db.kv"
+COLUMNS = ("_kafka_key", "_kafka_offset", "v", "_kafka_deleted")
+"""What the oracle reads of the table."""
 
 Message = tuple[str, str | None]  # (key, value); None is a tombstone
 
@@ -115,7 +119,6 @@ class UpsertHistory(KafkaHistory):
     def table_rows(self, world: World, step: int, rule: str) -> list[dict[str, Any]]:
         """The table's rows as pyiceberg reads them (none before the job made it), checked against DuckDB's read of
         the data files its current snapshot lists, which must carry no delete file."""
-        import duckdb
         from pyiceberg.catalog import load_catalog
         from pyiceberg.exceptions import NoSuchTableError
 
@@ -126,17 +129,22 @@ class UpsertHistory(KafkaHistory):
             table = load_catalog("gobblin_py", type="sql", uri=f"sqlite:///{db}").load_table(TABLE)
         except NoSuchTableError:
             return []
-        columns = ("_kafka_key", "_kafka_offset", "v", "_kafka_deleted")
-        rows = table.scan(selected_fields=columns).to_arrow().to_pylist()
+        rows = table.scan(selected_fields=COLUMNS).to_arrow().to_pylist()
         tasks = list(table.scan().plan_files())
         deletes = [d.file_path for t in tasks for d in t.delete_files]
         if deletes:
             raise Violation(self.seed, step, rule, f"table {TABLE} has delete files (upsert is copy-on-write): {deletes[:3]}")
-        paths = [t.file.file_path.removeprefix("file://") for t in tasks]
-        seen = duckdb.connect().execute(f"SELECT {', '.join(columns)} FROM read_parquet(?, union_by_name = true)",
+        return self.as_duckdb_reads(rows, [t.file.file_path.removeprefix("file://") for t in tasks], "pyiceberg", step, rule)
+
+    def as_duckdb_reads(self, rows: list[dict[str, Any]], paths: list[str], reader: str, step: int,
+                        rule: str) -> list[dict[str, Any]]:
+        """`rows` (of COLUMNS, as `reader` read them), once DuckDB reads the same from the data files `paths`."""
+        import duckdb
+
+        seen = duckdb.connect().execute(f"SELECT {', '.join(COLUMNS)} FROM read_parquet(?, union_by_name = true)",
                                         [paths]).fetchall() if paths else []
-        if sorted(seen) != sorted(tuple(r[c] for c in columns) for r in rows):
-            raise Violation(self.seed, step, rule, f"DuckDB over the listed files reads other rows than pyiceberg: "
+        if sorted(seen) != sorted(tuple(r[c] for c in COLUMNS) for r in rows):
+            raise Violation(self.seed, step, rule, f"DuckDB over the listed files reads other rows than {reader}: "
                                                    f"{sorted(seen)[:5]} vs {sorted(tuple(r.values()) for r in rows)[:5]}")
         return rows
 
@@ -282,3 +290,33 @@ class UpsertHistory(KafkaHistory):
         if done.returncode == 0:
             world.reset[p] = min(k, world.reset.get(p, k))
             world.lo[p] = min(k, world.lo[p])
+
+
+class DeltaUpsertHistory(UpsertHistory):
+    """The same keyed topic kept as a Delta table by key (`publisher: {class: delta, mode: upsert}`: one delta-rs
+    merge per commit), read back by delta-rs and by DuckDB over the files its log lists. The oracle and the rules are
+    the Iceberg variant's, the commit points the framework's (a merge writes and commits in one call); `compact` must
+    leave the table reading as before and exit 0 here too (it exited 1, naming a file delta-rs's merge wrote, until
+    the soak found it: seed 3830719005)."""
+
+    kind = "upsert_delta"
+    crash_points = CRASH_POINTS
+
+    def job(self, world: World) -> dict[str, Any]:
+        job = super().job(world)
+        job["publisher"] = {"class": "delta", "table_uri": str(world.root / "lake" / "kv"),
+                            **{k: v for k, v in job["publisher"].items() if k not in ("class", "table", "warehouse")}}
+        return job
+
+    def table_rows(self, world: World, step: int, rule: str) -> list[dict[str, Any]]:
+        """The table's rows as delta-rs reads them (none before the job made it), checked against DuckDB's read of
+        the data files its log lists."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            table = DeltaTable(str(world.root / "lake" / "kv"))
+        except TableNotFoundError:
+            return []
+        rows = table.to_pyarrow_table(columns=list(COLUMNS)).to_pylist()
+        return self.as_duckdb_reads(rows, table.file_uris(), "delta-rs", step, rule)

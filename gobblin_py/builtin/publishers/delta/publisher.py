@@ -26,6 +26,12 @@ under this job's name), no RESTORE was committed since the last commit (delta-rs
 only the history tells), and the columns fit: new columns are added as nullable ones (one metadata commit before the
 add, `alter.add_columns`), a column dropped or of another type fails the dataset naming it.
 
+`mode: upsert` (with `key`, `order_by`, `delete_when`, `truncate_when`; `upsert.py`) keeps the table equal to its
+source by key: the data files are changes, read in task output (never published), reduced to the last per key and
+applied as ONE delta-rs `merge` whose commit carries the same transaction and commitInfo, so a replay is known by its
+commit id the same way. It pins the mode and the key with each commit, and refuses another, or a key column the table
+lost. It does not partition the table.
+
 Partitioning: the writer's `partition` (`{column: ts, granularity: DAY}`) becomes the table's string partition
 column `ts_day` ("2026-01-01"), each file's value read from its time column (one per file, as the writer writes).
 Settings are written into every commit record: credentials come from the environment (AWS_ACCESS_KEY_ID …), only
@@ -44,6 +50,7 @@ from gobblin_py.api import (
     TableFile, TableReplace, TableUpkeep, TargetWatermarks, UpkeepAction, UpkeepRequest,
 )
 from gobblin_py.builtin.publishers.delta import table as t
+from gobblin_py.builtin.publishers.delta import upsert as u
 from gobblin_py.builtin.publishers.delta.compaction import DeltaReplaceCommitStep, compaction_app_id, counts_json, table_state
 from gobblin_py.builtin.publishers.delta.upkeep import UPKEEP_STEPS, plan_upkeep
 from gobblin_py.builtin.publishers.delta.settings import DeltaPublisherSettings
@@ -73,6 +80,9 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
             return settings, [(f"{pub}.class", f"the delta publisher adds Parquet files to a table, and {wri}.class is "
                                                f"{context.writer_name!r}: set {wri}: {{class: parquet}}")]
         written = getattr(context.writer_settings, "partition", None)
+        if settings.mode == "upsert" and (settings.partition is not None or written is not None):
+            return settings, [(f"{pub}.mode", f"upsert mode merges into an unpartitioned Delta table (a partitioned one is "
+                                              f"not built yet): drop {wri}.partition")]
         if settings.partition is not None or written is None:
             return settings, []
         if written.granularity == "MINUTE":
@@ -99,9 +109,12 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
         return Location(self.settings.errors_dir) if self.settings.errors_dir else self._root() / "_errors"
 
     def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
-        """Each file published under the table (data) or the errors directory; the table commit is the global step."""
+        """Each file published under the table (data) or the errors directory; the table commit is the global step.
+        In upsert mode the error files only: the data files are changes the merge reads from task output (kept while
+        the sequence is pending), never table files."""
+        upsert = self.settings.mode == "upsert"
         return [publish_step(f.path, self.errors_root() / f.rel_path if f.kind == "errors" else self.data_location(dataset, f),
-                             f.size, f.checksum) for f in files]
+                             f.size, f.checksum) for f in files if not (upsert and f.kind == "data")]
 
     def output_roots(self) -> list[str]:
         return [str(self._root()), *([str(self.settings.errors_dir)] if self.settings.errors_dir else [])]
@@ -114,6 +127,7 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
     def _files(self, commit: DatasetCommit, published: bool) -> list[t.DataFile]:
         """The commit's data files, read where they are published (or, before, in task output)."""
         table = str(self.table_location(commit.dataset))
+        published = published and self.settings.mode != "upsert"  # upsert mode's changes stay in task output
         return [t.read_file(str(self.data_location(commit.dataset, f)) if published else f.path, f"data/{f.rel_path}",
                             self.settings.partition, table) for f in commit.files if f.kind == "data"]
 
@@ -133,9 +147,45 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
         if not any(f.kind == "data" for f in commit.files):
             return
         table = self._open(commit.dataset)
+        name = str(self.table_location(commit.dataset))
+        if self.settings.mode == "upsert":  # a null key, a tie or a key column missing, refused before anything moves
+            self._changes(commit)
         if table is not None:
-            name = str(self.table_location(commit.dataset))
             self._fits(table, t.output_schema(self._files(commit, published=False), self.settings.partition, name), name)
+            self._keyed(table, name)
+
+    def unapplied_changes(self, markers: Any) -> list[tuple[str, str]]:
+        """Upsert mode: a source's deletes and truncates the settings do not mark (`UpsertSettings`)."""
+        return self.settings.unapplied_changes(markers)
+
+    def _changes(self, commit: DatasetCommit) -> Any:
+        """Upsert mode: the commit's changes (in task output) reduced to the last per key."""
+        files = [(f.path, f.rel_path) for f in commit.files if f.kind == "data"]
+        return u.read_changes(files, self.settings.upsert_spec(),
+                              f"table {self.table_location(commit.dataset)} (dataset {commit.dataset})")
+
+    def _keyed(self, table: Any, name: str) -> None:
+        """Upsert mode: CommitError unless every key column is a column of the table."""
+        problem = u.key_missing(table.schema(), tuple(self.settings.key), name) if self.settings.mode == "upsert" else None
+        if problem is not None:
+            raise CommitError(f"{problem}. Nothing was applied and the watermarks did not move")
+
+    def _mode(self) -> dict[str, Any]:
+        """What a commit pins of how the table is kept: the mode and, in upsert mode, the key."""
+        return {"mode": self.settings.mode, **({"key": list(self.settings.key)} if self.settings.mode == "upsert" else {})}
+
+    def _same_mode(self, name: str, dataset: str, last: dict[str, Any]) -> None:
+        """CommitError unless the dataset's last commit kept the table as this one does (append mode's commits before
+        the mode was pinned count as append)."""
+        before = {"mode": last.get("mode", "append"), **({"key": last["key"]} if "key" in last else {})}
+        if before == self._mode():
+            return
+        raise CommitError(
+            f"table {name}: this job's last commit of dataset {dataset} kept it as {before}, and the job now says "
+            f"{self._mode()}: rows added by another key (or appended, several per key) would not be matched by this one, "
+            "and the table would hold a key twice. Nothing was published and the watermarks did not move. Put "
+            "publisher.mode and publisher.key back, or start the table over (a new table_uri, or delete it and "
+            f"`gobblin-py state reset JOB.yaml --dataset {dataset}`)")
 
     def pin(self, commit: DatasetCommit, last: dict[str, Any]) -> dict[str, Any]:
         """The table's id and the transaction version this commit adds as (the last one's + 1), after checking that the
@@ -151,8 +201,9 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
             if txn is not None:
                 log.warning("table %s holds commits of %s up to transaction version %d, and the dataset's state pins none "
                             "(reset): this commit continues at %d", name, app, txn, txn + 1)
-            return {"table_id": table_id, "version": (txn or 0) + 1, "read_version": read}
+            return {"table_id": table_id, "version": (txn or 0) + 1, "read_version": read, **self._mode()}
         self._unchanged(name, app, last.get("table_id"), last["version"], table_id, txn)
+        self._same_mode(name, commit.dataset, last)
         if table is not None and read > last.get("read_version", read):
             for entry in table.history(read - last["read_version"]):
                 if entry.get("operation") == "RESTORE" and entry.get("version", -1) > last["read_version"]:
@@ -164,7 +215,7 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
                         "published and the watermarks did not move. Set the dataset's watermarks to what the table holds "
                         f"(the commitInfo of its last commit of {app} carries them): `gobblin-py state reset JOB.yaml "
                         f"--dataset {commit.dataset} --to KEY=VALUE …`, which also forgets the pinned table, then run again")
-        return {"table_id": table_id, "version": last["version"] + 1, "read_version": read}
+        return {"table_id": table_id, "version": last["version"] + 1, "read_version": read, **self._mode()}
 
     def _create(self, commit: DatasetCommit, name: str) -> Any:
         """The table created empty (the files' columns, read in task output, and the partition column), so that its id
@@ -245,6 +296,7 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
         files = self._files(commit, published=True)
         if not files:
             return
+        changes = self._changes(commit) if self.settings.mode == "upsert" else None
         output = t.output_schema(files, p, name)
         partition_by = [p.name] if p is not None else []
         metadata = {t.COMMIT_ID: commit.commit_id, t.JOB: commit.job, t.RUN_ID: commit.run_id, t.DATASET: d,
@@ -260,13 +312,21 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
                             table.metadata().id if table is not None else None, txn)
             if table is None:  # pinned before it existed: a record not written by `pin`
                 raise CommitError(f"table {name} does not exist, and commit {commit.commit_id} pinned none")
-            props = CommitProperties(custom_metadata={**metadata, t.TABLE_ID: table.metadata().id},
+            upsert = {u.UPSERT: u.counts(changes, tuple(self.settings.key))} if changes is not None else {}
+            props = CommitProperties(custom_metadata={**metadata, **upsert, t.TABLE_ID: table.metadata().id},
                                      app_transactions=[Transaction(app, version)])
             try:
                 new = self._fits(table, output, name)
                 if new:
                     self._add_columns(table, output, new, metadata)
                     table = self._open(d)
+                if changes is not None:
+                    self._keyed(table, name)
+                    metrics = u.merge(table, changes, tuple(self.settings.key), props)
+                    log.info("table %s: commit %s merged %d change(s) of %d key(s) (%d deleted%s) as transaction version "
+                             "%d of %s: %s", name, commit.commit_id, changes.received, changes.keys.num_rows,
+                             changes.deleted, ", after a truncate" if changes.truncated else "", version, app, metrics)
+                    return
                 table.create_write_transaction(t.add_actions(files, p, _now_ms()), "append", output, partition_by,
                                                commit_properties=props)
                 log.info("table %s: commit %s added %d file(s) as transaction version %d of %s", name, commit.commit_id,
@@ -330,6 +390,15 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
                           data=not f["deletion_vector"], current_spec=columns == expected,
                           compacted=f["path"].rsplit("/", 1)[-1].startswith("compacted-"))
                 for f in table_state(found, columns)]
+
+    def changed_since_written(self, table: str) -> str | None:
+        """A table kept by key is left alone: its files are delta-rs's (the merge writes them, without the parquet
+        writer's footer), which the writer's merge cannot rewrite as written."""
+        if self.settings.mode == "upsert":
+            return ("it is kept by key (publisher.mode: upsert): its data files are written by delta-rs's merge, which "
+                    "the compaction's merge cannot rewrite (not built yet); each upsert commit already rewrites the "
+                    "files holding a changed key")
+        return None
 
     def compacted_dir(self, dataset: str, partition: str) -> str:
         """Beside the table's other data files: `<table>/data/<partition>/` (`ts_day=2026-01-01`)."""

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from gobblin_py.api import Settings
 from gobblin_py.builtin.extras import require
+from gobblin_py.builtin.publishers.changes import UpsertSettings
 from gobblin_py.fs.paths import FsLocation
 
 
@@ -28,7 +29,7 @@ class DeltaPartition(Settings):
         return f"{self.column}_{self.granularity.lower()}"
 
 
-class DeltaPublisherSettings(Settings):
+class DeltaPublisherSettings(UpsertSettings):
     table_uri: FsLocation = Field(description="the Delta table: a path or a URL (s3://bucket/lake/{dataset}); `{dataset}` "
                                               "is replaced by the dataset's name, as a whole path segment")
     storage_options: dict[str, str] = Field(

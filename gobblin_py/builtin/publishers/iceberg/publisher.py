@@ -218,23 +218,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
     def unapplied_changes(self, markers: Mapping[str, tuple[str, str]]) -> list[tuple[str, str]]:
         """Upsert mode: a source's deletes not matched by `delete_when` (they would be upserted as rows of nulls, the
         deleted key kept) and truncates not matched by `truncate_when` (every snapshot starts with one)."""
-        if self.settings.mode != "upsert":
-            return []
-        found = []
-        for kind, setting in (("delete", "delete_when"), ("truncate", "truncate_when")):
-            if kind not in markers:
-                continue
-            column, value = markers[kind]
-            given = getattr(self.settings, setting)
-            if given is not None and given.column == column and value in given.equals:
-                continue
-            what = ("would be upserted as rows holding only the key, the deleted row kept" if kind == "delete" else
-                    "would be upserted as rows without a key (every snapshot starts with one, so that a table "
-                    "snapshotted again loses the rows the source deleted meanwhile)")
-            found.append((setting, f"the source's {kind}s ({column} = {value}) {what}: set {setting}: "
-                                   f"{{column: {column}, equals: [{value}]}}"
-                                   + (", with order_by (e.g. [_lsn, _seq])" if kind == "truncate" and not self.settings.order_by else "")))
-        return found
+        return self.settings.unapplied_changes(markers)
 
     @_catalog_faults("checking the table before the commit")
     def check(self, commit: DatasetCommit) -> None:
