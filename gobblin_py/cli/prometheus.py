@@ -71,9 +71,10 @@ def run_metrics(run: Mapping[str, Any], state: StateStore, now: float) -> list[M
     failed = gauge("dataset_commit_failed", "1 when the dataset's commit failed or is blocked by a pending one", _BY_DATASET)
     written_bytes = gauge("dataset_bytes_written", "bytes written by the last run", _BY_DATASET)
     ok_at = gauge("dataset_last_commit_timestamp_seconds", "when the dataset last committed new data (Unix time)", _BY_DATASET)
-    per_ds_bytes: dict[str, int] = {}
-    for t in run.get("tasks", []):
-        per_ds_bytes[t["dataset"]] = per_ds_bytes.get(t["dataset"], 0) + sum(b["bytes_written"] for b in t["branches"].values())
+    per_ds_bytes: dict[str, int] = dict(run.get("bytes_by_dataset", {}))
+    if "bytes_by_dataset" not in run:  # a record written before it: every task's detail is in it
+        for t in run.get("tasks", []):
+            per_ds_bytes[t["dataset"]] = per_ds_bytes.get(t["dataset"], 0) + sum(b["bytes_written"] for b in t["branches"].values())
     for d in run.get("datasets", []):
         ds = d["dataset"]
         for field, g in counts.items():

@@ -339,7 +339,11 @@ def history_show(
     for d in run.get("datasets", []):
         out.print(f"  dataset {d['dataset']}: {d['status']}, {d['records_written']} written, {d['records_rejected']} rejected, "
                   f"{d['files_published']} files, watermark {d['watermark']}", markup=False)
-    for t in run.get("tasks", []):
+    tasks = run.get("tasks", [])
+    if run.get("tasks_total", len(tasks)) > len(tasks):
+        out.print(f"  tasks: {run['tasks_total']}, the detail of {len(tasks)} kept (every failed task, every task with "
+                  "rejected records, then the slowest)", markup=False)
+    for t in tasks:
         out.print(f"  task {t['workunit']} [{t['watermark_key']}: {_mark(t['low_watermark'], 'start')} → {_mark(t['actual_high_watermark'], '-')}] "
                   f"{t['status']} after {t['attempts']} attempt(s), {t['records_extracted']} extracted, "
                   f"{t['records_written']} written, {t['duration_s']}s" + (f": {t['error']}" if t.get("error") else ""), markup=False)

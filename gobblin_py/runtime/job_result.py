@@ -49,7 +49,7 @@ class JobResult:
     tasks: list[WorkUnitResult] = field(default_factory=list)
     recovery: RecoveryReport = field(default_factory=RecoveryReport)
     error: str | None = None
-    phases: dict[str, float] = field(default_factory=dict)  # seconds: recovery, planning, tasks, commit
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: recovery, planning, tasks, commit, cleanup (and executor_start)
     cancelled: bool = False  # interrupted (Ctrl-C, SIGINT): what was committed stays, the rest is redone next run
     checkpoints: list[dict[str, Any]] = field(default_factory=list)  # a continuous run's checkpoints, the latest last
     checkpoints_total: int = 0
@@ -93,11 +93,36 @@ class JobResult:
             "metrics": self.metrics(),
             "datasets": [{**vars(d), "status": d.status.value} for d in self.datasets],
             "recovered": [vars(r) | {"outcome": r.outcome.value} for r in self.recovery.datasets],
-            "tasks": [t.to_json() for t in self.tasks],
+            "tasks": [t.to_json() for t in kept_tasks(self.tasks)], "tasks_total": len(self.tasks),
+            "bytes_by_dataset": bytes_by_dataset(self.tasks),
             "lease_epoch": self.lease_epoch, **({"took_over": self.took_over} if self.took_over else {}),
             **({"mode": "continuous", "checkpoints_total": self.checkpoints_total, "checkpoints": self.checkpoints}
                if self.continuous or self.checkpoints_total else {}),
         }
+
+
+KEPT_TASKS = 200
+"""A run record keeps at most this many tasks' detail (810 B each: 50,000 small files made a 40 MB record that
+`history` and `status` read whole): every failed task and every task with rejected records, then the slowest."""
+
+
+def kept_tasks(results: list[WorkUnitResult], limit: int = KEPT_TASKS) -> list[WorkUnitResult]:
+    """The tasks whose detail the run record keeps, in the run's order: the failed, those with rejected records
+    (their error files), then the slowest, up to `limit` (the failed and rejecting ones always)."""
+    if len(results) <= limit:
+        return list(results)
+    must = {i for i, r in enumerate(results) if r.status.value != "succeeded" or any(r.rejected.values())}
+    rest = sorted((i for i in range(len(results)) if i not in must), key=lambda i: -results[i].duration_s)
+    keep = must | set(rest[:max(0, limit - len(must))])
+    return [r for i, r in enumerate(results) if i in keep]
+
+
+def bytes_by_dataset(results: list[WorkUnitResult]) -> dict[str, int]:
+    """Bytes written per dataset over every task (the record keeps only some tasks' detail)."""
+    out: dict[str, int] = {}
+    for r in results:
+        out[r.workunit.dataset] = out.get(r.workunit.dataset, 0) + sum(b.bytes_written for b in r.branches.values())
+    return out
 
 
 def sum_counters(results: list[WorkUnitResult]) -> dict[str, dict[str, Any]]:

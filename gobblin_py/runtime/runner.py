@@ -170,6 +170,7 @@ class JobRunner:
         if self.store.fence is not None:  # a driver that lost its lease leaves its run's files to the holder
             self.store.fence.check()
         self.clean_run(result.run_id)
+        phases.end("cleanup")  # every second of a run is in a phase: 50,000 tasks' directories take a while
         conclude(result)
 
     def _after_commit(self) -> None:

@@ -33,6 +33,11 @@ class EventLog:
 
     FLUSH_EVERY = 500
     """Events buffered at most before an object store's chunk is written."""
+    ROTATE_BYTES = 16 * 1024 * 1024
+    """A local log past this size at a run's start is rotated (`<job>.jsonl.1`, …); `KEEP_ROTATED` of them are kept."""
+    KEEP_ROTATED = 3
+    KEEP_CHUNKS = 2000
+    """An object store's log keeps its newest chunks, at most this many (one or a few are written per commit)."""
 
     def __init__(self, work_dir: str | Path, job: str) -> None:
         where = Location(work_dir)
@@ -86,13 +91,37 @@ class EventLog:
             log.warning("event log %s: written again; %d events were dropped", self.where, self.dropped)
             self.dropped = 0
 
+    def rotate(self) -> None:
+        """Bound the log (called at a run's start): a local log past `ROTATE_BYTES` becomes `<job>.jsonl.1`, the older
+        ones shifted and the oldest past `KEEP_ROTATED` dropped; an object store's oldest chunks past `KEEP_CHUNKS`
+        are deleted. Events report runs, so a failure here is logged and the run goes on."""
+        try:
+            if self.path is not None:
+                if not self.path.exists() or self.path.stat().st_size <= self.ROTATE_BYTES:
+                    return
+                for n in range(self.KEEP_ROTATED, 0, -1):
+                    older = self.path.with_name(f"{self.path.name}.{n}")
+                    if older.exists():
+                        if n == self.KEEP_ROTATED:
+                            older.unlink()
+                        else:
+                            older.replace(self.path.with_name(f"{self.path.name}.{n + 1}"))
+                self.path.replace(self.path.with_name(f"{self.path.name}.1"))
+            elif self.store is not None:
+                names = sorted(self.store.names(""))
+                for name in names[:max(0, len(names) - self.KEEP_CHUNKS)]:
+                    self.store.delete(name)
+        except (OSError, StateStoreError) as exc:
+            log.warning("event log %s: cannot rotate (%s); it grows until it can", self.where, exc)
+
     def read(self) -> list[dict[str, Any]]:
-        """Every event kept, oldest first."""
+        """Every event kept (the rotated local files too), oldest first."""
         if self.store is not None:
-            chunks = [self.store.get(name) for name in self.store.names("")]
+            chunks = [self.store.get(name) for name in sorted(self.store.names(""))]
             raw = b"".join(c.data for c in chunks if c is not None)
-        elif self.path is not None and self.path.exists():
-            raw = self.path.read_bytes()
+        elif self.path is not None:
+            files = [self.path.with_name(f"{self.path.name}.{n}") for n in range(self.KEEP_ROTATED, 0, -1)] + [self.path]
+            raw = b"".join(f.read_bytes() for f in files if f.exists())
         else:
             return []
         return [orjson.loads(line) for line in raw.splitlines() if line.strip()]
@@ -100,6 +129,7 @@ class EventLog:
     # RunObserver
     def job_started(self, job: str, run_id: str) -> None:
         self.run_id = run_id
+        self.rotate()
         self.emit("JobStarted")
 
     def workunits_created(self, workunits: int, tasks: int, datasets: list[str]) -> None:

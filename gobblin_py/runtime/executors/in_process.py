@@ -7,7 +7,8 @@ do what a local Spark does, without Spark's start.
 
 from __future__ import annotations
 
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+import queue
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.runtime.executors.base import ProgressCallback
@@ -56,16 +57,26 @@ class InProcessExecutor:
         waits for the running ones, which stop at their next batch (see `attempt.run_task`)."""
         total = len(tasks)
         pool = ThreadPoolExecutor(max_workers=min(self.threads, total), thread_name_prefix="gobblin-task")
-        futures: list[Future[list[WorkUnitResult]]] = [pool.submit(run_task, t) for t in tasks]
-        try:
-            pending = set(futures)
-            while pending:
-                finished, pending = wait(pending, timeout=_POLL_S, return_when=FIRST_COMPLETED)
+        done: queue.SimpleQueue[Future[list[WorkUnitResult]]] = queue.SimpleQueue()
+        futures: list[Future[list[WorkUnitResult]]] = []
+        for t in tasks:
+            futures.append(pool.submit(run_task, t))
+            futures[-1].add_done_callback(done.put)
+        try:  # finished futures come from a queue: `wait` would walk every pending future each time (10,000 tasks)
+            left = total
+            while left:
+                try:
+                    finished = [done.get(timeout=_POLL_S)]
+                    while not done.empty():
+                        finished.append(done.get_nowait())
+                except queue.Empty:
+                    finished = []
                 for f in finished:
+                    left -= 1
                     f.result()  # a task that raised (an interrupt, a bug) raises here, as it would in this thread
                 raise_if_interrupted()
                 if progress:
-                    progress(total - len(pending), min(self.threads, len(pending)), 0, total)
+                    progress(total - left, min(self.threads, left), 0, total)
         except KeyboardInterrupt:
             for f in futures:
                 f.cancel()

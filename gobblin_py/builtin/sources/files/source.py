@@ -111,7 +111,9 @@ class FilesSource(Source):
                                         f"{', '.join(KNOWN_EXTENSIONS)}, each optionally with .gz, .bz2, .zst or .xz); "
                                         "not read: rename it, or leave it out of include"))
                 continue
-            ingested = done_of.setdefault(item.dataset, state.watermarks(item.dataset)).get(item.rel)
+            if item.dataset not in done_of:  # once per dataset (`setdefault` would read and parse them per file)
+                done_of[item.dataset] = state.watermarks(item.dataset)
+            ingested = done_of[item.dataset].get(item.rel)
             tailing = s.ingest_appended and compression is Compression.NONE
             if ingested == item.size:
                 continue
