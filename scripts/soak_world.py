@@ -26,7 +26,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from support.world import History, Violation
+from support.world import History, Violation  # noqa: E402  (tests/ is put on sys.path first)
 
 WORLDS = ("files", "kafka", "iceberg", "delta", "upsert", "upsert_delta", "registry", "cdc")
 

@@ -45,10 +45,8 @@ class Collector:
 def unknown_message(what: str, name: str, known: list[str], file: str) -> str:
     """`unknown key 'sorce' in job.yaml (did you mean 'source'? expected one of: …)`."""
     section, dot, rest = name.partition(".")
-    if dot and section in known:  # `source.bootstrap_servers:` written flat
-        hint = f"keys nest: write {section}: {{{rest}: ...}};"
-    else:
-        hint = did_you_mean(name, known)
+    # `source.bootstrap_servers:` written flat
+    hint = f"keys nest: write {section}: {{{rest}: ...}};" if dot and section in known else did_you_mean(name, known)
     listed = f"expected one of: {', '.join(known) or 'none'}" if known else "see the plugin's settings"
     return f"unknown {what} {name!r} in {file} ({f'{hint} ' if hint else ''}{listed})"
 

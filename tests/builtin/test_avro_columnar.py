@@ -134,7 +134,7 @@ def test_rows_and_batches_mixed_keep_the_order_they_came_in(tmp_path: Path) -> N
     schema = _schema()
     records = _records(900, seed=5)
     arrow_schema = ArrowMapping(schema).schema
-    writer, staging = _writer(tmp_path, "mixed", schema, sync_interval=1024)
+    writer, _staging = _writer(tmp_path, "mixed", schema, sync_interval=1024)
     for lo, hi, batch in [(0, 10, False), (10, 400, True), (400, 405, False), (405, 900, True)]:
         if batch:
             assert writer.write_batch(pa.RecordBatch.from_pylist(records[lo:hi], schema=arrow_schema))
@@ -179,7 +179,7 @@ def test_a_batch_it_cannot_encode_exactly_is_handed_back_and_nothing_is_written(
         batch = batch.set_column(12, "mood", pa.array(["GRUMPY"] * 50, pa.string()))
     else:
         batch = batch.drop_columns(["tag"])
-    writer, staging = _writer(tmp_path, "bad", schema)
+    writer, _staging = _writer(tmp_path, "bad", schema)
     assert writer.write_batch(pa.RecordBatch.from_pylist(records[:5], schema=arrow_schema))
     assert not writer.write_batch(batch)
     [(path, count)] = writer.close()

@@ -242,6 +242,6 @@ def test_parquet_dictionary_encodes_text_columns_by_default_and_what_it_is_told(
     assert all(d for c, d in every.items() if c != "ok") and not any(written({"dictionary": "none"}).values())  # no boolean dictionaries in Parquet
     assert {c for c, d in written({"dictionary": ["id"]}).items() if d} == {"id"}
     writer = ParquetWriter(ParquetWriter.Settings.model_validate({"dictionary": ["nope"]}))
-    with pytest.raises(ConfigError, match="writer.dictionary: 'nope' not a top-level column of the schema"):
+    with pytest.raises(ConfigError, match=r"writer.dictionary: 'nope' not a top-level column of the schema"):
         writer.open(conv.convert_schema({}), WriterTarget(staging_dir=tmp_path / "x", task_output_dir=tmp_path / "out",
                                                           rel_dir="ds", file_stem="wu", dataset="ds", branch="main"))

@@ -138,7 +138,7 @@ def test_json_to_avro_missing_required_field_is_record_error(tmp_path: Path) -> 
 def test_json_to_avro_bad_schema_file_is_refused_by_its_settings_naming_file(tmp_path: Path) -> None:
     path = tmp_path / "broken.avsc"
     path.write_text('{"type": "record", "name": "X", "fields": [', encoding="utf-8")
-    with pytest.raises(ValidationError, match="broken.avsc: not a valid Avro schema"):
+    with pytest.raises(ValidationError, match=r"broken.avsc: not a valid Avro schema"):
         JsonToAvroConverter.Settings.model_validate({"schema": str(path)})
 
 
@@ -146,7 +146,7 @@ def test_json_to_avro_schema_file_broken_after_validation_is_config_error_naming
     path = _write_avsc(tmp_path, EVENT_FIELDS, "later.avsc")
     settings = JsonToAvroConverter.Settings.model_validate({"schema": str(path)})
     path.write_text('{"type": "record", "name": "X", "fields": [{"name": "a", "type": "strng"}]}', encoding="utf-8")
-    with pytest.raises(ConfigError, match="later.avsc: not a valid Avro schema: unknown type 'strng'"):
+    with pytest.raises(ConfigError, match=r"later.avsc: not a valid Avro schema: unknown type 'strng'"):
         JsonToAvroConverter(settings)
 
 

@@ -94,7 +94,7 @@ def test_settings_that_cannot_work_are_refused_naming_the_key(tmp_path: Path, se
 
 def test_a_partitioned_upsert_table_is_refused_at_validation(tmp_path: Path) -> None:
     job = delta_upsert_job(tmp_path, writer={"class": "parquet", "partition": {"column": "updated_at", "granularity": "DAY"}})
-    with pytest.raises(ConfigError, match="publisher.mode.*unpartitioned Delta table.*drop writer.partition"):
+    with pytest.raises(ConfigError, match=r"publisher.mode.*unpartitioned Delta table.*drop writer.partition"):
         load_job(write_job(tmp_path, job))
 
 

@@ -273,7 +273,7 @@ def test_extractor_for_a_vanished_file_is_source_error(tmp_path: Path) -> None:
     source = _source(tmp_path / "in")
     (wu,) = _plan(source)
     file.unlink()
-    with pytest.raises(SourceError, match="gone.jsonl"):
+    with pytest.raises(SourceError, match=r"gone.jsonl"):
         source.get_extractor(wu, _context(tmp_path, wu, _Rejects()))
 
 

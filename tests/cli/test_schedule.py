@@ -36,7 +36,7 @@ def test_the_scheduler_fires_a_job_every_second_and_stops_on_sigterm(tmp_path: P
             time.sleep(0.2)
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     runs = store.runs()
     assert len(runs) >= 2 and all(r["status"] == "succeeded" for r in runs)

@@ -127,7 +127,7 @@ def test_step_types_come_only_from_the_registry(tmp_path: Path) -> None:
     path = store.path("job", "ds")
     path.parent.mkdir(parents=True)
     path.write_bytes(encode(body))  # a well-formed record naming an unregistered type
-    with pytest.raises(CorruptCommitRecordError, match="'os.system', which is not registered"):
+    with pytest.raises(CorruptCommitRecordError, match=r"'os.system', which is not registered"):
         store.get("job", "ds")
 
 

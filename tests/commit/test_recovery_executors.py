@@ -78,7 +78,7 @@ def test_a_corrupt_record_stays_corrupt_and_blocks_only_its_dataset(tmp_path: Pa
     store, files = _pending(tmp_path, datasets=8)
     torn = store.path(JOB, dataset_name(4))  # nothing of it was run
     torn.write_bytes(torn.read_bytes()[:200])
-    for attempt in range(2):
+    for _attempt in range(2):
         report = _recover(how, spark, tmp_path)
         assert list(report.blocked) == [dataset_name(4)]
         corrupt = report.blocked[dataset_name(4)]

@@ -109,7 +109,7 @@ def test_unknown_nested_key_lists_the_nested_keys(tmp_path: Path, in_repo_root: 
     )
     with pytest.raises(ConfigError) as info:
         load_job(job_file)
-    line = next(l for l in str(info.value).splitlines() if "writer.partition.granularityy" in l)
+    line = next(s for s in str(info.value).splitlines() if "writer.partition.granularityy" in s)
     assert "granularity" in line.split("expected one of:", 1)[1]
 
 
@@ -126,7 +126,7 @@ def test_unknown_key_suggests_the_keys_a_user_writes(tmp_path: Path, in_repo_roo
     )
     with pytest.raises(ConfigError) as info:
         load_job(job_file)
-    line = next(l for l in str(info.value).splitlines() if "converters[0].strict" in l)
+    line = next(s for s in str(info.value).splitlines() if "converters[0].strict" in s)
     assert "expected one of: on_unknown_fields, schema)" in line  # the alias a user writes, not schema_file
 
 

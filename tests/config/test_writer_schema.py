@@ -37,7 +37,7 @@ def test_a_converter_that_keeps_the_schema_does_not_give_one_and_json_to_avro_do
     data = _csv_input(tmp_path)
     keeps = example_job(tmp_path, source={"class": "files", "path": str(data)}, quality=None,
                         converters=[{"class": "select_fields", "fields": ["id"]}])
-    with pytest.raises(ConfigError, match="writer.class: avro needs an Avro record schema"):
+    with pytest.raises(ConfigError, match=r"writer.class: avro needs an Avro record schema"):
         load_job(write_job(tmp_path, keeps))
     gives = example_job(tmp_path, source={"class": "files", "path": str(data)}, quality=None,
                         converters=[{"class": "json_to_avro", "schema": str(EVENT_SCHEMA)},

@@ -89,7 +89,7 @@ def test_object_to_object_copy_inside_the_store(tmp_path, s3, bucket):
 def test_a_lost_source_with_no_published_copy_is_reported_lost(tmp_path, s3, bucket):
     step = FsCopyCommitStep(src=str(tmp_path / "gone.avro"), dst=f"s3://{bucket}/out/gone.avro", size=3, checksum="00000000")
     assert step.status() is StepStatus.LOST
-    with pytest.raises(CommitError, match="gone.avro is gone and the destination does not hold it"):
+    with pytest.raises(CommitError, match=r"gone.avro is gone and the destination does not hold it"):
         step.execute()
 
 

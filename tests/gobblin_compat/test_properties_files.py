@@ -98,7 +98,7 @@ def test_unresolved_variables_and_include_cycles_are_named(tmp_path: Path, monke
     (tmp_path / "a.inc").write_text("include=b.inc\n")
     (tmp_path / "b.inc").write_text("include=a.inc\n")
     job.write_text("include=a.inc\n")
-    with pytest.raises(ConfigError, match="include cycle: .*a.inc → .*b.inc → .*a.inc"):
+    with pytest.raises(ConfigError, match=r"include cycle: .*a.inc → .*b.inc → .*a.inc"):
         translate_file(job)
 
 
@@ -122,5 +122,5 @@ def test_a_hocon_job_translates_as_its_properties_twin(tmp_path: Path, monkeypat
         "class": "kafka", "bootstrap_servers": ["127.0.0.1:9092"], "topic_pattern": "(?:events)|(?:clicks)",
         "max_workunits": 3, "deserializer": "string"}
     (tmp_path / "bad.conf").write_text("job { name = \n")
-    with pytest.raises(ConfigError, match="bad.conf: not valid HOCON"):
+    with pytest.raises(ConfigError, match=r"bad.conf: not valid HOCON"):
         translate_file(tmp_path / "bad.conf")

@@ -615,7 +615,7 @@ def test_metadata_key_confluent_avro_needs_a_schema_registry(tmp_path: Path) -> 
     (tmp_path / "order.avsc").write_text(json.dumps(V1))
     job = kafka_job(tmp_path, "b:9092", ["t"], deserializer="avro", avro_schema=str(tmp_path / "order.avsc"),
                     metadata_columns=["key"], metadata_key="confluent_avro")
-    with pytest.raises(ConfigError, match="source: .*metadata_key confluent_avro needs schema_registry"):
+    with pytest.raises(ConfigError, match=r"source: .*metadata_key confluent_avro needs schema_registry"):
         load_job(write_job(tmp_path, job))
     with pytest.raises(ValueError, match=r"key_subject '\{name\}-key': only \{topic\} may stand in it"):
         KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="confluent_avro", metadata_key="confluent_avro",

@@ -53,7 +53,7 @@ def assert_dead_letters_once(bootstrap: str, dlq: str, bad: list[Any], topic: st
     values = Counter(r.value for r in records)
     assert values == Counter(v for _, v, _ in bad), f"dead letters: {values}"
     for r in records:
-        key, value, headers = next(b for b in bad if b[1] == r.value)
+        key, _value, headers = next(b for b in bad if b[1] == r.value)
         assert r.key == key
         got = list(r.headers)
         assert got[:len(headers)] == headers  # the original headers first, in order, repeats kept

@@ -76,7 +76,7 @@ def test_under_evolve_a_removed_field_stays_in_the_output_with_its_values(tmp_pa
 
 def test_under_dead_letter_exactly_the_values_that_would_lose_a_field_go_to_the_error_file(
         tmp_path: Path, broker, topic: str, schema_registry: LocalSchemaRegistry) -> None:
-    first, later = removed_field_topic(schema_registry, broker.bootstrap, topic)
+    _first, later = removed_field_topic(schema_registry, broker.bootstrap, topic)
     done = run(tmp_path, job_for(tmp_path, broker.bootstrap, topic, {"url": schema_registry.url},
                                  schema_evolution="dead_letter"))
     assert done.succeeded, done.error

@@ -54,7 +54,7 @@ def test_an_expired_lease_is_taken_at_the_next_epoch_and_its_old_holder_commits_
         fence.check()
     new = Lease.acquire(location, "j", owner("b"), 60, filesystems=fs)
     assert new.epoch == 2 and new.taken_from is not None and new.taken_from.owner.run_id == "a"
-    with pytest.raises(LeaseLostError, match="lost the lease .* to epoch 2, run b"):
+    with pytest.raises(LeaseLostError, match=r"lost the lease .* to epoch 2, run b"):
         fence.check()
     with pytest.raises(LeaseLostError, match="lost its lease"):
         old.renew()  # its compare-and-swap fails: the version it holds is stale

@@ -56,7 +56,7 @@ def test_reads_report_the_one_corrupt_file_and_return_the_others(tmp_path: Path)
     states = state.read_dataset_states()
     assert set(states.values) == {"a", "b"} and list(states.errors) == ["c"]
     assert str(DatasetStateFile(state.dir, "c").path) in str(states.errors["c"])
-    with pytest.raises(StateStoreError, match="watermark file .*b.json is corrupt"):
+    with pytest.raises(StateStoreError, match=r"watermark file .*b.json is corrupt"):
         state.watermarks()  # the all-or-nothing read still refuses
 
 

@@ -73,7 +73,7 @@ class AvroArrowEncoder:
             return None
         n = batch.num_rows
         pieces: list[Any] = []
-        for (name, encode), column in zip(self._fields, batch.columns):
+        for (_name, encode), column in zip(self._fields, batch.columns):
             parts = encode(column)
             if parts is None:
                 return None

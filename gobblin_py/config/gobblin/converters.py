@@ -14,7 +14,7 @@ from gobblin_py.config.gobblin.schema import avro_schema
 def converters_section(d: Draft, key: str, pre_fork: bool) -> list[dict[str, Any]]:
     """The converters `key` (converter.classes, or .N for branch N) names; `pre_fork`: before any fork."""
     out: list[dict[str, Any]] = []
-    for position, raw in enumerate(d.p.listed(key)):
+    for raw in d.p.listed(key):
         mapped = CLASSES.get(canonical_class(raw))
         if mapped is None or mapped.role is not Role.CONVERTER or (mapped.becomes is None and mapped.parses is None):
             why = mapped.note if mapped is not None and mapped.role is Role.CONVERTER else "gobblin-py has no equivalent"

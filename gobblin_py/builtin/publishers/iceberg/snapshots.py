@@ -102,7 +102,7 @@ def history_complete(table: Any) -> bool:
     from pyiceberg.table.snapshots import ancestors_of
 
     oldest = None
-    for oldest in ancestors_of(table.current_snapshot(), table.metadata):
+    for oldest in ancestors_of(table.current_snapshot(), table.metadata):  # noqa: B007 - the last one is the oldest
         pass
     if oldest is None:
         return True

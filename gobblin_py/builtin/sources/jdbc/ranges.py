@@ -131,7 +131,7 @@ def committed(kind: str, marks: dict[str, WatermarkValue], where: str) -> Commit
         ranges[int(slot)] = (Range(lo, hi), planned)
     live = {slot: r for slot, (r, planned) in ranges.items()
             if r.lo is not None and (planned is None or (high is not None and planned <= high))}
-    for slot, r in sorted(live.items(), key=lambda item: item[1].lo):  # extend high through what follows it
+    for _slot, r in sorted(live.items(), key=lambda item: item[1].lo):  # extend high through what follows it
         if high is not None and r.lo <= high:
             high = max(high, r.hi)
     return Committed(high, {slot: r for slot, r in live.items() if high is None or r.hi > high})

@@ -141,7 +141,7 @@ def recreated(s: KafkaSettings, topic: str, topic_id: str | None, committed: dic
     recorded = kept.get(KEPT_FIRST) if isinstance(kept.get(KEPT_FIRST), dict) else {}
     seen = {k: v for k, v in recorded.items() if k in current and isinstance(v, list) and len(v) == 2}
     evidence, check = [], {}
-    for key, (offset, timestamp) in sorted(seen.items()):
+    for key, (offset, _timestamp) in sorted(seen.items()):
         tp = current[key]
         if offset >= ends[tp]:
             evidence.append(f"partition {key} ends at offset {ends[tp]}, before offset {offset} read earlier")

@@ -150,7 +150,7 @@ def proto_file(s: SchemaRegistrySettings, client: Any, schema: Any) -> ProtoFile
                 continue
             what = f"reference {ref.name} (subject {ref.subject!r} version {ref.version})"
             try:
-                found = ask(s, what, lambda: client.get_version(ref.subject, ref.version, True, "serialized"))
+                found = ask(s, what, lambda ref=ref: client.get_version(ref.subject, ref.version, True, "serialized"))
             except SchemaRegistryError as exc:
                 if exc.http_status_code == 404:
                     raise Unresolvable(f"{what} is not in {s.endpoint} ({exc.error_message})") from None

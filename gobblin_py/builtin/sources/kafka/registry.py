@@ -193,7 +193,7 @@ def evolved(s: SchemaRegistrySettings, client: Any, latest: OutputSchema, topic:
     numbers = ask(s, f"the versions of subject {subject!r}", lambda: client.get_versions(subject))
     earlier: list[tuple[int, int, Any]] = []
     for number in sorted(int(v) for v in numbers if int(v) < latest.version):
-        found = ask(s, f"version {number} of subject {subject!r}", lambda: client.get_version(subject, number))
+        found = ask(s, f"version {number} of subject {subject!r}", lambda number=number: client.get_version(subject, number))
         if (found.schema.schema_type or "AVRO") == "AVRO" and not found.schema.references:
             earlier.append((number, int(found.schema_id), json.loads(found.schema.schema_str)))
     if not any(losses(schema, latest.schema) for _, _, schema in earlier):
