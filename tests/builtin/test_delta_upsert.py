@@ -112,3 +112,20 @@ def test_compact_leaves_an_upsert_table_alone_saying_why_and_exits_0(tmp_path: P
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kept by key (publisher.mode: upsert)" in done.stdout, done.stdout
     assert read_back(tmp_path) == expected(FIRST, new)
+
+
+def test_a_commit_that_changes_no_row_still_records_its_transaction(tmp_path: Path) -> None:
+    """Deletes of keys the table lacks: delta-rs's merge changes nothing and commits nothing, so the app transaction
+    the dataset's state pinned was never written and every later commit was refused ("lower than 2 which this job
+    committed": the upsert_delta soak, seed 109392023). Now the transaction is committed alone, and later changes go on."""
+    write_changes(tmp_path, "c-001.jsonl", FIRST)
+    assert _run(tmp_path, delta_upsert_job(tmp_path)).succeeded
+    write_changes(tmp_path, "c-002.jsonl", [{"id": 999, "name": None, "city": None, "op": "d", "updated_at": 9}])
+    nothing = _run(tmp_path, delta_upsert_job(tmp_path))
+    assert nothing.succeeded, nothing.error
+    assert deltalake.DeltaTable(str(tmp_path / "lake" / "customers")).transaction_version("gobblin-py/u/customers") == 2
+    later = [{"id": 1, "name": "later", "city": "c9", "op": "u", "updated_at": 10}]
+    write_changes(tmp_path, "c-003.jsonl", later)
+    done = _run(tmp_path, delta_upsert_job(tmp_path))
+    assert done.succeeded, done.error
+    assert read_back(tmp_path) == expected(FIRST, later)

@@ -69,7 +69,8 @@ def merge_source(changes: Changes, target: Any) -> Any:
 
 def merge(table: Any, changes: Changes, key: tuple[str, ...], properties: Any) -> dict[str, Any]:
     """The changes merged into `table` as ONE commit with `properties` (the app transaction, the commitInfo); its
-    metrics. A commit with no change (its files held no rows) commits the transaction alone, so a replay finds it."""
+    metrics. A commit with no change (its files held no rows, or a merge that changed no row) commits the transaction
+    alone, so a replay finds it and the next commit's version follows it (the upsert_delta soak, seed 109392023)."""
     import pyarrow as pa
 
     target = pa.schema(table.schema().to_arrow())
@@ -85,7 +86,13 @@ def merge(table: Any, changes: Changes, key: tuple[str, ...], properties: Any) -
               .when_not_matched_insert_all(predicate=f'NOT s."{DELETE}"', except_cols=[DELETE]))
     if changes.truncated:  # every row before the truncate goes: those no change after it matched
         merger = merger.when_not_matched_by_source_delete()
-    return merger.execute()
+    before = table.version()
+    metrics = merger.execute()
+    if table.version() == before:  # a merge that changed no row (deletes of keys the table lacks) commits nothing in
+        # delta-rs, so its app transaction would be missing and every later commit refused: commit it alone
+        table.create_write_transaction([], "append", target, list(table.metadata().partition_columns),
+                                       commit_properties=properties)
+    return metrics
 
 
 def counts(changes: Changes, key: tuple[str, ...]) -> str:
