@@ -32,7 +32,6 @@ A record is the table's columns and `_op`, `_lsn`, `_seq`, `_commit_ts`, `_xid`:
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -43,9 +42,9 @@ from gobblin_py.api import TaskContext, WorkUnit
 from gobblin_py.api.batches import BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.schemas.arrow_rows import conform, is_decimal, row_schema
-from gobblin_py.builtin.sources.postgres_cdc import native, pgoutput
-from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, flushed_after_sync_commit, lsn_int,
-                                                             lsn_text, open_source)
+from gobblin_py.builtin.sources.postgres_cdc import decode, native, pgoutput
+from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, flushed_after_sync_commit, lsn_text,
+                                                             open_source)
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
 from gobblin_py.errors import SourceError, UnreachableError, describe
 
@@ -275,56 +274,21 @@ class PostgresCdcExtractor(BatchExtractor):
         so the changes up to it are read now, those the snapshot holds left out by the visibility rule."""
         self.end = max(self.end, flushed_after_sync_commit(conn))
 
-    def _peek(self, conn: Any) -> Iterator[bytes]:
-        """The slot's changes up to `end` (peeked: the slot does not move), waiting while another session holds it."""
-        import psycopg
-
-        s = self.settings
-        deadline = time.monotonic() + s.busy_wait_s
-        while True:
-            conn.autocommit = False
-            try:
-                flushed = lsn_int(conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0])
-                if flushed < self.end:
-                    raise SourceError(f"{s.endpoint}: the flushed WAL ({lsn_text(flushed)}) is behind this run's end "
-                                      f"({lsn_text(self.end)}), planned on the same server: was it replaced (a failover "
-                                      "to a standby that lacks it)? Nothing of this run is committed")
-                with conn.cursor(name=f"gobblin_cdc_{self.workunit.id[-32:]}") as cur:
-                    cur.itersize = 1000
-                    cur.execute("SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
-                                "'proto_version', '1', 'publication_names', %s)",
-                                (s.slot, lsn_text(self.end), s.publication))
-                    for (data,) in cur:
-                        yield bytes(data)
-                conn.rollback()
-                return
-            except psycopg.errors.ObjectInUse:
-                conn.rollback()
-                if time.monotonic() > deadline:
-                    raise SourceError(f"replication slot {s.slot!r} stayed in use by another session for "
-                                      f"{s.busy_wait_s:.0f}s (another job or consumer reading it?); one job alone may "
-                                      "read a slot") from None
-                time.sleep(0.2)
-            except psycopg.errors.UndefinedObject as exc:
-                if "publication" in str(exc):  # decoding reached a change made while the publication did not exist
-                    raise SourceError(f"publication {s.publication!r} did not exist for part of the range the slot "
-                                      f"{s.slot!r} holds (dropped and created again, or renamed): PostgreSQL cannot "
-                                      f"decode it ({describe(exc)}). Nothing of this run is committed. Drop the slot "
-                                      "and snapshot every table again: `gobblin-py state reset JOB.yaml --dataset "
-                                      "schema.table --yes` for each") from None
-                raise SourceError(f"replication slot {s.slot!r} was dropped during the run; nothing of this run is "
-                                  "committed, and the next run names what is lost") from None
-            finally:  # also when the reader stops early (a change it refuses): the read's transaction ends here
-                if not conn.closed:
-                    conn.rollback()
-                    conn.autocommit = True
+    def _messages(self, conn: Any) -> Iterator[bytes]:
+        """The slot's messages up to `end`: this table's share of the run's one decode (`decode.py`), or, for a table
+        snapshotted in this run (its end moved past the run's), a peek of its own."""
+        p, root = self.split, self.context.staging_dir.parents[1]
+        if self.table in p.routed and not p.snapshot and root.name == self.context.run_id:
+            yield from decode.RoutedDecode(root, self.settings, p.routed, p.decode_low, self.end).messages(conn, self.table)
+        else:
+            yield from decode.peek(conn, self.settings, self.end, f"gobblin_cdc_{self.workunit.id[-32:]}")
 
     def _changes(self, conn: Any, seen: Snapshot | None) -> Iterator[Record]:
         oid = self.split.oid
         relations: dict[int, pgoutput.Relation] = {}
         begin: pgoutput.Begin | None = None
         keep, seq, count = False, 0, 0
-        for data in self._peek(conn):
+        for data in self._messages(conn):
             kind = data[:1]
             if kind == b"B":
                 begin = pgoutput.decode(data)  # type: ignore[assignment]
