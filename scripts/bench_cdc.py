@@ -48,9 +48,9 @@ def lsn_int(text: str) -> int:
     return (int(high, 16) << 32) | int(low, 16)
 
 
-def gobblin(args: list[str], cwd: Path, **popen: Any) -> subprocess.Popen[str]:
+def gobblin(args: list[str], cwd: Path, prefix: tuple[str, ...] = (), **popen: Any) -> subprocess.Popen[str]:
     env = {**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", *args], cwd=cwd, env=env, text=True, **popen)
+    return subprocess.Popen([sys.executable, *prefix, "-m", "gobblin_py.cli.main", *args], cwd=cwd, env=env, text=True, **popen)
 
 
 def cdc_job(tmp: Path, pg: LocalPostgres, db: str, publisher: dict[str, Any], writer: str = "parquet") -> dict[str, Any]:
