@@ -115,6 +115,8 @@ class PostgresCdcExtractor(BatchExtractor):
         self._primary: list[str] = []  # the table's primary key columns (empty: none)
         self.native = False  # the columnar path, with ADBC installed: the snapshot comes as Arrow
         self._arrow: Any = None  # the Arrow mapping of the records' schema
+        self._stamp: tuple[int | None, datetime | None] = (None, None)  # the last commit time and its datetime
+        self._where = ""  # the transaction being read, as an error or a bad record names it
 
     def get_schema(self) -> Schema:
         return self.split.avro_schema
@@ -221,8 +223,9 @@ class PostgresCdcExtractor(BatchExtractor):
 
     def _record(self, values: list[Any], op: str, lsn: int, seq: int, commit_us: int | None, xid: int | None) -> Record:
         record = dict(zip(self.names, values))
-        record.update(_op=op, _lsn=lsn, _seq=seq, _xid=xid,
-                      _commit_ts=datetime.fromtimestamp(commit_us / 1e6, timezone.utc) if commit_us is not None else None)
+        if commit_us is not None and commit_us != self._stamp[0]:  # one datetime a transaction, not one a change
+            self._stamp = (commit_us, datetime.fromtimestamp(commit_us / 1e6, timezone.utc))
+        record.update(_op=op, _lsn=lsn, _seq=seq, _xid=xid, _commit_ts=self._stamp[1] if commit_us is not None else None)
         return record
 
     def _snapshot(self, conn: Any) -> Iterator[RawBatch]:
@@ -295,6 +298,8 @@ class PostgresCdcExtractor(BatchExtractor):
                 assert isinstance(begin, pgoutput.Begin)
                 keep = self.low <= begin.final_lsn < self.end and (seen is None or not seen.sees(begin.xid))
                 seq = 0
+                if keep:
+                    self._where = f"transaction {begin.xid} committed at {lsn_text(begin.final_lsn)}"
             elif kind == b"R":
                 rel = pgoutput.decode(data)
                 assert isinstance(rel, pgoutput.Relation)
@@ -312,7 +317,7 @@ class PostgresCdcExtractor(BatchExtractor):
 
     def _of(self, m: Any, relations: dict[int, pgoutput.Relation], oid: int, b: pgoutput.Begin, seq: int) -> Iterator[Record]:
         """The records of one change message, if it is of this table."""
-        where = f"transaction {b.xid} committed at {lsn_text(b.final_lsn)}"
+        where = self._where
         if isinstance(m, pgoutput.Truncate):
             if oid in m.relations:
                 self.at = f"truncate in {where}"
