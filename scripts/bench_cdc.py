@@ -69,7 +69,8 @@ def stream(args: argparse.Namespace) -> dict[str, Any]:
         conn.execute("INSERT INTO public.acct SELECT i, 'o' || i, i, NULL FROM generate_series(1, %s) AS i",
                      (args.initial,))
         publisher = {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
-                     "key": ["id"], "order_by": ["_lsn", "_seq"], "delete_when": {"column": "_op", "equals": ["delete"]}}
+                     "key": ["id"], "order_by": ["_lsn", "_seq"], "delete_when": {"column": "_op", "equals": ["delete"]},
+                     "truncate_when": {"column": "_op", "equals": ["truncate"]}}
         (tmp / "job.yaml").write_text(yaml.safe_dump(cdc_job(tmp, pg, db, publisher)))
         first = gobblin(["run", "job.yaml"], tmp)
         if first.wait() != 0:
