@@ -1,7 +1,8 @@
 """Profiles one postgres_cdc run applying `--changes` changes (half inserts, half updates of rows already there) into an
-Iceberg upsert table, the run in one process under cProfile (`run --in-process`): where the apply path's time goes
-(pgoutput parse and value conversion, rows → Arrow, the publisher's reduce by key, pyiceberg's copy-on-write rewrite).
-Prints the functions by own time and the shares of the named stages; the table is read back and compared.
+Iceberg upsert table, the run in one process (`run --in-process`) sampled by py-spy (every thread: the commit runs on
+threads of its own, which cProfile does not see): where the apply path's time goes (pgoutput parse and value
+conversion, rows → Arrow, the publisher's reduce by key, pyiceberg's copy-on-write rewrite). Prints the shares of the
+named stages and the functions by own samples; the table is read back and compared.
 
     python scripts/profile_cdc.py --changes 50000
 """
@@ -9,7 +10,8 @@ Prints the functions by own time and the shares of the named stages; the table i
 from __future__ import annotations
 
 import argparse
-import pstats
+import collections
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,19 +22,21 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_cdc import ROOT, cdc_job, gobblin, source_rows, table_rows  # noqa: E402
+from bench_cdc import ROOT, cdc_job, gobblin, gobblin_env, source_rows, table_rows  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 
 from gobblin_py.demo.pg_server import LocalPostgres  # noqa: E402
 
-STAGES = {  # (file part, function): a stage's cumulative time
+STAGES = {  # (file part, function): the samples with it on the stack
     "decode: slot read + pgoutput parse + values": ("postgres_cdc/extractor.py", "_changes"),
-    "record pipeline (task, rows → Arrow, writer)": ("runtime/task/pipeline.py", "run"),
+    "  of which pgoutput parse": ("postgres_cdc/pgoutput.py", "decode"),
+    "  of which the slot read (psycopg)": ("postgres_cdc/decode.py", "peek"),
+    "record pipeline (task: rows → Arrow, writer)": ("runtime/task/pipeline.py", "run"),
     "publish: upsert commit (whole)": ("iceberg/upsert_commit.py", "commit_upsert"),
-    "publish: read and reduce the changes by key": ("iceberg/upsert.py", "read_changes"),
-    "publish: copy-on-write rewrite (scan + write files)": ("iceberg/upsert.py", "rewrite"),
-    "publish: snapshot commit": ("iceberg/upsert.py", "commit_snapshot"),
+    "  read and reduce the changes by key": ("iceberg/upsert.py", "read_changes"),
+    "  copy-on-write rewrite (scan + write files)": ("iceberg/upsert.py", "rewrite"),
+    "  snapshot commit": ("iceberg/upsert.py", "commit_snapshot"),
 }
 
 
@@ -64,22 +68,38 @@ def main() -> None:
                                 [(1 + ((next_id + i) * 7919) % args.initial,) for i in range(n - n // 2)])
                 next_id += n // 2
         started = time.monotonic()
-        prof = tmp / "run.prof"
-        done = gobblin(["run", "job.yaml", "--in-process"], tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       prefix=("-m", "cProfile", "-o", str(prof)))
+        prof = tmp / "run.txt"
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        done = subprocess.Popen([spy, "record", "--format", "raw", "--rate", "200", "--output", str(prof), "--",
+                                 sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--in-process"],
+                                cwd=tmp, env=gobblin_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         text = done.communicate()[0]
         took = time.monotonic() - started
         if done.returncode:
             print(text[-3000:], file=sys.stderr)
             raise SystemExit("the profiled run failed")
         same = table_rows(tmp) == source_rows(conn)
-    stats = pstats.Stats(str(prof))
-    total = max(v[3] for v in stats.stats.values())  # type: ignore[attr-defined]
-    print(f"run: {took:.1f} s wall for {args.changes} changes ({args.changes / took:,.0f}/s), table equals source: {same}")
+    stacks = collections.Counter()
+    for line in prof.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        stacks[stack] += int(count)
+    total = sum(stacks.values())
+    print(f"run: {took:.1f} s wall for {args.changes} changes ({args.changes / took:,.0f}/s), table equals source: "
+          f"{same}; {total} samples")
     for stage, (where, name) in STAGES.items():
-        cum = sum(v[3] for (f, _, fn), v in stats.stats.items() if where in f and fn == name)  # type: ignore[attr-defined]
-        print(f"  {stage:55s} {cum:7.2f} s  {100 * cum / total:5.1f}%")
-    stats.sort_stats("tottime").print_stats(args.top)
+        n = sum(c for st, c in stacks.items() if any(_is(f, where, name) for f in st.split(";")))
+        print(f"  {stage:50s} {100 * n / total:5.1f}%")
+    own = collections.Counter()
+    for st, c in stacks.items():
+        own[st.split(";")[-1]] += c
+    for frame, c in own.most_common(args.top):
+        print(f"{100 * c / total:5.1f}%  {frame}")
+
+
+def _is(frame: str, where: str, name: str) -> bool:
+    """Whether a py-spy frame (`Class.function (path:line)`) is function `name` of a file whose path holds `where`."""
+    fn, _, path = frame.partition(" (")
+    return (fn == name or fn.endswith("." + name)) and where in path
 
 
 if __name__ == "__main__":
