@@ -105,7 +105,10 @@ def stream(args: argparse.Namespace) -> dict[str, Any]:
             writer.close()
 
         log = open(tmp / "continuous.log", "w")
-        runner = gobblin(["run", "job.yaml", "--continuous"], tmp, stdout=log, stderr=subprocess.STDOUT)
+        spy = ([str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--rate", "100", "--output",
+                str(Path(args.profile).resolve()), "--", sys.executable] if args.profile else [sys.executable])
+        runner = subprocess.Popen([*spy, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--continuous"], cwd=tmp,
+                                  env=gobblin_env(), text=True, stdout=log, stderr=subprocess.STDOUT)
         thread = threading.Thread(target=offer)
         started = time.time()
         thread.start()
@@ -274,6 +277,8 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000, help="rows for --phase snapshot")
     p.add_argument("--tables", type=int, default=50, help="tables for --phase tables (against one table)")
     p.add_argument("--changes", type=int, default=50_000, help="changes for --phase tables")
+    p.add_argument("--profile", default=None, help="--phase stream: py-spy's raw samples of the runner to this file "
+                   "(summed by `scripts/profile_cdc.py --raw FILE`)")
     p.add_argument("--rates", default=None, help="--phase stream at each of these offered rates (e.g. 10000,30000,50000)")
     args = p.parse_args()
     if args.phase == "stream" and args.rates:

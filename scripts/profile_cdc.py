@@ -45,7 +45,11 @@ def main() -> None:
     p.add_argument("--changes", type=int, default=50_000)
     p.add_argument("--initial", type=int, default=100_000)
     p.add_argument("--top", type=int, default=35)
+    p.add_argument("--raw", default=None, help="only sum up py-spy raw samples already taken (bench_cdc.py --profile)")
     args = p.parse_args()
+    if args.raw:
+        summary(Path(args.raw), "", args.top)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="profile-cdc-"))
     with LocalPostgres({"wal_level": "logical", "max_replication_slots": 10, "max_wal_senders": 10}) as pg:
         db = pg.create_database("bench")
@@ -79,20 +83,25 @@ def main() -> None:
             print(text[-3000:], file=sys.stderr)
             raise SystemExit("the profiled run failed")
         same = table_rows(tmp) == source_rows(conn)
-    stacks = collections.Counter()
+    summary(prof, f"run: {took:.1f} s wall for {args.changes} changes ({args.changes / took:,.0f}/s), table equals "
+                  f"source: {same}; ", args.top)
+
+
+def summary(prof: Path, head: str, top: int) -> None:
+    """The stages' shares of py-spy's samples, then the functions with the most samples of their own."""
+    stacks: collections.Counter[str] = collections.Counter()
     for line in prof.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         stacks[stack] += int(count)
     total = sum(stacks.values())
-    print(f"run: {took:.1f} s wall for {args.changes} changes ({args.changes / took:,.0f}/s), table equals source: "
-          f"{same}; {total} samples")
+    print(f"{head}{total} samples")
     for stage, (where, name) in STAGES.items():
         n = sum(c for st, c in stacks.items() if any(_is(f, where, name) for f in st.split(";")))
         print(f"  {stage:50s} {100 * n / total:5.1f}%")
-    own = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
     for st, c in stacks.items():
         own[st.split(";")[-1]] += c
-    for frame, c in own.most_common(args.top):
+    for frame, c in own.most_common(top):
         print(f"{100 * c / total:5.1f}%  {frame}")
 
 
