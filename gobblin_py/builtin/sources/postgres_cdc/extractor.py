@@ -190,11 +190,17 @@ class PostgresCdcExtractor(BatchExtractor):
 
     def to_arrow(self, batch: RawBatch) -> Any | None:
         """Native snapshot rows as one Arrow batch of the records' schema (the change fields of a snapshot row added as
-        columns); None for changes and for rows a cast refuses (the row path then decides)."""
+        columns), and a batch of change records made one Arrow batch at once (not record by record through the row
+        path: issue 45's profile); None for rows a cast refuses (the row path then decides, naming the record)."""
         import pyarrow as pa
 
         if not isinstance(batch, SnapshotRows):
-            return None
+            if batch.format != RECORDS:
+                return None
+            try:
+                return pa.RecordBatch.from_pylist([record for record, _ in batch.values], schema=self._schema())
+            except (pa.ArrowException, ValueError, TypeError, OverflowError):
+                return None
         schema = self._schema()
         width = len(self.names)
         columns = conform(batch.values, pa.schema(list(schema)[:width]))
