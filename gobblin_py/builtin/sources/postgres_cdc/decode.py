@@ -44,13 +44,16 @@ _lock = threading.Lock()  # one decode at a time in a process: two extractors of
 
 def route(units: list[WorkUnit], end: int) -> list[WorkUnit]:
     """The units whose changes one decode of the slot serves (those without a snapshot, ending at the run's end) told
-    so, with the lowest of their watermarks: the first of them to read decodes [lowest, end) once for all."""
+    so, with the lowest of their watermarks: the first of them to read decodes [lowest, end) once for all. Each is
+    weighed (`wal_bytes`, what the run's executor is chosen by) at its share of that range: the WAL is read once."""
     splits = [CdcSplit.of(u) for u in units]
     routed = sorted(p.table for p in splits if not p.snapshot and p.end == end)
     if len(routed) < 2:
         return units
     low = min(p.low for p in splits if p.table in routed)
-    return [dataclasses.replace(u, split=p.model_copy(update={"routed": routed, "decode_low": low}).packed())
+    share = max(0, end - low) // len(routed)
+    return [dataclasses.replace(u, split=p.model_copy(update={"routed": routed, "decode_low": low,
+                                                              "wal_bytes": share}).packed())
             if p.table in routed else u for u, p in zip(units, splits)]
 
 
