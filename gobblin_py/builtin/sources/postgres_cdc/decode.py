@@ -7,7 +7,8 @@ directory; every table then reads its own spool and keeps, as before, only the t
 [L, T). Routing reads no more of a message than its relation id: the parse stays in the table's extractor.
 
 A spool is whole only once its `complete` marker is written; a decode that failed part way is thrown away and done
-again by the next reader (a retry in the same run). Crash points `postgres_cdc.decode_midway` (at the N-th
+again by the next reader (a retry in the same run, which also decodes again for a table whose spool it read already:
+each spool is deleted once read whole, the directory with the last). Crash points `postgres_cdc.decode_midway` (at the N-th
 transaction routed) and `postgres_cdc.spool_read` (after the N-th table's spool) let a test kill the run there. Nothing here moves the slot: a crash anywhere replays the range in
 the next run, which has a run id, hence a spool directory, of its own. Memory stays bounded: the routed bytes are
 held up to `FLUSH_BYTES` in all, then appended to the spool files.
@@ -114,10 +115,15 @@ class RoutedDecode:
         """`table`'s messages of the range, decoding the slot first when no whole spool is there."""
         if table not in self._names:
             raise SourceError(f"table {table} is not one of the run's routed tables ({', '.join(self.tables)})")
+        spool = self.dir / self._names[table]
         with _lock:
-            if not (self.dir / "complete").exists():
+            if not (self.dir / "complete").exists() or not spool.exists():  # not whole, or read already (a retry)
                 self._decode(conn)
-        yield from _read(self.dir / self._names[table])
+        yield from _read(spool)
+        with _lock:  # read whole: gone, and the directory with the last (an executor's host is not the driver's)
+            spool.unlink()
+            if not any(self.dir.glob("*.spool")):
+                shutil.rmtree(self.dir, ignore_errors=True)
         crashpoints.crash_point("postgres_cdc.spool_read")  # a test's kill between two tables (N-th table)
 
     def _decode(self, conn: Any) -> None:
