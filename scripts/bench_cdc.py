@@ -1,15 +1,22 @@
 """postgres_cdc benchmarks (issue 30), against a local PostgreSQL 16 with logical decoding (pgserver's binaries).
 
 - `--phase stream`: changes offered at `--rate` a second for `--seconds` (inserts, and updates of rows already there,
-  in transactions of `--per-txn`) while `gobblin-py run --continuous` applies them into an Iceberg table in upsert
+  in transactions of `--per-txn`, each one INSERT … SELECT and one UPDATE … WHERE id = ANY: one statement a row cannot
+  offer more than about 7,000 a second here) while `gobblin-py run --continuous` applies them into an Iceberg table in upsert
   mode. Reported: changes applied a second, and the lag from each transaction's commit in PostgreSQL to the first
   table snapshot whose watermark passes it (p50, p99). At the end the table is read back and compared with the source
   table, row by row by key: a run that lost or doubled a row is reported as wrong, never as fast.
+- `--phase tables`: `--changes` inserts spread over `--tables` tables (interleaved, every transaction touching
+  several tables) applied by ONE `gobblin-py run` into Parquet, against the same changes in one table: the run's
+  wall time for each, and their ratio (issue 45: a run decodes the slot once, whatever the number of tables).
+  Every file is read back with pyarrow and each table's ids compared with its `SELECT`.
 - `--phase snapshot`: a table of `--rows` rows read by the first run of postgres_cdc (its snapshot) against the jdbc
   source's full load of the same table, both into Parquet, both read back.
 
     python scripts/bench_cdc.py --phase stream --rate 10000 --seconds 120
     python scripts/bench_cdc.py --phase snapshot --rows 1000000
+    python scripts/bench_cdc.py --phase tables --tables 50 --changes 50000
+    python scripts/bench_cdc.py --phase stream --rates 10000,30000,50000 --seconds 60
 """
 
 from __future__ import annotations
@@ -42,9 +49,14 @@ def lsn_int(text: str) -> int:
     return (int(high, 16) << 32) | int(low, 16)
 
 
+def gobblin_env() -> dict[str, str]:
+    """The children's environment: the password, and this checkout's package first."""
+    return {**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
 def gobblin(args: list[str], cwd: Path, **popen: Any) -> subprocess.Popen[str]:
-    env = {**os.environ, PASSWORD_ENV: PASSWORD}
-    return subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", *args], cwd=cwd, env=env, text=True, **popen)
+    return subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", *args], cwd=cwd, env=gobblin_env(), text=True,
+                            **popen)
 
 
 def cdc_job(tmp: Path, pg: LocalPostgres, db: str, publisher: dict[str, Any], writer: str = "parquet") -> dict[str, Any]:
@@ -63,7 +75,8 @@ def stream(args: argparse.Namespace) -> dict[str, Any]:
         conn.execute("INSERT INTO public.acct SELECT i, 'o' || i, i, NULL FROM generate_series(1, %s) AS i",
                      (args.initial,))
         publisher = {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
-                     "key": ["id"], "order_by": ["_lsn", "_seq"], "delete_when": {"column": "_op", "equals": ["delete"]}}
+                     "key": ["id"], "order_by": ["_lsn", "_seq"], "delete_when": {"column": "_op", "equals": ["delete"]},
+                     "truncate_when": {"column": "_op", "equals": ["truncate"]}}
         (tmp / "job.yaml").write_text(yaml.safe_dump(cdc_job(tmp, pg, db, publisher)))
         first = gobblin(["run", "job.yaml"], tmp)
         if first.wait() != 0:
@@ -77,22 +90,25 @@ def stream(args: argparse.Namespace) -> dict[str, Any]:
             period = args.per_txn / args.rate
             due = time.monotonic()
             while not stop.is_set():
+                inserts = (args.per_txn + 1) // 2  # two statements a transaction: the offer keeps up with 50k/s
+                updated = sorted({1 + ((next_id + i) * 7919) % args.initial for i in range(args.per_txn - inserts)})
                 with writer.transaction():
-                    for n in range(args.per_txn):
-                        if n % 2:
-                            writer.execute("UPDATE public.acct SET balance = balance + 1, note = 'u' WHERE id = %s",
-                                           (1 + (next_id * 7919) % args.initial,))
-                        else:
-                            writer.execute("INSERT INTO public.acct VALUES (%s, 'n', 0, NULL)", (next_id,))
-                            next_id += 1
+                    writer.execute("INSERT INTO public.acct SELECT g, 'n', 0, NULL FROM generate_series(%s, %s) AS g",
+                                   (next_id, next_id + inserts - 1))
+                    writer.execute("UPDATE public.acct SET balance = balance + 1, note = 'u' WHERE id = ANY(%s)",
+                                   (updated,))
+                next_id += inserts
                 lsn = writer.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
-                commits.append((lsn_int(lsn), time.time(), args.per_txn))
+                commits.append((lsn_int(lsn), time.time(), inserts + len(updated)))
                 due += period
                 time.sleep(max(0.0, due - time.monotonic()))
             writer.close()
 
         log = open(tmp / "continuous.log", "w")
-        runner = gobblin(["run", "job.yaml", "--continuous"], tmp, stdout=log, stderr=subprocess.STDOUT)
+        spy = ([str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--rate", "100", "--output",
+                str(Path(args.profile).resolve()), "--", sys.executable] if args.profile else [sys.executable])
+        runner = subprocess.Popen([*spy, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--continuous"], cwd=tmp,
+                                  env=gobblin_env(), text=True, stdout=log, stderr=subprocess.STDOUT)
         thread = threading.Thread(target=offer)
         started = time.time()
         thread.start()
@@ -198,16 +214,80 @@ def snapshot(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def tables(args: argparse.Namespace) -> dict[str, Any]:
+    """One run over `--changes` changes in `--tables` tables, then the same changes in one table."""
+    out: dict[str, Any] = {"phase": "tables", "changes": args.changes, "per_txn": args.per_txn}
+    with LocalPostgres({"wal_level": "logical", "max_replication_slots": 10, "max_wal_senders": 10}) as pg:
+        for n in (args.tables, 1):
+            out[f"tables_{n}"] = one_run(pg, n, args.changes, args.per_txn)
+            print(json.dumps(out[f"tables_{n}"]), file=sys.stderr)
+    many, one = out[f"tables_{args.tables}"], out["tables_1"]
+    out["ratio"] = round(many["run_s"] / one["run_s"], 2)
+    return out
+
+
+def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int) -> dict[str, Any]:
+    """The wall time of the run applying `changes` inserts spread over `n` tables (after a first run that
+    snapshots them empty), and whether every table's output holds exactly its rows."""
+    import pyarrow.parquet as pq
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"bench-cdc-{n}-"))
+    db = pg.create_database(f"bench_{n}")
+    conn = pg.connect(db)
+    names = [f"public.t{i:03d}" for i in range(n)]
+    for t in names:
+        conn.execute(f"CREATE TABLE {t} (id bigint PRIMARY KEY, owner text, balance bigint, note text)")
+    job = cdc_job(tmp, pg, db, {"final_dir": str(tmp / "output")})
+    job["source"].update(tables=names, slot=f"bench{n}", publication=f"bench{n}")  # a slot's name is the cluster's
+    (tmp / "job.yaml").write_text(yaml.safe_dump(job))
+    if gobblin(["run", "job.yaml"], tmp, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).wait() != 0:
+        raise SystemExit(f"the first run ({n} tables) failed")
+    for first in range(0, changes, per_txn):  # each transaction's inserts go round the tables
+        with conn.transaction():
+            with conn.cursor() as cur:
+                ids = range(first, min(changes, first + per_txn))
+                for k, t in enumerate(names):
+                    rows = [(i, i) for i in ids if i % n == k]
+                    if rows:
+                        cur.executemany(f"INSERT INTO {t} VALUES (%s, 'n', %s, NULL)", rows)
+    started = time.monotonic()
+    done = gobblin(["run", "job.yaml"], tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    text = done.communicate()[0]
+    took = time.monotonic() - started
+    if done.returncode:
+        print(text[-3000:], file=sys.stderr)
+    ok = done.returncode == 0
+    for t in names:
+        ids: list[int] = []
+        for f in sorted((tmp / "output" / t).rglob("*.parquet")):
+            ids += [i for i in pq.read_table(f, columns=["id"]).column("id").to_pylist() if i is not None]
+        want = [r[0] for r in conn.execute(f"SELECT id FROM {t} ORDER BY id").fetchall()]
+        ok = ok and sorted(ids) == want
+    conn.close()
+    return {"tables": n, "run_s": round(took, 1), "exit": done.returncode, "every_table_equals_source": ok}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--phase", choices=["stream", "snapshot"], default="stream")
+    p.add_argument("--phase", choices=["stream", "snapshot", "tables"], default="stream")
     p.add_argument("--rate", type=int, default=10_000, help="changes offered a second")
     p.add_argument("--seconds", type=int, default=120)
     p.add_argument("--per-txn", type=int, default=100, help="changes a transaction")
     p.add_argument("--initial", type=int, default=100_000, help="rows in the table before the stream")
     p.add_argument("--rows", type=int, default=1_000_000, help="rows for --phase snapshot")
+    p.add_argument("--tables", type=int, default=50, help="tables for --phase tables (against one table)")
+    p.add_argument("--changes", type=int, default=50_000, help="changes for --phase tables")
+    p.add_argument("--profile", default=None, help="--phase stream: py-spy's raw samples of the runner to this file "
+                   "(summed by `scripts/profile_cdc.py --raw FILE`)")
+    p.add_argument("--rates", default=None, help="--phase stream at each of these offered rates (e.g. 10000,30000,50000)")
     args = p.parse_args()
-    result = stream(args) if args.phase == "stream" else snapshot(args)
+    if args.phase == "stream" and args.rates:
+        result: dict[str, Any] = {"phase": "stream", "runs": []}
+        for rate in (int(r) for r in args.rates.split(",")):
+            args.rate = rate
+            result["runs"].append(stream(args))
+    else:
+        result = {"stream": stream, "snapshot": snapshot, "tables": tables}[args.phase](args)
     result["date"] = time.strftime("%Y-%m-%d")
     name = f"bench_cdc_{args.phase}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)

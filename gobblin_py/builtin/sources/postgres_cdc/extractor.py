@@ -32,7 +32,6 @@ A record is the table's columns and `_op`, `_lsn`, `_seq`, `_commit_ts`, `_xid`:
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -43,9 +42,9 @@ from gobblin_py.api import TaskContext, WorkUnit
 from gobblin_py.api.batches import BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.schemas.arrow_rows import conform, is_decimal, row_schema
-from gobblin_py.builtin.sources.postgres_cdc import native, pgoutput
-from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, flushed_after_sync_commit, lsn_int,
-                                                             lsn_text, open_source)
+from gobblin_py.builtin.sources.postgres_cdc import decode, native, pgoutput
+from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, flushed_after_sync_commit, lsn_text,
+                                                             open_source)
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
 from gobblin_py.errors import SourceError, UnreachableError, describe
 
@@ -116,6 +115,8 @@ class PostgresCdcExtractor(BatchExtractor):
         self._primary: list[str] = []  # the table's primary key columns (empty: none)
         self.native = False  # the columnar path, with ADBC installed: the snapshot comes as Arrow
         self._arrow: Any = None  # the Arrow mapping of the records' schema
+        self._stamp: tuple[int | None, datetime | None] = (None, None)  # the last commit time and its datetime
+        self._where = ""  # the transaction being read, as an error or a bad record names it
 
     def get_schema(self) -> Schema:
         return self.split.avro_schema
@@ -189,11 +190,17 @@ class PostgresCdcExtractor(BatchExtractor):
 
     def to_arrow(self, batch: RawBatch) -> Any | None:
         """Native snapshot rows as one Arrow batch of the records' schema (the change fields of a snapshot row added as
-        columns); None for changes and for rows a cast refuses (the row path then decides)."""
+        columns), and a batch of change records made one Arrow batch at once (not record by record through the row
+        path: issue 45's profile); None for rows a cast refuses (the row path then decides, naming the record)."""
         import pyarrow as pa
 
         if not isinstance(batch, SnapshotRows):
-            return None
+            if batch.format != RECORDS:
+                return None
+            try:
+                return pa.RecordBatch.from_pylist([record for record, _ in batch.values], schema=self._schema())
+            except (pa.ArrowException, ValueError, TypeError, OverflowError):
+                return None
         schema = self._schema()
         width = len(self.names)
         columns = conform(batch.values, pa.schema(list(schema)[:width]))
@@ -222,8 +229,9 @@ class PostgresCdcExtractor(BatchExtractor):
 
     def _record(self, values: list[Any], op: str, lsn: int, seq: int, commit_us: int | None, xid: int | None) -> Record:
         record = dict(zip(self.names, values))
-        record.update(_op=op, _lsn=lsn, _seq=seq, _xid=xid,
-                      _commit_ts=datetime.fromtimestamp(commit_us / 1e6, timezone.utc) if commit_us is not None else None)
+        if commit_us is not None and commit_us != self._stamp[0]:  # one datetime a transaction, not one a change
+            self._stamp = (commit_us, datetime.fromtimestamp(commit_us / 1e6, timezone.utc))
+        record.update(_op=op, _lsn=lsn, _seq=seq, _xid=xid, _commit_ts=self._stamp[1] if commit_us is not None else None)
         return record
 
     def _snapshot(self, conn: Any) -> Iterator[RawBatch]:
@@ -275,62 +283,29 @@ class PostgresCdcExtractor(BatchExtractor):
         so the changes up to it are read now, those the snapshot holds left out by the visibility rule."""
         self.end = max(self.end, flushed_after_sync_commit(conn))
 
-    def _peek(self, conn: Any) -> Iterator[bytes]:
-        """The slot's changes up to `end` (peeked: the slot does not move), waiting while another session holds it."""
-        import psycopg
-
-        s = self.settings
-        deadline = time.monotonic() + s.busy_wait_s
-        while True:
-            conn.autocommit = False
-            try:
-                flushed = lsn_int(conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0])
-                if flushed < self.end:
-                    raise SourceError(f"{s.endpoint}: the flushed WAL ({lsn_text(flushed)}) is behind this run's end "
-                                      f"({lsn_text(self.end)}), planned on the same server: was it replaced (a failover "
-                                      "to a standby that lacks it)? Nothing of this run is committed")
-                with conn.cursor(name=f"gobblin_cdc_{self.workunit.id[-32:]}") as cur:
-                    cur.itersize = 1000
-                    cur.execute("SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
-                                "'proto_version', '1', 'publication_names', %s)",
-                                (s.slot, lsn_text(self.end), s.publication))
-                    for (data,) in cur:
-                        yield bytes(data)
-                conn.rollback()
-                return
-            except psycopg.errors.ObjectInUse:
-                conn.rollback()
-                if time.monotonic() > deadline:
-                    raise SourceError(f"replication slot {s.slot!r} stayed in use by another session for "
-                                      f"{s.busy_wait_s:.0f}s (another job or consumer reading it?); one job alone may "
-                                      "read a slot") from None
-                time.sleep(0.2)
-            except psycopg.errors.UndefinedObject as exc:
-                if "publication" in str(exc):  # decoding reached a change made while the publication did not exist
-                    raise SourceError(f"publication {s.publication!r} did not exist for part of the range the slot "
-                                      f"{s.slot!r} holds (dropped and created again, or renamed): PostgreSQL cannot "
-                                      f"decode it ({describe(exc)}). Nothing of this run is committed. Drop the slot "
-                                      "and snapshot every table again: `gobblin-py state reset JOB.yaml --dataset "
-                                      "schema.table --yes` for each") from None
-                raise SourceError(f"replication slot {s.slot!r} was dropped during the run; nothing of this run is "
-                                  "committed, and the next run names what is lost") from None
-            finally:  # also when the reader stops early (a change it refuses): the read's transaction ends here
-                if not conn.closed:
-                    conn.rollback()
-                    conn.autocommit = True
+    def _messages(self, conn: Any) -> Iterator[bytes]:
+        """The slot's messages up to `end`: this table's share of the run's one decode (`decode.py`), or, for a table
+        snapshotted in this run (its end moved past the run's), a peek of its own."""
+        p, root = self.split, self.context.staging_dir.parents[1]
+        if self.table in p.routed and not p.snapshot and root.name == self.context.run_id:
+            yield from decode.RoutedDecode(root, self.settings, p.routed, p.decode_low, self.end).messages(conn, self.table)
+        else:
+            yield from decode.peek(conn, self.settings, self.end, f"gobblin_cdc_{self.workunit.id[-32:]}")
 
     def _changes(self, conn: Any, seen: Snapshot | None) -> Iterator[Record]:
         oid = self.split.oid
         relations: dict[int, pgoutput.Relation] = {}
         begin: pgoutput.Begin | None = None
         keep, seq, count = False, 0, 0
-        for data in self._peek(conn):
+        for data in self._messages(conn):
             kind = data[:1]
             if kind == b"B":
                 begin = pgoutput.decode(data)  # type: ignore[assignment]
                 assert isinstance(begin, pgoutput.Begin)
                 keep = self.low <= begin.final_lsn < self.end and (seen is None or not seen.sees(begin.xid))
                 seq = 0
+                if keep:
+                    self._where = f"transaction {begin.xid} committed at {lsn_text(begin.final_lsn)}"
             elif kind == b"R":
                 rel = pgoutput.decode(data)
                 assert isinstance(rel, pgoutput.Relation)
@@ -348,7 +323,7 @@ class PostgresCdcExtractor(BatchExtractor):
 
     def _of(self, m: Any, relations: dict[int, pgoutput.Relation], oid: int, b: pgoutput.Begin, seq: int) -> Iterator[Record]:
         """The records of one change message, if it is of this table."""
-        where = f"transaction {b.xid} committed at {lsn_text(b.final_lsn)}"
+        where = self._where
         if isinstance(m, pgoutput.Truncate):
             if oid in m.relations:
                 self.at = f"truncate in {where}"

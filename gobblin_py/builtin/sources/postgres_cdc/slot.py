@@ -13,6 +13,7 @@ step is done, and the next run's planning names the loss.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -24,6 +25,9 @@ from gobblin_py.errors import CommitError, GobblinError
 from gobblin_py.fs.records import read_record, record_files
 
 log = logging.getLogger(__name__)
+
+_seen: dict[tuple[str, str], int] = {}  # (url, slot) → the highest confirmed_flush_lsn this process saw it at
+_seen_lock = threading.Lock()
 
 WATERMARK_KEY = "lsn"
 """The one watermark key of a table's dataset: every transaction committing before this LSN is in."""
@@ -79,17 +83,31 @@ class SlotAdvanceStep(CommitStep):
         except GobblinError as exc:
             raise CommitError(f"{self.describe()}: {exc}; the next run advances it") from None
 
+    def _saw(self, position: int) -> None:
+        """A slot never moves back (PostgreSQL refuses it; one dropped and made again starts at the WAL's end), so once
+        seen at a position it is there or past it: the other tables' steps of the run need not connect to know it
+        (50 tables: two connections, not 100). A server restored to an older slot at worst keeps WAL longer."""
+        key = (self.url, self.slot)
+        with _seen_lock:
+            _seen[key] = max(_seen.get(key, position), position)
+
     def verify(self) -> bool:
         target = self.target()
         if target is None:
             return True
+        with _seen_lock:
+            if _seen.get((self.url, self.slot), -1) >= target:
+                return True
         with self._connect() as conn:
             row = slot_row(conn, self.slot)
         if row is None:
             log.warning("replication slot %s no longer exists: nothing to advance (the next run names what is lost)",
                         self.slot)
             return True
-        return row.get("confirmed_flush_lsn") is not None and lsn_int(row["confirmed_flush_lsn"]) >= target
+        if row.get("confirmed_flush_lsn") is None:
+            return False
+        self._saw(lsn_int(row["confirmed_flush_lsn"]))
+        return lsn_int(row["confirmed_flush_lsn"]) >= target
 
     def execute(self) -> None:
         import psycopg
@@ -104,7 +122,9 @@ class SlotAdvanceStep(CommitStep):
                 if row is None or lsn_int(row["confirmed_flush_lsn"]) >= target:
                     return  # gone (planning names it), or already there (a replay, or another table's commit)
                 try:
-                    conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self.slot, lsn_text(target)))
+                    moved = conn.execute("SELECT end_lsn::text FROM pg_replication_slot_advance(%s, %s::pg_lsn)",
+                                         (self.slot, lsn_text(target))).fetchone()[0]
+                    self._saw(lsn_int(moved))
                     return
                 except psycopg.errors.ObjectInUse:  # another commit (or a reader) holds the slot for a moment
                     if time.monotonic() > deadline:

@@ -56,6 +56,7 @@ from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.schemas.postgres_columns import Column, avro_schema, check_mapped, read_columns
 from gobblin_py.builtin.sources.postgres_cdc.columns import read_shape, silent_changes
+from gobblin_py.builtin.sources.postgres_cdc.decode import route
 from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, connect, flushed_after_sync_commit, lsn_int,
                                                              lsn_text, open_source)
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
@@ -186,6 +187,7 @@ class PostgresCdcSource(Source):
                  lsn_text(end), sum(1 for u in units if CdcSplit.of(u).snapshot))
         if not units:
             return []
+        units = route(units, end)
         mwu = MultiWorkUnit(workunit_id(f"cdc.{s.slot}", "postgres_cdc", s.endpoint, s.database, s.slot, str(end),
                                         *sorted(u.id for u in units)), tuple(units))
         return [mwu]
@@ -437,8 +439,8 @@ class PostgresCdcSource(Source):
                                 dataset=dataset, connect_timeout_s=s.connect_timeout_s, busy_wait_s=s.busy_wait_s)]
 
     def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
-        """The table's size when it is snapshotted, plus the WAL of the range its changes are decoded from (every
-        table of the run decodes the same WAL, for its own changes)."""
+        """The table's size when it is snapshotted, plus the WAL of the range its changes are decoded from (decoded
+        once for the run's tables without a snapshot, each reading its own share: `decode.py`)."""
         split = CdcSplit.of(workunit)
         return float(split.snapshot_bytes + split.wal_bytes)
 

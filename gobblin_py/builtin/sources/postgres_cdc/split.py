@@ -26,3 +26,5 @@ class CdcSplit(Split):
     snapshot_bytes: int = 0  # pg_table_size when snapshotted: what the snapshot reads
     wal_bytes: int = 0
     tables: list[str]  # every table of the run: the slot advances to the lowest committed position of them all
+    routed: list[str] = []  # the run's tables whose changes one decode of [decode_low, end) serves (`decode.py`)
+    decode_low: int = 0

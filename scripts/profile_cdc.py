@@ -1,0 +1,115 @@
+"""Profiles one postgres_cdc run applying `--changes` changes (half inserts, half updates of rows already there) into an
+Iceberg upsert table, the run in one process (`run --in-process`) sampled by py-spy (every thread: the commit runs on
+threads of its own, which cProfile does not see): where the apply path's time goes (pgoutput parse and value
+conversion, rows → Arrow, the publisher's reduce by key, pyiceberg's copy-on-write rewrite). Prints the shares of the
+named stages and the functions by own samples; the table is read back and compared.
+
+    python scripts/profile_cdc.py --changes 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_cdc import ROOT, cdc_job, gobblin, gobblin_env, source_rows, table_rows  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+
+from gobblin_py.demo.pg_server import LocalPostgres  # noqa: E402
+
+STAGES = {  # (file part, function): the samples with it on the stack
+    "decode: slot read + pgoutput parse + values": ("postgres_cdc/extractor.py", "_changes"),
+    "  of which pgoutput parse": ("postgres_cdc/pgoutput.py", "decode"),
+    "  of which the slot read (psycopg)": ("postgres_cdc/decode.py", "peek"),
+    "record pipeline (task: rows → Arrow, writer)": ("runtime/task/pipeline.py", "run"),
+    "publish: upsert commit (whole)": ("iceberg/upsert_commit.py", "commit_upsert"),
+    "  read and reduce the changes by key": ("iceberg/upsert.py", "read_changes"),
+    "  copy-on-write rewrite (scan + write files)": ("iceberg/upsert.py", "rewrite"),
+    "  snapshot commit": ("iceberg/upsert.py", "commit_snapshot"),
+}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--changes", type=int, default=50_000)
+    p.add_argument("--initial", type=int, default=100_000)
+    p.add_argument("--top", type=int, default=35)
+    p.add_argument("--raw", default=None, help="only sum up py-spy raw samples already taken (bench_cdc.py --profile)")
+    args = p.parse_args()
+    if args.raw:
+        summary(Path(args.raw), "", args.top)
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="profile-cdc-"))
+    with LocalPostgres({"wal_level": "logical", "max_replication_slots": 10, "max_wal_senders": 10}) as pg:
+        db = pg.create_database("bench")
+        conn = pg.connect(db)
+        conn.execute("CREATE TABLE public.acct (id bigint PRIMARY KEY, owner text, balance bigint, note text)")
+        conn.execute("INSERT INTO public.acct SELECT i, 'o' || i, i, NULL FROM generate_series(1, %s) AS i", (args.initial,))
+        publisher = {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
+                     "key": ["id"], "order_by": ["_lsn", "_seq"], "delete_when": {"column": "_op", "equals": ["delete"]},
+                     "truncate_when": {"column": "_op", "equals": ["truncate"]}}
+        (tmp / "job.yaml").write_text(yaml.safe_dump(cdc_job(tmp, pg, db, publisher)))
+        if gobblin(["run", "job.yaml", "--in-process"], tmp).wait() != 0:
+            raise SystemExit("the first run (snapshot) failed")
+        next_id = args.initial + 1
+        for first in range(0, args.changes, 100):
+            with conn.transaction(), conn.cursor() as cur:
+                n = min(100, args.changes - first)
+                cur.executemany("INSERT INTO public.acct VALUES (%s, 'n', 0, NULL)",
+                                [(next_id + i,) for i in range(n // 2)])
+                cur.executemany("UPDATE public.acct SET balance = balance + 1, note = 'u' WHERE id = %s",
+                                [(1 + ((next_id + i) * 7919) % args.initial,) for i in range(n - n // 2)])
+                next_id += n // 2
+        started = time.monotonic()
+        prof = tmp / "run.txt"
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        done = subprocess.Popen([spy, "record", "--format", "raw", "--rate", "200", "--output", str(prof), "--",
+                                 sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--in-process"],
+                                cwd=tmp, env=gobblin_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        text = done.communicate()[0]
+        took = time.monotonic() - started
+        if done.returncode:
+            print(text[-3000:], file=sys.stderr)
+            raise SystemExit("the profiled run failed")
+        same = table_rows(tmp) == source_rows(conn)
+    summary(prof, f"run: {took:.1f} s wall for {args.changes} changes ({args.changes / took:,.0f}/s), table equals "
+                  f"source: {same}; ", args.top)
+
+
+def summary(prof: Path, head: str, top: int) -> None:
+    """The stages' shares of py-spy's samples, then the functions with the most samples of their own."""
+    stacks: collections.Counter[str] = collections.Counter()
+    for line in prof.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        stacks[stack] += int(count)
+    total = sum(stacks.values())
+    print(f"{head}{total} samples")
+    for stage, (where, name) in STAGES.items():
+        n = sum(c for st, c in stacks.items() if any(_is(f, where, name) for f in st.split(";")))
+        print(f"  {stage:50s} {100 * n / total:5.1f}%")
+    own: collections.Counter[str] = collections.Counter()
+    for st, c in stacks.items():
+        own[st.split(";")[-1]] += c
+    for frame, c in own.most_common(top):
+        print(f"{100 * c / total:5.1f}%  {frame}")
+
+
+def _is(frame: str, where: str, name: str) -> bool:
+    """Whether a py-spy frame (`Class.function (path:line)`) is function `name` of a file whose path holds `where`."""
+    fn, _, path = frame.partition(" (")
+    return (fn == name or fn.endswith("." + name)) and where in path
+
+
+if __name__ == "__main__":
+    main()
