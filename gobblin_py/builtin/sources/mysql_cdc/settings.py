@@ -82,7 +82,7 @@ class MysqlCdcSettings(Settings):
         """What pymysql (and the binlog reader) connect with; the password read from `password_env`."""
         parts = urlsplit(self.url)
         return {"host": parts.hostname, "port": parts.port or 3306, "user": unquote(parts.username or ""),
-                "passwd": read_password(self.password_env) or "", "connect_timeout": self.connect_timeout_s}
+                "password": read_password(self.password_env) or "", "connect_timeout": self.connect_timeout_s}
 
 
 def read_password(password_env: str | None) -> str | None:
@@ -102,7 +102,7 @@ def connect(s: MysqlCdcSettings, in_task: bool = False) -> Any:
     import pymysql
 
     args = s.connection_args()
-    password = args.pop("passwd")
+    password = args.pop("password")
     try:
         return pymysql.connect(password=password, autocommit=True, charset="utf8mb4", init_command="SET time_zone = '+00:00'",
                                program_name="gobblin-py mysql_cdc", **args)
