@@ -76,8 +76,11 @@ def test_a_run_without_changes_commits_nothing_new(tmp_path: Path, binlog_maria:
     job = cdc_job(tmp_path, maria, mdb, ["t"])
     assert run(tmp_path, job).succeeded
     assert run(tmp_path, job).succeeded
-    maria.execute(mdb, "UPDATE t SET v = 'b2' WHERE id = 2", "TRUNCATE TABLE t", "INSERT INTO t VALUES (3, 'c')")
+    maria.execute(mdb, "UPDATE t SET v = 'b2' WHERE id = 2")
+    maria.root_execute("FLUSH BINARY LOGS")  # the range read crosses into the next binlog file
+    maria.execute(mdb, "TRUNCATE TABLE t", "INSERT INTO t VALUES (3, 'c')")
     assert run(tmp_path, job).succeeded
     rows = read_changes(tmp_path / "output", f"{mdb}.t")
     assert [r["_op"] for r in rows] == ["truncate", "read", "read", "update", "truncate", "insert"]
+    assert rows[-1]["_pos"] >> 32 == (rows[3]["_pos"] >> 32) + 1  # the update and the insert: in two binlog files
     assert replay(rows, "id", "v") == {3: "c"}

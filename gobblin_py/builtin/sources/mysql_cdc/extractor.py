@@ -1,14 +1,15 @@
-"""Reads one table's WorkUnit: its snapshot first when it has none committed (`snapshot.py`), then its changes in
-transactions committing in `(low, end]` (`binlog.py`).
+"""Reads one WorkUnit: a snapshot chunk of a table (`snapshot.py`), or the table's changes in transactions committing
+in `(low, end]` (`binlog.py`), after its chunks' high positions when its snapshot just ended.
 
 A record is the table's columns and `_op`, `_pos`, `_seq`, `_commit_ts`, `_xid`:
 - insert, update: the row after; delete: the whole row before (binlog_row_image FULL). An update that changes the
   primary key is two records, a delete of the old key then the update, at consecutive `_seq`, so a consumer kept by
   key drops the old key; truncate (a `TRUNCATE TABLE` in the binlog): every column null. read: a snapshot row, after
-  one truncate record (`_seq` -1): a snapshot replaces what a consumer held of the table.
+  one truncate record in its first chunk (`_seq` -1): a snapshot replaces what a consumer held of the table.
 - `_pos` is the binlog position where the change's transaction commits (`(file number << 32) | offset`, see
-  `position.py`) and `_seq` the change's place in the run's records of the table: (_pos, _seq) orders the table's
-  changes as they committed. Snapshot rows have `_pos` = the high position of their chunk.
+  `position.py`) and `_seq` the record's place in its work unit's records: (_pos, _seq) orders the table's
+  changes as they committed. Snapshot rows have `_pos` = the high position of their chunk and `_seq` = (the chunk's
+  number << 32) + their row number in it.
 - `_commit_ts` is when the commit event was written (the binlog keeps seconds); `_xid` the XID event's transaction id
   (null for snapshot rows, truncates and non-transactional tables).
 """
@@ -25,7 +26,7 @@ from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.sources.jdbc.mysql import CONVERT
 from gobblin_py.builtin.sources.mysql_cdc import binlog, position
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect
-from gobblin_py.builtin.sources.mysql_cdc.snapshot import Chunks, read_chunks
+from gobblin_py.builtin.sources.mysql_cdc.snapshot import Chunks, read_chunk
 from gobblin_py.builtin.sources.mysql_cdc.split import MysqlCdcSplit
 from gobblin_py.errors import SourceError, UnreachableError, describe
 
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 
 class MysqlCdcExtractor(Extractor):
-    """One table's snapshot (first run) and changes in (low, end]."""
+    """One snapshot chunk of a table, or the table's changes in (low, end]."""
 
     def __init__(self, settings: MysqlCdcSettings, workunit: WorkUnit, context: TaskContext) -> None:
         self.settings, self.workunit, self.context = settings, workunit, context
@@ -58,17 +59,16 @@ class MysqlCdcExtractor(Extractor):
 
         p, s = self.split, self.settings
         try:
-            chunks = None
-            if p.snapshot:
-                chunks = Chunks()
-                yield from self._snapshot(chunks)
-            start = min((at for _, _, at in chunks.ranges), default=p.low) if chunks is not None else p.low
+            if p.chunk is not None:
+                yield from self._chunk()
+                return
+            chunks = Chunks.of(p.chunks) if p.chunks else None
             count = 0
-            for c in binlog.read(s, p.database, p.table_name, self.names, start, self.end, p.base, p.width):
+            for c in binlog.read(s, p.database, p.table_name, self.names, p.low, self.end, p.base, p.width):
                 for record in self._records(c, chunks):
                     count += 1
                     yield record
-            log.info("%s: %d change record(s) in (%s, %s]", p.table, count, position.text(start, p.base),
+            log.info("%s: %d change record(s) in (%s, %s]", p.table, count, position.text(p.low, p.base),
                      position.text(self.end, p.base))
         except pymysql.err.OperationalError as exc:
             raise UnreachableError(f"{s.endpoint}: lost the connection reading {p.table}: {describe(exc)}", s.endpoint,
@@ -76,23 +76,24 @@ class MysqlCdcExtractor(Extractor):
         except pymysql.err.Error as exc:
             raise SourceError(f"{s.endpoint}, table {p.table}: {describe(exc)}") from None
 
-    def _snapshot(self, chunks: Chunks) -> Iterator[Record]:
+    def _chunk(self) -> Iterator[Record]:
+        """One snapshot chunk as of its high position, which is this work unit's watermark (`chunk.<n>`); the first
+        chunk starts with a truncate record (a snapshot replaces what a consumer held of the table)."""
         p, s = self.split, self.settings
-        conn = connect(s, in_task=True)
-        try:
+        lo = tuple(p.chunk_lo) if p.chunk_lo is not None else None
+        hi = tuple(p.chunk_hi) if p.chunk_hi is not None else None
+        if p.chunk == 0:
             self.at = "snapshot start"
             yield self._record(None, "truncate", p.low, -1, None, None)
-            n = 0
-            for high, rows in read_chunks(s, conn, p.database, p.table_name, self.names, p.key, p.integer_key, chunks):
-                for row in rows:
-                    self.at = f"snapshot row {n}"
-                    yield self._record(row, "read", high, self._next(), None, None)
-                    n += 1
-                # the run's range ends at or after every chunk's high: a chunk read after planning is as of then
-                self.end = max(self.end, high)
-            log.info("%s: snapshot of %d row(s) in %d chunk(s)", p.table, n, len(chunks.ranges))
+        conn = connect(s, in_task=True)
+        try:
+            high, rows = read_chunk(s, conn, p.database, p.table_name, self.names, p.key, lo, hi)
         finally:
             conn.close()
+        for n, row in enumerate(rows):
+            self.at = f"snapshot chunk {p.chunk} row {n}"
+            yield self._record(row, "read", high, (p.chunk << 32) + n, None, None)
+        self.end = high
 
     def _next(self) -> int:
         self.seq += 1
@@ -109,7 +110,8 @@ class MysqlCdcExtractor(Extractor):
             if chunks is not None and c.pos <= max(at for _, _, at in chunks.ranges):
                 raise SourceError(f"table {self.split.table} was truncated at {self.at} while its snapshot was read: "
                                   "some chunks hold the rows before it, others not. Nothing of this run is committed "
-                                  "for it: run again (its snapshot is read again)")
+                                  f"for it. Snapshot it again: `gobblin-py state reset JOB.yaml --dataset "
+                                  f"{self.split.table} --yes`, then run")
             yield self._record(None, "truncate", c.pos, self._next(), c.ts, None)
         elif c.op == "insert" and c.after is not None and wanted(c.after):
             yield self._record(c.after, "insert", c.pos, self._next(), c.ts, c.xid)

@@ -26,6 +26,9 @@ class SnapshotSettings(BaseModel):
     chunk_rows: int = Field(default=50_000, ge=1, description="rows per snapshot chunk (by primary key): one short "
                                                               "SELECT, and the binlog between its low and high positions "
                                                               "applied to it in memory")
+    chunks_per_run: int = Field(default=16, ge=1, description="snapshot chunks a run reads at most per table (each a "
+                                                              "task); the rest wait for the next runs, the committed "
+                                                              "chunks kept")
 
 
 class MysqlCdcSettings(Settings):

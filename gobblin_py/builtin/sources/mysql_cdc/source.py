@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
@@ -30,6 +31,7 @@ from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.schemas.postgres_columns import avro_schema, check_mapped
 from gobblin_py.builtin.sources.jdbc.mysql_columns import read_columns
 from gobblin_py.builtin.sources.mysql_cdc import position, server
+from gobblin_py.builtin.sources.mysql_cdc.snapshot import boundaries
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect, query
 from gobblin_py.builtin.sources.mysql_cdc.split import MysqlCdcSplit
 from gobblin_py.errors import ConfigError, GobblinError, SourceError, describe
@@ -37,6 +39,8 @@ from gobblin_py.errors import ConfigError, GobblinError, SourceError, describe
 log = logging.getLogger(__name__)
 
 WATERMARK_KEY = "binlog"
+CHUNK_KEY = "chunk."
+"""A snapshot chunk's watermark key (`chunk.<n>`): its high position; the chunk's key range is kept in `state.chunks`."""
 INTEGERS = ("tinyint", "smallint", "mediumint", "int", "bigint")
 
 META_FIELDS: list[dict[str, Any]] = [
@@ -53,6 +57,23 @@ META_FIELDS: list[dict[str, Any]] = [
 
 KEY_SQL = ("SELECT column_name FROM information_schema.key_column_usage WHERE table_schema = %s AND table_name = %s "
            "AND constraint_name = 'PRIMARY' ORDER BY ordinal_position")
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    dataset: str
+    database: str
+    name: str
+    columns: list[Any]
+    key: list[str]
+    integer_key: bool
+    end: position.Position
+    identity: dict[str, Any]
+
+
+def as_list(key: Any) -> list[Any] | None:
+    """A key (a tuple of its columns' values) as a split and the state keep it: a list, or None (unbounded)."""
+    return list(key) if key is not None else None
 
 
 def reset_hint(tables: list[str]) -> str:
@@ -96,22 +117,49 @@ class MysqlCdcSource(Source):
         units: list[WorkUnit | MultiWorkUnit] = []
         for table in s.tables:
             database, name = table.split(".")
-            columns, key = self._table(conn, table, database, name)
-            low = state.watermarks(table).get(WATERMARK_KEY)
-            if low is not None:
-                kept = state.kept(table)
+            t = TablePlan(table, database, name, *self._table(conn, table, database, name), end, identity)
+            marks = state.watermarks(table)
+            low = marks.get(WATERMARK_KEY)
+            done = {int(k.split(".", 1)[1]): int(v) for k, v in marks.items() if k.startswith(CHUNK_KEY) and v is not None}
+            kept = state.kept(table)
+            if low is not None or done:
                 server.check_identity(table, kept.get("server"), identity, s.endpoint, reset_hint([table]))
-                server.check_history(conn, table, int(low), end, s.endpoint, reset_hint([table]))
-                problem = _columns_changed(table, kept.get("columns"), columns)
+                oldest = int(low) if low is not None else min(done.values())
+                server.check_history(conn, table, oldest, end, s.endpoint, reset_hint([table]))
+                problem = _columns_changed(table, kept.get("columns"), t.columns)
                 if problem is not None:
                     state.report_input_problem(table, problem)
                     continue
-            units.append(self._workunit(table, database, name, columns, key, low, end, identity))
-        log.info("binlog at %s: reading %d table(s) (%d snapshotted)", end, len(units),
-                 sum(1 for u in units if MysqlCdcSplit.of(u).snapshot))
+            if low is not None:
+                units.append(self._workunit(t, low=int(low), stop=max(end.value(), int(low))))
+                continue
+            ranges = kept.get("chunks") if isinstance(kept.get("chunks"), dict) else {}
+            chunks = sorted((int(n), r[0], r[1]) for n, r in ranges.items() if int(n) in done)
+            if chunks and chunks[-1][2] is None:  # every chunk read: the stream starts after each one's high position
+                after = [(lo, hi, done[n]) for n, lo, hi in chunks]
+                units.append(self._workunit(t, low=min(done.values()), stop=end.value(), chunks=after))
+                continue
+            units += self._chunks(conn, t, chunks)
+        log.info("binlog at %s: %d work unit(s) for %d table(s) (%d snapshot chunk(s))", end, len(units),
+                 len(s.tables), sum(1 for u in units if MysqlCdcSplit.of(u).chunk is not None))
         return units
 
-    def _table(self, conn: Any, table: str, database: str, name: str) -> tuple[list[Any], list[str]]:
+    def _chunks(self, conn: Any, t: TablePlan, read: list[tuple[int, Any, Any]]) -> list[WorkUnit]:
+        """The table's next `snapshot.chunks_per_run` snapshot chunks after those `read` (committed before)."""
+        s: MysqlCdcSettings = self.settings
+        first = read[-1][0] + 1 if read else 0
+        after = tuple(read[-1][2]) if read else None
+        if t.integer_key:
+            highs = boundaries(s, conn, t.database, t.name, t.key, after, s.snapshot.chunks_per_run)
+        else:
+            highs = [None]
+        units = []
+        for n, hi in enumerate(highs, start=first):
+            units.append(self._workunit(t, low=t.end.value(), stop=t.end.value(), chunk=(n, after, hi)))
+            after = hi
+        return units
+
+    def _table(self, conn: Any, table: str, database: str, name: str) -> tuple[list[Any], list[str], bool]:
         columns = read_columns(conn, database, name)
         if not columns:
             raise ConfigError(f"{self.settings.endpoint}: table {table} does not exist (or the user may not read it: "
@@ -123,28 +171,31 @@ class MysqlCdcSource(Source):
             raise ConfigError(f"table {table} has no primary key: its changes cannot be applied by key (an update or "
                               "delete of one of two equal rows could not be told apart). Add one (ALTER TABLE "
                               f"{table} ADD PRIMARY KEY (…)), or leave it out of source.tables")
-        return columns, key
+        return columns, key, all(c.type_name in INTEGERS for c in columns if c.name in key)
 
-    def _workunit(self, table: str, database: str, name: str, columns: list[Any], key: list[str], low: Any,
-                  end: position.Position, identity: dict[str, Any]) -> WorkUnit:
+    def _workunit(self, t: TablePlan, low: int, stop: int, chunk: tuple[int, Any, Any] | None = None,
+                  chunks: list[tuple[Any, Any, int]] | None = None) -> WorkUnit:
+        """A stream of the table's changes in (low, stop] (after each chunk's high position: `chunks`), or one snapshot
+        chunk (`chunk`: its number and key range), whose watermark `chunk.<n>` is its high position."""
         s: MysqlCdcSettings = self.settings
-        names = [c.name for c in columns]
-        schema = avro_schema(table, [dataclasses.replace(c, not_null=False) for c in columns],
+        names = [c.name for c in t.columns]
+        schema = avro_schema(t.dataset, [dataclasses.replace(c, not_null=False) for c in t.columns],
                              namespace="gobblin_py.mysql_cdc")
         schema["fields"] += META_FIELDS
-        snapshot = low is None
-        start = end.value() if snapshot else int(low)
-        stop = max(end.value(), start)
-        types = [[c.name, c.declared] for c in columns]
-        wu_id = workunit_id(f"{table}.{start}-{stop}", "mysql_cdc", s.endpoint, table, str(types), str(start),
-                            str(stop), str(snapshot), str(identity))
-        split = MysqlCdcSplit(table=table, database=database, table_name=name, columns=names,
-                              casts={c.name: c.cast for c in columns if c.cast}, key=key,
-                              integer_key=all(c.type_name in INTEGERS for c in columns if c.name in key),
-                              avro_schema=schema, low=start, end=stop, base=end.base, width=end.width, snapshot=snapshot)
-        return WorkUnit(id=wu_id, dataset=table, watermark_key=WATERMARK_KEY, low_watermark=start,
-                        expected_high_watermark=stop, split=split.packed(),
-                        props={"state.columns": types, "state.key": key, "state.server": identity})
+        types = [[c.name, c.declared] for c in t.columns]
+        n, lo, hi = chunk if chunk is not None else (None, None, None)
+        wu_id = workunit_id(f"{t.dataset}.{'chunk' + str(n) if chunk else 'binlog'}.{low}-{stop}", "mysql_cdc",
+                            s.endpoint, t.dataset, str(types), str(low), str(stop), str(chunk), str(chunks),
+                            str(t.identity))
+        split = MysqlCdcSplit(table=t.dataset, database=t.database, table_name=t.name, columns=names,
+                              casts={c.name: c.cast for c in t.columns if c.cast}, key=t.key, avro_schema=schema,
+                              low=low, end=stop, base=t.end.base, width=t.end.width, chunk=n, chunk_lo=as_list(lo),
+                              chunk_hi=as_list(hi), chunks=[(as_list(a), as_list(b), at) for a, b, at in chunks or []])
+        props: dict[str, Any] = {"state.columns": types, "state.key": t.key, "state.server": t.identity}
+        if chunk is not None:
+            props["state.chunks"] = {str(n): [as_list(lo), as_list(hi)]}
+        return WorkUnit(id=wu_id, dataset=t.dataset, watermark_key=f"{CHUNK_KEY}{n}" if chunk else WATERMARK_KEY,
+                        low_watermark=low, expected_high_watermark=stop, split=split.packed(), props=props)
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
         from gobblin_py.builtin.sources.mysql_cdc.extractor import MysqlCdcExtractor

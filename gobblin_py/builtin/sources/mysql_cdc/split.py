@@ -1,5 +1,4 @@
-"""The mysql_cdc source's split: one table's changes of the transactions committing in a binlog range, after its
-snapshot when it takes one."""
+"""The mysql_cdc source's split: one snapshot chunk of a table, or the table's changes in a binlog range."""
 
 from __future__ import annotations
 
@@ -9,8 +8,10 @@ from gobblin_py.api.split import Split
 
 
 class MysqlCdcSplit(Split):
-    """Changes of `table` in transactions whose commit ends in `(low, end]` (positions as `position.py` keeps them),
-    with the columns resolved at planning; with `snapshot`, the table's rows first, read in primary-key chunks."""
+    """With `chunk` set: the rows of `table` whose primary key is in `(chunk_lo, chunk_hi]` (None: unbounded), as of a
+    binlog position the task takes (`snapshot.py`). Else: the changes of `table` in transactions whose commit ends in
+    `(low, end]` (positions as `position.py` keeps them), each kept only after its key's chunk (`chunks`: each
+    snapshot chunk's range and high position) when the table's snapshot ended since its last stream."""
 
     table: str  # the dataset: `database.table`
     database: str
@@ -18,10 +19,12 @@ class MysqlCdcSplit(Split):
     columns: list[str]
     casts: dict[str, str] = {}  # column → the conversion of its driver value (jdbc.mysql.CONVERT)
     key: list[str]  # the primary key's columns, in order
-    integer_key: bool  # every key column an integer: the snapshot may be chunked by key ranges
     avro_schema: dict[str, Any]
     low: int
     end: int
     base: str  # the binlog files' base name (`mysql-bin`)
     width: int = 6
-    snapshot: bool
+    chunk: int | None = None
+    chunk_lo: list[Any] | None = None
+    chunk_hi: list[Any] | None = None
+    chunks: list[tuple[list[Any] | None, list[Any] | None, int]] = []
