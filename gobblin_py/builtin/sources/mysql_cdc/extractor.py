@@ -23,7 +23,7 @@ from typing import Any
 
 from gobblin_py.api import Extractor, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.builtin.sources.jdbc.mysql import CONVERT
+from gobblin_py.builtin.schemas.mysql_columns import CONVERT
 from gobblin_py.builtin.sources.mysql_cdc import binlog, position
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect
 from gobblin_py.builtin.sources.mysql_cdc.snapshot import Chunks, read_chunk

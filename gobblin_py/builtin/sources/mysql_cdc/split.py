@@ -17,7 +17,7 @@ class MysqlCdcSplit(Split):
     database: str
     table_name: str
     columns: list[str]
-    casts: dict[str, str] = {}  # column → the conversion of its driver value (jdbc.mysql.CONVERT)
+    casts: dict[str, str] = {}  # column → the conversion of its driver value (schemas.mysql_columns.CONVERT)
     key: list[str]  # the primary key's columns, in order
     avro_schema: dict[str, Any]
     low: int
