@@ -69,6 +69,7 @@ class TablePlan:
     integer_key: bool
     end: position.Position
     identity: dict[str, Any]
+    row_bytes: int = 0  # information_schema's avg_row_length: what a chunk's size is estimated by
 
 
 def as_list(key: Any) -> list[Any] | None:
@@ -114,10 +115,12 @@ class MysqlCdcSource(Source):
         server.check_settings(found, s.endpoint)
         end = position.current(conn)
         identity = server.identity(found, end.base)
+        logs = position.binary_logs(conn)
         units: list[WorkUnit | MultiWorkUnit] = []
         for table in s.tables:
             database, name = table.split(".")
-            t = TablePlan(table, database, name, *self._table(conn, table, database, name), end, identity)
+            t = TablePlan(table, database, name, *self._table(conn, table, database, name), end, identity,
+                          _row_bytes(conn, database, name))
             marks = state.watermarks(table)
             low = marks.get(WATERMARK_KEY)
             done = {int(k.split(".", 1)[1]): int(v) for k, v in marks.items() if k.startswith(CHUNK_KEY) and v is not None}
@@ -131,13 +134,15 @@ class MysqlCdcSource(Source):
                     state.report_input_problem(table, problem)
                     continue
             if low is not None:
-                units.append(self._workunit(t, low=int(low), stop=max(end.value(), int(low))))
+                units.append(self._workunit(t, low=int(low), stop=max(end.value(), int(low)),
+                                            read_bytes=_binlog_bytes(logs, int(low), end)))
                 continue
             ranges = kept.get("chunks") if isinstance(kept.get("chunks"), dict) else {}
             chunks = sorted((int(n), r[0], r[1]) for n, r in ranges.items() if int(n) in done)
             if chunks and chunks[-1][2] is None:  # every chunk read: the stream starts after each one's high position
                 after = [(lo, hi, done[n]) for n, lo, hi in chunks]
-                units.append(self._workunit(t, low=min(done.values()), stop=end.value(), chunks=after))
+                units.append(self._workunit(t, low=min(done.values()), stop=end.value(), chunks=after,
+                                            read_bytes=_binlog_bytes(logs, min(done.values()), end)))
                 continue
             units += self._chunks(conn, t, chunks)
         log.info("binlog at %s: %d work unit(s) for %d table(s) (%d snapshot chunk(s))", end, len(units),
@@ -155,7 +160,8 @@ class MysqlCdcSource(Source):
             highs = [None]
         units = []
         for n, hi in enumerate(highs, start=first):
-            units.append(self._workunit(t, low=t.end.value(), stop=t.end.value(), chunk=(n, after, hi)))
+            units.append(self._workunit(t, low=t.end.value(), stop=t.end.value(), chunk=(n, after, hi),
+                                        read_bytes=t.row_bytes * s.snapshot.chunk_rows))
             after = hi
         return units
 
@@ -174,7 +180,7 @@ class MysqlCdcSource(Source):
         return columns, key, all(c.type_name in INTEGERS for c in columns if c.name in key)
 
     def _workunit(self, t: TablePlan, low: int, stop: int, chunk: tuple[int, Any, Any] | None = None,
-                  chunks: list[tuple[Any, Any, int]] | None = None) -> WorkUnit:
+                  chunks: list[tuple[Any, Any, int]] | None = None, read_bytes: int = 0) -> WorkUnit:
         """A stream of the table's changes in (low, stop] (after each chunk's high position: `chunks`), or one snapshot
         chunk (`chunk`: its number and key range), whose watermark `chunk.<n>` is its high position."""
         s: MysqlCdcSettings = self.settings
@@ -190,17 +196,41 @@ class MysqlCdcSource(Source):
         split = MysqlCdcSplit(table=t.dataset, database=t.database, table_name=t.name, columns=names,
                               casts={c.name: c.cast for c in t.columns if c.cast}, key=t.key, avro_schema=schema,
                               low=low, end=stop, base=t.end.base, width=t.end.width, chunk=n, chunk_lo=as_list(lo),
-                              chunk_hi=as_list(hi), chunks=[(as_list(a), as_list(b), at) for a, b, at in chunks or []])
+                              chunk_hi=as_list(hi), chunks=[(as_list(a), as_list(b), at) for a, b, at in chunks or []],
+                              read_bytes=read_bytes)
         props: dict[str, Any] = {"state.columns": types, "state.key": t.key, "state.server": t.identity}
         if chunk is not None:
             props["state.chunks"] = {str(n): [as_list(lo), as_list(hi)]}
         return WorkUnit(id=wu_id, dataset=t.dataset, watermark_key=f"{CHUNK_KEY}{n}" if chunk else WATERMARK_KEY,
                         low_watermark=low, expected_high_watermark=stop, split=split.packed(), props=props)
 
+    def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
+        """A chunk: its rows at the table's average row length; a stream: the binlog bytes of its range (every
+        table's task reads all of them), so a small run runs in the driver (`spark.in_driver_below`)."""
+        return float(MysqlCdcSplit.of(workunit).read_bytes)
+
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
         from gobblin_py.builtin.sources.mysql_cdc.extractor import MysqlCdcExtractor
 
         return MysqlCdcExtractor(self.settings, workunit, context)
+
+
+def _row_bytes(conn: Any, database: str, name: str) -> int:
+    """The table's average row length (information_schema.tables, an estimate the engine keeps)."""
+    rows = query(conn, "SELECT avg_row_length FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
+                 (database, name))
+    return int(rows[0][0] or 0) if rows else 0
+
+
+def _binlog_bytes(logs: list[tuple[str, int]], low: int, end: position.Position) -> int:
+    """The binlog bytes between a position and the end: the rest of its file, the files between, the end's part."""
+    start = position.of_value(low, end.base, end.width)
+    total = 0
+    for file, size in logs:
+        number = position.parse(file, 0).number
+        if start.number <= number <= end.number:
+            total += (end.offset if number == end.number else size) - (start.offset if number == start.number else 0)
+    return max(0, total)
 
 
 def _columns_changed(table: str, kept: Any, now: list[Any]) -> str | None:

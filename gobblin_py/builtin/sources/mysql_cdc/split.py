@@ -28,3 +28,4 @@ class MysqlCdcSplit(Split):
     chunk_lo: list[Any] | None = None
     chunk_hi: list[Any] | None = None
     chunks: list[tuple[list[Any] | None, list[Any] | None, int]] = []
+    read_bytes: int = 0  # about what the task reads: a chunk's rows, or the binlog of the range (all tables' events)
