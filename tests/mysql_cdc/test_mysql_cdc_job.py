@@ -79,8 +79,24 @@ def test_a_run_without_changes_commits_nothing_new(tmp_path: Path, binlog_maria:
     maria.execute(mdb, "UPDATE t SET v = 'b2' WHERE id = 2")
     maria.root_execute("FLUSH BINARY LOGS")  # the range read crosses into the next binlog file
     maria.execute(mdb, "TRUNCATE TABLE t", "INSERT INTO t VALUES (3, 'c')")
+    maria.root_execute("FLUSH BINARY LOGS")  # and ends in a file holding only its header (no event of the table)
     assert run(tmp_path, job).succeeded
     rows = read_changes(tmp_path / "output", f"{mdb}.t")
     assert [r["_op"] for r in rows] == ["truncate", "read", "read", "update", "truncate", "insert"]
     assert rows[-1]["_pos"] >> 32 == (rows[3]["_pos"] >> 32) + 1  # the update and the insert: in two binlog files
     assert replay(rows, "id", "v") == {3: "c"}
+
+
+def test_no_file_the_job_writes_holds_the_password(tmp_path: Path, binlog_maria: Any, mdb: str) -> None:
+    """The password comes from password_env; nothing written (state, commit records, events, logs, output) holds it."""
+    from jdbc_mysql.mariadb_server import PASSWORD
+
+    maria = binlog_maria
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY, v text)", "INSERT INTO t VALUES (1, 'a')")
+    job = cdc_job(tmp_path, maria, mdb, ["t"])
+    assert run(tmp_path, job).succeeded
+    maria.execute(mdb, "UPDATE t SET v = 'b' WHERE id = 1")
+    assert run(tmp_path, job).succeeded
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) > 5
+    assert not [p for p in written if PASSWORD.encode() in p.read_bytes()]

@@ -12,7 +12,6 @@ from gobblin_py.builtin.sources.mysql_cdc import binlog, position
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect
 from gobblin_py.builtin.sources.mysql_cdc.snapshot import Chunks, boundaries, read_chunk
 
-from support.jobs import write_job
 from mysql_cdc.mysql_cdc_jobs import PASSWORD_ENV, cdc_job, read_changes, replay, run
 
 
@@ -60,9 +59,6 @@ def test_a_table_read_whole_when_its_key_is_not_integers(tmp_path: Path, binlog_
     maria = binlog_maria
     maria.execute(mdb, "CREATE TABLE t (id varchar(10) PRIMARY KEY, v text)",
                   "INSERT INTO t VALUES ('a', '1'), ('B', '2'), ('c', '3')")
-    s = MysqlCdcSettings(url=maria.url(mdb, "mysql"), password_env=PASSWORD_ENV, tables=[f"{mdb}.t"],
-                         snapshot={"chunk_rows": 1})
-    write_job(tmp_path, cdc_job(tmp_path, maria, mdb, ["t"], snapshot={"chunk_rows": 1}))
     assert run(tmp_path, cdc_job(tmp_path, maria, mdb, ["t"], snapshot={"chunk_rows": 1})).succeeded
     rows = read_changes(tmp_path / "output", f"{mdb}.t")
     reads = [r for r in rows if r["_op"] == "read"]

@@ -125,7 +125,8 @@ def read(s: MysqlCdcSettings, database: str, table: str, columns: list[str], low
                 held = []
             if here >= end and not held:
                 break
-        else:
+        else:  # the end of the binlog: where the reader stands, past the events it left out (a new file's header)
+            here = max(here, (position.parse(stream.log_file, 0).number << 32) | int(stream.log_pos or 0))
             if here < end:
                 raise SourceError(f"the binlog of {s.endpoint} ended at {position.text(here, base)} before the planned "
                                   f"end {position.text(end, base)} (reset or purged while the run read it); nothing of "
