@@ -114,3 +114,30 @@ def test_a_table_without_a_primary_key_is_refused(tmp_path: Path, binlog_maria: 
     done = _run(tmp_path)
     assert done.returncode != 0 and f"table {mdb}.nokey has no primary key" in done.stderr
     assert "ADD PRIMARY KEY" in done.stderr
+
+
+def test_another_server_with_the_same_server_id_and_binlog_name(tmp_path: Path, binlog_maria: Any, mdb: str) -> None:
+    """A promoted replica or a restore at the job's url: the same server_id (1) and binlog name, its binlog as long
+    as the committed position, but another history there (the GTID position it stands for, kept with the commit)."""
+    from gobblin_py.state.store import StateStore
+    from jdbc_mysql.mariadb_server import LocalMariaDB
+
+    maria = binlog_maria
+    _ready(tmp_path, maria, mdb)
+    maria.execute(mdb, "INSERT INTO t VALUES (3, 'c')")
+    assert _run(tmp_path).returncode == 0  # the stream after the snapshot: a binlog position with its GTID
+    maria.execute(mdb, "INSERT INTO t VALUES (4, 'd')")
+    assert _run(tmp_path).returncode == 0
+    committed = int(StateStore(tmp_path / "work", "c").watermarks()[f"{mdb}.t"]["binlog"])
+    with LocalMariaDB(binlog=True) as other:
+        other.create_database(mdb)
+        other.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+        for _ in range((committed >> 32) - 1):
+            other.root_execute("FLUSH BINARY LOGS")
+        for n in range(100):  # past the committed offset in the same file, by other transactions
+            other.execute(mdb, f"INSERT INTO t VALUES ({n}, '{'x' * 100}')")
+        assert other.query(mdb, "SHOW BINARY LOGS")[-1][1] > committed & 0xFFFFFFFF
+        write_job(tmp_path, cdc_job(tmp_path, other, mdb, ["t"]))
+        done = _run(tmp_path)
+    assert done.returncode != 0
+    assert "stands for GTID position" in done.stderr and "another server's binlog" in done.stderr, done.stderr

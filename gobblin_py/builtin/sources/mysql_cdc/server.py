@@ -9,7 +9,10 @@ into the wrong column).
 Identity (`state.server`): the server's `@@server_uuid` (MySQL; MariaDB has none), `@@server_id`, and the binlog's
 base name. A position means something only in the binlog history it was taken from: another server (a failover to a
 replica, a restore) numbers its files and offsets on its own, so a mismatch fails closed, naming both and the fix.
-The history itself is checked against the committed position: its file must still be there (not purged: `PURGE
+On MariaDB each streamed table's commit also records the GTID position its binlog position stands for
+(`BINLOG_GTID_POS(file, offset)`, `state.gtid`), and the next run asks the server again: another server with the
+same server_id and binlog name (a promoted replica, a restore) numbers its files and offsets otherwise, so the same
+file:offset stands for another point of its history there. The history itself is checked against the committed position: its file must still be there (not purged: `PURGE
 BINARY LOGS`, `expire_logs_days`, `binlog_expire_logs_seconds`) and hold the offset (a `RESET MASTER` starts the
 numbering again), and the binlog's end must not be before it.
 """
@@ -23,6 +26,9 @@ from gobblin_py.builtin.sources.mysql_cdc.settings import query
 from gobblin_py.errors import ConfigError, SourceError
 
 REQUIRED = {"binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL"}
+NO_BOUNDARY = "(no event starts there)"
+"""What `gtid_at` gives for a position inside an event or past the binlog: never a committed position of this binlog."""
+
 WHY = {"binlog_format": "row events are the only ones this source reads (a statement cannot be replayed by key)",
        "binlog_row_image": "updates and deletes must carry the whole row, or an upsert table would lose columns",
        "binlog_row_metadata": "row events must carry their column names, or a column added or dropped between a change "
@@ -92,3 +98,31 @@ def check_history(conn: Any, dataset: str, committed: int, end: position.Positio
         raise SourceError(f"table {dataset}: binlog file {at.file} on {endpoint} is only {numbers[at.number]} bytes, "
                           f"shorter than the committed position {at}: the binlog was reset or replaced. Snapshot it "
                           f"again: {hint}")
+
+
+def gtid_at(conn: Any, at: position.Position) -> str | None:
+    """The GTID position a binlog position stands for on this server (MariaDB's `BINLOG_GTID_POS`); NO_BOUNDARY where
+    no event starts there; None on MySQL (no such function)."""
+    import pymysql
+
+    try:
+        rows = query(conn, "SELECT BINLOG_GTID_POS(%s, %s)", (at.file, at.offset))
+    except pymysql.err.Error:
+        return None
+    if not rows:
+        return None
+    return str(rows[0][0]) if rows[0][0] is not None else NO_BOUNDARY
+
+
+def check_gtid(conn: Any, dataset: str, kept: Any, committed: int, end: position.Position, endpoint: str,
+               hint: str) -> None:
+    """The committed position stands for the GTID position recorded with it; else a SourceError naming both."""
+    if not isinstance(kept, dict) or kept.get("position") != committed or not kept.get("gtid"):
+        return
+    at = position.of_value(committed, end.base, end.width)
+    now = gtid_at(conn, at)
+    if now is not None and now != kept["gtid"]:
+        raise SourceError(f"table {dataset}: binlog position {at} on {endpoint} stands for GTID position {now!r}, and "
+                          f"it stood for {kept['gtid']!r} when it was committed: this is another server's binlog (a "
+                          "promoted replica or a restore with the same server_id and log-bin name). Its changes after "
+                          f"GTID {kept['gtid']} cannot be found by position. Snapshot it again: {hint}")

@@ -70,6 +70,7 @@ class TablePlan:
     end: position.Position
     identity: dict[str, Any]
     row_bytes: int = 0  # information_schema's avg_row_length: what a chunk's size is estimated by
+    gtid: str | None = None  # the GTID position the run's end stands for (MariaDB), kept with a stream's commit
 
 
 def as_list(key: Any) -> list[Any] | None:
@@ -116,11 +117,12 @@ class MysqlCdcSource(Source):
         end = position.current(conn)
         identity = server.identity(found, end.base)
         logs = position.binary_logs(conn)
+        gtid = server.gtid_at(conn, end)
         units: list[WorkUnit | MultiWorkUnit] = []
         for table in s.tables:
             database, name = table.split(".")
             t = TablePlan(table, database, name, *self._table(conn, table, database, name), end, identity,
-                          _row_bytes(conn, database, name))
+                          _row_bytes(conn, database, name), gtid)
             marks = state.watermarks(table)
             low = marks.get(WATERMARK_KEY)
             done = {int(k.split(".", 1)[1]): int(v) for k, v in marks.items() if k.startswith(CHUNK_KEY) and v is not None}
@@ -129,6 +131,7 @@ class MysqlCdcSource(Source):
                 server.check_identity(table, kept.get("server"), identity, s.endpoint, reset_hint([table]))
                 oldest = int(low) if low is not None else min(done.values())
                 server.check_history(conn, table, oldest, end, s.endpoint, reset_hint([table]))
+                server.check_gtid(conn, table, kept.get("gtid"), oldest, end, s.endpoint, reset_hint([table]))
                 problem = _columns_changed(table, kept.get("columns"), t.columns)
                 if problem is not None:
                     state.report_input_problem(table, problem)
@@ -201,6 +204,8 @@ class MysqlCdcSource(Source):
         props: dict[str, Any] = {"state.columns": types, "state.key": t.key, "state.server": t.identity}
         if chunk is not None:
             props["state.chunks"] = {str(n): [as_list(lo), as_list(hi)]}
+        elif t.gtid is not None and stop == t.end.value():
+            props["state.gtid"] = {"position": stop, "gtid": t.gtid}
         return WorkUnit(id=wu_id, dataset=t.dataset, watermark_key=f"{CHUNK_KEY}{n}" if chunk else WATERMARK_KEY,
                         low_watermark=low, expected_high_watermark=stop, split=split.packed(), props=props)
 
