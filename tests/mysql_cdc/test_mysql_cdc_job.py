@@ -100,3 +100,21 @@ def test_no_file_the_job_writes_holds_the_password(tmp_path: Path, binlog_maria:
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(written) > 5
     assert not [p for p in written if PASSWORD.encode() in p.read_bytes()]
+
+
+def test_the_grants_the_docs_name_are_enough(tmp_path: Path, binlog_maria: Any, mdb: str) -> None:
+    """REPLICATION SLAVE, REPLICATION CLIENT and SELECT (docs/sources/mysql_cdc.md): a snapshot, then changes."""
+    from jdbc_mysql.mariadb_server import PASSWORD
+
+    maria, user = binlog_maria, f"cdc_{mdb[-8:]}"
+    maria.root_execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{PASSWORD}'",
+                       f"GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO '{user}'@'%'")
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY, v text)", "INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    job = cdc_job(tmp_path, maria, mdb, ["t"])
+    job["source"]["url"] = f"mysql://{user}@{maria.host}:{maria.port}/{mdb}"
+    assert run(tmp_path, job).succeeded
+    maria.execute(mdb, "UPDATE t SET v = 'b2' WHERE id = 2", "DELETE FROM t WHERE id = 1")
+    assert run(tmp_path, job).succeeded  # the stream after the snapshot
+    maria.execute(mdb, "INSERT INTO t VALUES (3, 'c')")
+    assert run(tmp_path, job).succeeded  # and the GTID check of its position
+    assert replay(read_changes(tmp_path / "output", f"{mdb}.t"), "id", "v") == {2: "b2", 3: "c"}
