@@ -53,8 +53,8 @@ def check_settings(found: dict[str, str], endpoint: str) -> None:
         raise ConfigError(f"{endpoint}: " + "; ".join(f"{k} is {have}, and this source needs {want}: {WHY[k]}. "
                                                       f"SET GLOBAL {k} = '{want}' (and in the configuration file)"
                                                       for k, have, want in wrong)
-                          + ". A table committed before the change is snapshotted again only if changes were "
-                            "written meanwhile in another format: then reset it")
+                          + ". If changes were written meanwhile in another format, they were not captured: reset "
+                            "the tables committed before (`gobblin-py state reset JOB.yaml --dataset db.table --yes`)")
 
 
 def identity(found: dict[str, str], base: str) -> dict[str, Any]:
