@@ -14,6 +14,8 @@ from gobblin_py.errors import SourceError
 
 @dataclass(frozen=True, order=True)
 class Position:
+    """A binlog position `file:offset`, ordered as the server wrote them (file number, then offset)."""
+
     number: int  # the binlog file's numeric extension
     offset: int
     base: str = ""  # the file name before the extension (`mysql-bin`)

@@ -32,6 +32,8 @@ class SnapshotSettings(BaseModel):
 
 
 class MysqlCdcSettings(Settings):
+    """Where the server is, which tables to capture, and how a table's first read is chunked."""
+
     url: str = Field(description="mysql://user@host:3306/database or mariadb://… (no password: see password_env)")
     password_env: str | None = Field(default=None, description="the environment variable holding the password")
     tables: list[str] = Field(description="database-qualified tables (shop.orders), one dataset of change records each; "

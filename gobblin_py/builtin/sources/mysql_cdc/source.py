@@ -61,6 +61,8 @@ KEY_SQL = ("SELECT column_name FROM information_schema.key_column_usage WHERE ta
 
 @dataclass(frozen=True)
 class TablePlan:
+    """What planning learned of one table and the server: its columns and key, the run's end and the server's identity."""
+
     dataset: str
     database: str
     name: str
