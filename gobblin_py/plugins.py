@@ -38,6 +38,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "kafka": "gobblin_py.builtin.sources.kafka.source:KafkaSource",
         "jdbc": "gobblin_py.builtin.sources.jdbc.source:JdbcSource",
         "postgres_cdc": "gobblin_py.builtin.sources.postgres_cdc.source:PostgresCdcSource",
+        "mysql_cdc": "gobblin_py.builtin.sources.mysql_cdc.source:MysqlCdcSource",
     },
     Kind.CONVERTER: {
         "json_to_avro": "gobblin_py.builtin.converters.json_to_avro:JsonToAvroConverter",

@@ -269,7 +269,7 @@ def job_keys_page() -> str:
 # -- plugins -----------------------------------------------------------------------------------------------------------
 
 PAGES_OF: dict[str, str] = {"files": "../sources/files.md", "kafka": "../sources/kafka.md", "jdbc": "../sources/jdbc.md",
-                            "postgres_cdc": "../sources/postgres_cdc.md",
+                            "postgres_cdc": "../sources/postgres_cdc.md", "mysql_cdc": "../sources/mysql_cdc.md",
                             "iceberg": "../publishers/iceberg.md", "fs": "../publishers/fs.md"}
 """Aliases with a page of their own; the others are described on their kind's page."""
 

@@ -128,8 +128,10 @@ def test_every_complete_job_a_page_shows_validates(where: str, block: str, monke
     monkeypatch.delenv("GOBBLIN_PY_DEFAULTS", raising=False)
     document = yaml.safe_load(block)
     source = document.get("source") or {}
-    if source.get("class") in ("jdbc", "postgres_cdc"):
+    if source.get("class") in ("jdbc", "postgres_cdc", "mysql_cdc"):
         pytest.importorskip("psycopg", reason="the database sources need the jdbc extra")
+        if source["class"] == "mysql_cdc":
+            pytest.importorskip("pymysqlreplication", reason="mysql_cdc needs the jdbc extra")
         monkeypatch.setenv(source["password_env"], "not-a-real-password")
     load_document(REPO / "docs" / "block.yaml", document)
 

@@ -47,7 +47,7 @@ def binaries() -> tuple[str, str] | None:
 class LocalMariaDB:
     """`with LocalMariaDB() as db:` a started server; `db.url(name)` without the password, `db.connect(name)`."""
 
-    def __init__(self) -> None:
+    def __init__(self, binlog: bool = False) -> None:
         found = binaries()
         if found is None:
             raise RuntimeError(f"MariaDB is not installed: {INSTALL_HINT}")
@@ -59,6 +59,9 @@ class LocalMariaDB:
         self.socket = self.dir / "sock"
         self.as_root = [f"--user={pwd.getpwuid(os.geteuid()).pw_name}"] if os.geteuid() == 0 else []
         self.process: subprocess.Popen[bytes] | None = None
+        self.binlog = ["--log-bin=mysql-bin", "--server-id=1", "--binlog-format=ROW", "--binlog-row-image=FULL",
+                       "--binlog-row-metadata=FULL"] if binlog else ["--skip-log-bin"]
+        """The binlog options (`binlog=True`: row-based, as mysql_cdc needs), else none written."""
 
     def start(self) -> LocalMariaDB:
         subprocess.run([self.install, "--no-defaults", f"--datadir={self.data}", "--auth-root-authentication-method=normal",
@@ -66,7 +69,7 @@ class LocalMariaDB:
         log = open(self.dir / "server.log", "wb")
         self.process = subprocess.Popen(
             [self.server, "--no-defaults", f"--datadir={self.data}", f"--socket={self.socket}", f"--port={self.port}",
-             f"--bind-address={self.host}", f"--pid-file={self.dir / 'pid'}", "--skip-name-resolve", "--skip-log-bin",
+             f"--bind-address={self.host}", f"--pid-file={self.dir / 'pid'}", "--skip-name-resolve", *self.binlog,
              "--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=0", "--performance-schema=OFF",
              *self.as_root], stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
         log.close()
@@ -84,6 +87,12 @@ class LocalMariaDB:
             cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (USER, PASSWORD))
             cur.execute(f"GRANT ALL ON *.* TO {USER}@'%'")
         return self
+
+    def root_execute(self, *statements: str) -> None:
+        """Run statements as root over the socket (SET GLOBAL, PURGE BINARY LOGS)."""
+        with self._root() as conn, conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement)
 
     def _root(self) -> Any:
         import pymysql

@@ -8,7 +8,7 @@ arrays â†’ array of the element's type (elements nullable); a nullable column â†
 column added upstream later reads as null in the files written before it. Any other type is a ConfigError naming
 the table and column, raised at planning, before any task.
 
-`Column`, `check_mapped` and `avro_schema` serve every jdbc dialect (MySQL's mapping: `jdbc/mysql_columns`).
+`Column`, `check_mapped` and `avro_schema` serve every jdbc dialect (MySQL's mapping: `schemas/mysql_columns`).
 """
 
 from __future__ import annotations

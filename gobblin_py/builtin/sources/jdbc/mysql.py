@@ -8,8 +8,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections.abc import Callable, Iterator, Mapping
-from datetime import datetime, timedelta
-from decimal import Decimal
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote as url_quote, unquote, urlsplit
 
@@ -17,6 +16,7 @@ from gobblin_py.builtin.sources.jdbc.bounds import Bound, as_utc, time_bound
 from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, ConnectionSettings, Dialect, Failure, NativeReadError,
                                                      TableQueries, TableQuerySettings, failure_by_words, first_line,
                                                      inner_bounds, read_password, scrub)
+from gobblin_py.builtin.schemas.mysql_columns import CONVERT
 from gobblin_py.builtin.sources.jdbc.mysql_columns import read_columns, watermark_kind
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import Column
@@ -339,35 +339,6 @@ class MySqlQueries(TableQueries):
                               f"table_name = %s AND non_unique = 0 GROUP BY index_name HAVING SUM(column_name NOT IN "
                               f"({marks})) = 0 LIMIT 1", [self.schema_name, self.table_name, *columns])
         return row is not None
-
-
-def _time(value: Any) -> Any:
-    """TIME arrives as a timedelta (it may be negative or over 24 h): a time of day when it is one, else left as is
-    for the writer to refuse as a bad record."""
-    if isinstance(value, timedelta) and timedelta(0) <= value < timedelta(days=1):
-        return (datetime.min + value).time()
-    return value
-
-
-def _bool(value: Any) -> Any:
-    return any(value) if isinstance(value, (bytes, bytearray)) else bool(value)
-
-
-def _bits(value: Any) -> Any:
-    return int.from_bytes(value, "big") if isinstance(value, (bytes, bytearray)) else value
-
-
-def _decimal(value: Any) -> Any:
-    return Decimal(value) if isinstance(value, int) else value
-
-
-def _text(value: Any) -> Any:
-    return ",".join(sorted(value)) if isinstance(value, (set, frozenset)) else value
-
-
-CONVERT: dict[str, Callable[[Any], Any]] = {"time": _time, "bool": _bool, "bits": _bits, "decimal": _decimal,
-                                            "text": _text}
-"""`Column.cast` → the conversion of the driver's value to what the Avro writer takes."""
 
 
 def _converted(row: tuple[Any, ...], columns: list[int], convert: list[Callable[[Any], Any] | None]) -> tuple[Any, ...]:

@@ -1,83 +1,17 @@
-"""A MySQL/MariaDB table's columns (from information_schema) with their Avro types, and the watermark column's kind.
-
-tinyint/smallint/mediumint/int → int (int unsigned → long), bigint → long (bigint unsigned → decimal(20,0): exact,
-and still a number), decimal(p,s) → decimal bytes (p,s), float/double → float/double, char/varchar/*text → string,
-binary/varbinary/*blob → bytes, date → date, datetime/timestamp → timestamp-micros, time → time-micros, year → int,
-json → string (its text), enum/set → string, bit(1) → boolean, bit(n) → long. tinyint(1) stays int: MySQL's BOOL
-is only a convention there, and the column may hold 2 or -1. Any other type (geometry, vector, uuid, inet6 …) is a
-ConfigError naming table and column, raised at planning.
-
-`timestamp` is an instant (MySQL stores it as UTC): the session's time_zone is `+00:00`, so it is read as UTC.
-`datetime` has no zone: its wall-clock value is written as is (read as UTC, as PostgreSQL's `timestamp`).
-"""
+"""The jdbc source's view of a MySQL/MariaDB table's columns: the shared mapping (`builtin.schemas.mysql_columns`, also
+read by `mysql_cdc`) and which MySQL types may be a watermark column."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from gobblin_py.builtin.sources.jdbc.ranges import WatermarkKind
+from gobblin_py.builtin.schemas.mysql_columns import COLUMNS_SQL, CONVERTED, SIMPLE, read_columns
 from gobblin_py.builtin.sources.jdbc.columns import Column
+from gobblin_py.builtin.sources.jdbc.ranges import WatermarkKind
 
-COLUMNS_SQL = """
-SELECT column_name, is_nullable, data_type, column_type, numeric_precision, numeric_scale
-FROM information_schema.columns WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position
-"""
-
-SIMPLE: dict[str, Any] = {
-    "tinyint": "int", "smallint": "int", "mediumint": "int", "year": "int",
-    "float": "float", "double": "double",
-    "char": "string", "varchar": "string", "tinytext": "string", "text": "string", "mediumtext": "string",
-    "longtext": "string", "json": "string", "enum": "string", "set": "string",
-    "binary": "bytes", "varbinary": "bytes", "tinyblob": "bytes", "blob": "bytes", "mediumblob": "bytes",
-    "longblob": "bytes",
-    "date": {"type": "int", "logicalType": "date"},
-    "datetime": {"type": "long", "logicalType": "timestamp-micros"},
-    "timestamp": {"type": "long", "logicalType": "timestamp-micros"},
-    "time": {"type": "long", "logicalType": "time-micros"},
-}
-"""Types whose Avro type needs nothing from the column's declaration."""
-
-CONVERTED = {"time": "time", "set": "text"}
-"""Types whose driver value is converted in Python (see `mysql.convert`): TIME arrives as a timedelta."""
+__all__ = ["COLUMNS_SQL", "CONVERTED", "SIMPLE", "WATERMARK_KINDS", "read_columns", "watermark_kind"]
 
 WATERMARK_KINDS = {"tinyint": WatermarkKind.INTEGER, "smallint": WatermarkKind.INTEGER,
                    "mediumint": WatermarkKind.INTEGER, "int": WatermarkKind.INTEGER, "bigint": WatermarkKind.INTEGER,
                    "datetime": WatermarkKind.TIMESTAMP, "timestamp": WatermarkKind.TIMESTAMP, "date": WatermarkKind.DATE}
-
-
-def _text(value: Any) -> str:
-    """information_schema text (MySQL 8 may hand it over as bytes)."""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _avro_type(data_type: str, column_type: str, precision: Any, scale: Any) -> tuple[Any, str | None]:
-    """(Avro type or None, the Python conversion of its values or None) of one column."""
-    unsigned = "unsigned" in column_type
-    if data_type in SIMPLE:
-        return SIMPLE[data_type], CONVERTED.get(data_type)
-    if data_type == "int":
-        return ("long" if unsigned else "int"), None
-    if data_type == "bigint":
-        if unsigned:
-            return {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 0}, "decimal"
-        return "long", None
-    if data_type == "decimal":
-        return {"type": "bytes", "logicalType": "decimal", "precision": int(precision), "scale": int(scale or 0)}, None
-    if data_type == "bit":
-        return ("boolean", "bool") if column_type == "bit(1)" else ("long", "bits")
-    return None, None
-
-
-def read_columns(conn: Any, schema_name: str, table_name: str) -> list[Column]:
-    """Every column of the table with its Avro type (None where it has none: see `check_mapped`)."""
-    out: list[Column] = []
-    with conn.cursor() as cur:
-        cur.execute(COLUMNS_SQL, (schema_name, table_name))
-        for name, nullable, data_type, column_type, precision, scale in cur.fetchall():
-            data_type, column_type = _text(data_type).lower(), _text(column_type).lower()
-            avro, convert = _avro_type(data_type, column_type, precision, scale)
-            out.append(Column(_text(name), _text(nullable) == "NO", data_type, column_type, avro, convert))
-    return out
 
 
 def watermark_kind(column: Column) -> str | None:

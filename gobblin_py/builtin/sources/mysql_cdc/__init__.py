@@ -1,0 +1,1 @@
+"""MySQL/MariaDB binlog change data capture (`source: {class: mysql_cdc}`)."""

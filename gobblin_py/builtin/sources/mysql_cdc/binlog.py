@@ -1,0 +1,152 @@
+"""One table's committed changes in a binlog range, read with mysql-replication (a non-blocking binlog dump).
+
+A transaction's position is where its commit event ends (an XID event, or a `COMMIT` query for a non-transactional
+table; a DDL statement is its own transaction): a range `(low, end]` holds the transactions whose commit ends in it, so
+a transaction is wholly in one range. Reading starts at `low` (always a transaction's end, or the binlog's end when a
+position was taken) and stops at the first event at or past `end`.
+
+Row events name their values by the column names they carry (`binlog_row_metadata = FULL`, checked at planning):
+names that differ from the planned columns mean the table changed in the range (ALTER TABLE), and the read fails
+naming the columns and the position. An ALTER, RENAME or DROP of the table in the range fails the same way; a TRUNCATE
+is a change of its own (`truncate`). A `DELETE` carries the whole old row (binlog_row_image FULL)."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gobblin_py.builtin.sources.mysql_cdc import position
+from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings
+from gobblin_py.errors import SourceError
+
+DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(alter\s+(?:online\s+|ignore\s+)*table|truncate(?:\s+table)?|"
+                 r"drop\s+table(?:\s+if\s+exists)?|rename\s+table|create\s+(?:or\s+replace\s+)?table)\s+(.*)$",
+                 re.IGNORECASE | re.DOTALL)
+NAME = re.compile(r"\s*((?:`[^`]+`|[\w$]+)(?:\s*\.\s*(?:`[^`]+`|[\w$]+))?)")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One row change of the table: `op` insert, update, delete or truncate; `before`/`after` the row images."""
+
+    op: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    pos: int  # the transaction's commit position
+    ts: int  # when the transaction's commit event was written (seconds since the epoch)
+    xid: int | None
+
+
+def tables_named(query: str, default_db: str) -> tuple[str, list[str]]:
+    """(the statement's kind, the `db.table`s it names first) of a DDL statement, or ("", []) for another one."""
+    m = DDL.match(query)
+    if not m:
+        return "", []
+    kind = " ".join(m.group(1).lower().split()[:2]).replace(" online", "").replace(" ignore", "")
+    names = []
+    rest = m.group(2)
+    while (n := NAME.match(rest)) is not None:
+        parts = [p.strip().strip("`") for p in re.split(r"`?\s*\.\s*`?", n.group(1))]
+        names.append(".".join(parts) if len(parts) == 2 else f"{default_db}.{parts[0]}")
+        rest = rest[n.end():]
+        if not (kind.startswith("rename") or kind.startswith("drop") or kind.startswith("truncate")):
+            break
+        sep = re.match(r"\s*(,|to)\s*", rest, re.IGNORECASE)
+        if sep is None:
+            break
+        rest = rest[sep.end():]
+    return kind, names
+
+
+def read(s: MysqlCdcSettings, database: str, table: str, columns: list[str], low: int, end: int, base: str,
+         width: int) -> Iterator[Change]:
+    """Every change of `database.table` in transactions committing in `(low, end]`, in binlog order."""
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.event import QueryEvent, RotateEvent, XidEvent
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    if end <= low:
+        return
+    start = position.of_value(low, base, width)
+    args = s.connection_args()
+    stream = BinLogStreamReader(connection_settings=args, server_id=s.server_id + random.randrange(1 << 20),
+                                blocking=False, resume_stream=True, log_file=start.file, log_pos=start.offset,
+                                only_events=[RotateEvent, XidEvent, QueryEvent, WriteRowsEvent, UpdateRowsEvent,
+                                             DeleteRowsEvent],
+                                only_schemas=[database], only_tables=[table], enable_logging=False)
+    dataset = f"{database}.{table}"
+    held: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = []
+    here = low
+    try:
+        for event in stream:
+            here = (position.parse(stream.log_file, 0).number << 32) | int(stream.log_pos)
+            if isinstance(event, RotateEvent):
+                if here > end and not held:
+                    break
+                continue
+            if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+                if event.schema != database or event.table != table:
+                    continue
+                _check_columns(dataset, [c.name for c in event.columns], columns, here, base)
+                for row in event.rows:
+                    if isinstance(event, WriteRowsEvent):
+                        held.append(("insert", None, row["values"]))
+                    elif isinstance(event, UpdateRowsEvent):
+                        held.append(("update", row["before_values"], row["after_values"]))
+                    else:
+                        held.append(("delete", row["values"], None))
+                continue
+            commit = isinstance(event, XidEvent)
+            xid = int(event.xid) if commit else None
+            if isinstance(event, QueryEvent):
+                text = event.query.decode("utf-8", "replace") if isinstance(event.query, bytes) else str(event.query)
+                default = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema or "")
+                if text.strip().upper() == "COMMIT":
+                    commit = True
+                elif text.strip().upper() != "BEGIN":
+                    kind, names = tables_named(text, default)
+                    if dataset in names and low < here <= end:
+                        if kind.startswith("truncate"):
+                            yield Change("truncate", None, None, here, int(event.timestamp), None)
+                        elif not kind.startswith("create"):
+                            raise SourceError(
+                                f"table {dataset} changed in the binlog range read: `{' '.join(text.split())[:200]}` "
+                                f"at {position.text(here, base)}. Nothing of this run is committed for it; its "
+                                "changes after the statement have other columns (or another table). Snapshot it "
+                                "again: `gobblin-py state reset JOB.yaml --dataset "
+                                f"{dataset} --yes`, then run")
+            if commit:
+                if low < here <= end:
+                    for op, before, after in held:
+                        yield Change(op, before, after, here, int(event.timestamp), xid)
+                held = []
+            if here >= end and not held:
+                break
+        else:  # the end of the binlog: where the reader stands, past the events it left out (a new file's header)
+            here = max(here, (position.parse(stream.log_file, 0).number << 32) | int(stream.log_pos or 0))
+            if here < end:
+                raise SourceError(f"the binlog of {s.endpoint} ended at {position.text(here, base)} before the planned "
+                                  f"end {position.text(end, base)} (reset or purged while the run read it); nothing of "
+                                  "this run is committed: run again")
+    finally:
+        stream.close()
+
+
+def _check_columns(dataset: str, have: list[str | None], planned: list[str], at: int, base: str) -> None:
+    if have == planned:
+        return
+    if any(n is None or str(n).startswith("UNKNOWN_COL") for n in have):
+        raise SourceError(f"table {dataset}: a row event at {position.text(at, base)} carries no column names "
+                          "(written while binlog_row_metadata was not FULL): its values cannot be named safely. "
+                          f"Snapshot the table again: `gobblin-py state reset JOB.yaml --dataset {dataset} --yes`")
+    added = [n for n in have if n not in planned]
+    dropped = [n for n in planned if n not in have]
+    what = "; ".join(x for x in (f"added {', '.join(map(str, added))}" if added else "",
+                                 f"dropped {', '.join(dropped)}" if dropped else "",
+                                 "columns reordered" if not added and not dropped else "") if x)
+    raise SourceError(f"table {dataset} changed (ALTER TABLE: {what}) before the change at {position.text(at, base)}: "
+                      "its rows no longer have the planned columns. Nothing of this run is committed for it. Snapshot "
+                      f"it again: `gobblin-py state reset JOB.yaml --dataset {dataset} --yes`, then run")

@@ -1,0 +1,134 @@
+"""Reads one WorkUnit: a snapshot chunk of a table (`snapshot.py`), or the table's changes in transactions committing
+in `(low, end]` (`binlog.py`), after its chunks' high positions when its snapshot just ended.
+
+A record is the table's columns and `_op`, `_pos`, `_seq`, `_commit_ts`, `_xid`:
+- insert, update: the row after; delete: the whole row before (binlog_row_image FULL). An update that changes the
+  primary key is two records, a delete of the old key then the update, at consecutive `_seq`, so a consumer kept by
+  key drops the old key; truncate (a `TRUNCATE TABLE` in the binlog): every column null. read: a snapshot row, after
+  one truncate record in its first chunk (`_seq` -1): a snapshot replaces what a consumer held of the table.
+- `_pos` is the binlog position where the change's transaction commits (`(file number << 32) | offset`, see
+  `position.py`) and `_seq` the record's place in its work unit's records: (_pos, _seq) orders the table's
+  changes as they committed. Snapshot rows have `_pos` = the high position of their chunk and `_seq` = (the chunk's
+  number << 32) + their row number in it.
+- `_commit_ts` is when the commit event was written (the binlog keeps seconds); `_xid` the XID event's transaction id
+  (null for snapshot rows, truncates and non-transactional tables).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from gobblin_py.api import Extractor, TaskContext, WorkUnit
+from gobblin_py.api.types import Record, Schema, WatermarkValue
+from gobblin_py.builtin.schemas.mysql_columns import CONVERT
+from gobblin_py.builtin.sources.mysql_cdc import binlog, position
+from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect
+from gobblin_py.builtin.sources.mysql_cdc.snapshot import Chunks, read_chunk
+from gobblin_py.builtin.sources.mysql_cdc.split import MysqlCdcSplit
+from gobblin_py.errors import SourceError, UnreachableError, describe
+
+log = logging.getLogger(__name__)
+
+
+class MysqlCdcExtractor(Extractor):
+    """One snapshot chunk of a table, or the table's changes in (low, end]."""
+
+    def __init__(self, settings: MysqlCdcSettings, workunit: WorkUnit, context: TaskContext) -> None:
+        self.settings, self.workunit, self.context = settings, workunit, context
+        self.split = p = MysqlCdcSplit.of(workunit)
+        self.names: list[str] = p.columns
+        self.end = p.end
+        self.at = ""
+        self.seq = 0
+        self._convert: list[tuple[str, Callable[[Any], Any]]] = [(c, CONVERT[k]) for c, k in p.casts.items()]
+
+    def get_schema(self) -> Schema:
+        return self.split.avro_schema
+
+    def actual_high_watermark(self) -> WatermarkValue:
+        return self.end  # only a task that read its whole range is committed
+
+    def location(self) -> str:
+        return f"{self.split.table} {self.at}"
+
+    def read_records(self) -> Iterator[Record]:
+        import pymysql
+
+        p, s = self.split, self.settings
+        try:
+            if p.chunk is not None:
+                yield from self._chunk()
+                return
+            chunks = Chunks.of(p.chunks) if p.chunks else None
+            count = 0
+            for c in binlog.read(s, p.database, p.table_name, self.names, p.low, self.end, p.base, p.width):
+                for record in self._records(c, chunks):
+                    count += 1
+                    yield record
+            log.info("%s: %d change record(s) in (%s, %s]", p.table, count, position.text(p.low, p.base),
+                     position.text(self.end, p.base))
+        except pymysql.err.OperationalError as exc:
+            raise UnreachableError(f"{s.endpoint}: lost the connection reading {p.table}: {describe(exc)}", s.endpoint,
+                                   "the next attempt (or run) reads the range again") from None
+        except pymysql.err.Error as exc:
+            raise SourceError(f"{s.endpoint}, table {p.table}: {describe(exc)}") from None
+
+    def _chunk(self) -> Iterator[Record]:
+        """One snapshot chunk as of its high position, which is this work unit's watermark (`chunk.<n>`); the first
+        chunk starts with a truncate record (a snapshot replaces what a consumer held of the table)."""
+        p, s = self.split, self.settings
+        lo = tuple(p.chunk_lo) if p.chunk_lo is not None else None
+        hi = tuple(p.chunk_hi) if p.chunk_hi is not None else None
+        if p.chunk == 0:
+            self.at = "snapshot start"
+            yield self._record(None, "truncate", p.low, -1, None, None)
+        conn = connect(s, in_task=True)
+        try:
+            high, rows = read_chunk(s, conn, p.database, p.table_name, self.names, p.key, lo, hi)
+        finally:
+            conn.close()
+        for n, row in enumerate(rows):
+            self.at = f"snapshot chunk {p.chunk} row {n}"
+            yield self._record(row, "read", high, (p.chunk << 32) + n, None, None)
+        self.end = high
+
+    def _next(self) -> int:
+        self.seq += 1
+        return self.seq - 1
+
+    def _records(self, c: binlog.Change, chunks: Chunks | None) -> Iterator[Record]:
+        key = self.split.key
+        self.at = f"{c.op} committed at {position.text(c.pos, self.split.base)}"
+
+        def wanted(image: dict[str, Any]) -> bool:
+            return chunks is None or chunks.after(tuple(image[k] for k in key), c.pos)
+
+        if c.op == "truncate":
+            if chunks is not None and c.pos <= max(at for _, _, at in chunks.ranges):
+                raise SourceError(f"table {self.split.table} was truncated at {self.at} while its snapshot was read: "
+                                  "some chunks hold the rows before it, others not. Nothing of this run is committed "
+                                  f"for it. Snapshot it again: `gobblin-py state reset JOB.yaml --dataset "
+                                  f"{self.split.table} --yes`, then run")
+            yield self._record(None, "truncate", c.pos, self._next(), c.ts, None)
+        elif c.op == "insert" and c.after is not None and wanted(c.after):
+            yield self._record(c.after, "insert", c.pos, self._next(), c.ts, c.xid)
+        elif c.op == "delete" and c.before is not None and wanted(c.before):
+            yield self._record(c.before, "delete", c.pos, self._next(), c.ts, c.xid)
+        elif c.op == "update" and c.before is not None and c.after is not None:
+            moved = any(c.before[k] != c.after[k] for k in key)
+            if moved and wanted(c.before):
+                yield self._record(c.before, "delete", c.pos, self._next(), c.ts, c.xid)
+            if wanted(c.after):
+                yield self._record(c.after, "update", c.pos, self._next(), c.ts, c.xid)
+
+    def _record(self, row: dict[str, Any] | None, op: str, pos: int, seq: int, ts: int | None, xid: int | None) -> Record:
+        record: dict[str, Any] = {n: row.get(n) for n in self.names} if row is not None else dict.fromkeys(self.names)
+        for name, convert in self._convert:
+            if record[name] is not None:
+                record[name] = convert(record[name])
+        record.update(_op=op, _pos=pos, _seq=seq, _xid=xid,
+                      _commit_ts=datetime.fromtimestamp(ts, timezone.utc) if ts is not None else None)
+        return record

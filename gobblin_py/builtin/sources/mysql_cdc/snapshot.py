@@ -1,0 +1,137 @@
+"""A table's snapshot in primary-key chunks, each exact at a binlog position of its own (the Flink CDC MySQL
+algorithm), so no long transaction and no lock is held, and chunks run as tasks of their own.
+
+Planning (`boundaries`): chunk i holds the keys in (its low key, its high key]; the first is open below, the last
+open above, so every key is in exactly one chunk whenever it was inserted. A boundary is the `chunk_rows`-th key after
+the previous one; a key that is not all integers gives one chunk (MySQL orders strings by their collation, which
+Python's order, used to route a change to its chunk, does not follow).
+
+Reading one chunk (`read_chunk`): `low` = the binlog position of a consistent snapshot (MariaDB's
+`binlog_snapshot_position`, exact for the transaction's read view; on MySQL, `SHOW MASTER STATUS` just before it);
+one SELECT of the chunk's rows in that short read-only transaction; `high` = the binlog's end after it. The table's
+changes in `(low, high]` whose key is in the chunk are applied to its rows (inserts and updates by key, deletes, a
+key update as both): the chunk as it was at `high`. Its rows are emitted as `_op: read` at position `high`, and the
+stream afterwards keeps a change of a key in that chunk only when its transaction commits after `high`
+(`Chunks.after`)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from gobblin_py.builtin.sources.mysql_cdc import binlog, position
+from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, query
+
+log = logging.getLogger(__name__)
+
+Key = tuple[Any, ...]
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+@dataclass
+class Chunks:
+    """The chunks read: each one's key range and the position its rows are as of."""
+
+    ranges: list[tuple[Key | None, Key | None, int]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, kept: list[tuple[list[Any] | None, list[Any] | None, int]]) -> Chunks:
+        return cls([(tuple(lo) if lo is not None else None, tuple(hi) if hi is not None else None, int(at))
+                    for lo, hi, at in kept])
+
+    def high(self, key: Key) -> int:
+        """The position the chunk holding `key` was read at."""
+        for lo, hi, at in self.ranges:
+            if (lo is None or key > lo) and (hi is None or key <= hi):
+                return at
+        raise AssertionError(f"key {key} is in no chunk")  # the chunks cover every key
+
+    def after(self, key: Key, pos: int) -> bool:
+        """Whether a change of `key` at `pos` is after the snapshot of its chunk (and so belongs to the stream)."""
+        return pos > self.high(key)
+
+
+def _where(key: list[str], lo: Key | None, hi: Key | None) -> tuple[str, list[Any]]:
+    keys = ", ".join(quote(k) for k in key)
+    marks = ", ".join(["%s"] * len(key))
+    parts, args = [], []
+    if lo is not None:
+        parts.append(f"({keys}) > ({marks})")
+        args += list(lo)
+    if hi is not None:
+        parts.append(f"({keys}) <= ({marks})")
+        args += list(hi)
+    return (" WHERE " + " AND ".join(parts)) if parts else "", args
+
+
+def boundaries(s: MysqlCdcSettings, conn: Any, database: str, table: str, key: list[str], after: Key | None,
+               count: int) -> list[Key | None]:
+    """The high keys of up to `count` chunks after key `after` (None: the table's start); None ends the list: that
+    chunk is open above, the last."""
+    keys = ", ".join(quote(k) for k in key)
+    out: list[Key | None] = []
+    lo = after
+    while len(out) < count:
+        where, args = _where(key, lo, None)
+        rows = query(conn, f"SELECT {keys} FROM {quote(database)}.{quote(table)}{where} ORDER BY {keys} "
+                           f"LIMIT 1 OFFSET {s.snapshot.chunk_rows - 1}", args)
+        if not rows:
+            out.append(None)
+            break
+        lo = tuple(rows[0])
+        out.append(lo)
+    return out
+
+
+def _snapshot_position(conn: Any) -> position.Position | None:
+    """MariaDB's binlog position of the current consistent snapshot; None where the server has none (MySQL)."""
+    found = dict(query(conn, "SHOW STATUS LIKE 'binlog_snapshot_%'"))
+    if found.get("binlog_snapshot_file"):
+        return position.parse(str(found["binlog_snapshot_file"]), int(found["binlog_snapshot_position"]))
+    return None
+
+
+def read_chunk(s: MysqlCdcSettings, conn: Any, database: str, table: str, columns: list[str], key: list[str],
+               lo: Key | None, hi: Key | None) -> tuple[int, list[dict[str, Any]]]:
+    """(high, the chunk's rows as of high, in key order)."""
+    where, args = _where(key, lo, None if hi is None else hi)
+    keys = ", ".join(quote(k) for k in key)
+    sql = f"SELECT {', '.join(quote(c) for c in columns)} FROM {quote(database)}.{quote(table)}{where} ORDER BY {keys}"
+    before = position.current(conn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            low = _snapshot_position(conn) or before
+            cur.execute(sql, args)
+            rows = [dict(zip(columns, r)) for r in cur.fetchall()]
+    finally:
+        conn.rollback()
+    high = position.current(conn)
+    by_key = {tuple(r[k] for k in key): r for r in rows}
+    applied = 0
+    for c in binlog.read(s, database, table, columns, low.value(), high.value(), high.base, high.width):
+        applied += 1
+        if c.op == "truncate":
+            by_key.clear()
+            continue
+        for image, keep in ((c.before, False), (c.after, True)):
+            if image is None:
+                continue
+            k = tuple(image[n] for n in key)
+            if (lo is not None and k <= lo) or (hi is not None and k > hi):
+                continue
+            if keep:
+                by_key[k] = image
+            elif c.after is None or tuple(c.after[n] for n in key) != k:
+                by_key.pop(k, None)
+    log.info("%s.%s: chunk (%s, %s]: %d row(s) at %s, %d change(s) applied from %s", database, table, lo, hi,
+             len(by_key), high, applied, low)
+    try:
+        ordered = [by_key[k] for k in sorted(by_key)]
+    except TypeError:  # a key Python cannot order (NULL never is one: a primary key); keep the server's order
+        ordered = list(by_key.values())
+    return high.value(), ordered

@@ -1,0 +1,86 @@
+"""The chunked snapshot (`snapshot.boundaries`, `snapshot.read_chunk`) with changes written between its chunks: each
+chunk as of its own high position, and the binlog after it keeps exactly the changes of each key after its chunk, so
+the whole equals the table once (a key moved from a chunk read to one not yet read, and back, included); and as a
+job, its chunks spread over runs (`chunks_per_run`) while the table changes, then the stream."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gobblin_py.builtin.sources.mysql_cdc import binlog, position
+from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect
+from gobblin_py.builtin.sources.mysql_cdc.snapshot import Chunks, boundaries, read_chunk
+
+from mysql_cdc.mysql_cdc_jobs import PASSWORD_ENV, cdc_job, read_changes, replay, run
+
+
+def test_changes_between_chunks_are_applied_once(binlog_maria: Any, mdb: str) -> None:
+    maria = binlog_maria
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY, v text)", "INSERT INTO t SELECT seq, 'v' FROM seq_1_to_30")
+    s = MysqlCdcSettings(url=maria.url(mdb, "mysql"), password_env=PASSWORD_ENV, tables=[f"{mdb}.t"],
+                         snapshot={"chunk_rows": 10})
+    conn = connect(s)
+    chunks = Chunks()
+    table: dict[int, str] = {}
+    between = [  # after chunk 1 (keys 1-10), after chunk 2 (11-20)
+        ["UPDATE t SET v = 'in-read' WHERE id = 3", "UPDATE t SET v = 'not-yet' WHERE id = 25",
+         "UPDATE t SET id = 50 WHERE id = 1",  # moved into chunk 3, read later
+         "UPDATE t SET id = 0 WHERE id = 22",  # moved into chunk 1, read already
+         "DELETE FROM t WHERE id = 15", "INSERT INTO t VALUES (100, 'new')"],
+        ["UPDATE t SET v = 'again' WHERE id = 0", "DELETE FROM t WHERE id = 26"],
+    ]
+    highs = boundaries(s, conn, mdb, "t", ["id"], None, 10)
+    assert highs == [(10,), (20,), (30,), None]  # the last chunk is open above (and empty when read)
+    for n, hi in enumerate(highs):
+        lo = highs[n - 1] if n else None
+        high, rows = read_chunk(s, conn, mdb, "t", ["id", "v"], ["id"], lo, hi)
+        chunks.ranges.append((lo, hi, high))
+        for row in rows:
+            assert row["id"] not in table, f"key {row['id']} read twice"
+            table[row["id"]] = row["v"]
+        if n < len(between):
+            maria.execute(mdb, *between[n])
+    conn.close()
+    assert chunks.ranges[0][2] < chunks.ranges[1][2] < chunks.ranges[2][2]
+    end = position.current(maria.connect(mdb)).value()
+    base = position.current(maria.connect(mdb)).base
+    start = min(at for _, _, at in chunks.ranges)
+    for c in binlog.read(s, mdb, "t", ["id", "v"], start, end, base, 6):
+        if c.before is not None and chunks.after((c.before["id"],), c.pos) and (
+                c.after is None or c.after["id"] != c.before["id"]):
+            table.pop(c.before["id"], None)
+        if c.after is not None and chunks.after((c.after["id"],), c.pos):
+            table[c.after["id"]] = c.after["v"]
+    assert table == dict(maria.query(mdb, "SELECT id, v FROM t"))
+
+
+def test_a_table_read_whole_when_its_key_is_not_integers(tmp_path: Path, binlog_maria: Any, mdb: str) -> None:
+    maria = binlog_maria
+    maria.execute(mdb, "CREATE TABLE t (id varchar(10) PRIMARY KEY, v text)",
+                  "INSERT INTO t VALUES ('a', '1'), ('B', '2'), ('c', '3')")
+    assert run(tmp_path, cdc_job(tmp_path, maria, mdb, ["t"], snapshot={"chunk_rows": 1})).succeeded
+    rows = read_changes(tmp_path / "output", f"{mdb}.t")
+    reads = [r for r in rows if r["_op"] == "read"]
+    assert sorted(r["id"] for r in reads) == ["B", "a", "c"] and {r["_seq"] >> 32 for r in reads} == {0}
+
+
+def test_chunks_spread_over_runs_then_the_stream(tmp_path: Path, binlog_maria: Any, mdb: str) -> None:
+    maria = binlog_maria
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY, v text)", "INSERT INTO t SELECT seq, 'v' FROM seq_1_to_45")
+    job = cdc_job(tmp_path, maria, mdb, ["t"], snapshot={"chunk_rows": 10, "chunks_per_run": 2})
+    dml = [["UPDATE t SET v = 'x' WHERE id IN (3, 33)", "DELETE FROM t WHERE id = 12", "INSERT INTO t VALUES (7000, 'hi')"],
+           ["UPDATE t SET id = 0 WHERE id = 44", "UPDATE t SET id = 4444 WHERE id = 2", "UPDATE t SET v = 'y' WHERE id = 3"],
+           ["DELETE FROM t WHERE id = 0", "INSERT INTO t VALUES (46, 'late')"],
+           ["UPDATE t SET v = 'z' WHERE id = 46"]]
+    read_by_run = []
+    for statements in dml:
+        done = run(tmp_path, job)
+        assert done.succeeded, done.error
+        read_by_run.append(sum(1 for r in read_changes(tmp_path / "output", f"{mdb}.t") if r["_op"] == "read"))
+        maria.execute(mdb, *statements)
+    assert run(tmp_path, job).succeeded
+    rows = read_changes(tmp_path / "output", f"{mdb}.t")
+    assert replay(rows, "id", "v") == dict(maria.query(mdb, "SELECT id, v FROM t"))
+    assert len({r["_seq"] >> 32 for r in rows if r["_op"] == "read"}) == 5  # chunks 0-4: 2, 2, then the open one
+    assert read_by_run[0] == 20 and read_by_run[2] == read_by_run[3], read_by_run  # run 4 streamed, read nothing
