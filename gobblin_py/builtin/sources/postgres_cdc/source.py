@@ -55,6 +55,7 @@ from gobblin_py.api.lag import DatasetLag, unmeasured
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.schemas.postgres_columns import Column, avro_schema, check_mapped, read_columns
+from gobblin_py.builtin.sources.postgres_cdc.chunk_plan import plan_chunks
 from gobblin_py.builtin.sources.postgres_cdc.columns import read_shape, silent_changes
 from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, connect, flushed_after_sync_commit, lsn_int,
                                                              lsn_text, open_source)
@@ -173,22 +174,26 @@ class PostgresCdcSource(Source):
         position = lsn_int(slot["confirmed_flush_lsn"])
         end = self._end(conn, position)
         self._check_unchanged(pub, self._read_publication(conn, plans), plans)
-        units = []
+        units, chunks = [], []
         for p in plans:
             low = committed[p.dataset]
             if p.dataset in problems:  # left out, yet kept in `tables`: the slot stays at its position
                 state.report_input_problem(p.dataset, problems[p.dataset])
                 continue
             self._report_column_changes(p, state)
-            units.append(self._workunit(p, low if low is not None else position, max(end, low or 0), low is None,
-                                        [q.dataset for q in plans], system, pub))
+            unit = self._workunit(p, low if low is not None else position, max(end, low or 0), low is None,
+                                  [q.dataset for q in plans], system, pub)
+            if s.snapshot_chunk_rows is not None:  # a snapshot in chunks, each a task of its own (`chunks.py`)
+                unit, more = plan_chunks(s, conn, state, unit, end, low, p.table_bytes)
+                chunks += more
+            units.append(unit)
         log.info("slot %s at %s: reading %d table(s) up to %s (%d snapshotted)", s.slot, lsn_text(position), len(units),
                  lsn_text(end), sum(1 for u in units if CdcSplit.of(u).snapshot))
         if not units:
             return []
         mwu = MultiWorkUnit(workunit_id(f"cdc.{s.slot}", "postgres_cdc", s.endpoint, s.database, s.slot, str(end),
                                         *sorted(u.id for u in units)), tuple(units))
-        return [mwu]
+        return [mwu, *chunks]
 
     def _check_identity(self, p: TablePlan, state: SourceState, system: str | None) -> None:
         """What the table's committed position was taken from is what this run reads: the same slot, the same

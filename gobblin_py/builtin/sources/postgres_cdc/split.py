@@ -26,3 +26,5 @@ class CdcSplit(Split):
     snapshot_bytes: int = 0  # pg_table_size when snapshotted: what the snapshot reads
     wal_bytes: int = 0
     tables: list[str]  # every table of the run: the slot advances to the lowest committed position of them all
+    chunk: dict[str, Any] | None = None  # a chunk task: the chunk of a chunked snapshot to read (`snapshot.py`)
+    chunks: dict[str, Any] | None = None  # a stream during a chunked snapshot: its per-key filter (`chunks.py`)
