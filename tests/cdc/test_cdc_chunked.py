@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from gobblin_py.state.store import StateStore
+from gobblin_py.testing.crash import cli
 
 from cdc.cdc_jobs import cdc_job, read_changes, run, slot_position
+from support.jobs import write_job
 
 
 def replay(rows: list[dict[str, Any]], key: str = "id") -> dict[Any, Any]:
@@ -28,12 +30,13 @@ def replay(rows: list[dict[str, Any]], key: str = "id") -> dict[Any, Any]:
     return table
 
 
-def check_output(tmp: Path, conn: Any, table: str, key: str = "id") -> list[dict[str, Any]]:
-    """The output of `table` holds no record twice, reads each key at most once, and replays to the table's rows."""
+def check_output(tmp: Path, conn: Any, table: str, key: str = "id", snapshots: int = 1) -> list[dict[str, Any]]:
+    """The output of `table` holds no record twice, reads each key at most once a snapshot, and replays to the
+    table's rows."""
     rows = read_changes(tmp / "output", table)
     assert max(Counter(repr(sorted(r.items())) for r in rows).values()) == 1, f"{table}: a record twice"
     reads = Counter(r[key] for r in rows if r["_op"] == "read")
-    assert not reads or max(reads.values()) == 1, f"{table}: a key read twice"
+    assert not reads or max(reads.values()) <= snapshots, f"{table}: a key read twice in one snapshot"
     assert replay(rows, key) == dict(conn.execute(f"SELECT {key}, v FROM {table}").fetchall()), table
     return rows
 
@@ -151,4 +154,37 @@ def test_a_changed_chunk_key_fails_closed(tmp_path: Path, pg: Any, db: str) -> N
     second = run(tmp_path, job)
     assert not second.succeeded
     assert "public.t" in second.error and "primary key changed" in second.error and "state reset" in second.error
+    conn.close()
+
+
+def test_snapshot_command_reads_a_table_again_while_it_streams(tmp_path: Path, pg: Any, db: str) -> None:
+    """`gobblin-py snapshot JOB --table` marks a captured table; the next runs read it again in chunks, the slot
+    untouched by the command, while deletes and changes go on; the output replays to the table."""
+    conn = pg.connect(db)
+    conn.execute("CREATE TABLE public.t (id int PRIMARY KEY, v text); "
+                 "INSERT INTO public.t SELECT g, 'r' || g FROM generate_series(1, 40) g")
+    job = cdc_job(tmp_path, pg, db, tables=["public.t"], create_publication=True, snapshot_chunk_rows=10,
+                  snapshot_chunks_per_run=2)
+    write_job(tmp_path, job)
+    never = cli(["snapshot", "job.yaml", "--table", "public.nope"], tmp_path)
+    assert never.returncode == 2 and "public.nope" in never.stderr and "no committed position" in never.stderr
+    while True:
+        done = run(tmp_path, job)
+        assert done.succeeded, done.error
+        if chunk_state(tmp_path, "public.t") is None:
+            break
+    position = slot_position(conn)
+    asked = cli(["snapshot", "job.yaml", "--table", "public.t"], tmp_path)
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert "public.t: marked for a fresh chunked snapshot" in asked.stdout and "not reset" in asked.stdout
+    assert slot_position(conn) == position
+    for n in range(8):
+        conn.execute("DELETE FROM public.t WHERE id = %s", (n * 5 + 1,))
+        conn.execute("UPDATE public.t SET v = v || 'u' WHERE id = %s", (n * 5 + 2,))
+        conn.execute("INSERT INTO public.t VALUES (%s, 'new')", (100 + n,))
+        again = run(tmp_path, job)
+        assert again.succeeded, again.error
+    assert chunk_state(tmp_path, "public.t") is None, "the re-snapshot did not finish in eight runs"
+    rows = check_output(tmp_path, conn, "public.t", snapshots=2)
+    assert sum(1 for r in rows if r["_op"] == "read") > 40 + 20, "the table was not read again"
     conn.close()

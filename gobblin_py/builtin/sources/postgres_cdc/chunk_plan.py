@@ -9,7 +9,7 @@ from typing import Any
 
 from gobblin_py.api import SourceState, WorkUnit
 from gobblin_py.api.names import identity_hash, workunit_id
-from gobblin_py.builtin.sources.postgres_cdc.chunks import (CHUNK_KEY, KEPT_NAME, KEY_TYPES, ChunkPlan,
+from gobblin_py.builtin.sources.postgres_cdc.chunks import (CHUNK_KEY, KEPT_NAME, KEY_TYPES, RESNAPSHOT, ChunkPlan,
                                                             key_expressions)
 from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, lsn_text
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
@@ -61,13 +61,15 @@ def plan_chunks(s: PostgresCdcSettings, conn: Any, state: SourceState, stream: W
     """The table's stream WorkUnit with its chunk filter and kept plan, and this run's chunk WorkUnits: unchanged and
     none when the table has no chunked snapshot going on and needs none (`low`: its committed watermark)."""
     split: CdcSplit = CdcSplit.of(stream)
-    plan = ChunkPlan.of_kept(state.kept(split.table).get(KEPT_NAME), split.table)
-    if plan is None and low is not None:
+    kept = state.kept(split.table)
+    again = low is not None and kept.get(RESNAPSHOT) is not None  # `gobblin-py snapshot --table`
+    plan = None if again else ChunkPlan.of_kept(kept.get(KEPT_NAME), split.table)
+    if plan is None and low is not None and not again:
         return stream, []
     key = chunk_key(conn, split)
     if plan is None:
         plan = ChunkPlan(identity_hash(split.table, split.oid, end)[:16], key,
-                         boundaries(conn, split, key, s.snapshot_chunk_rows or 1))
+                         boundaries(conn, split, key, s.snapshot_chunk_rows or 1), again=again)
         log.info("%s: chunked snapshot planned, %d chunk(s) of about %s row(s)", split.table, len(plan.done),
                  s.snapshot_chunk_rows)
     elif plan.key != key:

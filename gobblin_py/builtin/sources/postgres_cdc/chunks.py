@@ -13,7 +13,8 @@ change of key k by k's chunk:
 - chunk committed in an earlier run with snapshot S: kept iff S does not see the change's transaction (S holds the
   others: they are in the chunk's rows already);
 - chunk not committed yet (pending, or read in this very run): dropped, since the chunk's read, whose snapshot is
-  taken after this run's end, sees it.
+  taken after this run's end, sees it; but in a re-snapshot (`gobblin-py snapshot --table`) of a table whose rows
+  are in the output already, a delete is kept: the chunk's read, which comes after it, cannot delete the row.
 An update that moves a row to another key is a delete of the old key and an update of the new one: each is judged by
 its own key's chunk, so a row moving from chunk A to chunk B is removed from A's rows and put into B's exactly when
 that chunk's rows lack it. A truncate is kept iff no committed chunk's snapshot sees it (a chunk read after it holds
@@ -44,6 +45,9 @@ from gobblin_py.errors import SourceError
 FORMAT = "chunked/1"
 KEPT_NAME = "chunked"
 """The dataset state's entry (`state.chunked`) that keeps the table's chunk plan."""
+RESNAPSHOT = "resnapshot"
+"""The dataset state's entry `gobblin-py snapshot --table` sets: the next plan starts a fresh chunked snapshot (no
+work unit carries it, so the first commit of that plan clears it)."""
 CHUNK_KEY = "chunk."
 """Watermark keys `chunk.<j>`: the snapshot of the chunk a run's j-th chunk task read."""
 
@@ -66,6 +70,7 @@ class ChunkPlan:
     bounds: list[list[Any]]  # chunk i holds keys in [bounds[i-1], bounds[i]) (open at both ends)
     done: list[str | None] = field(default_factory=list)  # per chunk: its snapshot once committed
     done_at: int | None = None  # every chunk committed: the filter is dropped once the stream passes this LSN
+    again: bool = False  # a re-snapshot of a table already captured: deletes of pending chunks are kept
 
     def __post_init__(self) -> None:
         if not self.done:
@@ -85,7 +90,7 @@ class ChunkPlan:
     def kept(self) -> list[Any]:
         """As the state keeps it: a list, replaced whole at each commit (a dict would be merged key by key)."""
         return [FORMAT, {"plan": self.plan, "key": self.key, "bounds": self.bounds, "done": self.done,
-                         "done_at": self.done_at}]
+                         "done_at": self.done_at, "again": self.again}]
 
     @classmethod
     def of_kept(cls, value: Any, dataset: str) -> ChunkPlan | None:
@@ -96,7 +101,8 @@ class ChunkPlan:
             raise SourceError(f"table {dataset}: its state's chunk plan (state.{KEPT_NAME}) is not a {FORMAT} plan; "
                               f"snapshot it again: `gobblin-py state reset JOB.yaml --dataset {dataset} --yes`")
         body = value[1]
-        return cls(body["plan"], body["key"], body["bounds"], list(body["done"]), body.get("done_at"))
+        return cls(body["plan"], body["key"], body["bounds"], list(body["done"]), body.get("done_at"),
+                   bool(body.get("again")))
 
     def absorb(self, watermarks: dict[str, Any]) -> None:
         """Marks done the chunks whose snapshot a chunk task committed as its watermark (`chunk.<j>`) for this plan."""
@@ -110,7 +116,7 @@ class ChunkPlan:
 
     def stream_filter(self) -> dict[str, Any]:
         """What the stream's split carries: the key, the bounds and the committed chunks' snapshots."""
-        return {"key": self.columns, "bounds": self.bounds, "done": self.done}
+        return {"key": self.columns, "bounds": self.bounds, "done": self.done, "again": self.again}
 
 
 class ChunkFilter:
@@ -121,12 +127,15 @@ class ChunkFilter:
         self.columns: list[str] = list(carried["key"])
         self.bounds = [tuple(b) for b in carried["bounds"]]
         self.done = [Snapshot(s) if s is not None else None for s in carried["done"]]
+        self.again = bool(carried.get("again"))
 
     def keeps(self, record: dict[str, Any], xid: int, where: str) -> bool:
         if record["_op"] == "truncate":
             return self._keeps_truncate(xid, where)
         chunk = self.done[bisect_right(self.bounds, tuple(normal(record[c]) for c in self.columns))]
-        return chunk is not None and not chunk.sees(xid)
+        if chunk is None:  # the chunk's read holds the row as it is then; a re-snapshot's output may hold it already
+            return self.again and record["_op"] == "delete"
+        return not chunk.sees(xid)
 
     def _keeps_truncate(self, xid: int, where: str) -> bool:
         seen = {snap.sees(xid) for snap in self.done if snap is not None}
