@@ -67,6 +67,7 @@ def plan_chunks(s: PostgresCdcSettings, conn: Any, state: SourceState, stream: W
     if plan is None and low is not None and not again:
         return stream, []
     key = chunk_key(conn, split)
+    fresh = plan is None and low is None  # a table new to the output, or reset: what the output holds of it goes
     if plan is None:
         plan = ChunkPlan(identity_hash(split.table, split.oid, end)[:16], key,
                          boundaries(conn, split, key, s.snapshot_chunk_rows or 1), again=again)
@@ -87,7 +88,8 @@ def plan_chunks(s: PostgresCdcSettings, conn: Any, state: SourceState, stream: W
         if xmin >= max(Snapshot(d).xmax for d in plan.done if d is not None):
             plan.done_at = end  # every change from here on is invisible to every chunk's snapshot
     props = {**stream.props, f"state.{KEPT_NAME}": plan.kept()}
-    filtered = split.model_copy(update={"snapshot": False, "snapshot_bytes": 0, "chunks": plan.stream_filter()})
+    filtered = split.model_copy(update={"snapshot": False, "snapshot_bytes": 0,
+                                        "chunks": {**plan.stream_filter(), "fresh": fresh}})
     unit = dataclasses.replace(stream, id=workunit_id(f"{split.table}.{split.low}-{split.end}", stream.id, plan.plan,
                                                       str(len(pending))),
                                split=filtered.packed(), props=props)

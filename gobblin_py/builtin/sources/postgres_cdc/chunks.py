@@ -21,6 +21,10 @@ that chunk's rows lack it. A truncate is kept iff no committed chunk's snapshot 
 only rows written after it); committed chunks on both sides of it cannot be made right by one record: the table
 fails, naming the re-snapshot.
 
+The first run of a table's plan that has no stream position (a table new to the output, or reset) begins with one
+truncate record at (T - 1, -1), before every chunk's rows: the snapshot replaces what a consumer held of the table, as
+the one-transaction snapshot does (the output then holds only the chunks read so far until the last one is).
+
 Once every chunk is committed, the filter is kept until the stream has passed the end T of a run planned when the
 server's oldest running transaction (`pg_current_snapshot()` xmin) was at or past every chunk snapshot's xmax: every
 change from T on is then invisible to every chunk snapshot, so the filter keeps them all and is dropped (`done_at`).

@@ -141,6 +141,9 @@ class PostgresCdcExtractor(BatchExtractor):
             if self.split.chunk is not None:
                 self._chunk_seen = yield from self._chunk(conn)
                 return
+            if self.split.chunks is not None and self.split.chunks.get("fresh"):  # before every chunk's rows (T - 1)
+                yield RawBatch(RECORDS, [(self._record([None] * len(self.names), "truncate", self.end - 1, -1, None,
+                                                       None), "chunked snapshot start")])
             if self.split.snapshot:
                 seen = yield from self._snapshot(conn)
             held: list[tuple[Record, str]] = []
