@@ -22,7 +22,9 @@ planning and the task). Exactness across the hand-off comes from the snapshot it
 says which transactions it sees, and the changes that follow are those committing at or after the slot's position
 that it does not see. (A transaction whose commit record lies before the slot's position yet was still running when
 the snapshot was taken, held between its commit record and its end by a synchronous standby across the whole time
-since the slot got there, would be in neither; with no synchronous standby it cannot happen.)
+since the slot got there, would be in neither; with no synchronous standby it cannot happen.) With
+`snapshot_chunk_rows`, a table is snapshotted in chunks instead, each a WorkUnit of its own outside the MultiWorkUnit,
+over several runs while its changes stream through a per-key filter (`chunks.py` explains it; `chunk_plan.py` plans it).
 
 Checks before anything runs: `wal_level` is logical; the user may replicate (REPLICATION or superuser); the publication
 exists (or is created, `create_publication`) and holds the listed tables; the slot exists with plugin pgoutput in this
