@@ -37,6 +37,7 @@ def check_output(tmp: Path, conn: Any, table: str, key: str = "id", snapshots: i
     table's rows."""
     rows = read_changes(tmp / "output", table)
     assert max(Counter(repr(sorted(r.items())) for r in rows).values()) == 1, f"{table}: a record twice"
+    assert len({(r["_lsn"], r["_seq"]) for r in rows}) == len(rows), f"{table}: two records at one (_lsn, _seq)"
     reads = Counter(r[key] for r in rows if r["_op"] == "read")
     assert not reads or max(reads.values()) <= snapshots, f"{table}: a key read twice in one snapshot"
     assert replay(rows, key) == dict(conn.execute(f"SELECT {key}, v FROM {table}").fetchall()), table

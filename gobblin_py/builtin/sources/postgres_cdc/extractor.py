@@ -267,8 +267,10 @@ class PostgresCdcExtractor(BatchExtractor):
         return seen
 
     def _chunk(self, conn: Any) -> Iterator[RawBatch]:
-        """One chunk of a chunked snapshot (`snapshot.py`) as snapshot rows at `_lsn` = the run's end - 1."""
-        n = 0
+        """One chunk of a chunked snapshot (`snapshot.py`) as snapshot rows at `_lsn` = the run's end - 1, `_seq` = the
+        chunk's index << 32 + the row's number in it (unique over the chunks a run reads)."""
+        index = self.split.chunk["index"] if self.split.chunk else 0
+        n, base = 0, index << 32
         reader = read_chunk(self.settings, conn, self.split, self.native, f"gobblin_chunk_{self.workunit.id[-32:]}")
         while True:
             try:
@@ -276,10 +278,10 @@ class PostgresCdcExtractor(BatchExtractor):
             except StopIteration as stop:
                 return str(stop.value)
             if kind == "arrow":
-                yield SnapshotRows("arrow", values, first=n)
+                yield SnapshotRows("arrow", values, first=base + n)
             else:
-                yield RawBatch(RECORDS, [(self._record(list(row), "read", self.low - 1, n + i, None, None),
-                                          f"chunk {self.split.chunk['index']} row {n + i}") for i, row in enumerate(values)])
+                yield RawBatch(RECORDS, [(self._record(list(row), "read", self.low - 1, base + n + i, None, None),
+                                          f"chunk {index} row {n + i}") for i, row in enumerate(values)])
             n += values.num_rows if kind == "arrow" else len(values)
 
     def _cover(self, conn: Any) -> None:
