@@ -254,3 +254,17 @@ def test_a_reset_table_is_replaced_by_its_chunked_snapshot(tmp_path: Path, pg: A
     assert chunk_state(tmp_path, "public.t") is None
     rows = check_output(tmp_path, conn, "public.t", snapshots=2)
     assert [r["_seq"] for r in rows if r["_op"] == "truncate"] == [-1, -1]  # the first snapshot's, the reset's
+
+
+def test_a_table_without_a_primary_key_is_refused_by_name(tmp_path: Path, pg: Any, db: str) -> None:
+    """Chunks split a table by its primary key: a table without one is refused before anything runs, named."""
+    conn = pg.connect(db)
+    conn.execute("CREATE TABLE public.nokey (id int, v text); ALTER TABLE public.nokey REPLICA IDENTITY FULL; "
+                 "INSERT INTO public.nokey VALUES (1, 'a')")
+    job = cdc_job(tmp_path, pg, db, tables=["public.nokey"], create_publication=True, snapshot_chunk_rows=10)
+    write_job(tmp_path, job)
+    done = cli(["run", "job.yaml", "--in-process"], tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "table public.nokey has no primary key" in done.stderr and "snapshot_chunk_rows" in done.stderr
+    assert "Traceback" not in done.stderr
+    conn.close()
