@@ -27,7 +27,8 @@ publication stays out, its state dropped), recover, and runs (remedied as above)
 Chunked snapshots (`chunked`: drawn per seed by a generator of its own, or given): the job snapshots each table in
 chunks of CHUNK_ROWS rows, CHUNKS_PER_RUN a run, so a table's snapshot spans several runs while its changes (and the
 world's changes of every kind) go on; the oracle holds a table to its source once its snapshot has no chunk pending
-(its state says so), and the final runs go on until no table has one.
+(its state says so), and the final runs, with the bound per run raised in the job file (a large transaction makes
+hundreds of chunks), go on until no table has one.
 
 `DISABLED` names the rules off by default (weight 0, and a forced step of theirs taken as `dml`): none now. It held
 the rules waiting for fixes of the product (the publication's flags, row filters and membership as an identity; a
@@ -46,6 +47,8 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable
+
+import yaml
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,7 +73,7 @@ KNOWN_DEFECTS: frozenset[str] = frozenset()
 DISABLED: frozenset[str] = PENDING_FIXES | KNOWN_DEFECTS
 # What a refusal must say to be a documented remedy (docs/sources/postgres_cdc.md, "Failure modes, and what to do").
 REMEDIES = ("state reset", "ALTER PUBLICATION", "REPLICA IDENTITY", "pg_drop_replication_slot")
-CHUNK_ROWS, CHUNKS_PER_RUN = 4, 2
+CHUNK_ROWS, CHUNKS_PER_RUN, FINAL_CHUNKS_PER_RUN = 4, 2, 10_000
 
 
 @dataclass
@@ -124,6 +127,7 @@ class CdcHistory(History):
         self.server, self.disabled = server, disabled
         # drawn by a generator of its own, so that a seed draws every other step as it did before
         self.chunked = random.Random(f"{seed}/chunked").random() < 0.5 if chunked is None else chunked
+        self.chunks_per_run = CHUNKS_PER_RUN
         self.include = {k: "dml" if name in disabled else name for k, name in self.include.items()}
         self._world: CdcWorld | None = None
 
@@ -160,7 +164,7 @@ class CdcHistory(History):
             "job": {"name": "c", "work_dir": str(world.root / "work"), "max_task_retries": 0},
             "source": {"class": "postgres_cdc", "url": self.server.url(world.db), "password_env": PASSWORD_ENV,
                        "slot": world.slot, "publication": PUBLICATION, "busy_wait_s": 20,
-                       **({"snapshot_chunk_rows": CHUNK_ROWS, "snapshot_chunks_per_run": CHUNKS_PER_RUN}
+                       **({"snapshot_chunk_rows": CHUNK_ROWS, "snapshot_chunks_per_run": self.chunks_per_run}
                           if self.chunked else {})},
             "writer": {"class": "parquet"},
             "publisher": {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(world.root / "warehouse"),
@@ -397,7 +401,10 @@ class CdcHistory(History):
         """Recover, then runs (each refusal remedied) until one exits 0, held to the oracle."""
         assert isinstance(world, CdcWorld)
         self.cli(world, ["recover", "job.yaml", "--all"], self.steps + 1, "recover", ok=(0, 1))
-        for _ in range(30 if self.chunked else 6):
+        if self.chunked:  # the rest of every snapshot in the next run
+            self.chunks_per_run = FINAL_CHUNKS_PER_RUN
+            (world.root / "job.yaml").write_text(yaml.safe_dump(self.with_lease(world, self.job(world)), sort_keys=False))
+        for _ in range(10 if self.chunked else 6):
             if self._run(world, self.steps + 1, "final run", None).returncode == 0:
                 pending = self.snapshotting(world) & world.published
                 self.check(world, self.steps + 1, "final", final=True)
@@ -405,7 +412,7 @@ class CdcHistory(History):
                     return
                 world.log.append(f"{self.steps + 1}   chunked snapshot of {', '.join(sorted(pending))} goes on")
         raise Violation(self.seed, self.steps + 1, "final run", "no run exited 0 with every snapshot done after "
-                                                               f"{30 if self.chunked else 6} runs and their remedies")
+                                                               f"{10 if self.chunked else 6} runs and their remedies")
 
     # --- changes to the data --------------------------------------------------------------------------------------
 
