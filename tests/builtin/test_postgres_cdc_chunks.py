@@ -74,3 +74,13 @@ def test_a_plan_round_trips_and_folds_in_committed_chunks() -> None:
     assert again.done == ["3:4:", None, "7:9:"]
     with pytest.raises(SourceError, match=r"public\.t: its state's chunk plan"):
         ChunkPlan.of_kept(["chunked/0", {}], "public.t")
+
+
+def test_a_transaction_no_change_of_which_is_kept_is_skipped_whole() -> None:
+    """Not decoded at all (a reset table's changes of an older shape are then no error): every committed chunk sees
+    it; never while a re-snapshot's pending chunks keep their deletes."""
+    assert chunk_filter([None, None, None]).skips(150) is True
+    assert chunk_filter([SEES_BELOW_200, None, SEES_BELOW_200]).skips(150) is True
+    assert chunk_filter([SEES_BELOW_100, None, SEES_BELOW_200]).skips(150) is False
+    assert chunk_filter([SEES_BELOW_200, None, None], again=True).skips(150) is False
+    assert chunk_filter([SEES_BELOW_200, SEES_BELOW_200, SEES_BELOW_200], again=True).skips(150) is True

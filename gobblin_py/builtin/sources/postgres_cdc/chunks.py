@@ -133,6 +133,15 @@ class ChunkFilter:
         self.done = [Snapshot(s) if s is not None else None for s in carried["done"]]
         self.again = bool(carried.get("again"))
 
+    def skips(self, xid: int) -> bool:
+        """Whether the stream keeps none of transaction `xid`'s changes, so it need not decode them (a reset table's
+        changes of an older shape, which every chunk holds or will hold, are then no error): every committed chunk
+        sees it, and no pending chunk's delete is kept (a re-snapshot's). Its truncate is dropped too: a plan's first
+        run, the one run with no chunk committed, begins with a truncate of its own (or is a re-snapshot)."""
+        if self.again and None in self.done:
+            return False
+        return all(snap is None or snap.sees(xid) for snap in self.done)
+
     def keeps(self, record: dict[str, Any], xid: int, where: str) -> bool:
         if record["_op"] == "truncate":
             return self._keeps_truncate(xid, where)

@@ -346,7 +346,8 @@ class PostgresCdcExtractor(BatchExtractor):
             if kind == b"B":
                 begin = pgoutput.decode(data)  # type: ignore[assignment]
                 assert isinstance(begin, pgoutput.Begin)
-                keep = self.low <= begin.final_lsn < self.end and (seen is None or not seen.sees(begin.xid))
+                keep = self.low <= begin.final_lsn < self.end and (seen is None or not seen.sees(begin.xid)) and not (
+                    self._filter is not None and self._filter.skips(begin.xid))
                 seq = 0
             elif kind == b"R":
                 rel = pgoutput.decode(data)
