@@ -4,7 +4,6 @@ read at most once, replaying to the table (read back with the Apache `avro` pack
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
