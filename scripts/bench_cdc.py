@@ -11,7 +11,8 @@
   wall time for each, and their ratio (issue 45: a run decodes the slot once, whatever the number of tables).
   Every file is read back with pyarrow and each table's ids compared with its `SELECT`.
 - `--phase snapshot`: a table of `--rows` rows read by the first run of postgres_cdc (its snapshot) against the jdbc
-  source's full load of the same table, both into Parquet, both read back.
+  source's full load of the same table, both into Parquet, both read back. With `--chunk-rows N`, also postgres_cdc
+  with a chunked snapshot of N-row chunks, every chunk in the first run (`scripts/results/bench_cdc_snapshot_chunked.json`).
 
     python scripts/bench_cdc.py --phase stream --rate 10000 --seconds 120
     python scripts/bench_cdc.py --phase snapshot --rows 1000000
@@ -59,10 +60,11 @@ def gobblin(args: list[str], cwd: Path, **popen: Any) -> subprocess.Popen[str]:
                             **popen)
 
 
-def cdc_job(tmp: Path, pg: LocalPostgres, db: str, publisher: dict[str, Any], writer: str = "parquet") -> dict[str, Any]:
+def cdc_job(tmp: Path, pg: LocalPostgres, db: str, publisher: dict[str, Any], writer: str = "parquet",
+            slot: str = "bench", **source: Any) -> dict[str, Any]:
     return {"job": {"name": "bench", "work_dir": str(tmp / "work"), "checkpoint_interval": "1s"},
-            "source": {"class": "postgres_cdc", "url": pg.url(db), "password_env": PASSWORD_ENV, "slot": "bench",
-                       "publication": "bench", "tables": ["public.acct"], "create_publication": True},
+            "source": {"class": "postgres_cdc", "url": pg.url(db), "password_env": PASSWORD_ENV, "slot": slot,
+                       "publication": "bench", "tables": ["public.acct"], "create_publication": True, **source},
             "writer": {"class": writer}, "publisher": publisher, "spark": {"master": "local[2]"}}
 
 
@@ -195,6 +197,10 @@ def snapshot(args: argparse.Namespace) -> dict[str, Any]:
                      "writer": {"class": "parquet"}, "publisher": {"final_dir": str(tmp / "jdbc" / "output")},
                      "spark": {"master": "local[2]"}},
         }
+        if args.chunk_rows:
+            jobs["postgres_cdc_chunked"] = cdc_job(tmp / "postgres_cdc_chunked", pg, db, {
+                "final_dir": str(tmp / "postgres_cdc_chunked" / "output")}, slot="bench_chunked",
+                snapshot_chunk_rows=args.chunk_rows, snapshot_chunks_per_run=args.rows // args.chunk_rows + 1)
         for tool, job in jobs.items():
             where = tmp / tool
             where.mkdir(parents=True, exist_ok=True)
@@ -280,6 +286,7 @@ def main() -> None:
     p.add_argument("--profile", default=None, help="--phase stream: py-spy's raw samples of the runner to this file "
                    "(summed by `scripts/profile_cdc.py --raw FILE`)")
     p.add_argument("--rates", default=None, help="--phase stream at each of these offered rates (e.g. 10000,30000,50000)")
+    p.add_argument("--chunk-rows", type=int, default=0, help="--phase snapshot: also a chunked snapshot of N-row chunks")
     args = p.parse_args()
     if args.phase == "stream" and args.rates:
         result: dict[str, Any] = {"phase": "stream", "runs": []}
@@ -289,7 +296,7 @@ def main() -> None:
     else:
         result = {"stream": stream, "snapshot": snapshot, "tables": tables}[args.phase](args)
     result["date"] = time.strftime("%Y-%m-%d")
-    name = f"bench_cdc_{args.phase}.json"
+    name = f"bench_cdc_{args.phase}{'_chunked' if args.phase == 'snapshot' and args.chunk_rows else ''}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -14,6 +14,7 @@ from gobblin_py.cli.compact_command import compact_command
 from gobblin_py.cli.maintain_command import maintain_command
 from gobblin_py.cli.infer_command import infer_command
 from gobblin_py.cli.plan_command import plan_command
+from gobblin_py.cli.snapshot_command import snapshot_command
 from gobblin_py.errors import ConfigError, GobblinError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -316,6 +317,7 @@ app.command("maintain")(maintain_command)
 app.command("infer")(infer_command)
 app.command("status")(status_command)
 app.command("serve")(serve_command)
+app.command("snapshot")(snapshot_command)
 app.add_typer(state_app, name="state")
 app.add_typer(history_app, name="history")
 app.add_typer(demo_app, name="demo")

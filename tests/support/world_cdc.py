@@ -24,6 +24,12 @@ publication or the slot, and a remedy the page documents; the world then applies
 next run that exits 0 is held to the oracle again. At the end: every change undone that can be (a table out of the
 publication stays out, its state dropped), recover, and runs (remedied as above) until one exits 0.
 
+Chunked snapshots (`chunked`: drawn per seed by a generator of its own, or given): the job snapshots each table in
+chunks of CHUNK_ROWS rows, CHUNKS_PER_RUN a run, so a table's snapshot spans several runs while its changes (and the
+world's changes of every kind) go on; the oracle holds a table to its source once its snapshot has no chunk pending
+(its state says so), and the final runs, with the bound per run raised in the job file (a large transaction makes
+hundreds of chunks), go on until no table has one.
+
 `DISABLED` names the rules off by default (weight 0, and a forced step of theirs taken as `dml`): none now. It held
 the rules waiting for fixes of the product (the publication's flags, row filters and membership as an identity; a
 primary-key update deleting the old key), and `add_column_default`, whose defect this world found: a column added with
@@ -34,12 +40,15 @@ back into KNOWN_DEFECTS until its fix lands; `scripts/soak_world.py --world cdc 
 from __future__ import annotations
 
 import os
+import random
 import re
 import secrets
 import subprocess
 import time
 import uuid
 from collections.abc import Callable
+
+import yaml
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +73,7 @@ KNOWN_DEFECTS: frozenset[str] = frozenset()
 DISABLED: frozenset[str] = PENDING_FIXES | KNOWN_DEFECTS
 # What a refusal must say to be a documented remedy (docs/sources/postgres_cdc.md, "Failure modes, and what to do").
 REMEDIES = ("state reset", "ALTER PUBLICATION", "REPLICA IDENTITY", "pg_drop_replication_slot")
+CHUNK_ROWS, CHUNKS_PER_RUN, FINAL_CHUNKS_PER_RUN = 4, 2, 10_000
 
 
 @dataclass
@@ -112,9 +122,12 @@ class CdcHistory(History):
     crash_points = (*CRASH_POINTS, WRITTEN_POINT)
 
     def __init__(self, seed: int, steps: int, server: Any, include: tuple[str, ...] = (),
-                 disabled: frozenset[str] = DISABLED, pauses: tuple[int, ...] = ()) -> None:
+                 disabled: frozenset[str] = DISABLED, pauses: tuple[int, ...] = (), chunked: bool | None = None) -> None:
         super().__init__(seed, steps, include, pauses)
         self.server, self.disabled = server, disabled
+        # drawn by a generator of its own, so that a seed draws every other step as it did before
+        self.chunked = random.Random(f"{seed}/chunked").random() < 0.5 if chunked is None else chunked
+        self.chunks_per_run = CHUNKS_PER_RUN
         self.include = {k: "dml" if name in disabled else name for k, name in self.include.items()}
         self._world: CdcWorld | None = None
 
@@ -136,7 +149,8 @@ class CdcHistory(History):
             self.create_table(world, table)
         world.sql(f"CREATE PUBLICATION {PUBLICATION} FOR TABLE {', '.join(tables)}")
         world.published = set(tables)
-        world.log.append(f"0 database {db}: publication {PUBLICATION} of {', '.join(tables)}")
+        world.log.append(f"0 database {db}: publication {PUBLICATION} of {', '.join(tables)}"
+                         + (f" (chunked snapshots: {CHUNK_ROWS} rows, {CHUNKS_PER_RUN} a run)" if self.chunked else ""))
         return world
 
     def create_table(self, world: CdcWorld, table: str) -> None:
@@ -149,7 +163,9 @@ class CdcHistory(History):
         return {
             "job": {"name": "c", "work_dir": str(world.root / "work"), "max_task_retries": 0},
             "source": {"class": "postgres_cdc", "url": self.server.url(world.db), "password_env": PASSWORD_ENV,
-                       "slot": world.slot, "publication": PUBLICATION, "busy_wait_s": 20},
+                       "slot": world.slot, "publication": PUBLICATION, "busy_wait_s": 20,
+                       **({"snapshot_chunk_rows": CHUNK_ROWS, "snapshot_chunks_per_run": self.chunks_per_run}
+                          if self.chunked else {})},
             "writer": {"class": "parquet"},
             "publisher": {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(world.root / "warehouse"),
                           "mode": "upsert", "key": ["id"], "order_by": ["_lsn", "_seq"],
@@ -239,7 +255,7 @@ class CdcHistory(History):
             if twice or None in keys:
                 raise Violation(self.seed, step, rule, f"{dataset_table(dataset)}: key(s) {twice[:5]} twice (or a null "
                                                        f"key: {None in keys})")
-            if not world.clean or dataset not in world.published:
+            if not world.clean or dataset not in world.published or dataset in self.snapshotting(world):
                 continue
             columns = world.columns[dataset]
             source = {r[0]: r for r in world.sql(f"SELECT {', '.join(columns)} FROM {dataset}")}
@@ -256,6 +272,20 @@ class CdcHistory(History):
             world.log.append(f"{step}   oracle: {', '.join(f'{d}={len(world.keys(d))} rows' for d in sorted(world.published))}"
                              " equal")
         world.clean = False
+
+    def snapshotting(self, world: CdcWorld) -> set[str]:
+        """The tables whose chunked snapshot has a chunk pending, as the committed state says (their output holds only
+        the chunks read so far)."""
+        from gobblin_py.state.store import StateStore
+
+        if not self.chunked:
+            return set()
+        out = set()
+        for dataset, state in StateStore(world.root / "work", "c").dataset_states().items():
+            kept = (state.get("source") or {}).get("chunked") if isinstance(state, dict) else None
+            if isinstance(kept, list) and None in kept[1]["done"]:
+                out.add(dataset)
+        return out
 
     # --- runs, judged -----------------------------------------------------------------------------------------------
 
@@ -371,11 +401,18 @@ class CdcHistory(History):
         """Recover, then runs (each refusal remedied) until one exits 0, held to the oracle."""
         assert isinstance(world, CdcWorld)
         self.cli(world, ["recover", "job.yaml", "--all"], self.steps + 1, "recover", ok=(0, 1))
-        for _ in range(6):
+        if self.chunked:  # the rest of every snapshot in the next run
+            self.chunks_per_run = FINAL_CHUNKS_PER_RUN
+            (world.root / "job.yaml").write_text(yaml.safe_dump(self.with_lease(world, self.job(world)), sort_keys=False))
+        for _ in range(10 if self.chunked else 6):
             if self._run(world, self.steps + 1, "final run", None).returncode == 0:
+                pending = self.snapshotting(world) & world.published
                 self.check(world, self.steps + 1, "final", final=True)
-                return
-        raise Violation(self.seed, self.steps + 1, "final run", "no run exited 0 after six runs and their remedies")
+                if not pending:
+                    return
+                world.log.append(f"{self.steps + 1}   chunked snapshot of {', '.join(sorted(pending))} goes on")
+        raise Violation(self.seed, self.steps + 1, "final run", "no run exited 0 with every snapshot done after "
+                                                               f"{10 if self.chunked else 6} runs and their remedies")
 
     # --- changes to the data --------------------------------------------------------------------------------------
 

@@ -27,10 +27,13 @@ STEPS = 13
 # in CI at a bounded cost: each step costs mostly its runs of the real CLI (≈ 1.5 s each), so the histories are few and
 # the world changes that a run must refuse are each followed by a run or the final runs, which remedy them.
 HISTORIES = (
-    (11, ("toast", "run_killed_at_point", "spanning", "narrow_publish", "run_job", "recreate_slot", "run_job",
-          "add_column", "add_column_default", "key_update", "run_killed_at_random", "retype")),
-    (14, ("large_transaction", "add_column", "truncate", "run_job", "row_filter", "run_killed_at_point", "remove_table",
-          "add_table", "drop_column", "replica_identity", "state_reset", "abandon")),
+    (11, False, ("toast", "run_killed_at_point", "spanning", "narrow_publish", "run_job", "recreate_slot", "run_job",
+                 "add_column", "add_column_default", "key_update", "run_killed_at_random", "retype")),
+    (14, False, ("large_transaction", "add_column", "truncate", "run_job", "row_filter", "run_killed_at_point",
+                 "remove_table", "add_table", "drop_column", "replica_identity", "state_reset", "abandon")),
+    # chunked snapshots spanning runs, under kills, key updates, truncates, a table added and a reset
+    (21, True, ("run_killed_at_point", "key_update", "run_job", "truncate", "run_killed_at_point", "add_table",
+                "spanning", "run_job", "state_reset", "dml", "run_killed_at_random", "run_job")),
 )
 
 
@@ -55,10 +58,11 @@ def test_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_every_c
 
     assert not DISABLED, f"rules off by default: {sorted(DISABLED)} (a rule found defective waits in KNOWN_DEFECTS)"
     log: list[str] = []
-    for seed, include in HISTORIES:
+    for seed, chunked, include in HISTORIES:
         assert len(include) < STEPS  # each forced at a step of its own
         leased = CdcHistory(seed, STEPS, server).leased  # seed 14: a second host, frozen past its lease at step 1
-        world = CdcHistory(seed, STEPS, server, include=include, pauses=(1,) if leased else ()).run(tmp_path / str(seed))
+        world = CdcHistory(seed, STEPS, server, include=include, pauses=(1,) if leased else (),
+                           chunked=chunked).run(tmp_path / str(seed))
         log += world.log
     # every rule did something, runs were killed, refusals were remedied and the oracle held after clean runs
     rules = [r"spanning transaction committed", r"toast: ", r"column c\d+ added to \S+$", r"DEFAULT 7$",
@@ -66,7 +70,8 @@ def test_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_every_c
              r"created and added|added back", r"run killed: .* -> -9$", r"run killed at random", r"oracle: .* equal",
              r"remedy: ", r"REPLICA IDENTITY (FULL|DEFAULT)$", r"state reset: .* -> 0$", r"abandon: ", r"key update on",
              r"narrowed to insert, update", r"row filter on", r"removed from pub", r"retype: ",
-             r"said: .*without a change in the WAL", r"paused past its lease"]
+             r"said: .*without a change in the WAL", r"paused past its lease", r"chunked snapshots: ",
+             r"chunked snapshot of .* goes on"]
     print("\n".join(log))  # shown with -s: what the histories did
     missing = [rule for rule in rules if not any(re.search(rule, line) for line in log)]
     assert not missing, f"no history drew {missing}: pick other seeds"

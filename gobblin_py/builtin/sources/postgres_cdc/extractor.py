@@ -43,9 +43,12 @@ from gobblin_py.api.batches import BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.schemas.arrow_rows import conform, is_decimal, row_schema
 from gobblin_py.builtin.sources.postgres_cdc import decode, native, pgoutput
-from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, flushed_after_sync_commit, lsn_text,
-                                                             open_source)
+from gobblin_py.builtin.sources.postgres_cdc.chunks import ChunkFilter
+from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, flushed_after_sync_commit,
+                                                             lsn_text, open_source)
+from gobblin_py.builtin.sources.postgres_cdc.snapshot import read_chunk
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
+from gobblin_py.builtin.sources.postgres_cdc.visibility import Snapshot
 from gobblin_py.errors import SourceError, UnreachableError, describe
 
 log = logging.getLogger(__name__)
@@ -80,21 +83,6 @@ RECORDS = "records"
 CHANGES_PER_BATCH = 1000
 
 
-class Snapshot:
-    """Which transactions a snapshot sees, from `pg_current_snapshot()` (`xmin:xmax:xip,…`, 64-bit ids)."""
-
-    def __init__(self, text: str) -> None:
-        xmin, xmax, xip = text.split(":")
-        self.xmin, self.xmax = int(xmin), int(xmax)
-        self.xip = {int(x) for x in xip.split(",") if x}
-
-    def sees(self, xid: int) -> bool:
-        """Whether the snapshot sees (committed) transaction `xid` (32 bits, as pgoutput sends it)."""
-        d = (xid - self.xmax) & 0xFFFFFFFF
-        full = self.xmax + (d - (1 << 32) if d >= 1 << 31 else d)
-        return full < self.xmin or (full < self.xmax and full not in self.xip)
-
-
 class PostgresCdcExtractor(BatchExtractor):
     """One table's snapshot (first run) and changes in [low, end)."""
 
@@ -117,11 +105,16 @@ class PostgresCdcExtractor(BatchExtractor):
         self._arrow: Any = None  # the Arrow mapping of the records' schema
         self._stamp: tuple[int | None, datetime | None] = (None, None)  # the last commit time and its datetime
         self._where = ""  # the transaction being read, as an error or a bad record names it
+        self._chunk_seen: str | None = None  # a chunk task: its snapshot, once read
+        self._filter = ChunkFilter(p.table, p.chunks) if p.chunks is not None else None  # during a chunked snapshot
 
     def get_schema(self) -> Schema:
         return self.split.avro_schema
 
     def actual_high_watermark(self) -> WatermarkValue:
+        chunk = self.split.chunk  # a chunk task's: its snapshot, kept for the stream's filter (`chunks.py`)
+        if chunk is not None:
+            return f"{chunk['plan']}:{chunk['index']}:{self._chunk_seen}"
         return self.end  # only a task that read its whole range is committed
 
     def location(self) -> str:
@@ -146,6 +139,12 @@ class PostgresCdcExtractor(BatchExtractor):
         try:
             self._primary = [r[0] for r in conn.execute(PRIMARY_KEY_SQL, (self.split.oid,)).fetchall()]
             seen = None
+            if self.split.chunk is not None:
+                self._chunk_seen = yield from self._chunk(conn)
+                return
+            if self.split.chunks is not None and self.split.chunks.get("fresh"):  # before every chunk's rows (T - 1)
+                yield RawBatch(RECORDS, [(self._record([None] * len(self.names), "truncate", self.end - 1, -1, None,
+                                                       None), "chunked snapshot start")])
             if self.split.snapshot:
                 seen = yield from self._snapshot(conn)
             held: list[tuple[Record, str]] = []
@@ -275,6 +274,24 @@ class PostgresCdcExtractor(BatchExtractor):
                  seen.xmax, len(seen.xip), lsn_text(self.end))
         return seen
 
+    def _chunk(self, conn: Any) -> Iterator[RawBatch]:
+        """One chunk of a chunked snapshot (`snapshot.py`) as snapshot rows at `_lsn` = the run's end - 1, `_seq` = the
+        chunk's index << 32 + the row's number in it (unique over the chunks a run reads)."""
+        index = self.split.chunk["index"] if self.split.chunk else 0
+        n, base = 0, index << 32
+        reader = read_chunk(self.settings, conn, self.split, self.native, f"gobblin_chunk_{self.workunit.id[-32:]}")
+        while True:
+            try:
+                kind, values = next(reader)
+            except StopIteration as stop:
+                return str(stop.value)
+            if kind == "arrow":
+                yield SnapshotRows("arrow", values, first=base + n)
+            else:
+                yield RawBatch(RECORDS, [(self._record(list(row), "read", self.low - 1, base + n + i, None, None),
+                                          f"chunk {index} row {n + i}") for i, row in enumerate(values)])
+            n += values.num_rows if kind == "arrow" else len(values)
+
     def _cover(self, conn: Any) -> None:
         """Moves this table's end past every commit the snapshot saw. The snapshot was taken after planning, so it may
         hold transactions committing at or after the planned end; read only up to that end, the next run (which has no
@@ -302,7 +319,8 @@ class PostgresCdcExtractor(BatchExtractor):
             if kind == b"B":
                 begin = pgoutput.decode(data)  # type: ignore[assignment]
                 assert isinstance(begin, pgoutput.Begin)
-                keep = self.low <= begin.final_lsn < self.end and (seen is None or not seen.sees(begin.xid))
+                keep = self.low <= begin.final_lsn < self.end and (seen is None or not seen.sees(begin.xid)) and not (
+                    self._filter is not None and self._filter.skips(begin.xid))
                 seq = 0
                 if keep:
                     self._where = f"transaction {begin.xid} committed at {lsn_text(begin.final_lsn)}"
@@ -316,9 +334,10 @@ class PostgresCdcExtractor(BatchExtractor):
                 assert begin is not None
                 message = pgoutput.decode(data)
                 for record in self._of(message, relations, oid, begin, seq):
-                    yield record
                     seq += 1
-                    count += 1
+                    if self._filter is None or self._filter.keeps(record, begin.xid, self.at):
+                        yield record
+                        count += 1
         log.info("%s: %d change(s) in [%s, %s)", self.table, count, lsn_text(self.low), lsn_text(self.end))
 
     def _of(self, m: Any, relations: dict[int, pgoutput.Relation], oid: int, b: pgoutput.Begin, seq: int) -> Iterator[Record]:

@@ -38,6 +38,12 @@ class PostgresCdcSettings(Settings):
         default=None, ge=1, description="about how many changes one run (or checkpoint) reads at most: the run's end "
                                         "is moved back to the commit of the transaction that reaches it (a transaction "
                                         "is never split); unset: everything committed when the run plans")
+    snapshot_chunk_rows: int | None = Field(
+        default=None, ge=1, description="snapshot a table in chunks of about this many rows by its primary key, each "
+                                        "its own task and short transaction, over as many runs as it takes, while its "
+                                        "changes stream (docs/sources/postgres_cdc.md); unset: in one transaction")
+    snapshot_chunks_per_run: int = Field(default=64, ge=1, description="at most this many chunks of a table are read "
+                                                                       "per run (the rest in the next runs)")
     fetch_rows: int = Field(default=10_000, ge=1, description="rows per round trip of a snapshot's server-side cursor")
     statement_timeout: str | int = Field(default="15min", description="timeout of every query: 300ms, 30s, 15min (0: none)")
     connect_timeout_s: int = Field(default=10, ge=1, description="seconds to wait for a connection to the database")

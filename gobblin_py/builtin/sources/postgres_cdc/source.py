@@ -22,7 +22,9 @@ planning and the task). Exactness across the hand-off comes from the snapshot it
 says which transactions it sees, and the changes that follow are those committing at or after the slot's position
 that it does not see. (A transaction whose commit record lies before the slot's position yet was still running when
 the snapshot was taken, held between its commit record and its end by a synchronous standby across the whole time
-since the slot got there, would be in neither; with no synchronous standby it cannot happen.)
+since the slot got there, would be in neither; with no synchronous standby it cannot happen.) With
+`snapshot_chunk_rows`, a table is snapshotted in chunks instead, each a WorkUnit of its own outside the MultiWorkUnit,
+over several runs while its changes stream through a per-key filter (`chunks.py` explains it; `chunk_plan.py` plans it).
 
 Checks before anything runs: `wal_level` is logical; the user may replicate (REPLICATION or superuser); the publication
 exists (or is created, `create_publication`) and holds the listed tables; the slot exists with plugin pgoutput in this
@@ -55,6 +57,7 @@ from gobblin_py.api.lag import DatasetLag, unmeasured
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.schemas.postgres_columns import Column, avro_schema, check_mapped, read_columns
+from gobblin_py.builtin.sources.postgres_cdc.chunk_plan import plan_chunks
 from gobblin_py.builtin.sources.postgres_cdc.columns import read_shape, silent_changes
 from gobblin_py.builtin.sources.postgres_cdc.decode import route
 from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, connect, flushed_after_sync_commit, lsn_int,
@@ -174,15 +177,19 @@ class PostgresCdcSource(Source):
         position = lsn_int(slot["confirmed_flush_lsn"])
         end = self._end(conn, position)
         self._check_unchanged(pub, self._read_publication(conn, plans), plans)
-        units = []
+        units, chunks = [], []
         for p in plans:
             low = committed[p.dataset]
             if p.dataset in problems:  # left out, yet kept in `tables`: the slot stays at its position
                 state.report_input_problem(p.dataset, problems[p.dataset])
                 continue
             self._report_column_changes(p, state)
-            units.append(self._workunit(p, low if low is not None else position, max(end, low or 0), low is None,
-                                        [q.dataset for q in plans], system, pub))
+            unit = self._workunit(p, low if low is not None else position, max(end, low or 0), low is None,
+                                  [q.dataset for q in plans], system, pub)
+            if s.snapshot_chunk_rows is not None:  # a snapshot in chunks, each a task of its own (`chunks.py`)
+                unit, more = plan_chunks(s, conn, state, unit, end, low, p.table_bytes)
+                chunks += more
+            units.append(unit)
         log.info("slot %s at %s: reading %d table(s) up to %s (%d snapshotted)", s.slot, lsn_text(position), len(units),
                  lsn_text(end), sum(1 for u in units if CdcSplit.of(u).snapshot))
         if not units:
@@ -190,7 +197,7 @@ class PostgresCdcSource(Source):
         units = route(units, end)
         mwu = MultiWorkUnit(workunit_id(f"cdc.{s.slot}", "postgres_cdc", s.endpoint, s.database, s.slot, str(end),
                                         *sorted(u.id for u in units)), tuple(units))
-        return [mwu]
+        return [mwu, *chunks]
 
     def _check_identity(self, p: TablePlan, state: SourceState, system: str | None) -> None:
         """What the table's committed position was taken from is what this run reads: the same slot, the same

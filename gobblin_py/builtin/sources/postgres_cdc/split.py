@@ -28,3 +28,5 @@ class CdcSplit(Split):
     tables: list[str]  # every table of the run: the slot advances to the lowest committed position of them all
     routed: list[str] = []  # the run's tables whose changes one decode of [decode_low, end) serves (`decode.py`)
     decode_low: int = 0
+    chunk: dict[str, Any] | None = None  # a chunk task: the chunk of a chunked snapshot to read (`snapshot.py`)
+    chunks: dict[str, Any] | None = None  # a stream during a chunked snapshot: its per-key filter (`chunks.py`)

@@ -1,0 +1,109 @@
+"""Plans a table's chunked snapshot (`chunks.py` explains it): its key checked, its boundaries computed once, then each
+run the stream's filter and the WorkUnits of the next pending chunks, outside the slot's MultiWorkUnit."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from gobblin_py.api import SourceState, WorkUnit
+from gobblin_py.api.names import identity_hash, workunit_id
+from gobblin_py.builtin.sources.postgres_cdc.chunks import (CHUNK_KEY, KEPT_NAME, KEY_TYPES, RESNAPSHOT, ChunkPlan,
+                                                            key_expressions)
+from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, lsn_text
+from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
+from gobblin_py.builtin.sources.postgres_cdc.visibility import Snapshot
+from gobblin_py.errors import ConfigError, SourceError
+
+log = logging.getLogger(__name__)
+
+PRIMARY_KEY_SQL = """
+SELECT a.attname FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.n
+"""
+
+
+def chunk_key(conn: Any, split: CdcSplit) -> list[list[Any]]:
+    """The table's primary key as [[column, base type oid], …]; ConfigError naming the table when it cannot chunk it."""
+    names = [r[0] for r in conn.execute(PRIMARY_KEY_SQL, (split.oid,)).fetchall()]
+    if not names:
+        raise ConfigError(f"table {split.table} has no primary key, and a chunked snapshot splits a table by it: add "
+                          "one, or leave source.snapshot_chunk_rows unset (the table is then snapshotted in one "
+                          "transaction)")
+    key = [[n, split.types[split.columns.index(n)][2]] for n in names]
+    odd = [f"{n} (type oid {t})" for n, t in key if t not in KEY_TYPES]
+    if odd:
+        raise ConfigError(f"table {split.table}: its primary key column(s) {', '.join(odd)} are not of a type a chunked "
+                          "snapshot splits by (integers, text, varchar, uuid): leave source.snapshot_chunk_rows unset "
+                          "(one transaction)")
+    return key
+
+
+def boundaries(conn: Any, split: CdcSplit, key: list[list[Any]], rows: int) -> list[list[Any]]:
+    """The keys that start each chunk after the first: every `rows`-th key in key order."""
+    from psycopg import sql
+
+    exprs = key_expressions(key)
+    named = sql.SQL(", ").join(sql.SQL("{} AS {}").format(e, sql.Identifier(f"k{i}")) for i, e in enumerate(exprs))
+    order = sql.SQL(", ").join(exprs)
+    out = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(f"k{i}")) if KEY_TYPES[t] == "uuid"
+                             else sql.Identifier(f"k{i}") for i, (_, t) in enumerate(key))
+    query = sql.SQL("SELECT {} FROM (SELECT {}, row_number() OVER (ORDER BY {}) AS rn FROM {}) s "
+                    "WHERE rn % {} = 1 AND rn > 1 ORDER BY rn").format(
+        out, named, order, sql.Identifier(split.schema_name, split.table_name), sql.Literal(rows))
+    return [list(r) for r in conn.execute(query).fetchall()]
+
+
+def plan_chunks(s: PostgresCdcSettings, conn: Any, state: SourceState, stream: WorkUnit, end: int, low: int | None,
+                table_bytes: int) -> tuple[WorkUnit, list[WorkUnit]]:
+    """The table's stream WorkUnit with its chunk filter and kept plan, and this run's chunk WorkUnits: unchanged and
+    none when the table has no chunked snapshot going on and needs none (`low`: its committed watermark)."""
+    split: CdcSplit = CdcSplit.of(stream)
+    kept = state.kept(split.table)
+    again = low is not None and kept.get(RESNAPSHOT) is not None  # `gobblin-py snapshot --table`
+    plan = None if again else ChunkPlan.of_kept(kept.get(KEPT_NAME), split.table)
+    if plan is None and low is not None and not again:
+        return stream, []
+    key = chunk_key(conn, split)
+    fresh = plan is None and low is None  # a table new to the output, or reset: what the output holds of it goes
+    if plan is None:
+        plan = ChunkPlan(identity_hash(split.table, split.oid, end)[:16], key,
+                         boundaries(conn, split, key, s.snapshot_chunk_rows or 1), again=again)
+        log.info("%s: chunked snapshot planned, %d chunk(s) of about %s row(s)", split.table, len(plan.done),
+                 s.snapshot_chunk_rows)
+    elif plan.key != key:
+        raise SourceError(f"table {split.table}: its primary key changed during its chunked snapshot (was "
+                          f"{plan.key}, now {key}: [column, type oid]), so its chunks no longer split the keys its "
+                          f"changes carry. Snapshot it again: `gobblin-py state reset JOB.yaml --dataset {split.table} "
+                          "--yes`, then run")
+    plan.absorb(state.watermarks(split.table))
+    if plan.done_at is not None and low is not None and low >= plan.done_at:
+        log.info("%s: chunked snapshot done, its filter dropped", split.table)
+        return dataclasses.replace(stream, props={**stream.props, f"state.{KEPT_NAME}": None}), []
+    pending = plan.pending()
+    if not pending and plan.done_at is None:
+        xmin = Snapshot(conn.execute("SELECT pg_current_snapshot()::text").fetchone()[0]).xmin
+        if xmin >= max(Snapshot(d).xmax for d in plan.done if d is not None):
+            plan.done_at = end  # every change from here on is invisible to every chunk's snapshot
+    props = {**stream.props, f"state.{KEPT_NAME}": plan.kept()}
+    filtered = split.model_copy(update={"snapshot": False, "snapshot_bytes": 0,
+                                        "chunks": {**plan.stream_filter(), "fresh": fresh}})
+    unit = dataclasses.replace(stream, id=workunit_id(f"{split.table}.{split.low}-{split.end}", stream.id, plan.plan,
+                                                      str(len(pending))),
+                               split=filtered.packed(), props=props)
+    chunks = []
+    for j, i in enumerate(pending[:s.snapshot_chunks_per_run]):
+        low_key, high_key = plan.range(i)
+        chunk = split.model_copy(update={
+            "low": end, "end": end, "snapshot": False, "wal_bytes": 0,
+            "snapshot_bytes": table_bytes // max(1, len(plan.done)),
+            "chunk": {"plan": plan.plan, "index": i, "key": plan.key, "low": low_key, "high": high_key}})
+        chunks.append(WorkUnit(id=workunit_id(f"{split.table}.chunk{i}", "postgres_cdc", s.endpoint, s.database, s.slot,
+                                              split.table, plan.plan, str(i), str(end)),
+                               dataset=split.table, watermark_key=f"{CHUNK_KEY}{j}", low_watermark=None,
+                               expected_high_watermark=None, split=chunk.packed(), props=props))
+    log.info("%s: chunked snapshot, %d of %d chunk(s) pending, reading %d at %s", split.table, len(pending),
+             len(plan.done), len(chunks), lsn_text(end))
+    return unit, chunks
