@@ -13,6 +13,7 @@ import typer
 from gobblin_py.cli.compact_command import compact_command
 from gobblin_py.cli.maintain_command import maintain_command
 from gobblin_py.cli.infer_command import infer_command
+from gobblin_py.cli.new_command import new_command
 from gobblin_py.cli.plan_command import plan_command
 from gobblin_py.errors import ConfigError, GobblinError
 
@@ -314,6 +315,7 @@ app.command("plan")(plan_command)
 app.command("compact")(compact_command)
 app.command("maintain")(maintain_command)
 app.command("infer")(infer_command)
+app.command("new")(new_command)
 app.command("status")(status_command)
 app.command("serve")(serve_command)
 app.add_typer(state_app, name="state")
