@@ -55,7 +55,7 @@ def _fail(exc: GobblinError) -> None:
 def run(
     job_file: JobFile,
     master: Annotated[Optional[str], typer.Option(help="Spark master URL; overrides spark.master")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show Spark's own logs and debug lines")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show the run's log lines (planning, progress, commits), debug lines and Spark's own logs")] = False,
     in_process: Annotated[bool, typer.Option("--in-process", help="run tasks in this process instead of Spark (debugging)")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="silent on success: only warnings, errors, and the summary of a run that failed")] = False,
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
@@ -84,12 +84,14 @@ def run(
         for metrics_path, flag in ((metrics_json, "--metrics-json"), (metrics_prom, "--metrics-prom")):
             if metrics_path is not None:
                 check_metrics_path(metrics_path, flag)
-        setup_logging("WARNING" if quiet and not verbose else job.logging.level, verbose)
-        executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
+        ongoing = continuous or job.job.mode == "continuous"  # a service: one INFO line per checkpoint is its output
+        level = "WARNING" if quiet and not verbose else "INFO" if ongoing and job.logging.level in ("WARNING", "ERROR") else job.logging.level
+        setup_logging(level, verbose)
+        executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose, announce=None if quiet else _say)
         runner = JobRunner(job, executor, progress_for(quiet))
         runner.force_takeover = force_takeover
         try:
-            if continuous or job.job.mode == "continuous":
+            if ongoing:
                 result = _run_continuously(runner, metrics_json)
             else:
                 result = runner.run()
@@ -118,6 +120,13 @@ def run(
 
         write_metrics(result, metrics_prom, prometheus=StateStore(job.job.records_root, job.name), lags=measure_lag(job))
     raise typer.Exit(0 if result.succeeded else 2 if result.bad_config else 1)
+
+
+def _say(line: str) -> None:
+    """One line on stderr, above the progress bar on a terminal (Spark starting: the wait that follows is its)."""
+    from gobblin_py.cli.output import err
+
+    err.print(line, markup=False)
 
 
 def _run_continuously(runner: object, metrics_json: Optional[Path]) -> object:

@@ -22,7 +22,8 @@ def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON (what the status page's /api/jobs serves)")] = False,
     max_lag_seconds: MaxLagSeconds = 3600.0,
     max_lag_records: MaxLagRecords = 1_000_000,
-    lag_timeout: LagTimeout = 10.0,
+    lag_timeout: Annotated[float, typer.Option("--lag-timeout", min=0.1, help="the longest wait for each job's source when "
+                                                                             "measuring its lag (the wait is announced, naming the source)")] = 5.0,
 ) -> None:
     """Each job at a glance: schedule and next firing, last run, failing streak, pending and quarantined commits,
     and each dataset's lag. Exit 0 when no job needs a person, 1 when one does (failing, a commit pending or
@@ -30,11 +31,12 @@ def status_command(
 
     Example: gobblin-py status jobs/ --json
     """
-    from gobblin_py.cli.output import fail, out
+    from gobblin_py.cli.output import err, fail, out
     from gobblin_py.operating.overview import LagLimits, find_jobs, jobs_overview
 
     try:
-        views = jobs_overview(find_jobs(paths), lag_timeout, limits=LagLimits(max_lag_seconds, max_lag_records))
+        views = jobs_overview(find_jobs(paths), lag_timeout, limits=LagLimits(max_lag_seconds, max_lag_records),
+                              on_wait=lambda line: err.print(line, markup=False))
     except GobblinError as exc:
         fail(exc)
         return

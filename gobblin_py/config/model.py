@@ -251,7 +251,9 @@ class SparkSection(_Strict):
 
 
 class LoggingSection(_Strict):
-    level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="gobblin-py's own log lines (stderr)")
+    level: str = Field(default="WARNING", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$",
+                       description="gobblin-py's own log lines (stderr): WARNING shows what needs a person, the summary says the rest; "
+                                   "INFO adds planning, task progress and commits (a continuous run logs each checkpoint at INFO)")
     spark_level: str = Field(default="ERROR", pattern=r"^(ALL|DEBUG|INFO|WARN|ERROR|FATAL|OFF)$", description="Spark's log level unless --verbose")
 
 

@@ -52,7 +52,7 @@ def test_example_job_runs_then_ingests_nothing_then_only_a_new_file(checkout: Pa
 
     (checkout / "jobs" / "data" / "orders" / "orders-2026-01-06.csv").write_text(
         "id,ts,user,kind,amount,country\n900001,2026-01-06T10:00:00Z,u1,order,9.5,US\n900002,1767693600000,u2,order,,\n")
-    third = run_cli("run", "jobs/example.yaml", cwd=checkout)
+    third = run_cli("run", "jobs/example.yaml", "-v", cwd=checkout)
     assert third.returncode == 0, third.stdout + third.stderr
     row = next(line.split() for line in third.stdout.splitlines() if line.split()[:1] == ["orders"])
     assert row[1:4] == ["committed", "2", "2"]
