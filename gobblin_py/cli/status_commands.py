@@ -116,7 +116,26 @@ def serve_command(
         elif token_env:
             raise ConfigError("--token-env is for --allow-actions; without it the server is read-only")
         setup_logging("INFO", False)
+        _stop_like_ctrl_c()
         serve(paths, host, port, token=token, metrics=last_runs_text, limits=LagLimits(max_lag_seconds, max_lag_records),
               lag_timeout_s=lag_timeout)
     except GobblinError as exc:
         fail(exc)
+    except KeyboardInterrupt:  # uvicorn shut the server down, and raised the signal again to end the process
+        pass
+    from gobblin_py.cli.output import say_or_drop
+
+    say_or_drop("stopped: the server is stopped")
+
+
+def _stop_like_ctrl_c() -> None:
+    """SIGTERM and SIGHUP (a container stopping, a terminal closed) stop `serve` as Ctrl-C does: while it serves,
+    uvicorn's own handler shuts the server down (SIGHUP is passed on as SIGTERM); the signal it then raises again ends
+    the command as a KeyboardInterrupt: one line and exit 0, not a kill."""
+    import signal
+
+    def as_ctrl_c(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, as_ctrl_c)
+    signal.signal(signal.SIGHUP, lambda signum, frame: os.kill(os.getpid(), signal.SIGTERM))
