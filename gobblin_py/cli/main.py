@@ -294,10 +294,11 @@ def convert(
 ) -> None:
     """Translate an Apache Gobblin job file into a gobblin-py YAML job, validated; warnings go to stderr.
 
-    Derived Avro schemas (from source.schema) are written beside the output as <name>.<table>-<hash>.avsc.
+    Derived Avro schemas (from source.schema) are written beside the output as <name>.<table>-<hash>.avsc, named
+    from the YAML file (${JOB_FILE_DIR}/…), so it runs from any directory; one topic is `topics: [x]`.
     gobblin-py also runs the Gobblin file unchanged (gobblin-py run JOB.pull); convert is for moving on to YAML.
 
-    Example: gobblin-py convert jobs/kafka.pull -o jobs/kafka.yaml
+    Example: gobblin-py convert jobs/kafka-to-avro.pull -o my/kafka.yaml
     """
     from gobblin_py.cli.output import err, out
     from gobblin_py.config.gobblin import convert_job
