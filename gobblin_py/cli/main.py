@@ -85,7 +85,7 @@ def run(
             if metrics_path is not None:
                 check_metrics_path(metrics_path, flag)
         ongoing = continuous or job.job.mode == "continuous"  # a service: one INFO line per checkpoint is its output
-        level = "WARNING" if quiet and not verbose else "INFO" if ongoing and job.logging.level in ("WARNING", "ERROR") else job.logging.level
+        level = "WARNING" if quiet and not verbose else job.logging.level or ("INFO" if ongoing else "WARNING")
         setup_logging(level, verbose)
         executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose, announce=None if quiet else _say)
         runner = JobRunner(job, executor, progress_for(quiet))

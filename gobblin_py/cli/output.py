@@ -94,6 +94,10 @@ def print_summary(result: JobResult) -> None:
         for name, c in d.counters.items():
             examples = f" ({', '.join(c['examples'])})" if c["examples"] else ""
             out.print(f"  {d.dataset}: {name} {c['count']}{examples}", markup=False)
+    for r in result.recovery.datasets:  # a killed run's commit, finished before this run read anything
+        if r.outcome.value == "recovered":
+            out.print(f"  {r.dataset}: recovered the pending commit of run {r.run_id} (an earlier run stopped mid-commit)",
+                      markup=False)
     unlisted = [d.dataset for d in result.datasets if d.status is DatasetStatus.NOT_IN_SOURCE]
     if unlisted:
         out.print(f"  in state, not in the source: {', '.join(unlisted)}. Another job with this name? `job.name` keys "

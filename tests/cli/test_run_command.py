@@ -253,6 +253,7 @@ def test_ctrl_c_in_a_pipeline_whose_reader_is_gone_is_a_cancelled_run_with_its_t
 
     job = example_job(tmp_path)  # small: its tasks run in the driver, one after another
     job["converters"].insert(0, {"class": "gobblin_py.testing.faults:SlowConverter", "seconds_per_record": 0.002})
+    job["logging"] = {"level": "INFO"}  # its progress lines, as a cron log keeps them
     write_job(tmp_path, job)
     proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
