@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from gobblin_py.api.commit_step import CommitStep
@@ -27,6 +27,8 @@ class SourceState:
         self._kept = {ds: dict(k) for ds, k in (kept or {}).items()}
         self.input_problems: dict[str, list[str]] = {}
         self.notices: dict[str, list[str]] = {}
+        self.listed: set[str] | None = None
+        """Every dataset the source lists now, with new data or not (`report_listed`); None: the source cannot tell."""
         self.max_records = max_records
         """At most this many records in this run (or checkpoint), over all datasets, where the source can count them
         before reading (`job.checkpoint_max_records`); None: everything there is. The rest waits for the next."""
@@ -40,6 +42,11 @@ class SourceState:
         """Something the operator should know that needs no action (a column added upstream): named in the dataset's
         summary line and the run's record; the run's outcome is unchanged."""
         self.notices.setdefault(dataset, []).append(message)
+
+    def report_listed(self, datasets: Iterable[str]) -> None:
+        """The datasets the source lists now, new data or not: a committed dataset it no longer lists is named in the
+        run's summary ("in state, not in the source"), not reported as having no new data."""
+        self.listed = set(datasets) | (self.listed or set())
 
     def kept(self, dataset: str) -> dict[str, Any]:
         """What the work units of `dataset`'s last committed run kept: each of their `props` named `state.<name>`, as

@@ -55,7 +55,7 @@ def inspect(job_file: Path | None, work_dir: str | None, datasets: list[str] | N
 
 def recover(job_file: Path, datasets: list[str] | None, abandon: bool, yes: bool) -> int:
     job = load_job(job_file)
-    setup_logging(job.logging.level, False)
+    setup_logging(job.logging.level or "INFO", False)
     store = commit_store(job)
     with JobGuard(job, new_run_id(), store):
         selected = store.datasets(job.name) if datasets is None else [d for d in datasets if store.exists(job.name, d)]

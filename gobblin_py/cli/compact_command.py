@@ -60,7 +60,7 @@ def compact_command(
                                      order_by=order_by)
         if metrics_json is not None:
             check_metrics_path(metrics_json)
-        setup_logging("WARNING" if quiet and not verbose else job.logging.level, verbose)
+        setup_logging("WARNING" if quiet and not verbose else job.logging.level or "INFO", verbose)
         executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
         try:
             report = Compactor(JobRunner(job, executor)).run(options)

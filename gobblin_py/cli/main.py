@@ -13,6 +13,7 @@ import typer
 from gobblin_py.cli.compact_command import compact_command
 from gobblin_py.cli.maintain_command import maintain_command
 from gobblin_py.cli.infer_command import infer_command
+from gobblin_py.cli.new_command import new_command
 from gobblin_py.cli.plan_command import plan_command
 from gobblin_py.cli.snapshot_command import snapshot_command
 from gobblin_py.errors import ConfigError, GobblinError
@@ -55,7 +56,7 @@ def _fail(exc: GobblinError) -> None:
 def run(
     job_file: JobFile,
     master: Annotated[Optional[str], typer.Option(help="Spark master URL; overrides spark.master")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show Spark's own logs and debug lines")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show the run's log lines (planning, progress, commits), debug lines and Spark's own logs")] = False,
     in_process: Annotated[bool, typer.Option("--in-process", help="run tasks in this process instead of Spark (debugging)")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="silent on success: only warnings, errors, and the summary of a run that failed")] = False,
     metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
@@ -84,12 +85,14 @@ def run(
         for metrics_path, flag in ((metrics_json, "--metrics-json"), (metrics_prom, "--metrics-prom")):
             if metrics_path is not None:
                 check_metrics_path(metrics_path, flag)
-        setup_logging("WARNING" if quiet and not verbose else job.logging.level, verbose)
-        executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose)
+        ongoing = continuous or job.job.mode == "continuous"  # a service: one INFO line per checkpoint is its output
+        level = "WARNING" if quiet and not verbose else job.logging.level or ("INFO" if ongoing else "WARNING")
+        setup_logging(level, verbose)
+        executor = InProcessExecutor() if in_process else SparkExecutor(job, verbose=verbose, announce=None if quiet else _say)
         runner = JobRunner(job, executor, progress_for(quiet))
         runner.force_takeover = force_takeover
         try:
-            if continuous or job.job.mode == "continuous":
+            if ongoing:
                 result = _run_continuously(runner, metrics_json)
             else:
                 result = runner.run()
@@ -118,6 +121,13 @@ def run(
 
         write_metrics(result, metrics_prom, prometheus=StateStore(job.job.records_root, job.name), lags=measure_lag(job))
     raise typer.Exit(0 if result.succeeded else 2 if result.bad_config else 1)
+
+
+def _say(line: str) -> None:
+    """One line on stderr, above the progress bar on a terminal (Spark starting: the wait that follows is its)."""
+    from gobblin_py.cli.output import err
+
+    err.print(line, markup=False)
 
 
 def _run_continuously(runner: object, metrics_json: Optional[Path]) -> object:
@@ -285,10 +295,11 @@ def convert(
 ) -> None:
     """Translate an Apache Gobblin job file into a gobblin-py YAML job, validated; warnings go to stderr.
 
-    Derived Avro schemas (from source.schema) are written beside the output as <name>.<table>-<hash>.avsc.
+    Derived Avro schemas (from source.schema) are written beside the output as <name>.<table>-<hash>.avsc, named
+    from the YAML file (${JOB_FILE_DIR}/…), so it runs from any directory; one topic is `topics: [x]`.
     gobblin-py also runs the Gobblin file unchanged (gobblin-py run JOB.pull); convert is for moving on to YAML.
 
-    Example: gobblin-py convert jobs/kafka.pull -o jobs/kafka.yaml
+    Example: gobblin-py convert jobs/kafka-to-avro.pull -o my/kafka.yaml
     """
     from gobblin_py.cli.output import err, out
     from gobblin_py.config.gobblin import convert_job
@@ -315,6 +326,7 @@ app.command("plan")(plan_command)
 app.command("compact")(compact_command)
 app.command("maintain")(maintain_command)
 app.command("infer")(infer_command)
+app.command("new")(new_command)
 app.command("status")(status_command)
 app.command("serve")(serve_command)
 app.command("snapshot")(snapshot_command)

@@ -51,7 +51,7 @@ def maintain_command(
                                       retention=retention, below_table_retention=below_table_retention)
         if metrics_json is not None:
             check_metrics_path(metrics_json)
-        setup_logging("WARNING" if quiet and not verbose else job.logging.level, verbose)
+        setup_logging("WARNING" if quiet and not verbose else job.logging.level or "INFO", verbose)
         report = Maintainer(JobRunner(job, InProcessExecutor())).run(options, apply=yes)
     except GobblinError as exc:
         fail(exc)

@@ -18,7 +18,7 @@ from rich.console import Console
 from gobblin_py import durable
 from gobblin_py.api.lag import DatasetLag
 from gobblin_py.errors import ConfigError, GobblinError
-from gobblin_py.runtime.runner import JobResult
+from gobblin_py.runtime.runner import DatasetStatus, JobResult
 from gobblin_py.state.store import StateStore
 
 out = Console(highlight=False, soft_wrap=True)
@@ -94,6 +94,14 @@ def print_summary(result: JobResult) -> None:
         for name, c in d.counters.items():
             examples = f" ({', '.join(c['examples'])})" if c["examples"] else ""
             out.print(f"  {d.dataset}: {name} {c['count']}{examples}", markup=False)
+    for r in result.recovery.datasets:  # a killed run's commit, finished before this run read anything
+        if r.outcome.value == "recovered":
+            out.print(f"  {r.dataset}: recovered the pending commit of run {r.run_id} (an earlier run stopped mid-commit)",
+                      markup=False)
+    unlisted = [d.dataset for d in result.datasets if d.status is DatasetStatus.NOT_IN_SOURCE]
+    if unlisted:
+        out.print(f"  in state, not in the source: {', '.join(unlisted)}. Another job with this name? `job.name` keys "
+                  f"the state (job {result.job!r}); rename the job, or `gobblin-py state reset` them", markup=False)
     verdict = "SUCCEEDED" if result.succeeded else "FAILED"
     out.print(f"{verdict} job {result.job} run {result.run_id} in {result.duration_s:.1f}s"
               + (f": {result.error}" if result.error and not result.succeeded else ""), markup=False)

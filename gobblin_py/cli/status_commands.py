@@ -22,7 +22,8 @@ def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON (what the status page's /api/jobs serves)")] = False,
     max_lag_seconds: MaxLagSeconds = 3600.0,
     max_lag_records: MaxLagRecords = 1_000_000,
-    lag_timeout: LagTimeout = 10.0,
+    lag_timeout: Annotated[float, typer.Option("--lag-timeout", min=0.1, help="the longest wait for each job's source when "
+                                                                             "measuring its lag (the wait is announced, naming the source)")] = 5.0,
 ) -> None:
     """Each job at a glance: schedule and next firing, last run, failing streak, pending and quarantined commits,
     and each dataset's lag. Exit 0 when no job needs a person, 1 when one does (failing, a commit pending or
@@ -30,11 +31,12 @@ def status_command(
 
     Example: gobblin-py status jobs/ --json
     """
-    from gobblin_py.cli.output import fail, out
+    from gobblin_py.cli.output import err, fail, out
     from gobblin_py.operating.overview import LagLimits, find_jobs, jobs_overview
 
     try:
-        views = jobs_overview(find_jobs(paths), lag_timeout, limits=LagLimits(max_lag_seconds, max_lag_records))
+        views = jobs_overview(find_jobs(paths), lag_timeout, limits=LagLimits(max_lag_seconds, max_lag_records),
+                              on_wait=lambda line: err.print(line, markup=False))
     except GobblinError as exc:
         fail(exc)
         return
@@ -114,7 +116,26 @@ def serve_command(
         elif token_env:
             raise ConfigError("--token-env is for --allow-actions; without it the server is read-only")
         setup_logging("INFO", False)
+        _stop_like_ctrl_c()
         serve(paths, host, port, token=token, metrics=last_runs_text, limits=LagLimits(max_lag_seconds, max_lag_records),
               lag_timeout_s=lag_timeout)
     except GobblinError as exc:
         fail(exc)
+    except KeyboardInterrupt:  # uvicorn shut the server down, and raised the signal again to end the process
+        pass
+    from gobblin_py.cli.output import say_or_drop
+
+    say_or_drop("stopped: the server is stopped")
+
+
+def _stop_like_ctrl_c() -> None:
+    """SIGTERM and SIGHUP (a container stopping, a terminal closed) stop `serve` as Ctrl-C does: while it serves,
+    uvicorn's own handler shuts the server down (SIGHUP is passed on as SIGTERM); the signal it then raises again ends
+    the command as a KeyboardInterrupt: one line and exit 0, not a kill."""
+    import signal
+
+    def as_ctrl_c(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, as_ctrl_c)
+    signal.signal(signal.SIGHUP, lambda signum, frame: os.kill(os.getpid(), signal.SIGTERM))

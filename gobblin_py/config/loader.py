@@ -72,6 +72,11 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+JOB_FILE_DIR = "JOB_FILE_DIR"
+"""`${JOB_FILE_DIR}` in a job file is the directory the job file is in: a path beside it that holds wherever the job
+runs from (other relative paths are relative to the working directory)."""
+
+
 def load_yaml_job(path: Path, *, master: str | None = None, writer_schema: bool = True) -> JobSpec:
     """Read a YAML job file, merge it over the defaults and validate it; ConfigError lists every problem."""
     return load_document(path, _read_yaml(path), master=master, writer_schema=writer_schema)
@@ -80,9 +85,9 @@ def load_yaml_job(path: Path, *, master: str | None = None, writer_schema: bool 
 def load_document(path: Path, document: dict[str, Any], *, master: str | None = None, writer_schema: bool = True) -> JobSpec:
     """Merge a job document (a YAML file's, or a translated Gobblin job's) over the defaults and validate it;
     `writer_schema=False` (for `gobblin-py infer`, which writes that schema) skips the check that the writer gets one."""
-    substituted = substitute(document, os.environ)
-    raw = substituted.data
     job_dir = str(path.absolute().parent)
+    substituted = substitute(document, {**os.environ, JOB_FILE_DIR: job_dir})  # the job file's own directory wins
+    raw = substituted.data
     if job_dir not in sys.path:  # user plugins beside the job file import here as on the executors
         sys.path.insert(0, job_dir)
     defaults: dict[str, Any] = {}

@@ -251,7 +251,10 @@ class SparkSection(_Strict):
 
 
 class LoggingSection(_Strict):
-    level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="gobblin-py's own log lines (stderr)")
+    level: str | None = Field(default=None, pattern=r"^(DEBUG|INFO|WARNING|ERROR)$",
+                              description="gobblin-py's own log lines (stderr); unset: WARNING for `run` (its summary says the rest; "
+                                          "INFO adds planning, task progress and commits, as -v does), INFO for a continuous run "
+                                          "(a line per checkpoint) and for compact, maintain and recover")
     spark_level: str = Field(default="ERROR", pattern=r"^(ALL|DEBUG|INFO|WARN|ERROR|FATAL|OFF)$", description="Spark's log level unless --verbose")
 
 

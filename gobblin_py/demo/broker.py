@@ -36,6 +36,38 @@ def port_free(port: int) -> bool:
         return True
 
 
+def port_holder(port: int) -> str | None:
+    """Which process listens on TCP `port` (pid and command line), read from /proc on Linux; None where it cannot tell."""
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                listening.add(f"socket:[{fields[9]}]")
+    for proc in Path("/proc").glob("[0-9]*") if listening else ():
+        try:
+            if any(os.readlink(fd) in listening for fd in (proc / "fd").iterdir()):
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                return f"pid {proc.name}: {command[:120]}"
+        except OSError:
+            continue
+    return None
+
+
+def check_port(port: int, flag: str = "--port") -> None:
+    """ConfigError naming the process on 127.0.0.1:`port` when it is taken: a demo never moves to another port
+    silently (a job file written for the fixed one would reach whatever holds it, or nothing)."""
+    if port_free(port):
+        return
+    holder = port_holder(port)
+    raise ConfigError(f"{flag} {port}: 127.0.0.1:{port} is taken" + (f" by {holder}" if holder else " by another process")
+                      + f"; stop it (an earlier demo's broker?), or give another {flag} (0: any free port)")
+
+
 def free_port() -> int:
     """A port of 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:

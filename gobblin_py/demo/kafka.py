@@ -22,9 +22,9 @@ import yaml
 
 from gobblin_py.demo.broker import (
     LocalBroker,
+    check_port,
     create_topic,
     free_port,
-    port_free,
     produce_json,
 )
 
@@ -108,7 +108,8 @@ def run_job(job: Path, env: dict[str, str] | None = None) -> int:
 def demo(options: DemoOptions, say: Callable[[str], None] = print) -> int:
     """Start the broker, produce, run the job once, then (unless `once`) produce until stopped; the run's exit code."""
     directory = options.directory.resolve()
-    port = options.port if port_free(options.port) else free_port()
+    port = options.port or free_port()
+    check_port(port)
     with LocalBroker(port) as broker:
         for topic in TOPICS:
             create_topic(broker.bootstrap, topic, PARTITIONS)

@@ -28,7 +28,7 @@ class LocalPostgres:
     """`with LocalPostgres() as pg:` a started server; `pg.url(db)` without the password, `pg.connect(db)`.
     `settings` are extra server settings (`-c name=value`), after ours: `{"wal_level": "logical"}` for logical decoding."""
 
-    def __init__(self, settings: dict[str, str | int] | None = None) -> None:
+    def __init__(self, settings: dict[str, str | int] | None = None, data_dir: Path | None = None) -> None:
         self.settings = dict(settings or {})
         import warnings
 
@@ -39,20 +39,29 @@ class LocalPostgres:
         self.bin = Path(POSTGRES_BIN_PATH)
         self.port = free_port()
         self.host = "127.0.0.1"
-        self.dir = Path(tempfile.mkdtemp(prefix="gobblin-pg-"))
-        self.data = self.dir / "data"
         self.run_as: dict[str, Any] = {}
-        if os.geteuid() == 0:
+        entry = None
+        if os.geteuid() == 0:  # checked before anything is made: initdb's own "Permission denied" names no fix
             from pgserver.utils import ensure_user_exists
 
             entry = ensure_user_exists("pgserver")
+            closed = _closed_to(self.bin / "initdb", entry.pw_uid, entry.pw_gid)
+            if closed is not None:
+                raise ConfigError(f"as root, PostgreSQL runs as the user pgserver, which cannot enter {closed} (mode "
+                                  f"{closed.stat().st_mode & 0o777:o}) on the way to its programs in {self.bin}: "
+                                  f"chmod o+x {closed} (entering only, not listing), or install gobblin-py in a "
+                                  "virtualenv every user can enter, or run as another user")
+        self.dir = Path(tempfile.mkdtemp(prefix="gobblin-pg-", dir=data_dir))
+        self.data = self.dir / "data"
+        if entry is not None:
             os.chown(self.dir, entry.pw_uid, entry.pw_gid)
             closed = _closed_to(self.dir, entry.pw_uid, entry.pw_gid)
             if closed is not None:
                 shutil.rmtree(self.dir, ignore_errors=True)
                 raise ConfigError(f"as root, PostgreSQL runs as the user pgserver, which cannot enter {closed} (mode "
                                   f"{closed.stat().st_mode & 0o777:o}) on the way to its data directory {self.dir}: "
-                                  "set TMPDIR to a directory every user can enter (TMPDIR=/tmp), or run as another user")
+                                  f"chmod o+x {closed} (entering only, not listing), or --data-dir DIR in a directory "
+                                  "every user can enter (--data-dir /tmp), or run as another user")
             self.run_as = {"user": entry.pw_uid, "group": entry.pw_gid}
 
     def _run(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:

@@ -33,6 +33,7 @@ class DemoOptions:
     rate: int = 50
     seconds: float = 0.0
     once: bool = False
+    data_dir: Path | None = None  # where the server's data directory goes (None: the temp directory)
 
 
 def create_table(server: LocalPostgres, rows: int) -> None:
@@ -77,7 +78,7 @@ def demo(options: DemoOptions, say: Callable[[str], None] = print) -> int:
     """Start PostgreSQL, fill the table, run the job once, then (unless `once`) write orders until stopped; the run's
     exit code."""
     directory = options.directory.resolve()
-    with LocalPostgres() as server:
+    with LocalPostgres(data_dir=options.data_dir) as server:
         server.create_database(DATABASE)
         create_table(server, options.rows)
         job = write_job(directory, server.url(DATABASE))

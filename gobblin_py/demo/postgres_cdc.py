@@ -164,7 +164,7 @@ class Stop:
 @contextmanager
 def stop_on_signals() -> Iterator[Stop]:
     stop = Stop()
-    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield stop
     finally:
@@ -179,7 +179,7 @@ def demo(options: CdcDemoOptions, say: Callable[[str], None] = print) -> int:
     directory = options.directory.resolve()
     check_fresh(directory)
     started = time.monotonic()
-    with stop_on_signals() as stop, LocalPostgres(LOGICAL) as server:
+    with stop_on_signals() as stop, LocalPostgres(LOGICAL, options.data_dir) as server:
         stop.armed = True
         try:
             return _rounds(options, directory, server, stop, started, say)
@@ -209,7 +209,7 @@ def _rounds(options: CdcDemoOptions, directory: Path, server: LocalPostgres, sto
     say(f"each round: {burst} orders inserted, half as many shipped (updated), a quarter deleted, in {BURSTS} "
         f"transactions; then the job runs and the table is compared; then {options.every:g} s quiet, when your own "
         f"comparison shows it equal too:\n\n{compare_snippet(directory, url)}\n\n"
-        "Ctrl-C (or SIGTERM) ends the round in flight with its run and comparison, then stops the database.")
+        "Ctrl-C (or SIGTERM, SIGHUP) ends the round in flight with its run and comparison, then stops the database.")
     rounds = 0
     with server.connect(DATABASE) as conn:
         while not stop.requested and (not options.rounds or rounds < options.rounds) \

@@ -77,7 +77,7 @@ def check_scheme(scheme: str) -> None:
         extra = EXTRAS.get(scheme)
         hint = ""
         if extra is not None:
-            hint = f"; install it with `pip install {extra}`" + (" (or gobblin-py[s3])" if extra == "s3fs" else "")
+            hint = f"; install it with `pip install {extra}`" + (" (or `pip install 'gobblin-py[s3]'`)" if extra == "s3fs" else "")
         raise ConfigError(f"no filesystem for {scheme}:// ({exc}){hint}") from None
 
 

@@ -29,9 +29,23 @@ GRACE_S = 2.0
 """How long past `timeout_s` a source's measurement may take before it is given up (its clients time out themselves)."""
 
 
-def measure_lag(job: JobSpec, timeout_s: float = 10.0) -> list[DatasetLag]:
+SAY_WAITING_AFTER_S = 0.5
+"""A measurement still under way after this long is announced (`on_wait`): the wait that follows is the source's."""
+
+
+def waited_on(job: JobSpec) -> str:
+    """The source a lag measurement waits on, as a person knows it: its alias and where it reads (brokers, host, path)."""
+    settings = job.source.settings
+    where = next((getattr(settings, k) for k in ("bootstrap_servers", "host", "path") if getattr(settings, k, None)), None)
+    where = ",".join(where) if isinstance(where, list) else where
+    return f"{job.source.name or job.source.path}" + (f" ({where})" if where else "")
+
+
+def measure_lag(job: JobSpec, timeout_s: float = 10.0, *, grace_s: float = GRACE_S,
+                on_wait: Callable[[str], None] | None = None) -> list[DatasetLag]:
     """One entry per dataset (the source's datasets, and every one the state store has committed); never raises for a
-    source's fault. A job whose source cannot be reached before its first commit gets one entry named `*`."""
+    source's fault. A job whose source cannot be reached before its first commit gets one entry named `*`. The wait
+    is capped at `timeout_s + grace_s`; `on_wait` is told which source it waits on, when it takes a while."""
     try:
         committed = committed_state(job, StateStore(job.job.records_root, job.name))
     except Exception as exc:  # noqa: BLE001 - an unreadable state store is reported, not raised
@@ -48,14 +62,18 @@ def measure_lag(job: JobSpec, timeout_s: float = 10.0) -> list[DatasetLag]:
 
     worker = threading.Thread(target=measure, name=f"lag-{job.name}", daemon=True)
     worker.start()
-    worker.join(timeout_s + GRACE_S)
+    cap = timeout_s + grace_s
+    worker.join(min(cap, SAY_WAITING_AFTER_S) if on_wait is not None else cap)
+    if worker.is_alive() and on_wait is not None:
+        on_wait(f"job {job.name}: waiting on source {waited_on(job)}, at most {cap:.0f} s…")
+        worker.join(max(0.0, cap - SAY_WAITING_AFTER_S))
     if worker.is_alive():
-        return _each(known, f"not measured: source {job.source.label} did not answer within {timeout_s + GRACE_S:.0f} s")
+        return _each(known, f"not measured: source {waited_on(job)} did not answer within {cap:.0f} s")
     if failed:
-        return _each(known, _scrub(f"source {job.source.label}: {describe(failed[0])}", job))
+        return _each(known, _scrub(f"source {waited_on(job)}: {describe(failed[0])}", job))
     lags = found[0] if found else None
     if lags is None:
-        return _each(known, f"source {job.source.label} cannot measure its lag")
+        return _each(known, f"source {waited_on(job)} cannot measure its lag")
     measured = {lag.dataset for lag in lags}
     out = [_scrubbed(lag, job) for lag in lags]
     for dataset, exc in committed.unreadable.items():  # the source saw no committed position: its figure is not one

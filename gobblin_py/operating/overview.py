@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -255,19 +256,24 @@ def failing_streak(job: JobSpec, runs: list[dict[str, Any]]) -> tuple[int, str |
     return count, since
 
 
-def job_lag(job: JobSpec, timeout_s: float = 10.0) -> list[DatasetLag]:
-    """`measure_lag`, never raising: a measurement that fails gives each dataset the error instead of a figure."""
+def job_lag(job: JobSpec, timeout_s: float = 10.0, on_wait: Callable[[str], None] | None = None,
+            capped: bool = False) -> list[DatasetLag]:
+    """`measure_lag`, never raising: a measurement that fails gives each dataset the error instead of a figure;
+    `capped`: `timeout_s` is the whole wait, no grace after it."""
     try:
-        return measure_lag(job, timeout_s)
+        return measure_lag(job, timeout_s, on_wait=on_wait, **({"grace_s": 0.0} if capped else {}))
     except Exception as exc:  # noqa: BLE001 - a broker or database down must not hide the rest of the overview
         return [DatasetLag(dataset=d, records=None, seconds=None, bytes=None, files=None, unit="records", partitions=(),
                            error=f"lag not measured: {exc}") for d in StateStore(job.job.records_root, job.name).dataset_names()]
 
 
 def jobs_overview(refs: list[JobRef], lag_timeout_s: float | None = 10.0, now: dt.datetime | None = None,
-                  limits: LagLimits = LagLimits()) -> list[JobOverview]:
-    """Every job's overview, with its lag measured (unless `lag_timeout_s` is None)."""
-    return [job_overview(ref, job_lag(ref.spec, lag_timeout_s) if ref.spec is not None and lag_timeout_s is not None else None,
+                  limits: LagLimits = LagLimits(), on_wait: Callable[[str], None] | None = None) -> list[JobOverview]:
+    """Every job's overview, with its lag measured (unless `lag_timeout_s` is None); with `on_wait` (a person waits at a
+    terminal) each source's wait is announced and capped at `lag_timeout_s`."""
+    capped = on_wait is not None
+    return [job_overview(ref, job_lag(ref.spec, lag_timeout_s, on_wait, capped)
+                         if ref.spec is not None and lag_timeout_s is not None else None,
                          now, limits) for ref in refs]
 
 

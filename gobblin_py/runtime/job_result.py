@@ -19,6 +19,7 @@ class DatasetStatus(str, enum.Enum):
     COMMIT_FAILED = "commit failed"   # the sequence is pending; the next run recovers it
     BLOCKED = "blocked"               # a pending sequence could not be recovered: not extracted
     NO_NEW_DATA = "no new data"
+    NOT_IN_SOURCE = "not in source"   # committed in the state, but the source no longer lists it (another job's?)
 
 
 @dataclass
@@ -58,6 +59,8 @@ class JobResult:
     bad_config: bool = False  # failed on a ConfigError found while running (planning against the source): exit 2
     lease_epoch: int | None = None  # the fencing epoch of the job's lease this run held (None: no lease, job.lock off)
     took_over: str | None = None  # the lease this run took over from another's that had not been released, described
+    job_file: str = ""  # the job file this run was loaded from; a run of another file under the same name is warned of
+    warnings: list[str] = field(default_factory=list)  # job-level, for the summary (another job file shares the state)
 
     @property
     def status(self) -> str:
@@ -96,6 +99,7 @@ class JobResult:
             "tasks": [t.to_json() for t in kept_tasks(self.tasks)], "tasks_total": len(self.tasks),
             "bytes_by_dataset": bytes_by_dataset(self.tasks),
             "lease_epoch": self.lease_epoch, **({"took_over": self.took_over} if self.took_over else {}),
+            **({"job_file": self.job_file} if self.job_file else {}), **({"warnings": self.warnings} if self.warnings else {}),
             **({"mode": "continuous", "checkpoints_total": self.checkpoints_total, "checkpoints": self.checkpoints}
                if self.continuous or self.checkpoints_total else {}),
         }

@@ -25,6 +25,7 @@ class Plan:
     unreadable: dict[str, StateStoreError] = field(default_factory=dict)  # datasets whose watermark or state file is corrupt
     estimated_bytes: dict[str, float | None] = field(default_factory=dict)  # per WorkUnit id: the Source's estimate
     native: dict[str, float] = field(default_factory=dict)  # per WorkUnit id: the share read natively (see `held`)
+    listed: set[str] | None = None  # every dataset the Source lists now (None: it cannot tell)
 
     @property
     def workunits(self) -> list[WorkUnit]:
@@ -63,7 +64,7 @@ def plan(job: JobSpec, state: StateStore, skip: set[str] | frozenset[str] = froz
     check_names(units, job.source.label)
     unreadable = committed.unreadable
     return Plan(without(units, set(skip) | set(unreadable)), committed.watermarks, committed.key_stats,
-                source_state.input_problems, source_state.notices, unreadable, sizes, native)
+                source_state.input_problems, source_state.notices, unreadable, sizes, native, source_state.listed)
 
 
 class Committed(NamedTuple):

@@ -254,8 +254,10 @@ class PublishPath:
         for dataset in sorted(set(previous) | set(planned.input_problems) | set(planned.notices) | set(blocked)):
             if dataset not in summaries:
                 before = previous.get(dataset)
+                unlisted = planned.listed is not None and dataset not in planned.listed and dataset in previous
                 summaries[dataset] = DatasetSummary(
-                    dataset, DatasetStatus.BLOCKED if dataset in blocked else DatasetStatus.NO_NEW_DATA,
+                    dataset, DatasetStatus.BLOCKED if dataset in blocked else
+                    DatasetStatus.NOT_IN_SOURCE if unlisted else DatasetStatus.NO_NEW_DATA,
                     message=blocked[dataset].message if dataset in blocked else "",
                     watermark=watermark_summary(before, before) if before is not None else "")
         for summary in summaries.values():

@@ -92,6 +92,14 @@ class JobRunner:
                 if killed is not None:
                     log.warning("run %s of job %s ended without finishing its record (killed?): recorded as killed; "
                                 "its commits are recovered now", killed, job.name)
+            result.job_file = job.source_file
+            other = self._other_job_file()
+            if other is not None:
+                result.warnings.append(
+                    f"job {job.name!r} was last run from {other}, this run from {job.source_file}: both keep their "
+                    f"state under {self.state.dir} (`job.name` and `job.work_dir` key the state); if they are two jobs, "
+                    "give this one its own job.name")
+                log.warning("%s", result.warnings[-1])
             log.info("job %s run %s started", job.name, result.run_id)
             self.observe.job_started(job.name, result.run_id)
             result.running = True  # its record says `running` until the run ends, however it ends (a kill: `killed`
@@ -185,6 +193,16 @@ class JobRunner:
         except Exception as exc:  # noqa: BLE001 - best effort by contract: the run's outcome is its commits'
             log.warning("source %s: after the commit: %s (the committed watermarks are unaffected)", source.label, describe(exc))
             self.events.emit("AfterCommitFailed", source=source.label, error=describe(exc))
+
+    def _other_job_file(self) -> str | None:
+        """The job file the job's last run was loaded from, when it is another file than this run's (a copied job
+        file that kept the name shares the original's state); None when the same, or not recorded."""
+        try:
+            last = self.state.last_run()
+        except StateStoreError:
+            return None  # an unreadable record predicts nothing; `history` names it
+        before = (last or {}).get("job_file")
+        return before if before and before != self.job.source_file else None
 
     def _last_run_on_spark(self) -> bool:
         """Whether the job's last run waited for Spark to start (its record has an executor_start phase)."""

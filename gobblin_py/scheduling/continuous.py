@@ -183,7 +183,7 @@ def _waits_only(checkpoint: JobResult) -> bool:
     down): each is retried on its own schedule, so the checkpoint does not count towards `max_consecutive_failures`
     (their failed attempts do) and the next comes after `checkpoint_interval`, for the other datasets."""
     waiting = {r.dataset for r in checkpoint.recovery.datasets if r.retry_at is not None}
-    fine = (DatasetStatus.COMMITTED, DatasetStatus.PARTIAL, DatasetStatus.NO_NEW_DATA)
+    fine = (DatasetStatus.COMMITTED, DatasetStatus.PARTIAL, DatasetStatus.NO_NEW_DATA, DatasetStatus.NOT_IN_SOURCE)
     bad = {d.dataset for d in checkpoint.datasets if d.status not in fine or d.input_problems}
     failed_tasks = any(t.status.value == "failed" for t in checkpoint.tasks)
     return bool(waiting) and not failed_tasks and bad <= waiting

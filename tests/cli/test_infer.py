@@ -18,6 +18,7 @@ def test_the_inferred_schema_runs_the_example_job_like_the_hand_written_one(tmp_
     assert done.returncode == 0, done.stderr
     assert "from 1999 records (clicks 1000, orders 999)" in done.stdout and "json_to_avro" in done.stdout
     assert "field amount: 1 value(s) that are not double (e.g. 'abc')" in done.stderr  # the sample's bad record named
+    assert "merged the samples of 2 datasets (clicks, orders) into one schema: no field became nullable" in done.stderr
     schema = json.loads((tmp_path / "inferred.avsc").read_text())
     types = {f["name"]: f["type"] for f in schema["fields"]}
     assert types["amount"] == ["null", "double"] and types["user"] == "string" and types["ts"] == "long"

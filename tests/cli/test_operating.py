@@ -24,7 +24,7 @@ def job_dir(tmp_path: Path) -> Path:
 
 
 def test_without_a_terminal_progress_is_plain_log_lines_and_quiet_silences_them(job_dir: Path) -> None:
-    run = cli(RUN, job_dir)  # stdout and stderr are pipes here, as under cron
+    run = cli([*RUN, "-v"], job_dir)  # stdout and stderr are pipes here, as under cron; -v: the run's log lines
     assert run.returncode == 0
     assert "tasks: 10/10 done, 0 running, 0 failed" in run.stderr
     assert "dataset clicks: committed, 2000 records written, 5 files" in run.stderr

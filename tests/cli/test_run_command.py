@@ -52,7 +52,7 @@ def test_example_job_runs_then_ingests_nothing_then_only_a_new_file(checkout: Pa
 
     (checkout / "jobs" / "data" / "orders" / "orders-2026-01-06.csv").write_text(
         "id,ts,user,kind,amount,country\n900001,2026-01-06T10:00:00Z,u1,order,9.5,US\n900002,1767693600000,u2,order,,\n")
-    third = run_cli("run", "jobs/example.yaml", cwd=checkout)
+    third = run_cli("run", "jobs/example.yaml", "-v", cwd=checkout)
     assert third.returncode == 0, third.stdout + third.stderr
     row = next(line.split() for line in third.stdout.splitlines() if line.split()[:1] == ["orders"])
     assert row[1:4] == ["committed", "2", "2"]
@@ -253,6 +253,7 @@ def test_ctrl_c_in_a_pipeline_whose_reader_is_gone_is_a_cancelled_run_with_its_t
 
     job = example_job(tmp_path)  # small: its tasks run in the driver, one after another
     job["converters"].insert(0, {"class": "gobblin_py.testing.faults:SlowConverter", "seconds_per_record": 0.002})
+    job["logging"] = {"level": "INFO"}  # its progress lines, as a cron log keeps them
     write_job(tmp_path, job)
     proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

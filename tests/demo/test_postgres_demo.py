@@ -47,6 +47,6 @@ def test_as_root_a_data_directory_the_pgserver_user_cannot_enter_is_named_before
     closed = tmp_path / "closed"
     closed.mkdir(mode=0o700)
     monkeypatch.setattr(tempfile, "tempdir", str(closed))
-    with pytest.raises(ConfigError, match=r"pgserver, which cannot enter /\S* \(mode 700\) on the way to .*closed/gobblin-pg-.*TMPDIR=/tmp"):
+    with pytest.raises(ConfigError, match=r"pgserver, which cannot enter /\S* \(mode 700\) on the way to .*closed/gobblin-pg-.*chmod o\+x /\S* \(entering only.*--data-dir /tmp"):
         LocalPostgres()
     assert list(closed.iterdir()) == []  # nothing left behind

@@ -141,15 +141,33 @@ def test_convert_writes_a_yaml_job_that_validates_alone(tmp_path: Path, monkeypa
     assert result.stdout.strip() == f"{jobs / 'csv-to-avro.pull'}: wrote converted/csv.yaml, converted/{schemas[0].name}"
     assert "warning: extract.table.type (" in result.stderr  # what is not applied is said, on stderr and in the file
     document = yaml.safe_load(written.read_text())
-    assert document["converters"] == [{"class": "json_to_avro", "schema": f"converted/{schemas[0].name}"}]
+    # the schema beside the YAML file, found wherever the job runs from
+    assert document["converters"] == [{"class": "json_to_avro", "schema": f"${{JOB_FILE_DIR}}/{schemas[0].name}"}]
     assert document["writer"] == {"class": "avro", "partition": {"column": "ts", "granularity": "DAY", "pattern": "yyyy/MM/dd"}}
     assert document["publisher"] == {"class": "fs", "final_dir": "${GOBBLIN_WORK_DIR}/job-output"}
     assert "# warning: extract.table.type" in written.read_text()
-    monkeypatch.chdir(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # not where convert ran
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     spec = load_job(written)
     assert spec.name == "CsvToAvro" and spec.source.settings.root_dataset == "orders"
+    assert spec.converters[0].settings.schema_file == schemas[0]
+
+
+def test_convert_names_one_topic_as_a_topic_and_keeps_a_pattern_a_pattern(tmp_path: Path) -> None:
+    from support.jobs import REPO
+
+    done = run_cli("convert", str(REPO / "jobs" / "kafka-to-avro.pull"), "-o", "k.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    source = yaml.safe_load((tmp_path / "k.yaml").read_text())["source"]
+    assert source["topics"] == ["events"] and "topic_pattern" not in source
+    (tmp_path / "p.pull").write_text((REPO / "jobs" / "kafka-to-avro.pull").read_text()
+                                     .replace("topic.whitelist=events", "topic.whitelist=events.*"))
+    done = run_cli("convert", "p.pull", "-o", "p.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load((tmp_path / "p.yaml").read_text())["source"]["topic_pattern"] == "(?:events.*)"
 
 
 def test_convert_keeps_env_references_instead_of_this_machines_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -119,7 +119,7 @@ def test_a_hocon_job_translates_as_its_properties_twin(tmp_path: Path, monkeypat
     from_hocon, from_properties = translate_file(tmp_path / "job.conf"), translate_file(tmp_path / "job.pull")
     assert from_hocon.document == from_properties.document
     assert from_hocon.document["source"] == {
-        "class": "kafka", "bootstrap_servers": ["127.0.0.1:9092"], "topic_pattern": "(?:events)|(?:clicks)",
+        "class": "kafka", "bootstrap_servers": ["127.0.0.1:9092"], "topics": ["events", "clicks"],
         "max_workunits": 3, "deserializer": "string"}
     (tmp_path / "bad.conf").write_text("job { name = \n")
     with pytest.raises(ConfigError, match=r"bad.conf: not valid HOCON"):

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, kill_at_random
@@ -85,6 +86,9 @@ def test_random_kills_while_records_keep_arriving(tmp_path: Path, broker, topic:
 
 def _start_run(tmp: Path) -> subprocess.Popen[str]:
     """The CLI in a child process; returns once its tasks have started reading."""
+    job = yaml.safe_load((tmp / "job.yaml").read_text())
+    job["logging"] = {"level": "INFO"}  # its planning line, which run prints only at INFO
+    (tmp / "job.yaml").write_text(yaml.safe_dump(job, sort_keys=False))
     proc = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", *RUN], cwd=tmp,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None

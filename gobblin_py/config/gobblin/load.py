@@ -21,7 +21,7 @@ import yaml
 from gobblin_py.config.gobblin.mapping import KEYS
 from gobblin_py.config.gobblin.resolve import ENV_REF, HOCON_SUFFIXES, PROPERTIES_SUFFIXES, resolve_job
 from gobblin_py.config.gobblin.translate import Translation, translate
-from gobblin_py.config.loader import SECTIONS, defaults_files, load_document
+from gobblin_py.config.loader import JOB_FILE_DIR, SECTIONS, defaults_files, load_document
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import ConfigError
 
@@ -97,6 +97,15 @@ def place_schemas(translation: Translation, directory: Path, prefix: str = "") -
         converter["schema"] = str(target)
         written.append(target)
     return written
+
+
+def _beside(value: Any, paths: dict[str, str]) -> Any:
+    """`value` with every string that is one of `paths`' keys replaced by its value, however deep."""
+    if isinstance(value, dict):
+        return {k: _beside(v, paths) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_beside(v, paths) for v in value]
+    return paths.get(value, value) if isinstance(value, str) else value
 
 
 def _with_origins(message: str, origins: dict[str, str]) -> str:
@@ -181,7 +190,10 @@ def convert_job(path: Path, output: Path | None, *, strict: bool = False) -> Con
     warnings = warnings_of(translation, strict)
     written, kept = _with_env_refs(path, translation, strict, target, warnings)
     document = {k: written[k] for k in SECTIONS if k in written}
-    header = [f"# Converted by gobblin-py convert from {path}", "# Relative paths are relative to the directory gobblin-py runs in."]
+    if output is not None:  # the schemas beside the YAML file, wherever it is run from
+        document = _beside(document, {str(f): f"${{{JOB_FILE_DIR}}}/{f.name}" for f in files})
+    header = [f"# Converted by gobblin-py convert from {path}", "# Relative paths are relative to the directory gobblin-py runs in;"
+              f" ${{{JOB_FILE_DIR}}} is this file's directory."]
     if kept:
         header.append(f"# ${{VAR}} is read from the environment when the job runs, as Gobblin's ${{env:VAR}}: {', '.join(kept)}")
     header += [f"# warning: {w}" for w in warnings] + [f"# note: {n}" for n in translation.notes]

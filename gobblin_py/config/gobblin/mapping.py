@@ -187,7 +187,8 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("converter.classes", "converters", "per branch with .N"),
     KeyRule("converter.avro.fields", "select_fields.fields"),
     KeyRule("kafka.brokers", "source.bootstrap_servers"),
-    KeyRule("topic.whitelist", "source.topic_pattern", "regexes, each matching a whole topic name; unset: every topic"),
+    KeyRule("topic.whitelist", "source.topics", "plain topic names become `topics: [..]`; regexes (each matching a whole "
+            "topic name) `topic_pattern`, as does a whitelist with a topic.blacklist; unset: every topic"),
     KeyRule("topic.blacklist", "source.exclude_topics"),
     KeyRule("bootstrap.with.offset", "source.bootstrap_with_offset", "earliest or latest"),
     KeyRule("reset.on.offset.out.of.range", "source.reset_on_offset_out_of_range", "earliest or latest (nearest is "

@@ -31,6 +31,10 @@ def source_section(d: Draft) -> None:
         _files(d)
 
 
+_PLAIN_TOPIC = re.compile(r"^[A-Za-z0-9_-]+$")
+"""A whitelist entry no regex character in it: a topic's name (Gobblin matches each entry against a whole name)."""
+
+
 def _kafka(d: Draft, raw: str) -> None:
     p = d.p
     d.copy("kafka.brokers", convert=lambda brokers: [b.strip() for b in brokers.split(",") if b.strip()])
@@ -40,8 +44,11 @@ def _kafka(d: Draft, raw: str) -> None:
             re.compile(pattern)
         except re.error as exc:
             p.problem("topic.whitelist" if pattern in patterns else "topic.blacklist", f"{pattern!r} is not a valid regular expression: {exc}")
-    d.set("source.topic_pattern", "|".join(f"(?:{x})" for x in patterns) if patterns else ".*", "topic.whitelist")
     excluded = p.listed("topic.blacklist")
+    if patterns and not excluded and all(_PLAIN_TOPIC.match(x) for x in patterns):  # names, not patterns: say them so
+        d.set("source.topics", patterns, "topic.whitelist")
+    else:
+        d.set("source.topic_pattern", "|".join(f"(?:{x})" for x in patterns) if patterns else ".*", "topic.whitelist")
     if excluded:
         d.set("source.exclude_topics", excluded, "topic.blacklist")
     for key, path, allowed in (("bootstrap.with.offset", "source.bootstrap_with_offset", ("earliest", "latest")),

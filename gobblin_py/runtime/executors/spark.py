@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from gobblin_py.commit.tasks import CommitTasks
@@ -44,9 +45,10 @@ def _python_path(job: JobSpec) -> str:
 class SparkExecutor:
     """Tasks as a Spark job on `spark.master`; Spark's logging stays quiet unless verbose."""
 
-    def __init__(self, job: JobSpec, verbose: bool = False) -> None:
+    def __init__(self, job: JobSpec, verbose: bool = False, announce: Callable[[str], None] | None = None) -> None:
         self.job = job
         self.verbose = verbose
+        self.announce = announce  # told "starting Spark (master)…" as Spark starts: the seconds that follow are its
         self._session: Any = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -58,6 +60,8 @@ class SparkExecutor:
 
     def start(self) -> None:
         if self._thread is None:
+            if self.announce is not None:
+                self.announce(f"starting Spark ({self.master})…")
             self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
             self._thread.start()
 

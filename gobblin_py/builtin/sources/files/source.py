@@ -66,7 +66,9 @@ class FilesSource(Source):
         s: FilesSettings = self.settings
         root = Location(s.path)
         units: list[WorkUnit] = []
-        for item, ingested, problem in self._unread(self._inputs(root, state), state):
+        inputs = self._inputs(root, state)
+        state.report_listed(item.dataset for item in inputs)
+        for item, ingested, problem in self._unread(inputs, state):
             tailing = s.ingest_appended and format_of(item.file.name)[1] is Compression.NONE
             if problem is None and tailing and ingested is not None:
                 problem = _rewritten(item, ingested, state.kept(item.dataset).get(TAILS, {}).get(item.rel))

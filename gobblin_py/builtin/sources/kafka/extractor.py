@@ -126,7 +126,7 @@ class KafkaExtractor(BatchExtractor):
 
     def _columns(self) -> Any:
         """`confluent_avro` values → Arrow (`columnar.ConfluentAvroColumns`), for a flat value schema; else None, as
-        where numpy or pyarrow is not installed (`pip install gobblin-py[schema-registry]` alone: the row path)."""
+        where numpy or pyarrow is not installed (`pip install 'gobblin-py[schema-registry]'` alone: the row path)."""
         if importlib.util.find_spec("numpy") is None or importlib.util.find_spec("pyarrow") is None:
             return None
         from gobblin_py.builtin.sources.kafka.columnar import ConfluentAvroColumns
