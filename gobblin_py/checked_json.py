@@ -6,8 +6,9 @@ Reading a file with another version, a bad checksum or torn JSON raises an error
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 

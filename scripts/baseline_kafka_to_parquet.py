@@ -44,10 +44,9 @@ def avro_values(registry: str, topic: str) -> Callable[[bytes], Any]:
 def protobuf_values(topic: str) -> Callable[[bytes], Any]:
     """A value of the bench's Protobuf order in Confluent's wire format as a dict, by confluent-kafka's
     `ProtobufDeserializer` (the message class known, as a consumer of generated code has it) and a per-field dict."""
+    from bench_protobuf_orders import order_class, row
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
     from confluent_kafka.serialization import MessageField, SerializationContext
-
-    from bench_protobuf_orders import order_class, row
 
     deserialize = ProtobufDeserializer(order_class(), {"use.deprecated.format": False})
     ctx = SerializationContext(topic, MessageField.VALUE)

@@ -249,13 +249,12 @@ def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int) -> dict[str, 
     if gobblin(["run", "job.yaml"], tmp, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).wait() != 0:
         raise SystemExit(f"the first run ({n} tables) failed")
     for first in range(0, changes, per_txn):  # each transaction's inserts go round the tables
-        with conn.transaction():
-            with conn.cursor() as cur:
-                ids = range(first, min(changes, first + per_txn))
-                for k, t in enumerate(names):
-                    rows = [(i, i) for i in ids if i % n == k]
-                    if rows:
-                        cur.executemany(f"INSERT INTO {t} VALUES (%s, 'n', %s, NULL)", rows)
+        with conn.transaction(), conn.cursor() as cur:
+            ids = range(first, min(changes, first + per_txn))
+            for k, t in enumerate(names):
+                rows = [(i, i) for i in ids if i % n == k]
+                if rows:
+                    cur.executemany(f"INSERT INTO {t} VALUES (%s, 'n', %s, NULL)", rows)
     started = time.monotonic()
     done = gobblin(["run", "job.yaml"], tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     text = done.communicate()[0]

@@ -30,13 +30,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to 127.0.0.1 only
 
+from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+
 from gobblin_py.commit.protocol import commit_sequence  # noqa: E402
 from gobblin_py.commit.recovery import recover  # noqa: E402
 from gobblin_py.commit.sequence import CommitSequence  # noqa: E402
 from gobblin_py.commit.store import CommitStepStore  # noqa: E402
 from gobblin_py.durable import fsync_dir  # noqa: E402
 from gobblin_py.testing.commits import publish_sequences, published_path, task_output  # noqa: E402
-from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 JOB = "bench"
 PAYLOAD = os.urandom(4096)  # the fsync probe's writes

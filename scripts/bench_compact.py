@@ -29,15 +29,15 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 import fastavro  # noqa: E402
 import yaml  # noqa: E402
-
-from gobblin_py.config import load_job  # noqa: E402
-from gobblin_py.compaction.plan import CompactionOptions, DedupSpec  # noqa: E402
-from gobblin_py.compaction.compactor import Compactor  # noqa: E402
-from gobblin_py.runtime.executors.in_process import InProcessExecutor  # noqa: E402
-from gobblin_py.runtime.runner import JobRunner  # noqa: E402
-from gobblin_py.runtime.executors.spark import SparkExecutor  # noqa: E402
-from gobblin_py.state.store import WatermarkFile  # noqa: E402
 from bench_results import compaction_args, save, scratch  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+
+from gobblin_py.compaction.compactor import Compactor  # noqa: E402
+from gobblin_py.compaction.plan import CompactionOptions, DedupSpec  # noqa: E402
+from gobblin_py.config import load_job  # noqa: E402
+from gobblin_py.runtime.executors.in_process import InProcessExecutor  # noqa: E402
+from gobblin_py.runtime.executors.spark import SparkExecutor  # noqa: E402
+from gobblin_py.runtime.runner import JobRunner  # noqa: E402
+from gobblin_py.state.store import WatermarkFile  # noqa: E402
 
 SCHEMA = {"type": "record", "name": "Event", "namespace": "bench", "fields": [
     {"name": "id", "type": "long"}, {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},

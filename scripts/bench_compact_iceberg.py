@@ -32,14 +32,14 @@ import duckdb  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
-
-from gobblin_py.config import load_job  # noqa: E402
-from gobblin_py.compaction.plan import CompactionOptions, DedupSpec  # noqa: E402
-from gobblin_py.compaction.compactor import Compactor  # noqa: E402
-from gobblin_py.runtime.executors.in_process import InProcessExecutor  # noqa: E402
-from gobblin_py.runtime.runner import JobRunner  # noqa: E402
-from gobblin_py.runtime.executors.spark import SparkExecutor  # noqa: E402
 from bench_results import compaction_args, save, scratch  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+
+from gobblin_py.compaction.compactor import Compactor  # noqa: E402
+from gobblin_py.compaction.plan import CompactionOptions, DedupSpec  # noqa: E402
+from gobblin_py.config import load_job  # noqa: E402
+from gobblin_py.runtime.executors.in_process import InProcessExecutor  # noqa: E402
+from gobblin_py.runtime.executors.spark import SparkExecutor  # noqa: E402
+from gobblin_py.runtime.runner import JobRunner  # noqa: E402
 
 JAN1 = 1_767_225_600_000
 COUNTRIES = ["DE", "FR", "US", "JP", "BR", None]

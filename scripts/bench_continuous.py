@@ -40,12 +40,12 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_kafka  # noqa: E402  (its import puts the repo and tests/ on sys.path and binds Spark to 127.0.0.1)
-from bench_kafka import PARTITIONS, LocalBroker, create_topic, end_offsets, gobblin_job  # noqa: E402
-from bench_common import process_tree, rss, run_measured  # noqa: E402
+import bench_kafka
+from bench_common import process_tree, rss, run_measured
+from bench_kafka import PARTITIONS, LocalBroker, create_topic, end_offsets, gobblin_job
+from bench_results import save
 
-from gobblin_py.state.store import StateStore  # noqa: E402
-from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+from gobblin_py.state.store import StateStore
 
 PY = sys.executable
 JOB = "bench"

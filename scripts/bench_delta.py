@@ -30,11 +30,22 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # the local broker is a test helper: tests/support/kafka_broker.py
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-from support.kafka_broker import LocalBroker, create_topic  # noqa: E402
-from bench_common import (REFERENCE, Measured, ReadBack, Tool, compare, cpu_seconds, data_files,  # noqa: E402
-                          gobblin_details, parquet_read_back, print_comparison, run_rounds)
+from bench_common import (  # noqa: E402
+    REFERENCE,
+    Measured,
+    ReadBack,
+    Tool,
+    compare,
+    cpu_seconds,
+    data_files,
+    gobblin_details,
+    parquet_read_back,
+    print_comparison,
+    run_rounds,
+)
 from bench_kafka import PARTITIONS, SCHEMA, TOPIC, produce  # noqa: E402
 from bench_results import save  # noqa: E402
+from support.kafka_broker import LocalBroker, create_topic  # noqa: E402
 
 FILES = "gobblin-py (files)"
 

@@ -35,8 +35,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_common import (  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
-    Tool, compare, data_files, gobblin_details, parquet_read_back, print_comparison, run_rounds)
+from bench_common import Tool, compare, data_files, gobblin_details, parquet_read_back, print_comparison, run_rounds  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 from bench_results import save  # noqa: E402
 
 DATASET = "events"

@@ -27,11 +27,11 @@ sys.path.insert(0, str(REPO))
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from bench_results import save, scratch  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 from gobblin_py.api import DatasetCommit, OutputFile  # noqa: E402
 from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher  # noqa: E402
 from gobblin_py.builtin.publishers.iceberg.settings import default_catalog  # noqa: E402
-from bench_results import save, scratch  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()), ("op", pa.string()),
                     ("updated_at", pa.int64())])

@@ -52,11 +52,24 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gobblin_py.demo.pg_server import PASSWORD, LocalPostgres  # noqa: E402
 from bench_common import (  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
-    REFERENCE, ReadBack, Tool, avro_read_back, compare, data_files, gobblin_details, last_run, parquet_read_back,
-    print_comparison, round_dir, run_rounds, server_cpu_seconds)
+    REFERENCE,
+    ReadBack,
+    Tool,
+    avro_read_back,
+    compare,
+    data_files,
+    gobblin_details,
+    last_run,
+    parquet_read_back,
+    print_comparison,
+    round_dir,
+    run_rounds,
+    server_cpu_seconds,
+)
 from bench_results import save  # noqa: E402
+
+from gobblin_py.demo.pg_server import PASSWORD, LocalPostgres  # noqa: E402
 
 TABLE = "public.bench"  # PostgreSQL's
 CREATE = """CREATE TABLE bench (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, customer int, amount numeric(12,2),

@@ -42,10 +42,18 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # the local broker is a test helper: tests/support/kafka_broker.py
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to 127.0.0.1 only
 
-from support.kafka_broker import LocalBroker, create_topic, end_offsets  # noqa: E402
 from bench_common import (  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
-    ReadBack, avro_read_back, cpu_seconds, data_files, measure, other_cores, parquet_read_back, pressure_text)
+    ReadBack,
+    avro_read_back,
+    cpu_seconds,
+    data_files,
+    measure,
+    other_cores,
+    parquet_read_back,
+    pressure_text,
+)
 from bench_results import save  # noqa: E402
+from support.kafka_broker import LocalBroker, create_topic, end_offsets  # noqa: E402
 
 PARTITIONS = 4
 TOPIC = "bench"

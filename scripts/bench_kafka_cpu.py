@@ -29,7 +29,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench_kafka import PARTITIONS, REPO, TOPIC, LocalBroker, create_topic, gobblin_job, produce  # puts the repo on sys.path
+from bench_kafka import (  # puts the repo on sys.path
+    PARTITIONS,
+    REPO,
+    TOPIC,
+    LocalBroker,
+    create_topic,
+    gobblin_job,
+    produce,
+)
 from bench_results import save
 
 from gobblin_py.api import WorkUnit

@@ -34,12 +34,20 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # the local broker and the registry are test helpers
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-from support.kafka_broker import LocalBroker, create_topic  # noqa: E402
-from support.schema_registry import LocalSchemaRegistry  # noqa: E402
 from bench_common import (  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
-    Tool, compare, cpu_seconds, data_files, gobblin_details, parquet_read_back, print_comparison, run_rounds)
+    Tool,
+    compare,
+    cpu_seconds,
+    data_files,
+    gobblin_details,
+    parquet_read_back,
+    print_comparison,
+    run_rounds,
+)
 from bench_kafka import PARTITIONS, produce  # noqa: E402
 from bench_results import save  # noqa: E402
+from support.kafka_broker import LocalBroker, create_topic  # noqa: E402
+from support.schema_registry import LocalSchemaRegistry  # noqa: E402
 
 TOPIC = "orders"
 SCHEMA = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
@@ -73,11 +81,10 @@ def avro_orders(registry: str) -> Callable[[int], bytes]:
 
 def protobuf_orders(registry: str) -> Callable[[int], bytes]:
     """Order `i` (the Avro order's values) serialized by confluent-kafka's ProtobufSerializer."""
+    from bench_protobuf_orders import order_class
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
-
-    from bench_protobuf_orders import order_class
 
     Order = order_class()
     serialize = ProtobufSerializer(Order, SchemaRegistryClient({"url": registry}), {"use.deprecated.format": False})

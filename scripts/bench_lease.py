@@ -27,12 +27,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+
 from gobblin_py.commit.protocol import commit_sequence  # noqa: E402
 from gobblin_py.commit.recovery import recover  # noqa: E402
 from gobblin_py.commit.store import CommitStepStore  # noqa: E402
 from gobblin_py.state.lease import Lease, Owner  # noqa: E402
 from gobblin_py.testing.commits import publish_sequences, task_output  # noqa: E402
-from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
 
 JOB = "bench"
 

@@ -134,7 +134,7 @@ def main() -> int:
         table = catalog(tmp).load_table(TABLE)
         cutoff = sorted(s.timestamp_ms for s in table.metadata.snapshots)[-args.keep_last]
         t0 = time.perf_counter()  # by age: its `by_ids` deep-copies the metadata twice per id (hours here)
-        table.maintenance.expire_snapshots().older_than(dt.datetime.fromtimestamp(cutoff / 1000, dt.timezone.utc)).commit()
+        table.maintenance.expire_snapshots().older_than(dt.datetime.fromtimestamp(cutoff / 1000, dt.UTC)).commit()
         floor_s = time.perf_counter() - t0
         shutil.rmtree(tmp)
         shutil.copytree(backup, tmp, symlinks=True)  # back to the table of N snapshots

@@ -25,12 +25,11 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kafka import PARTITIONS, REPO, TOPIC, gobblin_job, produce  # noqa: E402
-from bench_common import run_measured  # noqa: E402
-
-from support.kafka_broker import LocalBroker, create_topic  # noqa: E402  (on the path through bench_kafka)
-from support.kafka_broker import produce as produce_records  # noqa: E402
-from bench_results import save  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+from bench_common import run_measured
+from bench_kafka import PARTITIONS, REPO, TOPIC, gobblin_job, produce
+from bench_results import save
+from support.kafka_broker import LocalBroker, create_topic
+from support.kafka_broker import produce as produce_records
 
 WARMUP_TOPIC = "warmup"
 WARMUP_PER_PARTITION = 250

@@ -26,10 +26,9 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_continuous import PARTITIONS, Continuous, job_file, producer_result, start_producer  # noqa: E402
-from bench_results import save  # noqa: E402
-
-from support.kafka_broker import LocalBroker, create_topic, end_offsets  # noqa: E402
+from bench_continuous import PARTITIONS, Continuous, job_file, producer_result, start_producer
+from bench_results import save
+from support.kafka_broker import LocalBroker, create_topic, end_offsets
 
 
 def main() -> int:

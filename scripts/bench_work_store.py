@@ -34,6 +34,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from bench_lease import commit_all, lease_ops  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
+from bench_results import save  # noqa: E402
+
 from gobblin_py.commit.confinement import Confinement  # noqa: E402
 from gobblin_py.commit.recovery import recover  # noqa: E402
 from gobblin_py.commit.sequence import CommitSequence  # noqa: E402
@@ -42,8 +45,6 @@ from gobblin_py.commit.store import CommitStepStore  # noqa: E402
 from gobblin_py.fs.registry import configure  # noqa: E402
 from gobblin_py.state.lease import Lease, Owner  # noqa: E402
 from gobblin_py.testing.commits import publish_sequences, task_output  # noqa: E402
-from bench_lease import commit_all, lease_ops  # noqa: E402  (scripts/ is on sys.path: these run as scripts)
-from bench_results import save  # noqa: E402
 
 JOB = "bench"
 KINDS = ("local", "s3")

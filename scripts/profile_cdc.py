@@ -22,11 +22,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_cdc import ROOT, cdc_job, gobblin, gobblin_env, source_rows, table_rows  # noqa: E402
+from bench_cdc import ROOT, cdc_job, gobblin, gobblin_env, source_rows, table_rows
 
 sys.path.insert(0, str(ROOT))
 
-from gobblin_py.demo.pg_server import LocalPostgres  # noqa: E402
+from gobblin_py.demo.pg_server import LocalPostgres
 
 STAGES = {  # (file part, function): the samples with it on the stack
     "decode: slot read + pgoutput parse + values": ("postgres_cdc/extractor.py", "_changes"),

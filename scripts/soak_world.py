@@ -98,8 +98,9 @@ def main() -> int:
 
         def postgres() -> Any:
             if not servers:
-                from gobblin_py.demo.pg_server import LocalPostgres
                 from support.world_cdc import LOGICAL
+
+                from gobblin_py.demo.pg_server import LocalPostgres
 
                 servers.append(stack.enter_context(LocalPostgres(LOGICAL)))
             return servers[0]

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from support.jobs import REPO
 
 # Spark (the shared session, and every CLI child that inherits this environment) binds to 127.0.0.1 only

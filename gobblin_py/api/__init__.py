@@ -2,8 +2,18 @@
 
 from gobblin_py.api.batches import BatchConverter, BatchExtractor, BatchWriter, CsvBlock, JsonLines, RawBatch
 from gobblin_py.api.commit_step import CommitStep, StepStatus
-from gobblin_py.api.committer import (Claimant, Committer, DataPublisher, DatasetCommit, GlobalCommitter, PublishContext, TableCompaction,
-                                      TableFile, TableReplace, TargetWatermarks)
+from gobblin_py.api.committer import (
+                                      Claimant,
+                                      Committer,
+                                      DataPublisher,
+                                      DatasetCommit,
+                                      GlobalCommitter,
+                                      PublishContext,
+                                      TableCompaction,
+                                      TableFile,
+                                      TableReplace,
+                                      TargetWatermarks,
+)
 from gobblin_py.api.context import SourceMessage, TaskContext
 from gobblin_py.api.converter import Converter, OneToOneConverter, TaskCounter
 from gobblin_py.api.fork import ForkOperator
@@ -14,14 +24,75 @@ from gobblin_py.api.split import Split, SplitMismatch
 from gobblin_py.api.types import Record, Schema, SchemaKind, WatermarkValue
 from gobblin_py.api.upkeep import PendingCommit, TableUpkeep, UpkeepAction, UpkeepRequest
 from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit, flatten
-from gobblin_py.api.writer import DataWriter, DedupSpec, Delivery, FileMerger, MergedFiles, MergeSpec, OutputFile, WriterTarget
+from gobblin_py.api.writer import (
+                                      DataWriter,
+                                      DedupSpec,
+                                      Delivery,
+                                      FileMerger,
+                                      MergedFiles,
+                                      MergeSpec,
+                                      OutputFile,
+                                      WriterTarget,
+)
 from gobblin_py.errors import RecordError, TaskError
 
 __all__ = [
-    "BatchConverter", "BatchExtractor", "BatchWriter", "BranchStats", "Claimant", "CommitStep", "Committer", "Converter", "CsvBlock", "DataPublisher", "DatasetCommit", "DataWriter",
-    "DedupSpec", "Delivery", "Extractor", "FileMerger", "ForkOperator", "GlobalCommitter", "MergedFiles", "MergeSpec", "MultiWorkUnit", "NoSettings",
-    "JsonLines", "OneToOneConverter", "OutputFile", "PendingCommit", "Plugin", "PublishContext", "RawBatch", "Record", "RecordError", "RowPolicy", "RowPolicyType", "Schema", "SchemaKind",
-    "Settings", "Source", "SourceMessage", "SourceState", "Split", "SplitMismatch", "StepStatus", "TableCompaction", "TableFile", "TableReplace", "TargetWatermarks", "TaskContext", "TaskCounter", "TaskError",
-    "TableUpkeep", "TaskPolicy", "TaskPolicyType", "UpkeepAction", "UpkeepRequest", "WatermarkValue",
-    "WorkUnit", "WriterTarget", "flatten",
+                                      "BatchConverter",
+                                      "BatchExtractor",
+                                      "BatchWriter",
+                                      "BranchStats",
+                                      "Claimant",
+                                      "CommitStep",
+                                      "Committer",
+                                      "Converter",
+                                      "CsvBlock",
+                                      "DataPublisher",
+                                      "DataWriter",
+                                      "DatasetCommit",
+                                      "DedupSpec",
+                                      "Delivery",
+                                      "Extractor",
+                                      "FileMerger",
+                                      "ForkOperator",
+                                      "GlobalCommitter",
+                                      "JsonLines",
+                                      "MergeSpec",
+                                      "MergedFiles",
+                                      "MultiWorkUnit",
+                                      "NoSettings",
+                                      "OneToOneConverter",
+                                      "OutputFile",
+                                      "PendingCommit",
+                                      "Plugin",
+                                      "PublishContext",
+                                      "RawBatch",
+                                      "Record",
+                                      "RecordError",
+                                      "RowPolicy",
+                                      "RowPolicyType",
+                                      "Schema",
+                                      "SchemaKind",
+                                      "Settings",
+                                      "Source",
+                                      "SourceMessage",
+                                      "SourceState",
+                                      "Split",
+                                      "SplitMismatch",
+                                      "StepStatus",
+                                      "TableCompaction",
+                                      "TableFile",
+                                      "TableReplace",
+                                      "TableUpkeep",
+                                      "TargetWatermarks",
+                                      "TaskContext",
+                                      "TaskCounter",
+                                      "TaskError",
+                                      "TaskPolicy",
+                                      "TaskPolicyType",
+                                      "UpkeepAction",
+                                      "UpkeepRequest",
+                                      "WatermarkValue",
+                                      "WorkUnit",
+                                      "WriterTarget",
+                                      "flatten",
 ]

@@ -43,7 +43,7 @@ class JsonLines(Sequence[bytes]):
     row, so a reader parses `data` whole with no check of its own; the values are split off only when asked for
     (the row path). An extractor that has checked its lines' framing anyway hands them on so (files, JSON lines)."""
 
-    __slots__ = ("data", "count", "_lines")
+    __slots__ = ("_lines", "count", "data")
 
     def __init__(self, data: bytes, count: int) -> None:
         self.data, self.count = data, count

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from gobblin_py.api.workunit import WorkUnit
 

@@ -11,6 +11,7 @@ import typer
 from gobblin_py.cli.output import err, out, setup_logging
 from gobblin_py.commit import inspect as inspection
 from gobblin_py.commit.confinement import Confinement
+from gobblin_py.commit.guard import JobGuard
 from gobblin_py.commit.recovery import Outcome
 from gobblin_py.commit.recovery import recover as recover_pending
 from gobblin_py.commit.store import CommitStepStore
@@ -18,7 +19,6 @@ from gobblin_py.config import load_job
 from gobblin_py.config.model import JobSpec
 from gobblin_py.fs.location import Location
 from gobblin_py.operating.overview import commit_store
-from gobblin_py.commit.guard import JobGuard
 from gobblin_py.runtime.runner import new_run_id
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import orjson
 import typer
 
 from gobblin_py.errors import ConfigError, GobblinError
-
 
 SHOWN_SKIPPED = 20
 """Partitions left alone listed one a line; the rest are counted (all in --json)."""
@@ -21,19 +20,19 @@ def _n(count: int, noun: str) -> str:
 
 def compact_command(
     job_file: Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)],
-    dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
-    partition: Annotated[Optional[str], typer.Option("--partition", help="only partitions under this path prefix, e.g. 2026/01 (a table's by its partition value: 2026/01 or 2026-01)")] = None,
-    older_than: Annotated[Optional[str], typer.Option("--older-than", help="only partitions not written to for this long (1h, 2d): closed ones")] = None,
-    target_size: Annotated[Optional[str], typer.Option("--target-size", help="size of the merged files (256MB) [default: compaction.target_size, else 256MB]")] = None,
-    min_files: Annotated[Optional[int], typer.Option("--min-files", min=1, help="leave partitions with fewer files alone [default: compaction.min_files, else 2]")] = None,
-    dedup_key: Annotated[Optional[str], typer.Option("--dedup-key", help="keep one record per value of this field in each partition")] = None,
-    keep: Annotated[Optional[str], typer.Option("--keep", help="with --dedup-key: latest or first by --order-by [default: latest]")] = None,
-    order_by: Annotated[Optional[str], typer.Option("--order-by", help="with --dedup-key: the field that orders a key's records (else the order files were written in)")] = None,
-    master: Annotated[Optional[str], typer.Option(help="Spark master URL; overrides spark.master")] = None,
+    dataset: Annotated[list[str] | None, typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
+    partition: Annotated[str | None, typer.Option("--partition", help="only partitions under this path prefix, e.g. 2026/01 (a table's by its partition value: 2026/01 or 2026-01)")] = None,
+    older_than: Annotated[str | None, typer.Option("--older-than", help="only partitions not written to for this long (1h, 2d): closed ones")] = None,
+    target_size: Annotated[str | None, typer.Option("--target-size", help="size of the merged files (256MB) [default: compaction.target_size, else 256MB]")] = None,
+    min_files: Annotated[int | None, typer.Option("--min-files", min=1, help="leave partitions with fewer files alone [default: compaction.min_files, else 2]")] = None,
+    dedup_key: Annotated[str | None, typer.Option("--dedup-key", help="keep one record per value of this field in each partition")] = None,
+    keep: Annotated[str | None, typer.Option("--keep", help="with --dedup-key: latest or first by --order-by [default: latest]")] = None,
+    order_by: Annotated[str | None, typer.Option("--order-by", help="with --dedup-key: the field that orders a key's records (else the order files were written in)")] = None,
+    master: Annotated[str | None, typer.Option(help="Spark master URL; overrides spark.master")] = None,
     in_process: Annotated[bool, typer.Option("--in-process", help="merge in this process instead of Spark tasks (debugging)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="silent on success: only warnings, errors, and the report of a compaction that failed")] = False,
-    metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics (as `run` does) to this JSON file")] = None,
+    metrics_json: Annotated[Path | None, typer.Option("--metrics-json", help="write the run's metrics (as `run` does) to this JSON file")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show Spark's own logs and debug lines")] = False,
 ) -> None:
     """Merge each partition's small Avro or Parquet files (for a job publishing to Iceberg, each table partition's)
@@ -46,12 +45,12 @@ def compact_command(
     Example: gobblin-py compact jobs/example.yaml --dataset clicks --older-than 1d --target-size 256MB
     """
     from gobblin_py.cli.output import check_metrics_path, fail, out, setup_logging, write_metrics
-    from gobblin_py.config import load_job
-    from gobblin_py.compaction.plan import compaction_options
     from gobblin_py.compaction.compactor import Compactor
+    from gobblin_py.compaction.plan import compaction_options
+    from gobblin_py.config import load_job
     from gobblin_py.runtime.executors.in_process import InProcessExecutor
-    from gobblin_py.runtime.runner import JobRunner
     from gobblin_py.runtime.executors.spark import SparkExecutor
+    from gobblin_py.runtime.runner import JobRunner
 
     try:
         job = load_job(job_file, master=master)

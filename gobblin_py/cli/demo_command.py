@@ -6,7 +6,7 @@ import contextlib
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -72,7 +72,7 @@ def postgres_command(
     rate: Annotated[int, typer.Option("--rate", min=1, help="orders inserted per second after the first run (half as many shipped; with --cdc a quarter also deleted)")] = 50,
     seconds: Annotated[float, typer.Option("--seconds", min=0, help="stop writing after this long (0: at Ctrl-C)")] = 0.0,
     once: Annotated[bool, typer.Option("--once", help="stop after the first run instead of writing on")] = False,
-    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="where PostgreSQL's data directory goes (deleted when the demo stops; default: the temp directory); as root, one the pgserver user can enter", show_default=False)] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="where PostgreSQL's data directory goes (deleted when the demo stops; default: the temp directory); as root, one the pgserver user can enter", show_default=False)] = None,
     cdc: Annotated[bool, typer.Option("--cdc", help="capture changes (postgres_cdc, wal_level=logical) into an Iceberg upsert table, run and compare it with the source each round")] = False,
     rounds: Annotated[int, typer.Option("--rounds", min=0, help="with --cdc: stop after this many rounds of changes and runs (0: at Ctrl-C)")] = 0,
     every: Annotated[float, typer.Option("--every", min=0.5, help="with --cdc: seconds of quiet between rounds (a round: changes, a run, the comparison)")] = 5.0,

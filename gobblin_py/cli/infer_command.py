@@ -6,7 +6,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -83,9 +83,9 @@ def _nullable(schema: Mapping[str, Any]) -> list[str]:
 
 def infer_command(
     job_file: Annotated[Path, typer.Argument(help="the job file (YAML, or an Apache Gobblin .pull/.job/.properties/.conf)", show_default=False)],
-    out_file: Annotated[Optional[Path], typer.Option("--out", "-o", help="write the schema to this .avsc file (else print it)")] = None,
+    out_file: Annotated[Path | None, typer.Option("--out", "-o", help="write the schema to this .avsc file (else print it)")] = None,
     records: Annotated[int, typer.Option("--records", "-n", min=1, help="how many records to sample of each dataset")] = 1000,
-    dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
+    dataset: Annotated[list[str] | None, typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
     name: Annotated[str, typer.Option("--name", help="the record's Avro name")] = "Record",
     force: Annotated[bool, typer.Option("--force", help="overwrite --out if it exists")] = False,
 ) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from gobblin_py.cli.compact_command import compact_command
-from gobblin_py.cli.maintain_command import maintain_command
 from gobblin_py.cli.infer_command import infer_command
+from gobblin_py.cli.maintain_command import maintain_command
 from gobblin_py.cli.new_command import new_command
 from gobblin_py.cli.plan_command import plan_command
 from gobblin_py.cli.snapshot_command import snapshot_command
@@ -55,12 +55,12 @@ def _fail(exc: GobblinError) -> None:
 @app.command()
 def run(
     job_file: JobFile,
-    master: Annotated[Optional[str], typer.Option(help="Spark master URL; overrides spark.master")] = None,
+    master: Annotated[str | None, typer.Option(help="Spark master URL; overrides spark.master")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show the run's log lines (planning, progress, commits), debug lines and Spark's own logs")] = False,
     in_process: Annotated[bool, typer.Option("--in-process", help="run tasks in this process instead of Spark (debugging)")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="silent on success: only warnings, errors, and the summary of a run that failed")] = False,
-    metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
-    metrics_prom: Annotated[Optional[Path], typer.Option("--metrics-prom", help="write the run's metrics, and each dataset's lag measured after it, in Prometheus' text format (node_exporter textfile collector)")] = None,
+    metrics_json: Annotated[Path | None, typer.Option("--metrics-json", help="write the run's metrics to this JSON file")] = None,
+    metrics_prom: Annotated[Path | None, typer.Option("--metrics-prom", help="write the run's metrics, and each dataset's lag measured after it, in Prometheus' text format (node_exporter textfile collector)")] = None,
     continuous: Annotated[bool, typer.Option("--continuous", help="checkpoint every job.checkpoint_interval until SIGTERM or Ctrl-C (as job.mode: continuous)")] = False,
     force_takeover: Annotated[bool, typer.Option("--force-takeover", help="take the job's lease although another driver's is live: safe only when that driver is surely stopped (its commit steps are refused from then on, but a step it had already begun may finish)")] = False,
     strict: Strict = False,
@@ -73,11 +73,10 @@ def run(
     from gobblin_py.cli.output import check_metrics_path, print_summary, setup_logging, write_metrics
     from gobblin_py.cli.progress import progress_for
     from gobblin_py.config import load_job
-    from gobblin_py.runtime.executors.in_process import InProcessExecutor
-    from gobblin_py.runtime.runner import JobRunner
-    from gobblin_py.runtime.executors.spark import SparkExecutor
-
     from gobblin_py.runtime import interrupt
+    from gobblin_py.runtime.executors.in_process import InProcessExecutor
+    from gobblin_py.runtime.executors.spark import SparkExecutor
+    from gobblin_py.runtime.runner import JobRunner
 
     interrupt.install()
     try:
@@ -92,10 +91,7 @@ def run(
         runner = JobRunner(job, executor, progress_for(quiet))
         runner.force_takeover = force_takeover
         try:
-            if ongoing:
-                result = _run_continuously(runner, metrics_json)
-            else:
-                result = runner.run()
+            result = _run_continuously(runner, metrics_json) if ongoing else runner.run()
         finally:
             _stop_quietly(executor, verbose)
     except KeyboardInterrupt:
@@ -130,7 +126,7 @@ def _say(line: str) -> None:
     err.print(line, markup=False)
 
 
-def _run_continuously(runner: object, metrics_json: Optional[Path]) -> object:
+def _run_continuously(runner: object, metrics_json: Path | None) -> object:
     """A continuous run: the first SIGTERM or Ctrl-C stops it after the checkpoint in flight commits, a second at once;
     `--metrics-json` is rewritten after each checkpoint."""
     import threading
@@ -179,7 +175,7 @@ def validate(job_file: JobFile, strict: Strict = False) -> None:
 @app.command()
 def recover(
     job_file: JobFile,
-    dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="a dataset URN (repeatable)")] = None,
+    dataset: Annotated[list[str] | None, typer.Option("--dataset", "-d", help="a dataset URN (repeatable)")] = None,
     all_: Annotated[bool, typer.Option("--all", help="every pending dataset of the job")] = False,
     abandon: Annotated[bool, typer.Option("--abandon", help="drop the sequence instead of replaying it (prints what is lost)")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask before abandoning")] = False,
@@ -206,9 +202,9 @@ def recover(
 
 @app.command("inspect-commits")
 def inspect_commits(
-    job_file: Annotated[Optional[Path], typer.Argument(help="the job file; omit it with --work-dir", show_default=False)] = None,
-    dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset URN (repeatable)")] = None,
-    work_dir: Annotated[Optional[str], typer.Option("--work-dir", help="inspect every job under this work directory (a path, or s3://… with credentials and endpoint from the environment)")] = None,
+    job_file: Annotated[Path | None, typer.Argument(help="the job file; omit it with --work-dir", show_default=False)] = None,
+    dataset: Annotated[list[str] | None, typer.Option("--dataset", "-d", help="only this dataset URN (repeatable)")] = None,
+    work_dir: Annotated[str | None, typer.Option("--work-dir", help="inspect every job under this work directory (a path, or s3://… with credentials and endpoint from the environment)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
     """List pending commit sequences and the state of each step (done / pending / lost).
@@ -238,7 +234,7 @@ def schedule(
     isolated: Annotated[bool, typer.Option("--isolated", help="run each firing as a `gobblin-py run` child process, each starting Spark, "
                                                              "instead of on the scheduler's one warm Spark session")] = False,
     in_process: Annotated[bool, typer.Option("--in-process", help="run each job's tasks without Spark (debugging)")] = False,
-    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", min=0, max=65535, show_default=False,
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port", min=0, max=65535, show_default=False,
                                                         help="serve the runs' Prometheus metrics at http://HOST:PORT/metrics (0: a free port, logged)")] = None,
     metrics_host: Annotated[str, typer.Option("--metrics-host", help="the address --metrics-port listens on")] = "127.0.0.1",
 ) -> None:
@@ -290,7 +286,7 @@ def schedule(
 @app.command()
 def convert(
     job_file: Annotated[Path, typer.Argument(help="an Apache Gobblin job file: .pull, .job, .properties or .conf", show_default=False)],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the YAML job here (default: print it)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="write the YAML job here (default: print it)")] = None,
     strict: Strict = False,
 ) -> None:
     """Translate an Apache Gobblin job file into a gobblin-py YAML job, validated; warnings go to stderr.

@@ -4,7 +4,7 @@ pending commit."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import orjson
 import typer
@@ -14,16 +14,16 @@ from gobblin_py.errors import GobblinError
 
 def maintain_command(
     job_file: Annotated[Path, typer.Argument(help="the job file (YAML)", show_default=False)],
-    expire_snapshots_older_than: Annotated[Optional[str], typer.Option("--expire-snapshots-older-than", help="Iceberg: expire snapshots older than this (7d) and delete the files only they referenced; Delta: checkpoint, then delete the log entries below it older than this [default: maintenance.expire_snapshots_older_than]")] = None,
-    keep_last: Annotated[Optional[int], typer.Option("--keep-last", help="Iceberg: always keep this many newest snapshots [default: maintenance.keep_last, else 1]")] = None,
-    remove_orphans_older_than: Annotated[Optional[str], typer.Option("--remove-orphans-older-than", help="Iceberg: delete files under the table's location no snapshot lists, last written this long ago (at least 1h; 3d is safe); Delta: vacuum (files removed from the log or unreferenced this long ago) [default: maintenance.remove_orphans_older_than]")] = None,
-    retention: Annotated[Optional[str], typer.Option("--retention", help="delete whole time partitions that ended this long ago (30d) [default: maintenance.retention]")] = None,
+    expire_snapshots_older_than: Annotated[str | None, typer.Option("--expire-snapshots-older-than", help="Iceberg: expire snapshots older than this (7d) and delete the files only they referenced; Delta: checkpoint, then delete the log entries below it older than this [default: maintenance.expire_snapshots_older_than]")] = None,
+    keep_last: Annotated[int | None, typer.Option("--keep-last", help="Iceberg: always keep this many newest snapshots [default: maintenance.keep_last, else 1]")] = None,
+    remove_orphans_older_than: Annotated[str | None, typer.Option("--remove-orphans-older-than", help="Iceberg: delete files under the table's location no snapshot lists, last written this long ago (at least 1h; 3d is safe); Delta: vacuum (files removed from the log or unreferenced this long ago) [default: maintenance.remove_orphans_older_than]")] = None,
+    retention: Annotated[str | None, typer.Option("--retention", help="delete whole time partitions that ended this long ago (30d) [default: maintenance.retention]")] = None,
     below_table_retention: Annotated[bool, typer.Option("--below-table-retention", help="Delta: honour an age shorter than the table's own delta.deletedFileRetentionDuration / delta.logRetentionDuration (refused otherwise)")] = False,
-    dataset: Annotated[Optional[list[str]], typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
+    dataset: Annotated[list[str] | None, typer.Option("--dataset", "-d", help="only this dataset (repeatable)")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="delete; without it, only list what would be deleted")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="silent on success: only warnings, errors, and the report of a maintenance that failed")] = False,
-    metrics_json: Annotated[Optional[Path], typer.Option("--metrics-json", help="with --yes: write the run's metrics (as `run` does) to this JSON file")] = None,
+    metrics_json: Annotated[Path | None, typer.Option("--metrics-json", help="with --yes: write the run's metrics (as `run` does) to this JSON file")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show debug lines")] = False,
 ) -> None:
     """Keep the job's tables and directories in shape: expire old Iceberg snapshots (never the newest --keep-last, never

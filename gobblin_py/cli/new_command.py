@@ -64,8 +64,8 @@ def new_command(
 
     Example: gobblin-py new orders --from ~/exports/orders
     """
-    from gobblin_py.cli.infer_command import infer_job
     from gobblin_py.builtin.schemas.infer import schema_text
+    from gobblin_py.cli.infer_command import infer_job
     from gobblin_py.cli.output import err, fail, out
     from gobblin_py.config import load_job
     from gobblin_py.config.loader import load_document

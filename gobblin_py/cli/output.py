@@ -12,7 +12,6 @@ from typing import NoReturn
 
 import orjson
 import typer
-
 from rich.console import Console
 
 from gobblin_py import durable

@@ -23,13 +23,13 @@ def plan_command(
     Example: gobblin-py plan jobs/example.yaml
     """
     from gobblin_py.api import MultiWorkUnit
-    from gobblin_py.units import shown
     from gobblin_py.cli.output import fail, out
     from gobblin_py.commit.store import CommitStepStore
     from gobblin_py.config import load_job
     from gobblin_py.runtime.executors.base import held_bytes, in_driver_why, local_cores, small_plan_bytes
     from gobblin_py.runtime.planning import plan
     from gobblin_py.state.store import StateStore
+    from gobblin_py.units import shown
 
     try:
         job = load_job(job_file)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -48,7 +48,7 @@ def _store(job_file: Path) -> tuple[Any, Any]:
 @state_app.command("show")
 def state_show(
     job_file: JobFile,
-    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="only this dataset, with every watermark key")] = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="only this dataset, with every watermark key")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Show the committed watermarks and dataset states.
@@ -142,11 +142,11 @@ def _parse_value(text: str) -> Any:
 @state_app.command("reset")
 def state_reset(
     job_file: JobFile,
-    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="the dataset URN (with --import-offsets: only this topic)", show_default=False)] = None,
-    to: Annotated[Optional[list[str]], typer.Option("--to", help="KEY=VALUE to set (repeatable); without it every watermark of the dataset is dropped")] = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="the dataset URN (with --import-offsets: only this topic)", show_default=False)] = None,
+    to: Annotated[list[str] | None, typer.Option("--to", help="KEY=VALUE to set (repeatable); without it every watermark of the dataset is dropped")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
     new: Annotated[bool, typer.Option("--new", help="the dataset has no committed state yet: create its watermarks (e.g. a start offset)")] = False,
-    import_offsets: Annotated[Optional[Path], typer.Option("--import-offsets", help="a Kafka job: set the offsets of a file of topic,partition,offset lines (the next offset to read, e.g. a Gobblin job's watermarks)", show_default=False)] = None,
+    import_offsets: Annotated[Path | None, typer.Option("--import-offsets", help="a Kafka job: set the offsets of a file of topic,partition,offset lines (the next offset to read, e.g. a Gobblin job's watermarks)", show_default=False)] = None,
 ) -> None:
     """Move a dataset's watermarks on purpose (refused while a commit is pending for it); takes the job lock.
 
@@ -158,10 +158,10 @@ def state_reset(
     Example: gobblin-py state reset jobs/kafka-to-avro.yaml --dataset events --to 0=1500 --to 1=1200
     """
     from gobblin_py.cli.output import err, out
-    from gobblin_py.commit.store import CommitStepStore
-    from gobblin_py.state.events import EventLog
     from gobblin_py.commit.guard import JobGuard
+    from gobblin_py.commit.store import CommitStepStore
     from gobblin_py.runtime.runner import new_run_id
+    from gobblin_py.state.events import EventLog
     from gobblin_py.state.store import DatasetStateFile, WatermarkFile
 
     try:

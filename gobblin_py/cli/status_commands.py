@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -87,7 +87,7 @@ def serve_command(
     host: Annotated[str, typer.Option("--host", help="the address to listen on (127.0.0.1: this machine only)")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="the port to listen on")] = 8080,
     allow_actions: Annotated[bool, typer.Option("--allow-actions", help="allow POST recover and run, each with the token of --token-env")] = False,
-    token_env: Annotated[Optional[str], typer.Option("--token-env", help="the environment variable holding the actions' token", show_default=False)] = None,
+    token_env: Annotated[str | None, typer.Option("--token-env", help="the environment variable holding the actions' token", show_default=False)] = None,
     max_lag_seconds: MaxLagSeconds = 3600.0,
     max_lag_records: MaxLagRecords = 1_000_000,
     lag_timeout: LagTimeout = 10.0,

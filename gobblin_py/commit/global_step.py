@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gobblin_py.api.commit_step import CommitStep
-from gobblin_py.api.secrets import secret_paths
 from gobblin_py.api.committer import Committer, DatasetCommit, GlobalCommitter
+from gobblin_py.api.secrets import secret_paths
 from gobblin_py.api.types import WatermarkValue
 from gobblin_py.api.writer import OutputFile
 from gobblin_py.errors import ConfigError

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.commit.confinement import Confinement
-from gobblin_py.crashpoints import crash_point
 from gobblin_py.commit.sequence import CommitSequence, Fault, utc_now
 from gobblin_py.commit.store import CommitStepStore
+from gobblin_py.crashpoints import crash_point
 from gobblin_py.durable import fsync_dir
 from gobblin_py.errors import CommitError, LeaseLostError, is_environment_fault
 from gobblin_py.state.store import writing_at

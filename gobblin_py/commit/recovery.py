@@ -7,11 +7,11 @@ import enum
 import logging
 from dataclasses import dataclass, field
 
-from gobblin_py.crashpoints import crash_point
 from gobblin_py.commit.protocol import replay
 from gobblin_py.commit.sequence import CommitSequence, Fault
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.commit.tasks import ThreadTasks
+from gobblin_py.crashpoints import crash_point
 from gobblin_py.errors import CommitError, CorruptCommitRecordError
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def next_attempt(seq: CommitSequence, backoff: float) -> dt.datetime | None:
     except ValueError:
         return None  # not a time: attempt it, and the failure records one
     if last.tzinfo is None:  # written by hand without a zone: taken as UTC, as the store writes it
-        last = last.replace(tzinfo=dt.timezone.utc)
+        last = last.replace(tzinfo=dt.UTC)
     return last + dt.timedelta(seconds=wait)
 
 
@@ -128,7 +128,7 @@ def recover_dataset(store: CommitStepStore, job: str, dataset: str, max_attempts
             return DatasetRecovery(dataset, Outcome.QUARANTINED,
                                    f"quarantined after {seq.attempts} failed attempts; last error: {seq.last_error}", seq.run_id)
         due = next_attempt(seq, backoff)
-        now = now or dt.datetime.now(dt.timezone.utc)
+        now = now or dt.datetime.now(dt.UTC)
         if due is not None and now < due:
             return _waiting(seq, due, now, max_attempts)
     crash_point("recovery.before_commit")

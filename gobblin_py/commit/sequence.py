@@ -12,7 +12,7 @@ from gobblin_py.api.commit_step import CommitStep
 
 
 def utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 class Fault(str, enum.Enum):

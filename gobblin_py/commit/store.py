@@ -14,14 +14,14 @@ from pathlib import Path
 from gobblin_py import checked_json
 from gobblin_py.api.commit_step import CommitStep
 from gobblin_py.commit.confinement import Confinement
-from gobblin_py.crashpoints import crash_point
 from gobblin_py.commit.global_step import GlobalCommitStep
 from gobblin_py.commit.sequence import CommitSequence, Fault
 from gobblin_py.commit.steps import BUILTIN_STEPS
+from gobblin_py.crashpoints import crash_point
 from gobblin_py.errors import CorruptCommitRecordError, LeaseLostError
 from gobblin_py.fs.location import Location
-from gobblin_py.state.lease import Fence
 from gobblin_py.fs.records import read_record, record_files
+from gobblin_py.state.lease import Fence
 from gobblin_py.state.store import dataset_file_name, dataset_from_file_name
 
 

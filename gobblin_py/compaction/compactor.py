@@ -15,13 +15,19 @@ from gobblin_py.api import CommitStep, TableCompaction, TableReplace
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import CompactionStateCommitStep
 from gobblin_py.commit.tasks import ThreadTasks
+from gobblin_py.compaction.plan import (
+    CompactionOptions,
+    CompactionWork,
+    PartitionWork,
+    TablePartitionWork,
+    plan_compaction,
+)
+from gobblin_py.compaction.task import PartitionResult, compact_partition
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import spark_failure
 from gobblin_py.fs import Location
 from gobblin_py.fs.exchange_steps import FsExchangeDirsCommitStep, FsRemoveReplacedCommitStep, FsStageCommitStep
 from gobblin_py.fs.publish_steps import publish_step
-from gobblin_py.compaction.plan import CompactionOptions, CompactionWork, PartitionWork, TablePartitionWork, plan_compaction
-from gobblin_py.compaction.task import PartitionResult, compact_partition
 from gobblin_py.runtime.executors.base import TaskExecutor, in_driver_why, small_plan_bytes
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
 from gobblin_py.runtime.publish import commit_id

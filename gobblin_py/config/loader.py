@@ -13,12 +13,31 @@ from typing import Any
 
 import yaml
 
-from gobblin_py.config.checks import (check_apart, check_changes_applied, check_dead_letters_apart, check_delivery,
-                                      check_lock, check_schemas, complete_publisher)
+from gobblin_py.config.checks import (
+    check_apart,
+    check_changes_applied,
+    check_dead_letters_apart,
+    check_delivery,
+    check_lock,
+    check_schemas,
+    complete_publisher,
+)
 from gobblin_py.config.env import substitute
-from gobblin_py.config.model import CompactionSection, JobSection, JobSpec, LoggingSection, MaintenanceSection, SparkSection
-from gobblin_py.config.plugin_sections import (dead_letter_sink, fork_branches, plugin_config, plugin_list,
-                                               quality_policies)
+from gobblin_py.config.model import (
+    CompactionSection,
+    JobSection,
+    JobSpec,
+    LoggingSection,
+    MaintenanceSection,
+    SparkSection,
+)
+from gobblin_py.config.plugin_sections import (
+    dead_letter_sink,
+    fork_branches,
+    plugin_config,
+    plugin_list,
+    quality_policies,
+)
 from gobblin_py.config.problems import Collector
 from gobblin_py.errors import ConfigError
 from gobblin_py.fs import configure as configure_filesystems

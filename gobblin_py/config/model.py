@@ -9,21 +9,18 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
-
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from gobblin_py.api.quality import RowPolicyType, TaskPolicyType
 from gobblin_py.api.writer import Delivery
-from gobblin_py.errors import SourceError
-from gobblin_py.units import ByteSize
-from gobblin_py.fs.paths import AbsPath, FsLocation
-from gobblin_py.units import Seconds
 from gobblin_py.cron import Cron
+from gobblin_py.errors import SourceError
 from gobblin_py.fs import Location
+from gobblin_py.fs.paths import AbsPath, FsLocation
 from gobblin_py.state.alerts import AlertSettings
+from gobblin_py.units import ByteSize, Seconds
 
 
 class CommitPolicy(str, enum.Enum):

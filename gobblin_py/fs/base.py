@@ -8,7 +8,6 @@ from typing import IO
 
 from gobblin_py.fs.location import Location
 
-
 NOT_A_FILE = -1
 """`find`'s size of an entry that is not a regular file."""
 

@@ -21,10 +21,10 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from gobblin_py.durable import atomic_replace, fsync_dir, makedirs_durably, remove_durably
 from gobblin_py.errors import ConfigError, StateStoreError

@@ -17,8 +17,8 @@ from gobblin_py.api.commit_step import CommitStep, StepStatus
 from gobblin_py.durable import exchange_dirs, fsync_dir
 from gobblin_py.errors import CommitError
 from gobblin_py.fs.location import Location
-from gobblin_py.fs.registry import filesystem_for
 from gobblin_py.fs.publish_steps import FsRenameCommitStep
+from gobblin_py.fs.registry import filesystem_for
 
 
 def _names(directory: Path) -> set[str]:

@@ -24,9 +24,9 @@ import contextlib
 import contextvars
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import crc32c
 

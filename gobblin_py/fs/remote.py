@@ -6,9 +6,9 @@ from the store, then deletes the source (see `commit/steps.py`).
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO, Any
 
 import crc32c

@@ -15,6 +15,7 @@ from typing import Any
 
 from gobblin_py.api import PendingCommit, TableUpkeep, UpkeepAction
 from gobblin_py.commit.confinement import step_paths
+from gobblin_py.commit.guard import JobGuard
 from gobblin_py.commit.recovery import MAINTENANCE_RECORDS
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.config.model import JobSpec
@@ -23,7 +24,6 @@ from gobblin_py.maintenance.options import MaintenanceOptions
 from gobblin_py.maintenance.retention import plan_retention
 from gobblin_py.runtime.job_result import DatasetStatus, DatasetSummary, JobResult, conclude
 from gobblin_py.runtime.runner import JobRunner, new_run_id
-from gobblin_py.commit.guard import JobGuard
 from gobblin_py.state.store import StateStore, dataset_file_name
 
 log = logging.getLogger(__name__)

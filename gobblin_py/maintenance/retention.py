@@ -36,7 +36,7 @@ def partition_start(rel: str, pattern: str) -> dt.datetime | None:
     """The UTC start of the partition at `rel` (as many path parts as the pattern has), None when it is not one."""
     fmt = re.sub("|".join(_TOKENS), lambda m: _TOKENS[m.group(0)], pattern)
     try:
-        return dt.datetime.strptime(rel, fmt).replace(tzinfo=dt.timezone.utc)
+        return dt.datetime.strptime(rel, fmt).replace(tzinfo=dt.UTC)
     except ValueError:
         return None
 
@@ -70,7 +70,7 @@ def plan_retention(job: JobSpec, branch: BranchConfig, datasets: list[str], rete
             parts = str(path)[len(str(root)):].strip("/").split("/")
             if len(parts) > depth:
                 by_partition["/".join(parts[:depth])][str(path)] = size
-        cutoff = dt.datetime.fromtimestamp(now - retention_s, dt.timezone.utc)
+        cutoff = dt.datetime.fromtimestamp(now - retention_s, dt.UTC)
         steps: list[CommitStep] = []
         for rel in sorted(by_partition):
             start = partition_start(rel, partition.pattern)

@@ -64,4 +64,4 @@ def _table_marks(job: JobSpec, dataset: str | None, names: list[str]) -> tuple[d
 
 
 def _ms_iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="seconds")

@@ -19,12 +19,12 @@ from gobblin_py.config import load_job
 from gobblin_py.config.model import JobSpec
 from gobblin_py.cron import Cron, CronError
 from gobblin_py.errors import ConfigError, GobblinError
+from gobblin_py.fs.conditional import open_blobs
 from gobblin_py.operating.committed import committed_state
 from gobblin_py.operating.lag import DatasetLag, measure_lag
 from gobblin_py.runtime.runner import step_registry
 from gobblin_py.scheduling.scheduler import job_files
 from gobblin_py.state.alerts import FailureTracker
-from gobblin_py.fs.conditional import open_blobs
 from gobblin_py.state.lease import LeaseRecord, read_lease
 from gobblin_py.state.lock import holder_alive
 from gobblin_py.state.store import StateStore

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from gobblin_py.runtime.task.results import WorkUnitResult
     from gobblin_py.runtime.job_result import DatasetSummary, JobResult
+    from gobblin_py.runtime.task.results import WorkUnitResult
 
 
 class RunObserver(Protocol):

@@ -26,7 +26,7 @@ from gobblin_py.runtime.observers import Observers
 from gobblin_py.runtime.planning import Plan, committed_state, plan
 from gobblin_py.runtime.publish import PublishPath, step_registry
 from gobblin_py.runtime.resume import resume_from_targets
-from gobblin_py.runtime.task.results import TaskStatus, TasksCancelled, WorkUnitResult
+from gobblin_py.runtime.task.results import TasksCancelled, TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task.spec import TaskSpec
 from gobblin_py.state.alerts import FailureTracker
 from gobblin_py.state.events import EventLog
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 def new_run_id() -> str:
     """Sortable by start time, unique across hosts."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ") + "-" + uuid.uuid4().hex[:6]
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + uuid.uuid4().hex[:6]
 
 
 class JobRunner:
@@ -68,7 +68,7 @@ class JobRunner:
         """`body` under the job lock, filling a new run's result: a GobblinError ends in its `error`, Ctrl-C in a
         cancelled result (raised again); the run is persisted, counted for alerts and reported either way."""
         job = self.job
-        started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         t0 = time.monotonic()
         result = JobResult(job=job.name, run_id=new_run_id(), succeeded=False, started=started_at, duration_s=0.0)
         with contextlib.ExitStack() as held:

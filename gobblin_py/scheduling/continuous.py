@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gobblin_py.compaction.compactor import CompactionReport, Compactor
+from gobblin_py.compaction.plan import compaction_options
 from gobblin_py.cron import Cron, CronError
 from gobblin_py.errors import GobblinError, os_fault
-from gobblin_py.compaction.plan import compaction_options
-from gobblin_py.compaction.compactor import CompactionReport, Compactor
-from gobblin_py.maintenance.maintainer import MaintenanceReport, Maintainer
+from gobblin_py.maintenance.maintainer import Maintainer, MaintenanceReport
 from gobblin_py.maintenance.options import maintenance_options
 from gobblin_py.runtime.job_result import DatasetStatus, JobResult
 from gobblin_py.runtime.runner import JobRunner, new_run_id
@@ -128,7 +128,7 @@ class CheckpointLoop:
         """Checkpoint `n`: a bounded run's body under its own id; its outcome folded into the run's result and saved."""
         runner = self.runner
         checkpoint = JobResult(job=result.job, run_id=f"{result.run_id}.{n:06d}", succeeded=False,
-                               started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), duration_s=0.0)
+                               started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), duration_s=0.0)
         runner.events.emit("CheckpointStarted", run_id=result.run_id, checkpoint=n)
         t0 = time.monotonic()
         self.raised = False
@@ -175,7 +175,7 @@ class Due:
 def _side_run(runner: JobRunner) -> JobResult:
     """The result of a compaction or maintenance run between checkpoints: a run of its own in the job's history."""
     return JobResult(job=runner.job.name, run_id=new_run_id(), succeeded=False,
-                     started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), duration_s=0.0)
+                     started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), duration_s=0.0)
 
 
 def _waits_only(checkpoint: JobResult) -> bool:
@@ -197,7 +197,7 @@ def _row(n: int, checkpoint: JobResult) -> dict[str, Any]:
             "duration_s": round(checkpoint.duration_s, 3), "records_written": metrics["records_written"],
             "bytes_written": metrics["bytes_written"], "files_published": metrics["files_published"],
             "lag": lag(checkpoint), "phases": {k: round(v, 3) for k, v in checkpoint.phases.items()},
-            "committed_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds") if checkpoint.succeeded else None}
+            "committed_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds") if checkpoint.succeeded else None}
 
 
 def lag(checkpoint: JobResult) -> dict[str, int]:

@@ -32,19 +32,19 @@ from typing import Any
 
 import orjson
 
+from gobblin_py.compaction.compactor import Compactor
+from gobblin_py.compaction.plan import compaction_options
 from gobblin_py.config import load_job
 from gobblin_py.config.model import JobSpec
 from gobblin_py.cron import Cron, CronError
 from gobblin_py.errors import ConfigError, GobblinError
-from gobblin_py.compaction.plan import compaction_options
-from gobblin_py.compaction.compactor import Compactor
 from gobblin_py.maintenance.maintainer import Maintainer
 from gobblin_py.maintenance.options import maintenance_options
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
-from gobblin_py.runtime.job_result import JobResult
-from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.runtime.executors.session import WarmSession, session_difference, spark_key
 from gobblin_py.runtime.executors.spark import SharedSparkExecutor
+from gobblin_py.runtime.job_result import JobResult
+from gobblin_py.runtime.runner import JobRunner
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from typing import Any
 from pydantic import Field
 
 from gobblin_py import checked_json
-from gobblin_py.fs.records import read_record, record_files
 from gobblin_py.api.plugin import Settings
 from gobblin_py.errors import StateStoreError
+from gobblin_py.fs.records import read_record, record_files
 
 log = logging.getLogger(__name__)
 

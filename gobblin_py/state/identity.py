@@ -24,7 +24,7 @@ def claimant(work_dir: str | Path) -> Claimant:
     try:
         found = files.get(FILE)
         if found is None:
-            body = json.dumps({"id": uuid.uuid4().hex, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            body = json.dumps({"id": uuid.uuid4().hex, "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                                "host": socket.gethostname(), "path": str(work_dir)}).encode()
             try:
                 files.create(FILE, body)

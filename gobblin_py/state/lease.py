@@ -99,7 +99,7 @@ class LeaseRecord:
     def to_view(self, now: float) -> dict[str, Any]:
         """What `status --json` and the status page show: the epoch, the owner, the expiry and held/released/expired."""
         return {"epoch": self.epoch, **asdict(self.owner), "acquired": self.acquired,
-                "expires_at": dt.datetime.fromtimestamp(self.expires_at, dt.timezone.utc).isoformat(timespec="seconds"),
+                "expires_at": dt.datetime.fromtimestamp(self.expires_at, dt.UTC).isoformat(timespec="seconds"),
                 "state": "released" if self.released else "held" if self.expires_at > now else "expired"}
 
     def describe(self, now: float | None = None) -> str:
@@ -192,7 +192,7 @@ class Lease:
                     "for that run to end; a lease of a host that is gone expires by itself after job.lease.ttl; "
                     "`--force-takeover` takes it now, which is safe only if that driver is surely stopped")
             record = LeaseRecord(job=job, epoch=(held.epoch if held else 0) + 1, owner=owner,
-                                 acquired=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                                 acquired=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                                  expires_at=now + ttl_s, ttl_s=ttl_s)
             try:
                 version = blobs.create(key, record.to_bytes()) if got is None else \

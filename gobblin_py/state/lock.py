@@ -60,7 +60,7 @@ class JobLock:
                 f"job {self.job!r} is already running ({holder}); lock file {self.path}. "
                 "Wait for that run to finish; a lock of a killed run is released automatically."
             ) from None
-        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         try:  # who holds it is a note for operators; the lock is the flock, so a full disk does not stop the run
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}\n".encode(), 0)

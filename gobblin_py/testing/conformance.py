@@ -13,8 +13,8 @@ same records, write the same bytes under the same names, and replay commit steps
 
 from __future__ import annotations
 
-import dataclasses
 import copy
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -35,10 +35,9 @@ from gobblin_py.api import (
     CommitStep,
     Committer,
     Converter,
-    SplitMismatch,
+    DatasetCommit,
     DataWriter,
     Delivery,
-    DatasetCommit,
     GlobalCommitter,
     OutputFile,
     Plugin,
@@ -46,6 +45,7 @@ from gobblin_py.api import (
     Schema,
     Source,
     SourceState,
+    SplitMismatch,
     TaskContext,
     WatermarkValue,
     WorkUnit,

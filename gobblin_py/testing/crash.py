@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from gobblin_py.crashpoints import COPY_POINTS, ENV, POINTS, WINDOW_ENV

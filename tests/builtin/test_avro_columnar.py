@@ -17,10 +17,10 @@ import pytest
 
 from gobblin_py.api import WriterTarget
 from gobblin_py.builtin.schemas.arrow import ArrowMapping
-from gobblin_py.builtin.writers.avro_arrow import AvroArrowEncoder
 from gobblin_py.builtin.writers.avro import AvroWriter
+from gobblin_py.builtin.writers.avro_arrow import AvroArrowEncoder
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _schema(null_first: bool = True) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 import pytest
+from support.writers import write_all
 
 from gobblin_py.api import OutputFile, WriterTarget
 from gobblin_py.builtin.writers.avro import AvroWriter
@@ -18,9 +19,7 @@ from gobblin_py.builtin.writers.time_partitioner import PartitionSettings, TimeP
 from gobblin_py.errors import RecordError
 from gobblin_py.runtime.task.error_file import ErrorFile
 
-from support.writers import write_all
-
-DAY0 = int(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
+DAY0 = int(dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
 SCHEMA: dict[str, Any] = {
     "type": "record", "name": "Event", "namespace": "test",
     "fields": [

@@ -9,15 +9,14 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from support.writers import write_all
 
 from gobblin_py.api import WriterTarget
 from gobblin_py.builtin.writers.bytes import BytesWriter
 from gobblin_py.plugins import Kind, resolve
 from gobblin_py.testing.conformance import check_writer
 
-from support.writers import write_all
-
-DAY1 = int(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
+DAY1 = int(dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
 DAY2 = DAY1 + 86_400_000
 VALUES: list[bytes | str] = [b"a,b\n", b"\x00\xff\xfe raw", b"", "caf\u00e9", b"x" * 300]
 ENCODED = [v.encode("utf-8") if isinstance(v, str) else v for v in VALUES]

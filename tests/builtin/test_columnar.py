@@ -13,14 +13,13 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from support.schemas import FLAT_EVENT
 
 from gobblin_py.api import RawBatch, WriterTarget
 from gobblin_py.builtin.converters.json_to_avro import JsonToAvroConverter
 from gobblin_py.builtin.writers.parquet import ParquetWriter
 from gobblin_py.builtin.writers.time_partitioner import PartitionSettings, TimePartitioner
 from gobblin_py.errors import ConfigError
-
-from support.schemas import FLAT_EVENT
 
 SCHEMA: dict[str, Any] = FLAT_EVENT
 GOOD = b'{"id":1,"ts":1767225600000,"n":5,"user":"u1","ok":true,"amount":1.5,"country":"DE","tier":"gold"}'
@@ -145,7 +144,7 @@ def test_a_nested_schema_never_takes_the_columnar_path(tmp_path: Path) -> None:
     assert conv.convert_batch(RawBatch("json", [b'{"id":1,"tags":["a"]}'])) is None
 
 
-DAY0 = int(dt.datetime(2026, 1, 30, tzinfo=dt.timezone.utc).timestamp() * 1000)
+DAY0 = int(dt.datetime(2026, 1, 30, tzinfo=dt.UTC).timestamp() * 1000)
 
 
 @pytest.mark.parametrize("granularity,pattern", [("DAY", "yyyy/MM/dd"), ("HOUR", "yyyy/MM/dd/HH"), ("MONTH", "yyyy/MM")])

@@ -47,7 +47,7 @@ def _one(converter: Any, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _millis(*args: int) -> int:
-    return int(dt.datetime(*args, tzinfo=dt.timezone.utc).timestamp()) * 1000
+    return int(dt.datetime(*args, tzinfo=dt.UTC).timestamp()) * 1000
 
 
 # --- json_to_avro -------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from support.schemas import FLAT_EVENT
 
 from gobblin_py.api import CsvBlock, SourceState, TaskContext
 from gobblin_py.builtin.converters.json_to_avro import JsonToAvroConverter
@@ -20,11 +21,9 @@ from gobblin_py.builtin.sources.files import reading
 from gobblin_py.builtin.sources.files.source import FilesSource
 from gobblin_py.errors import RecordError
 
-from support.schemas import FLAT_EVENT
-
 SEED = 20261201
 NAMES = [f["name"] for f in FLAT_EVENT["fields"]]
-START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 # per field: values the fast path must take, then values it may hand to the row path (odd, refused or coerced)
 CLEAN: dict[str, list[str]] = {

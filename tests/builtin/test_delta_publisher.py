@@ -11,14 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builtin import test_iceberg_publisher as iceberg_tests
+from builtin.test_iceberg_publisher import _new_clicks, _run
+from support.jobs import example_job
 
 from gobblin_py.runtime.runner import DatasetStatus
 from gobblin_py.state.store import StateStore
-
-from support.jobs import example_job
-
-from builtin import test_iceberg_publisher as iceberg_tests
-from builtin.test_iceberg_publisher import _new_clicks, _run
 
 reference = iceberg_tests.reference
 """dataset → id counts of the example job written as Avro by the `fs` publisher: what each table must hold."""

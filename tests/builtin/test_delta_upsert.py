@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builtin.test_iceberg_upsert import FIRST, SCHEMA, SECOND, _by_key, _run, expected, write_changes
+from support.jobs import run_cli, write_job
 
 from gobblin_py.builtin.publishers.delta.settings import DeltaPublisherSettings
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError
-
-from builtin.test_iceberg_upsert import FIRST, SCHEMA, SECOND, _by_key, _run, expected, write_changes
-from support.jobs import run_cli, write_job
 
 deltalake = pytest.importorskip("deltalake")
 duckdb = pytest.importorskip("duckdb")

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from support.jobs import example_job, write_job
+
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobResult, JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
-
-from support.jobs import example_job, write_job
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 FIELDS = ["id", "ts", "user", "kind", "amount", "country"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.api import SourceState, WorkUnit
 from gobblin_py.builtin.sources.files.source import FilesSource
@@ -23,8 +24,6 @@ from gobblin_py.errors import SourceError
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
-
-from support.jobs import example_job, write_job
 
 
 def _source(root: Path, **settings: Any) -> FilesSource:

@@ -12,12 +12,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from builtin.test_iceberg_publisher import iceberg_job, table_ids
+from support.jobs import EXAMPLE_DATA, write_job
 
 from gobblin_py.builtin.publishers.iceberg.catalog import catalog_label, retryable
 from gobblin_py.testing.crash import cli
-
-from builtin.test_iceberg_publisher import iceberg_job, table_ids
-from support.jobs import EXAMPLE_DATA, write_job
 
 pytest.importorskip("pyiceberg")
 pytest.importorskip("duckdb")

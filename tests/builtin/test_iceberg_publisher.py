@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.jobs import EVENT_SCHEMA, example_job, run_cli, write_job
 
 from gobblin_py.api import DatasetCommit, OutputFile
-from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher
 from gobblin_py.builtin.publishers.iceberg.catalog import with_retries
+from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
 from gobblin_py.errors import CommitError, ConfigError
@@ -23,8 +24,6 @@ from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
-
-from support.jobs import EVENT_SCHEMA, example_job, run_cli, write_job
 
 pytest.importorskip("pyiceberg")
 duckdb = pytest.importorskip("duckdb")

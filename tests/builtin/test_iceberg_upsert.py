@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.jobs import run_cli, write_job
 
 from gobblin_py.api import DatasetCommit, OutputFile
 from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher
@@ -21,8 +22,6 @@ from gobblin_py.errors import CommitError, ConfigError
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
-
-from support.jobs import run_cli, write_job
 
 pytest.importorskip("pyiceberg")
 duckdb = pytest.importorskip("duckdb")

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.builtin.publishers.iceberg.upsert import partitioned_writes
-
 from builtin.test_iceberg_upsert import catalog, upsert_job, write_changes
 from support.jobs import run_cli, write_job
+
+from gobblin_py.builtin.publishers.iceberg.upsert import partitioned_writes
 
 pytest.importorskip("pyiceberg")
 duckdb = pytest.importorskip("duckdb")

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pytest
 
 from gobblin_py.api import WriterTarget
+from gobblin_py.api.batches import ROW_VALUES
 from gobblin_py.builtin.schemas.arrow import ArrowMapping
 from gobblin_py.builtin.writers.parquet import ParquetWriter
-from gobblin_py.api.batches import ROW_VALUES
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 HOUR = {"column": "ts", "granularity": "HOUR", "pattern": "yyyy/MM/dd/HH"}
 EDGE = dt.datetime(2026, 1, 1, tzinfo=UTC)  # an hour's, a day's and a year's edge at once
 

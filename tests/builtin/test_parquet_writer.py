@@ -13,6 +13,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from support.jobs import EVENT_SCHEMA, example_job, write_job
+from support.writers import write_all
 
 from gobblin_py.api import WriterTarget
 from gobblin_py.builtin.schemas.arrow import ArrowMapping
@@ -24,10 +26,7 @@ from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
 
-from support.jobs import EVENT_SCHEMA, example_job, write_job
-from support.writers import write_all
-
-DAY0 = int(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
+DAY0 = int(dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
 DAY = 86_400_000
 EVENT = json.loads(EVENT_SCHEMA.read_text())
 
@@ -116,8 +115,8 @@ def test_nested_and_logical_types_read_back_by_pyarrow_and_duckdb(tmp_path: Path
     back = table.to_pylist()
     expected = records[6]
     got = back[6]
-    assert got["ts"] == dt.datetime.fromtimestamp((DAY0 + 7) / 1000, tz=dt.timezone.utc)
-    assert got["seen_us"] == dt.datetime.fromtimestamp(DAY0 / 1000, tz=dt.timezone.utc) + dt.timedelta(microseconds=7007)
+    assert got["ts"] == dt.datetime.fromtimestamp((DAY0 + 7) / 1000, tz=dt.UTC)
+    assert got["seen_us"] == dt.datetime.fromtimestamp(DAY0 / 1000, tz=dt.UTC) + dt.timedelta(microseconds=7007)
     assert got["day"] == dt.date(1970, 1, 1) + dt.timedelta(days=20454 + 7 % 3)
     assert got["price"] == decimal.Decimal("7.07") and got["tags"] == [("a", 7), ("b", None)]
     for key in ("id", "ref", "status", "digest", "blob", "qty", "ok", "customer", "billing", "notes"):

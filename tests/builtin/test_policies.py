@@ -8,8 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from gobblin_py.api import BranchStats
-from gobblin_py.builtin.quality import RequiredFieldsPolicy, SchemaCheckPolicy
-from gobblin_py.builtin.quality import RowCountPolicy, RowCountRangePolicy
+from gobblin_py.builtin.quality import RequiredFieldsPolicy, RowCountPolicy, RowCountRangePolicy, SchemaCheckPolicy
 
 SCHEMA: dict[str, Any] = {
     "type": "record", "name": "Event", "namespace": "test",

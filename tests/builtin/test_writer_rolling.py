@@ -13,6 +13,7 @@ from typing import Any
 import fastavro
 import pytest
 from pydantic import ValidationError
+from support.jobs import example_job, write_job
 
 from gobblin_py.api import OutputFile, WriterTarget
 from gobblin_py.builtin.writers.avro import AvroWriter
@@ -21,13 +22,12 @@ from gobblin_py.errors import RecordError
 from gobblin_py.runtime.task.committables import commit_writer
 from gobblin_py.testing.crash import cli
 from gobblin_py.testing.outputs import read_avro_dir
-from support.jobs import example_job, write_job
 
 SCHEMA: dict[str, Any] = {
     "type": "record", "name": "Event", "namespace": "test",
     "fields": [{"name": "id", "type": "long"}, {"name": "ts", "type": "long"}, {"name": "payload", "type": "string"}],
 }
-DAY1 = int(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
+DAY1 = int(dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
 DAY2 = DAY1 + 86_400_000
 
 

@@ -13,12 +13,12 @@ import fastavro
 import pytest
 from pydantic import ValidationError
 
-from gobblin_py.fs import Location
-from gobblin_py.runtime.task.committables import commit_writer
 from gobblin_py.api import OutputFile, WriterTarget
 from gobblin_py.builtin.writers.avro import AvroWriter
 from gobblin_py.builtin.writers.jsonl import JsonLinesWriter
 from gobblin_py.errors import ConfigError, RecordError
+from gobblin_py.fs import Location
+from gobblin_py.runtime.task.committables import commit_writer
 
 SCHEMA: dict[str, Any] = {
     "type": "record", "name": "Event", "namespace": "test",
@@ -31,7 +31,7 @@ SCHEMA: dict[str, Any] = {
 
 
 def _ms(*args: int) -> int:
-    return int(dt.datetime(*args, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    return int(dt.datetime(*args, tzinfo=dt.UTC).timestamp() * 1000)
 
 
 RECORDS = [
@@ -94,7 +94,7 @@ def test_avro_day_partitions(tmp_path: Path) -> None:
         _check_output_file(f, target)
     assert _ids(_read_avro(by_rel["clicks/2026/01/01/wu-1.avro"].path)) == [1, 2, 4]
     assert _read_avro(by_rel["clicks/2026/01/02/wu-1.avro"].path) == [RECORDS[2] | {
-        "ts": dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)}]
+        "ts": dt.datetime(2026, 1, 2, tzinfo=dt.UTC)}]
     assert not list((tmp_path / "staging").rglob("*.avro"))  # moved out of staging
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from cdc.cdc_jobs import PASSWORD_ENV
 
 LOGICAL = {"wal_level": "logical", "max_replication_slots": 20, "max_wal_senders": 20}

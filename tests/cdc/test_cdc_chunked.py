@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cdc.cdc_jobs import cdc_job, read_changes, run, slot_position
+from support.jobs import write_job
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import cli
-
-from cdc.cdc_jobs import cdc_job, read_changes, run, slot_position
-from support.jobs import write_job
 
 
 def replay(rows: list[dict[str, Any]], key: str = "id") -> dict[Any, Any]:

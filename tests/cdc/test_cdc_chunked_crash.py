@@ -7,12 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
-
 from cdc.cdc_jobs import cdc_job
 from cdc.test_cdc_chunked import check_output, chunk_state
 from support.jobs import write_job
+
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
 
 pytestmark = [pytest.mark.crash]
 

@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.demo.pg_server import PASSWORD
-
 from cdc.cdc_jobs import PASSWORD_ENV, cdc_job
 from support.jobs import run_cli, write_job
+
+from gobblin_py.demo.pg_server import PASSWORD
 
 pytest.importorskip("pyiceberg")
 

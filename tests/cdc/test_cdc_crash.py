@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cdc.cdc_jobs import cdc_job, read_changes, slot_position
+from support.jobs import write_job
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
-
-from cdc.cdc_jobs import cdc_job, read_changes, slot_position
-from support.jobs import write_job
 
 pytestmark = [pytest.mark.crash]
 

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.state.store import StateStore
-
 from cdc.cdc_jobs import cdc_job, run
 from cdc.test_cdc_iceberg_upsert import SETUP, equal_after_every_run, killed_at_each_boundary, truncates_apply
 from cdc.test_cdc_iceberg_upsert import assert_equal as equal
 from support.jobs import write_job
+
+from gobblin_py.state.store import StateStore
 
 deltalake = pytest.importorskip("deltalake")
 duckdb = pytest.importorskip("duckdb")

@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cdc.cdc_jobs import cdc_job, run, slot_position
+from support.jobs import write_job
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli
-
-from cdc.cdc_jobs import cdc_job, run, slot_position
-from support.jobs import write_job
 
 SETUP = """
 CREATE TABLE public.acct (id int PRIMARY KEY, owner text NOT NULL, balance bigint, note text);

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gobblin_py.state.store import StateStore
-
 from cdc.cdc_jobs import cdc_job, read_changes, run, slot_position
+
+from gobblin_py.state.store import StateStore
 
 SETUP = """
 CREATE TABLE public.a (id int PRIMARY KEY, v text, n numeric(6,2), ts timestamptz);

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from cdc.cdc_jobs import cdc_job, read_changes, run
 
 pytest.importorskip("pyiceberg")

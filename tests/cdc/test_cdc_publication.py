@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.demo.pg_server import PASSWORD
-
 from cdc.cdc_jobs import PASSWORD_ENV, cdc_job, read_changes, run
 from support.jobs import run_cli, write_job
+
+from gobblin_py.demo.pg_server import PASSWORD
 
 SETUP = ("CREATE TABLE public.a (id int PRIMARY KEY, v text); CREATE TABLE public.b (id int PRIMARY KEY, v text); "
          "INSERT INTO public.a VALUES (1, 'one'), (2, 'two'), (3, 'three'); INSERT INTO public.b VALUES (1, 'b1');")

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.testing.crash import SIGKILLED, cli, each_point
-
 from cdc.cdc_jobs import cdc_job, read_changes, run
 from support.jobs import write_job
+
+from gobblin_py.testing.crash import SIGKILLED, cli, each_point
 
 RUN = ["run", "job.yaml", "--in-process"]
 

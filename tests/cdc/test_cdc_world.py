@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.demo.pg_server import PASSWORD
-
 from cdc.cdc_jobs import PASSWORD_ENV, cdc_job, read_changes, run, slot_position
 from support.jobs import run_cli, write_job
+
+from gobblin_py.demo.pg_server import PASSWORD
 
 SETUP = "CREATE TABLE public.a (id int PRIMARY KEY, v text); INSERT INTO public.a VALUES (1, 'one');"
 
@@ -125,6 +124,7 @@ def test_another_cluster_at_the_same_address_fails_naming_both_system_identifier
     """The database restored on (or replaced by) another PostgreSQL cluster: its LSNs mean nothing against the
     committed position. Here, a second real server with the same database, table, publication and slot."""
     from cdc.conftest import LOGICAL
+
     from gobblin_py.demo.pg_server import LocalPostgres
 
     conn = pg.connect(db)

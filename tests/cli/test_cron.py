@@ -6,12 +6,11 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.config import load_job
 from gobblin_py.cron import Cron, CronError
 from gobblin_py.errors import ConfigError
-
-from support.jobs import example_job, write_job
 
 AFTER = dt.datetime(2026, 11, 21, 10, 0)  # a Saturday
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.jobs import example_job, write_job
+
 from gobblin_py.builtin.schemas.infer import infer_schema
 from gobblin_py.testing.crash import cli
 from gobblin_py.testing.outputs import read_avro_dir
-
-from support.jobs import example_job, write_job
 
 
 def test_the_inferred_schema_runs_the_example_job_like_the_hand_written_one(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.jobs import REPO, on_spark
 
 SPARK_LINES = [

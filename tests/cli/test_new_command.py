@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
-
 from support.jobs import REPO, run_cli
 
 CSV = "id,ts,customer,amount,paid\n" + "".join(

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.state.events import EventLog
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli
-
-from support.jobs import example_job, write_job
 
 RUN = ["run", "job.yaml", "--in-process"]
 

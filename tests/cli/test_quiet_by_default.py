@@ -9,7 +9,6 @@ import socket
 from pathlib import Path
 
 import pytest
-
 from support.jobs import REPO, on_spark, run_cli
 
 

@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support.jobs import REPO, on_spark, run_cli
 
 from gobblin_py.state.lock import JobLock
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
-
-from support.jobs import REPO, on_spark, run_cli
 
 
 @pytest.fixture
@@ -94,8 +93,9 @@ def test_run_with_a_missing_job_file_exits_2(tmp_path: Path) -> None:
 
 
 def test_every_command_has_help_with_an_example() -> None:
-    from gobblin_py.cli.main import app
     import typer.main
+
+    from gobblin_py.cli.main import app
 
     cli_page = (REPO / "docs" / "cli.md").read_text()
 
@@ -207,8 +207,9 @@ def test_a_library_error_is_named_once() -> None:
 
 @pytest.mark.spark
 def test_ctrl_c_during_the_tasks_is_one_line_exit_130_a_cancelled_run_and_the_next_run_commits_everything(tmp_path: Path) -> None:
-    from gobblin_py.testing.crash import duplicates, snapshot
     from support.jobs import example_job, on_spark, write_job
+
+    from gobblin_py.testing.crash import duplicates, snapshot
 
     job = example_job(tmp_path)
     job["converters"].insert(0, {"class": "gobblin_py.testing.faults:SlowConverter", "seconds_per_record": 0.004})
@@ -248,8 +249,9 @@ def test_ctrl_c_in_a_pipeline_whose_reader_is_gone_is_a_cancelled_run_with_its_t
     """`gobblin-py run job.yaml 2>&1 | tee log` and Ctrl-C: tee dies first, the next line written hits a closed pipe.
     Before the fix that was "failed: internal error: BrokenPipeError" or exit 1 (counted for alerts), the event log
     said JobFailed, and `history show` listed no tasks."""
-    from gobblin_py.state.events import EventLog
     from support.jobs import example_job, write_job
+
+    from gobblin_py.state.events import EventLog
 
     job = example_job(tmp_path)  # small: its tasks run in the driver, one after another
     job["converters"].insert(0, {"class": "gobblin_py.testing.faults:SlowConverter", "seconds_per_record": 0.002})

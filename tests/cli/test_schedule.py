@@ -15,11 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.cron import Cron, CronError
 from gobblin_py.state.store import StateStore
-
-from support.jobs import example_job, write_job
 
 
 def test_the_scheduler_fires_a_job_every_second_and_stops_on_sigterm(tmp_path: Path) -> None:

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.state.store import StateStore
-
 from support.jobs import REPO, example_job, run_cli, write_job
 from support.kafka_jobs import events, kafka_job, new_topic, output_ids, produce_events
+
+from gobblin_py.state.store import StateStore
 
 
 class Schedule:

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.jobs import example_job, write_job
 
 pytestmark = pytest.mark.spark

@@ -9,12 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
+from support.spark_cluster import LocalSparkCluster
 
 from gobblin_py.testing.crash import duplicates, snapshot
 from gobblin_py.testing.outputs import read_avro_dir
-
-from support.jobs import example_job, write_job
-from support.spark_cluster import LocalSparkCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -62,9 +61,10 @@ def test_a_worker_killed_mid_job_loses_nothing_and_duplicates_nothing(tmp_path: 
 
 @pytest.mark.kafka
 def test_the_kafka_job_runs_on_the_cluster_exactly_once(tmp_path: Path, cluster: LocalSparkCluster, broker) -> None:
-    from gobblin_py.state.store import StateStore
     from support.kafka_broker import end_offsets
     from support.kafka_jobs import kafka_job, new_topic, output_ids
+
+    from gobblin_py.state.store import StateStore
 
     topic = f"cluster-{time.monotonic_ns()}"
     data = new_topic(broker.bootstrap, topic, 4, 200)

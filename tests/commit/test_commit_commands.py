@@ -7,11 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.jobs import EXAMPLE_DATA, example_job, write_job
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, duplicates, snapshot
-
-from support.jobs import EXAMPLE_DATA, example_job, write_job
 
 RUN = ["run", "job.yaml", "--in-process"]
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from support.jobs import example_job, write_job
+
 from gobblin_py import checked_json
 from gobblin_py.api import CommitStep
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome, recover, retry_wait
@@ -19,8 +21,6 @@ from gobblin_py.errors import CorruptCommitRecordError
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.commits import publish_sequences, task_output
 from gobblin_py.testing.crash import SIGKILLED, cli
-
-from support.jobs import example_job, write_job
 
 
 def test_a_full_disk_during_recovery_fails_only_that_dataset_naming_it_and_the_step(tmp_path: Path, mount, fill_disk) -> None:
@@ -99,7 +99,7 @@ def test_environment_faults_are_attempted_over_minutes_and_a_quarantined_dataset
     def after(seconds: float) -> DatasetRecovery:
         """What a run does `seconds` after the last failed attempt (the first: at once)."""
         last = store.get("job", "ds0000").last_attempt
-        now = dt.datetime.fromisoformat(last) if last else dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.fromisoformat(last) if last else dt.datetime.now(dt.UTC)
         [rec] = recover(store, "job", max_attempts=3, backoff=60, now=now + dt.timedelta(seconds=seconds)).datasets
         return rec
 
@@ -133,7 +133,7 @@ def test_a_refused_step_stays_quarantined_until_recover_and_old_records_replay(t
     store.put(seq)
     content = files[1].read_bytes()
     files[1].unlink()  # its input is gone: a step refuses, which no wait mends
-    late = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1)
+    late = dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
     outcomes = [recover(store, "job", max_attempts=2, backoff=1, now=late + dt.timedelta(hours=h)).datasets[0] for h in range(3)]
     assert [o.outcome for o in outcomes] == [Outcome.FAILED, Outcome.QUARANTINED, Outcome.QUARANTINED]
     assert store.get("job", "ds0000").fault is Fault.REFUSED and store.get("job", "ds0000").attempts == 2

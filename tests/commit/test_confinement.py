@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.api import CommitStep
 from gobblin_py.checked_json import encode
@@ -20,8 +21,6 @@ from gobblin_py.commit.store import CommitStepStore, StepRegistry
 from gobblin_py.config import load_job
 from gobblin_py.durable import file_checksum
 from gobblin_py.errors import CorruptCommitRecordError
-
-from support.jobs import example_job, write_job
 
 
 @pytest.fixture

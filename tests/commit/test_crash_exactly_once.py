@@ -15,15 +15,21 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import (
+    SIGKILLED,
+    cli,
+    commit_points,
+    duplicates,
     each_point,
-    SIGKILLED, cli, commit_points, duplicates, kill_at_random, random_delay, recovery_points, snapshot,
+    kill_at_random,
+    random_delay,
+    recovery_points,
+    snapshot,
     time_to_point,
 )
-
-from support.jobs import example_job, write_job
 
 pytestmark = pytest.mark.crash
 

@@ -7,12 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from builtin.test_delta_publisher import DATASETS, commits, delta_ids, delta_job, duckdb_ids, table
+from support.jobs import write_job
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
-
-from builtin.test_delta_publisher import DATASETS, commits, delta_ids, delta_job, duckdb_ids, table
-from support.jobs import write_job
 
 pytestmark = pytest.mark.crash
 RUN = ["run", "job.yaml", "--in-process"]

@@ -10,13 +10,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli
-
 from builtin.test_delta_publisher import delta_ids, delta_job, table
 from builtin.test_iceberg_publisher import _new_clicks
 from support.jobs import write_job
+
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.crash import SIGKILLED, cli
 
 pytestmark = pytest.mark.crash
 RUN = ["run", "job.yaml", "--in-process"]

@@ -9,14 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
-
-from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import commit_points, each_point, recovery_points
-
 from builtin.test_delta_upsert import delta_upsert_job, read_back
 from builtin.test_iceberg_upsert import FIRST, SECOND, expected, write_changes
 from commit.test_iceberg_upsert_crash import _ok as _run
 from commit.test_iceberg_upsert_crash import killed_at_each_point_of_a_first_load, killed_at_each_point_of_update_runs
+
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.crash import commit_points, each_point, recovery_points
 
 deltalake = pytest.importorskip("deltalake")
 pytestmark = pytest.mark.crash

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.commit.distributed import (
-    commit_many, recover_many, use_executors,
+    commit_many,
+    recover_many,
+    use_executors,
 )
 from gobblin_py.commit.recovery import Outcome
 from gobblin_py.commit.store import CommitStepStore

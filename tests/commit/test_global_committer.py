@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.jobs import REPO, example_job, write_job
 
 from gobblin_py.api import DatasetCommit, GlobalCommitter
 from gobblin_py.builtin.publishers.fs import FsPublisher
@@ -19,9 +20,7 @@ from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, duplicates, snapshot
-
-from support.jobs import REPO, example_job, write_job
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, duplicates, each_point, snapshot
 
 RUN = ["run", "job.yaml", "--in-process"]
 

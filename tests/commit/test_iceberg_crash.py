@@ -10,12 +10,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from builtin.test_iceberg_publisher import catalog, gobblin_summaries, iceberg_job, table_ids
+from support.jobs import write_job
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, recovery_points
-
-from builtin.test_iceberg_publisher import catalog, gobblin_summaries, iceberg_job, table_ids
-from support.jobs import write_job
 
 pytestmark = pytest.mark.crash
 RUN = ["run", "job.yaml", "--in-process"]

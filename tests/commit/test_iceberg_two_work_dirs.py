@@ -13,11 +13,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from gobblin_py.testing.crash import cli
-
 from builtin.test_iceberg_publisher import _new_clicks, iceberg_job, table_ids
 from support.jobs import write_job
+
+from gobblin_py.testing.crash import cli
 
 pytestmark = pytest.mark.crash
 pytest.importorskip("pyiceberg")

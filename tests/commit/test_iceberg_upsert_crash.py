@@ -11,13 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from builtin.test_iceberg_upsert import FIRST, SECOND, catalog, expected, read_back, upsert_job, write_changes
+from support.jobs import write_job
 
 from gobblin_py.builtin.publishers.iceberg.upsert import WRITTEN_POINT
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, recovery_points
-
-from builtin.test_iceberg_upsert import FIRST, SECOND, catalog, expected, read_back, upsert_job, write_changes
-from support.jobs import write_job
 
 pytestmark = pytest.mark.crash
 RUN = ["run", "job.yaml", "--in-process"]

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
+from support.jobs import EVENT_SCHEMA, EXAMPLE_DATA
 
 from gobblin_py import checked_json
 from gobblin_py.config import load_job
@@ -20,8 +21,6 @@ from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.outputs import read_avro_dir
-
-from support.jobs import EVENT_SCHEMA, EXAMPLE_DATA
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pending_files_example"
 

@@ -9,13 +9,13 @@ import pytest
 
 from gobblin_py.commit import protocol, recovery
 from gobblin_py.commit import store as store_module
-from gobblin_py.crashpoints import POINTS
 from gobblin_py.commit.distributed import commit_many, recover_many
 from gobblin_py.commit.recovery import Outcome, recover
 from gobblin_py.commit.store import CommitStepStore
+from gobblin_py.commit.tasks import ThreadTasks
+from gobblin_py.crashpoints import POINTS
 from gobblin_py.errors import CommitError
 from gobblin_py.testing.commits import publish_sequences, task_output
-from gobblin_py.commit.tasks import ThreadTasks
 
 STEPS = 4  # two files, the watermarks, the state
 NEW_COMMIT = ["commit.before_store_write", "commit.store_write_midway", "commit.after_store_write",

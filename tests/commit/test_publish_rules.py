@@ -16,7 +16,11 @@ from gobblin_py.commit import protocol
 from gobblin_py.commit.recovery import Outcome, recover
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.steps import (
-    DatasetStateCommitStep, FsCopyCommitStep, FsRenameCommitStep, HighWatermarkCommitStep, publish_step,
+    DatasetStateCommitStep,
+    FsCopyCommitStep,
+    FsRenameCommitStep,
+    HighWatermarkCommitStep,
+    publish_step,
 )
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.durable import file_checksum

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.testing.outputs import read_avro_dir
-
-from support.jobs import example_job, write_job
 
 PLUGIN = '''
 from gobblin_py.api import DataPublisher, Settings

@@ -17,18 +17,17 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
+from support.jobs import example_job, run_cli, write_job
+from support.world import avro_ids
 
 from gobblin_py.crashpoints import ENV as CRASH_ENV
 from gobblin_py.crashpoints import PAUSE_ENV
-
-from support.jobs import example_job, run_cli, write_job
-from support.world import avro_ids
 
 pytestmark = [pytest.mark.crash, pytest.mark.s3]
 
@@ -326,7 +325,6 @@ class KafkaUpsertChaos(KafkaIcebergChaos):
 
     def arrive(self) -> None:
         import fastavro
-
         from support.kafka_broker import produce
         from support.world_upsert import VALUE_SCHEMA, encoded
 

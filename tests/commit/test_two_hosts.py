@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.crashpoints import PAUSE_ENV
-
 from support.jobs import example_job, run_cli, write_job
 from support.world import avro_ids
+
+from gobblin_py.crashpoints import PAUSE_ENV
 
 pytestmark = [pytest.mark.crash, pytest.mark.s3]
 pytest.importorskip("obstore")

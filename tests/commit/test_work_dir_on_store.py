@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.jobs import example_job, run_cli, write_job
+from support.world import avro_ids
 
 from gobblin_py.crashpoints import ENV as CRASH_ENV
 from gobblin_py.fs.conditional import Conflict
 from gobblin_py.fs.records import LocalRecordFiles, StoreRecordFiles
 from gobblin_py.fs.registry import configure
-
-from support.jobs import example_job, run_cli, write_job
-from support.world import avro_ids
 
 pytestmark = [pytest.mark.s3]
 pytest.importorskip("obstore")
@@ -80,9 +79,9 @@ def frozen_on_host(host: Path, job: Path, point: str) -> Any:
     import sys
     import time
 
-    from gobblin_py.crashpoints import PAUSE_ENV
-
     from commit.test_two_hosts import stopped
+
+    from gobblin_py.crashpoints import PAUSE_ENV
 
     host.mkdir(parents=True, exist_ok=True)
     driver = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", str(job), "--in-process"], cwd=host,

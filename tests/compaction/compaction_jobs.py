@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+from support.jobs import EVENT_SCHEMA, write_job
 
 from gobblin_py.testing.crash import cli
-from support.jobs import EVENT_SCHEMA, write_job
 
 DAY_MS = 86_400_000
 JAN1 = 1_767_225_600_000  # 2026-01-01T00:00Z

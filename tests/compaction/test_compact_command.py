@@ -13,20 +13,26 @@ from pathlib import Path
 import fastavro
 import pytest
 import yaml
+from compaction.compaction_jobs import (
+    add_input,
+    avro_files,
+    compact,
+    ingest,
+    make_job,
+    partition,
+    read_partition,
+    records,
+)
 
 from gobblin_py.commit.store import CommitStepStore
-from gobblin_py.config import load_job
-from gobblin_py.compaction.plan import CompactionOptions, compaction_options
 from gobblin_py.compaction.compactor import Compactor
-from gobblin_py.runtime.runner import JobRunner
+from gobblin_py.compaction.plan import CompactionOptions, compaction_options
+from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.spark import SharedSparkExecutor
+from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.lock import JobLock
 from gobblin_py.state.store import CompactionFile
 from gobblin_py.testing.crash import cli
-
-from compaction.compaction_jobs import (
-    add_input, avro_files, compact, ingest, make_job, partition, read_partition, records,
-)
 
 
 @pytest.mark.spark

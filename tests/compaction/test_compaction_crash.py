@@ -12,12 +12,11 @@ from pathlib import Path
 
 import fastavro
 import pytest
+from compaction.compaction_jobs import avro_files, compact, ingest, make_job, partition, read_partition
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.state.store import CompactionFile
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, kill_at_random, time_to_point
-
-from compaction.compaction_jobs import avro_files, compact, ingest, make_job, partition, read_partition
 
 pytestmark = pytest.mark.crash
 

@@ -12,11 +12,10 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
+from compaction.compaction_jobs import add_input, compact, ingest, make_job, partition
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.testing.crash import SIGKILLED, commit_points
-
-from compaction.compaction_jobs import add_input, compact, ingest, make_job, partition
 
 
 def make_parquet_job(root: Path, **kwargs: object) -> Path:

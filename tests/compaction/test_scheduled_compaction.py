@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from compaction.compaction_jobs import add_input, avro_files, ingest, make_job, partition, read_partition
 
 

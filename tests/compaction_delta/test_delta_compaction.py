@@ -10,12 +10,20 @@ import math
 from pathlib import Path
 
 import pytest
+from compaction.compaction_jobs import compact, ingest
+from compaction_delta.delta_table_jobs import (
+    APP0,
+    DAY0,
+    DAY1,
+    compaction_commits,
+    ids,
+    make_delta_table_job,
+    partition_files,
+    table,
+)
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.state.store import CompactionFile
-
-from compaction.compaction_jobs import compact, ingest
-from compaction_delta.delta_table_jobs import APP0, DAY0, DAY1, compaction_commits, ids, make_delta_table_job, partition_files, table
 
 pytest.importorskip("deltalake")
 

@@ -9,12 +9,19 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from compaction.compaction_jobs import compact, ingest
+from compaction_delta.delta_table_jobs import (
+    APP0,
+    DAY0,
+    compaction_commits,
+    ids,
+    make_delta_table_job,
+    partition_files,
+    table,
+)
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.testing.crash import SIGKILLED, commit_points, each_point
-
-from compaction.compaction_jobs import compact, ingest
-from compaction_delta.delta_table_jobs import APP0, DAY0, compaction_commits, ids, make_delta_table_job, partition_files, table
 
 pytestmark = pytest.mark.crash
 pytest.importorskip("deltalake")

@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from compaction.compaction_jobs import add_input
 from builtin.test_iceberg_publisher import catalog, table_ids
+from compaction.compaction_jobs import add_input
 from support.jobs import EVENT_SCHEMA, write_job
 
 TABLE = "db.clicks"

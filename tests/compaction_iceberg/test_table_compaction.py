@@ -15,21 +15,27 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
-from gobblin_py.commit.store import CommitStepStore
-from gobblin_py.config import load_job
-from gobblin_py.compaction.plan import CompactionOptions
-from gobblin_py.compaction.compactor import Compactor
-from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.runtime.executors.spark import SharedSparkExecutor
-from gobblin_py.state.store import CompactionFile
-from gobblin_py.testing.crash import SIGKILLED, cli
-
 from builtin.test_iceberg_publisher import _schema_with, catalog, table_ids
 from compaction.compaction_jobs import JAN1, add_input, compact, ingest
 from compaction_iceberg.table_jobs import (
-    DAY0, DAY1, TABLE, compaction_snapshots, ids, make_table_job, partition_files, table,
+    DAY0,
+    DAY1,
+    TABLE,
+    compaction_snapshots,
+    ids,
+    make_table_job,
+    partition_files,
+    table,
 )
+
+from gobblin_py.commit.store import CommitStepStore
+from gobblin_py.compaction.compactor import Compactor
+from gobblin_py.compaction.plan import CompactionOptions
+from gobblin_py.config import load_job
+from gobblin_py.runtime.executors.spark import SharedSparkExecutor
+from gobblin_py.runtime.runner import JobRunner
+from gobblin_py.state.store import CompactionFile
+from gobblin_py.testing.crash import SIGKILLED, cli
 
 
 def _sizes(root: Path, partition: str) -> list[int]:

@@ -10,13 +10,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from compaction.compaction_jobs import compact, ingest
+from compaction_iceberg.table_jobs import DAY0, TABLE, compaction_snapshots, ids, make_table_job, partition_files
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.state.store import CompactionFile
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, kill_at_random, recovery_points, time_to_point
-
-from compaction.compaction_jobs import compact, ingest
-from compaction_iceberg.table_jobs import DAY0, TABLE, compaction_snapshots, ids, make_table_job, partition_files
 
 pytestmark = pytest.mark.crash
 

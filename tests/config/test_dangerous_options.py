@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support.jobs import example_job, run_cli, write_job
 
 

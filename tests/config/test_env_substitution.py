@@ -7,12 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.config import load_job
 from gobblin_py.config.env import substitute
 from gobblin_py.errors import ConfigError
-
-from support.jobs import example_job, write_job
 
 
 def test_every_string_value_takes_variables_defaults_and_a_literal_escape() -> None:

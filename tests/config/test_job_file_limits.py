@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from support.jobs import example_job, run_cli, write_job
 
 

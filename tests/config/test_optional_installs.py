@@ -7,11 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError
-
-from support.jobs import example_job, write_job
 
 
 @pytest.mark.parametrize(("blocked", "settings", "said"), [

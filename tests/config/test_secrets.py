@@ -7,13 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from builtin.test_iceberg_publisher import iceberg_job
+from support.jobs import example_job, write_job
 
 from gobblin_py.api.secrets import is_secret_key, secret_paths, url_secret
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError
-
-from builtin.test_iceberg_publisher import iceberg_job
-from support.jobs import example_job, write_job
 
 pytest.importorskip("pyiceberg")
 SECRET = "Hunter2-s3cr3t/xyz"

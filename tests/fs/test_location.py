@@ -6,13 +6,12 @@ import pickle
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.commit.steps import FsCopyCommitStep, FsRenameCommitStep, publish_step
-from gobblin_py.fs.publish_steps import step_kind
 from gobblin_py.errors import ConfigError
 from gobblin_py.fs import Location, filesystem_for
-
-from support.jobs import example_job, write_job
+from gobblin_py.fs.publish_steps import step_kind
 
 
 def test_local_paths_are_made_absolute_and_file_urls_are_local(tmp_path, monkeypatch):

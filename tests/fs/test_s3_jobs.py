@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.jobs import EXAMPLE_DATA, example_job, write_job
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.config import load_job
-from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.runtime.executors.spark import SharedSparkExecutor
+from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import snapshot
-
-from support.jobs import EXAMPLE_DATA, example_job, write_job
 
 pytestmark = [pytest.mark.s3, pytest.mark.spark]
 

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.jobs import EVENT_SCHEMA, run_cli
 
 from gobblin_py.config import load_job
 from gobblin_py.config.gobblin.load import translate_file
 from gobblin_py.config.gobblin.mapping import CLASSES, KEYS, markdown_tables
 from gobblin_py.errors import ConfigError
-
-from support.jobs import EVENT_SCHEMA, run_cli
 
 KAFKA = "org.apache.gobblin.source.extractor.extract.kafka.KafkaSimpleSource"
 

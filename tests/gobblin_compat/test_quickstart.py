@@ -14,8 +14,8 @@ import pytest
 from gobblin_py.config import load_job
 from gobblin_py.config.gobblin.resolve import resolve_job
 from gobblin_py.config.gobblin.translate import Translation, translate
-from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.runtime.executors.spark import SharedSparkExecutor
+from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.testing.outputs import read_error_files
 
 JOBS = Path(__file__).parent / "jobs"
@@ -112,7 +112,6 @@ def test_gobblins_kafka_quick_start_runs_unchanged_and_resumes(tmp_path: Path, s
 def test_delimiter_and_prepend_size_frame_each_message_and_a_tombstone_is_a_bad_record(tmp_path: Path, spark,
                                                                                         own_broker) -> None:
     from kafka import KafkaProducer
-
     from support.kafka_broker import create_topic
 
     bootstrap = own_broker.bootstrap  # type: ignore[attr-defined]

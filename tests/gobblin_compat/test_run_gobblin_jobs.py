@@ -10,13 +10,12 @@ from pathlib import Path
 import fastavro
 import orjson
 import pytest
+from support.jobs import run_cli
 
 from gobblin_py.config import load_job
-from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.runtime.executors.spark import SharedSparkExecutor
+from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
-
-from support.jobs import run_cli
 
 pytestmark = pytest.mark.spark
 
@@ -48,7 +47,7 @@ def test_csv_files_become_avro_partitioned_by_day(tmp_path: Path, spark, monkeyp
     assert result.succeeded, result.error
     out = tmp_path / "gw" / "job-output" / "orders"
     records = read_avro_dir(out)
-    utc = dt.timezone.utc
+    utc = dt.UTC
     assert sorted((r["_file"].rsplit("/", 1)[0], r["id"], r["ts"], r["amount"], r["country"]) for r in records) == [
         ("2026/01/01", 1, dt.datetime(2026, 1, 1, 8, tzinfo=utc), 9.5, "DE"),
         ("2026/01/01", 2, dt.datetime(2026, 1, 1, 10, tzinfo=utc), None, None),  # epoch millis 1767261600000

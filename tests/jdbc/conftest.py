@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from jdbc.jdbc_jobs import PASSWORD_ENV
 
 

@@ -53,10 +53,11 @@ def run_both_paths(tmp: Path, make_job: Callable[[Path], dict[str, Any]], datase
     """Run in-process the job `make_job(folder)` gives, with `job.columnar` on (reading with `source.reader`) and off,
     each in a folder of its own under `tmp`: per setting, the succeeded JobResult and the dataset's published files
     (path → bytes)."""
+    from support.jobs import write_job
+
     from gobblin_py.config import load_job
     from gobblin_py.runtime.executors.in_process import InProcessExecutor
     from gobblin_py.runtime.runner import JobRunner
-    from support.jobs import write_job
 
     results: dict[bool, JobResult] = {}
     outputs: dict[bool, dict[str, bytes]] = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -15,7 +15,7 @@ from gobblin_py.builtin.sources.jdbc.bounds import (
 from gobblin_py.builtin.sources.jdbc.ranges import WatermarkKind
 from gobblin_py.errors import ConfigError
 
-NOW = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 WALL = NOW.replace(tzinfo=None)  # the server's wall clock, in UTC
 
 

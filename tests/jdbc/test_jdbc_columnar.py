@@ -4,13 +4,11 @@ row path (`job.columnar: false`), NULLs and edge values included."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
-import logging
-
 import pytest
-
 from jdbc.jdbc_jobs import jdbc_job, read_with_apache_avro, run_both_paths
 
 TABLE = """CREATE TABLE public.flat (id bigint PRIMARY KEY, updated bigint NOT NULL, s smallint, i integer,

@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, duplicates, recovery_points, snapshot
-
 from jdbc.jdbc_jobs import jdbc_job
 from support.jobs import write_job
+
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, duplicates, each_point, recovery_points, snapshot
 
 pytestmark = pytest.mark.crash
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from jdbc.jdbc_jobs import PASSWORD_ENV, jdbc_job, run_job
+
 from gobblin_py.demo.pg_server import PASSWORD, free_port
 
 TABLE = {"table": "public.t", "watermark_column": "updated", "primary_key": "id"}

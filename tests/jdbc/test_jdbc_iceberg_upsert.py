@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jdbc.jdbc_jobs import jdbc_job
+from support.jobs import write_job
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
-
-from jdbc.jdbc_jobs import jdbc_job
-from support.jobs import write_job
 
 pytest.importorskip("pyiceberg")
 duckdb = pytest.importorskip("duckdb")

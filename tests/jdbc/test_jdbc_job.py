@@ -7,16 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jdbc.jdbc_jobs import jdbc_job, read_output
+from support.jobs import run_cli, write_job
 
+from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.planning import plan
-from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
-
-from jdbc.jdbc_jobs import jdbc_job, read_output
-from support.jobs import run_cli, write_job
 
 ORDERS = {"table": "public.orders", "watermark_column": "updated_at", "primary_key": "id"}
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from jdbc.jdbc_jobs import jdbc_job, read_output
+from support.jobs import write_job
 
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind, committed
 from gobblin_py.config import load_job
@@ -12,9 +14,6 @@ from gobblin_py.errors import SourceError
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
-
-from jdbc.jdbc_jobs import jdbc_job, read_output
-from support.jobs import write_job
 
 INT = WatermarkKind.INTEGER
 

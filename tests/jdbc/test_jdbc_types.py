@@ -8,13 +8,12 @@ import uuid
 from decimal import Decimal
 from pathlib import Path
 
+from jdbc.jdbc_jobs import jdbc_job, read_with_apache_avro
+from support.jobs import run_cli, write_job
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
-
-from jdbc.jdbc_jobs import read_with_apache_avro, jdbc_job
-from support.jobs import run_cli, write_job
 
 TYPES = """CREATE TABLE public.typed (
   id integer PRIMARY KEY, s smallint NOT NULL, b bigint, n numeric(12,4), n_free numeric, r real, d double precision,
@@ -46,7 +45,7 @@ def test_every_listed_type_round_trips(tmp_path: Path, pg, db) -> None:
     assert one["day"] == dt.date(2024, 2, 29)
     assert one["at_time"] == dt.time(13, 14, 15, 123456)
     assert one["ts"].replace(tzinfo=None) == dt.datetime(2024, 1, 2, 3, 4, 5, 678901)  # naive: kept as UTC
-    assert one["tstz"] == dt.datetime(2024, 1, 2, 1, 4, 5, 678901, tzinfo=dt.timezone.utc)
+    assert one["tstz"] == dt.datetime(2024, 1, 2, 1, 4, 5, 678901, tzinfo=dt.UTC)
     assert one["u"] == str(u)
     assert one["j"] == '{"a": [1, 2]}' and one["jb"] == '{"b": null}'
     assert one["ints"] == [1, None, 3] and one["texts"] == ["x", "y"] and one["mood"] == "happy"

@@ -8,12 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from gobblin_py.testing.crash import SIGKILLED, cli
-
 from jdbc.jdbc_jobs import jdbc_job
-from gobblin_py.demo.pg_server import PASSWORD
 from support.jobs import write_job
+
+from gobblin_py.demo.pg_server import PASSWORD
+from gobblin_py.testing.crash import SIGKILLED, cli
 
 pytest.importorskip("pyiceberg")
 CATALOG_SECRET = "catalog-credential-7f3a91"

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from jdbc_mysql.mariadb_server import INSTALL_HINT, PASSWORD, binaries
 from jdbc_mysql.mysql_jobs import PASSWORD_ENV
 

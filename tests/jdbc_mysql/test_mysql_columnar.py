@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from jdbc.jdbc_jobs import run_both_paths
 from jdbc_mysql.mysql_jobs import mysql_job
 
@@ -84,10 +83,11 @@ def test_a_table_with_a_type_the_native_reader_would_change_is_read_as_rows(tmp_
 def test_a_zero_date_stops_reader_native_naming_the_fix_and_commits_nothing(tmp_path: Path, maria, mdb) -> None:
     """ConnectorX cannot read '0000-00-00' (the rows reader sends it to the error file): under reader native the task
     fails saying so, and the next run with reader rows takes the table whole."""
+    from support.jobs import write_job
+
     from gobblin_py.config import load_job
     from gobblin_py.runtime.executors.in_process import InProcessExecutor
     from gobblin_py.runtime.runner import JobRunner
-    from support.jobs import write_job
 
     maria.execute(mdb, "SET SESSION sql_mode = ''", "CREATE TABLE z (id int PRIMARY KEY, updated int NOT NULL, day date)",
                   "INSERT INTO z VALUES (1, 1, '2024-01-01'), (2, 1, '0000-00-00'), (3, 2, '2024-01-03')")
@@ -140,10 +140,11 @@ def test_under_reader_auto_a_zero_date_sends_its_row_to_the_error_file_and_the_r
 def test_reader_auto_does_not_go_on_by_rows_without_a_unique_key_to_go_on_from(tmp_path: Path, maria, mdb) -> None:
     """A `primary_key` that is no unique key of the table: rows sharing it cannot be told apart where the native read
     stopped, so the task fails as under reader native, and nothing is committed."""
+    from support.jobs import write_job
+
     from gobblin_py.config import load_job
     from gobblin_py.runtime.executors.in_process import InProcessExecutor
     from gobblin_py.runtime.runner import JobRunner
-    from support.jobs import write_job
 
     maria.execute(mdb, *ZEROS[:3], "UPDATE z SET day = '0000-00-00' WHERE id = 2999")  # after batches were taken
     job = mysql_job(tmp_path, maria, mdb, [{"table": "z", "watermark_column": "updated", "primary_key": "note"}],

@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jdbc_mysql.mysql_jobs import mysql_job
+from support.jobs import write_job
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, duplicates, snapshot
-
-from jdbc_mysql.mysql_jobs import mysql_job
-from support.jobs import write_job
 
 pytestmark = pytest.mark.crash
 

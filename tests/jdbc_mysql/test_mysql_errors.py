@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from jdbc_mysql.mariadb_server import PASSWORD, free_port
 from jdbc.jdbc_jobs import run_job
+from jdbc_mysql.mariadb_server import PASSWORD, free_port
 from jdbc_mysql.mysql_jobs import PASSWORD_ENV, mysql_job
 
 TABLE = {"table": "t", "watermark_column": "updated", "primary_key": "id"}

@@ -6,17 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.config import load_job
-from gobblin_py.runtime.executors.in_process import InProcessExecutor
-from gobblin_py.runtime.planning import plan
-from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
-from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.state.store import StateStore
-
 from jdbc.jdbc_jobs import read_output
 from jdbc_mysql.mysql_jobs import mysql_job
 from support.jobs import run_cli, write_job
+
+from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
+from gobblin_py.config import load_job
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
+from gobblin_py.runtime.planning import plan
+from gobblin_py.runtime.runner import JobRunner
+from gobblin_py.state.store import StateStore
 
 ORDERS = {"table": "orders", "watermark_column": "updated_at", "primary_key": "id"}
 SEQ = "WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < {n}) "

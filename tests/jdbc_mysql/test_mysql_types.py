@@ -7,13 +7,13 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from gobblin_py.config import load_job
-from gobblin_py.runtime.executors.in_process import InProcessExecutor
-from gobblin_py.runtime.runner import JobRunner
-
 from jdbc.jdbc_jobs import read_with_apache_avro
 from jdbc_mysql.mysql_jobs import mysql_job
 from support.jobs import run_cli, write_job
+
+from gobblin_py.config import load_job
+from gobblin_py.runtime.executors.in_process import InProcessExecutor
+from gobblin_py.runtime.runner import JobRunner
 
 TYPES = """CREATE TABLE typed (
   id int PRIMARY KEY, ti tinyint NOT NULL, b1 tinyint(1), si smallint, mi mediumint, iu int unsigned, bi bigint,
@@ -43,7 +43,7 @@ def test_every_listed_type_round_trips(tmp_path: Path, maria, mdb) -> None:
     assert (one["bin"], one["vb"], one["bl"]) == (b"\x00\xff", b"\x01", b"\xff\x00")
     assert one["day"] == dt.date(2024, 2, 29) and one["at_time"] == dt.time(13, 14, 15, 123456)
     assert one["dtm"].replace(tzinfo=None) == dt.datetime(2024, 1, 2, 3, 4, 5, 678901)  # no zone: wall clock as UTC
-    assert one["ts"] == dt.datetime(2024, 1, 2, 1, 4, 5, 678901, tzinfo=dt.timezone.utc)  # an instant, in UTC
+    assert one["ts"] == dt.datetime(2024, 1, 2, 1, 4, 5, 678901, tzinfo=dt.UTC)  # an instant, in UTC
     assert one["yr"] == 2024 and json.loads(one["j"]) == {"a": [1, 2]}
     assert (one["e"], one["st"], one["flag"], one["bits"]) == ("happy", "a,c", True, 513)
     assert all(v is None for k, v in by_id[2].items() if k not in ("id", "ti", "updated"))

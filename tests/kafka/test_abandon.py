@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from gobblin_py.testing.crash import SIGKILLED, cli
-
 from support.jobs import write_job
 from support.kafka_jobs import events, kafka_job, new_topic, output_ids, produce_events
+
+from gobblin_py.testing.crash import SIGKILLED, cli
 
 pytestmark = [pytest.mark.kafka, pytest.mark.crash]
 RUN = ["run", "job.yaml", "--in-process"]

@@ -10,19 +10,17 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import orjson
 import pytest
+from support.jobs import EVENT_SCHEMA, write_job
+from support.kafka_broker import LocalBroker, create_topic, end_offsets, produce
+from support.kafka_jobs import events, kafka_job, output_ids
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
-from gobblin_py.runtime.task.results import TaskStatus
 from gobblin_py.runtime.runner import JobRunner
+from gobblin_py.runtime.task.results import TaskStatus
 from gobblin_py.state.store import StateStore
-
-from support.jobs import EVENT_SCHEMA, write_job
-import orjson
-
-from support.kafka_broker import LocalBroker, create_topic, end_offsets, produce
-from support.kafka_jobs import events, kafka_job, output_ids
 
 PARTITIONS, RETRIES = 4, 2
 

@@ -15,17 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.confluent_avro import job_for, serialize, serializer
+from support.jobs import write_job
+from support.kafka_broker import create_topic, produce
+from support.schema_registry import LocalSchemaRegistry
 
 from gobblin_py.builtin.sources.kafka.split import KafkaSplit
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.testing.outputs import read_error_files
-
-from support.confluent_avro import job_for, serialize, serializer
-from support.jobs import write_job
-from support.kafka_broker import create_topic, produce
-from support.schema_registry import LocalSchemaRegistry
 
 pytestmark = pytest.mark.kafka
 

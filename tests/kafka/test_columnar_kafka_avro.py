@@ -11,16 +11,15 @@ from typing import Any
 import fastavro
 import orjson
 import pytest
+from support.jobs import write_job
+from support.kafka_broker import create_topic, produce
+from support.kafka_jobs import events, kafka_job
 
 from gobblin_py.builtin.sources.kafka.split import KafkaSplit
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.testing.outputs import read_error_files
-
-from support.jobs import write_job
-from support.kafka_broker import create_topic, produce
-from support.kafka_jobs import events, kafka_job
 
 pytestmark = pytest.mark.kafka
 

@@ -11,17 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.confluent_avro import V1, V2, job_for, orders, read_avro, read_parquet, run, serialize, serializer
+from support.jobs import run_cli, write_job
+from support.kafka_broker import create_topic, free_port, produce, produce_with_confluent
+from support.kafka_jobs import kafka_job
+from support.schema_registry import LocalSchemaRegistry
 
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.outputs import read_error_files
-
-from support.jobs import run_cli, write_job
-from support.kafka_broker import create_topic, free_port, produce, produce_with_confluent
-from support.confluent_avro import V1, V2, job_for, orders, read_avro, read_parquet, run, serialize, serializer
-from support.kafka_jobs import kafka_job
-from support.schema_registry import LocalSchemaRegistry
 
 pytestmark = pytest.mark.kafka
 

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.testing.outputs import read_error_files
-
+from support.confluent_avro import read_avro, read_parquet, run
 from support.kafka_broker import create_topic, produce
 from support.kafka_jobs import kafka_job
 from support.schema_registry import LocalSchemaRegistry
-from support.confluent_avro import read_avro, read_parquet, run
+
+from gobblin_py.testing.outputs import read_error_files
 
 START_MS = 1767225600000
 EVENT = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Event", "type": "object",
@@ -210,10 +209,10 @@ def test_json_schema_validation_is_a_setting_of_confluent_json_only() -> None:
 
 def event_schema_with(tmp: Path, names: list[str]) -> Path:
     """jobs/schemas/event.avsc with the metadata fields `names` (as `metadata_fields` gives them) appended."""
+    from support.jobs import EVENT_SCHEMA
+
     from gobblin_py.builtin.sources.kafka.metadata import metadata_fields
     from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
-
-    from support.jobs import EVENT_SCHEMA
 
     schema = json.loads(EVENT_SCHEMA.read_text())
     settings = KafkaSettings(bootstrap_servers="b:9092", topics=["t"], deserializer="confluent_json",

@@ -12,23 +12,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.state.store import StateStore
-from gobblin_py.testing.outputs import read_error_files
-
 from support.jobs import run_cli
 from support.kafka_broker import create_topic, produce
 from support.schema_registry import LocalSchemaRegistry
 
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.outputs import read_error_files
+
 pytest.importorskip("google.protobuf", reason="needs protobuf (pip install -e '.[test]')")
 
-from support.kafka_jobs import kafka_job  # noqa: E402 - after the skip
-from support.protos import message_class, order_file, tree_file  # noqa: E402
 from support.confluent_avro import read_avro, read_parquet, run
+from support.kafka_jobs import kafka_job
+from support.protos import message_class, order_file, tree_file
 
 pytestmark = pytest.mark.kafka
 
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def serializer(registry_url: str, cls: Any) -> Any:
@@ -195,7 +194,6 @@ def test_imports_registered_as_references_are_resolved(tmp_path: Path, broker, t
     """The serializer registers an imported file under its own subject and the message's schema with a reference to
     it: the reader fetches that version, as Confluent's deserializer does."""
     from google.protobuf import descriptor_pb2
-
     from support.protos import _field
 
     common = descriptor_pb2.FileDescriptorProto(name="shop/common.proto", package="shop.common", syntax="proto3")

@@ -17,14 +17,13 @@ from typing import Any
 
 import orjson
 import pytest
+from support.jobs import write_job
+from support.kafka_broker import LocalBroker, create_topic, end_offsets
+from support.kafka_jobs import events, kafka_job, output_ids, produce_events
 
 from gobblin_py.crashpoints import ENV, WINDOW_ENV
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli
-
-from support.jobs import write_job
-from support.kafka_broker import LocalBroker, create_topic, end_offsets
-from support.kafka_jobs import events, kafka_job, output_ids, produce_events
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash]
 

@@ -11,13 +11,12 @@ from typing import Any
 
 import orjson
 import pytest
-
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
-from gobblin_py.testing.outputs import read_error_files
-
 from support.jobs import write_job
 from support.kafka_broker import create_topic, produce
 from support.kafka_jobs import events, kafka_job, output_ids, read_topic
+
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
+from gobblin_py.testing.outputs import read_error_files
 
 pytestmark = pytest.mark.kafka
 
@@ -166,9 +165,9 @@ def test_a_dead_letter_topic_deleted_and_created_again_mid_commit_gets_each_bad_
 
 def on_host(host: Path, job: Path, crash: str | None = None) -> Any:
     """`gobblin-py run JOB --in-process` as a driver on a host of its own: its own cwd and temp directory."""
-    from gobblin_py.crashpoints import ENV as CRASH_ENV
-
     from support.jobs import run_cli
+
+    from gobblin_py.crashpoints import ENV as CRASH_ENV
 
     host.mkdir(parents=True, exist_ok=True)
     env = {"TMPDIR": str(host), **({CRASH_ENV: crash} if crash else {})}

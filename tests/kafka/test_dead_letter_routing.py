@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.jobs import write_job
+from support.kafka_broker import create_topic, produce
+from support.kafka_jobs import events, kafka_job, output_ids, read_topic
 
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError
 from gobblin_py.testing.crash import cli
-
-from support.jobs import write_job
-from support.kafka_broker import create_topic, produce
-from support.kafka_jobs import events, kafka_job, output_ids, read_topic
 
 BAD = [b"{not json", b"[1, 2, 3]"]
 

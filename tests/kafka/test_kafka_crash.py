@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from gobblin_py.state.store import StateStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, kill_at_random
-
 from support.jobs import write_job
 from support.kafka_broker import LocalBroker, create_topic, end_offsets
 from support.kafka_jobs import events, kafka_job, new_topic, output_ids, produce_events
+
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, kill_at_random
 
 pytestmark = [pytest.mark.kafka, pytest.mark.crash]
 

@@ -6,16 +6,15 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support.jobs import run_cli, write_job
+from support.kafka_broker import end_offsets, free_port, produce
+from support.kafka_jobs import events, kafka_job, new_topic, output_ids, produce_events
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore, WatermarkFile
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
-
-from support.jobs import run_cli, write_job
-from support.kafka_broker import end_offsets, free_port, produce
-from support.kafka_jobs import events, kafka_job, new_topic, output_ids, produce_events
 
 pytestmark = pytest.mark.kafka
 
@@ -82,8 +81,8 @@ def test_partitions_are_packed_into_at_most_max_workunits_tasks(tmp_path: Path, 
     result = _run(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic], max_workunits=3, client="confluent"))
     assert result.succeeded
     assert len(result.tasks) == 8 and set(output_ids(tmp_path / "output", topic)) == _ids(data)
+    from gobblin_py.api import MultiWorkUnit, SourceState
     from gobblin_py.builtin.sources.kafka.source import KafkaSource
-    from gobblin_py.api import SourceState, MultiWorkUnit
     spec = load_job(write_job(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic], max_workunits=3, min_records_per_workunit=1)))
     produce_events(broker.bootstrap, topic, {p: events(5 if p else 200) for p in range(8)})
     state = SourceState(StateStore(tmp_path / "work", "k").watermarks(), {topic: {str(p): {"records": 20, "bytes": 2000} for p in range(8)}})

@@ -6,14 +6,13 @@ import re
 from pathlib import Path
 
 import pytest
+from support.jobs import write_job
+from support.kafka_broker import delete_topic, topic_id
+from support.kafka_jobs import kafka_job, new_topic, output_ids
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
-
-from support.jobs import write_job
-from support.kafka_broker import delete_topic, topic_id
-from support.kafka_jobs import kafka_job, new_topic, output_ids
 
 pytestmark = pytest.mark.kafka
 
@@ -53,8 +52,8 @@ def test_names_are_readable_and_carry_a_128_bit_hash(tmp_path: Path, broker, top
 def test_without_topic_ids_the_first_records_timestamp_tells_a_recreated_topic_apart(broker, topic: str) -> None:
     from kafka import TopicPartition
 
-    from gobblin_py.builtin.sources.kafka.settings import open_consumer
     from gobblin_py.builtin.sources.kafka.identity import TopicIdentity, first_timestamps
+    from gobblin_py.builtin.sources.kafka.settings import open_consumer
     from gobblin_py.builtin.sources.kafka.source import KafkaSource
 
     settings = KafkaSource.Settings.model_validate({"bootstrap_servers": broker.bootstrap, "topics": [topic], "idle_timeout_s": 5})

@@ -8,6 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
+from support.jobs import write_job
+from support.kafka_broker import delete_topic, free_port
+from support.kafka_jobs import events, kafka_job, new_topic, produce_events
 
 from gobblin_py.config import load_job
 from gobblin_py.operating.lag import measure_lag
@@ -15,10 +18,6 @@ from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.events import EventLog
 from gobblin_py.state.store import StateStore
-
-from support.jobs import write_job
-from support.kafka_broker import delete_topic, free_port
-from support.kafka_jobs import events, kafka_job, new_topic, produce_events
 
 pytestmark = pytest.mark.kafka
 

@@ -7,7 +7,6 @@ import socket
 import time
 
 import pytest
-
 from support.kafka_broker import (
     BrokerStartError,
     LocalBroker,

@@ -9,15 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
-
-from gobblin_py.errors import PermanentTaskError, is_retriable
-from gobblin_py.state.events import EventLog
-from gobblin_py.state.store import StateStore
-
 from support.confluent_avro import V1, V2, job_for, orders, read_avro, serialize, serializer
 from support.jobs import run_cli, write_job
 from support.kafka_broker import create_topic, produce
 from support.schema_registry import LocalSchemaRegistry
+
+from gobblin_py.errors import PermanentTaskError, is_retriable
+from gobblin_py.state.events import EventLog
+from gobblin_py.state.store import StateStore
 
 pytestmark = pytest.mark.kafka
 

@@ -6,15 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.jobs import write_job
+from support.kafka_broker import end_offsets
+from support.kafka_jobs import events, kafka_job, new_topic, output_ids, produce_events
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
-
-from support.jobs import write_job
-from support.kafka_broker import end_offsets
-from support.kafka_jobs import events, kafka_job, new_topic, output_ids, produce_events
 
 pytestmark = pytest.mark.kafka
 

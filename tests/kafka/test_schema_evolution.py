@@ -7,19 +7,17 @@ produced into the broker, and read back by readers that did not write them (Apac
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.state.store import StateStore
-from gobblin_py.testing.outputs import read_error_files
-
 from support.confluent_avro import V1, V2, job_for, orders, read_avro, run, serialize, serializer
 from support.jobs import run_cli, write_job
 from support.kafka_broker import create_topic, produce
 from support.schema_registry import LocalSchemaRegistry
+
+from gobblin_py.state.store import StateStore
+from gobblin_py.testing.outputs import read_error_files
 
 pytestmark = pytest.mark.kafka
 

@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import pytest
-
 from support.schema_registry import LocalSchemaRegistry
 
 pytest.importorskip("confluent_kafka.schema_registry")

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.kafka_tombstones import tombstone_job, tombstone_runs
 
 from gobblin_py.testing.outputs import read_error_files
-
-from support.kafka_tombstones import tombstone_job, tombstone_runs
 
 deltalake = pytest.importorskip("deltalake")
 duckdb = pytest.importorskip("duckdb")

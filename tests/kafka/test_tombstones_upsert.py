@@ -11,15 +11,14 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-
-from gobblin_py.builtin.sources.kafka.metadata import with_metadata
-from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
-from gobblin_py.testing.outputs import read_error_files
-
 from support.confluent_avro import V1, run
 from support.confluent_avro import datum as _datum
 from support.kafka_broker import create_topic
 from support.kafka_tombstones import tombstone_job, tombstone_runs
+
+from gobblin_py.builtin.sources.kafka.metadata import with_metadata
+from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
+from gobblin_py.testing.outputs import read_error_files
 
 pytest.importorskip("pyiceberg")
 duckdb = pytest.importorskip("duckdb")

@@ -14,15 +14,14 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support.jobs import write_job
+from support.kafka_broker import create_topic, end_offsets
+from support.kafka_jobs import events, kafka_job, output_ids
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.store import StateStore
-
-from support.jobs import write_job
-from support.kafka_broker import create_topic, end_offsets
-from support.kafka_jobs import events, kafka_job, output_ids
 
 pytestmark = pytest.mark.kafka
 

@@ -14,12 +14,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from builtin.test_delta_publisher import delta_ids, delta_job, table
+from support.jobs import write_job
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.testing.crash import SIGKILLED, cli
-
-from builtin.test_delta_publisher import delta_ids, delta_job, table
-from support.jobs import write_job
 
 deltalake = pytest.importorskip("deltalake")
 RUN = ["run", "job.yaml", "--in-process", "-q"]

@@ -18,13 +18,12 @@ from typing import Any
 
 import pytest
 import yaml
+from builtin.test_delta_publisher import delta_ids, duckdb_ids, table
+from maintenance.test_delta_upkeep import add_clicks, age, copy_job, make_two_runs, ok
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.errors import CommitError
 from gobblin_py.testing.crash import cli
-
-from builtin.test_delta_publisher import delta_ids, duckdb_ids, table
-from maintenance.test_delta_upkeep import add_clicks, age, copy_job, make_two_runs, ok
 
 deltalake = pytest.importorskip("deltalake")
 RUN = ["run", "job.yaml", "--in-process", "-q"]

@@ -10,12 +10,20 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from builtin.test_delta_publisher import delta_ids, table
+from maintenance.test_delta_upkeep import (
+    RETENTION_APP,
+    RUN,
+    add_clicks,
+    age,
+    copy_job,
+    make_two_runs,
+    ok,
+    retention_keeping,
+)
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
-
-from builtin.test_delta_publisher import delta_ids, table
-from maintenance.test_delta_upkeep import RETENTION_APP, RUN, add_clicks, age, copy_job, make_two_runs, ok, retention_keeping
 
 pytestmark = pytest.mark.crash
 pytest.importorskip("deltalake")

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from compaction.compaction_jobs import DAY_MS, JAN1, add_input, ingest, make_job, partition, read_partition
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
-
-from compaction.compaction_jobs import DAY_MS, JAN1, add_input, ingest, make_job, partition, read_partition
 
 JAN2_NOON = (JAN1 + DAY_MS + DAY_MS // 2) / 1000
 

@@ -15,12 +15,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from builtin.test_iceberg_publisher import catalog, iceberg_job, table_ids
+from support.jobs import write_job
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.testing.crash import SIGKILLED, cli
-
-from builtin.test_iceberg_publisher import catalog, iceberg_job, table_ids
-from support.jobs import write_job
 
 pytest.importorskip("pyiceberg")
 RUN = ["run", "job.yaml", "--in-process", "-q"]
@@ -141,7 +140,6 @@ def test_orphan_removal_keeps_the_jobs_error_files_and_a_table_nested_in_the_loc
     """`errors_dir` set inside a table's location, and another table whose location lies inside it: their files are
     listed by no snapshot of the table, yet they are no orphans of it; only the real orphan goes."""
     import pyarrow as pa
-
     from maintenance.upkeep_jobs import read_ids, small_lake, table
 
     clicks_dir = tmp_path / "warehouse" / "db" / "clicks"
@@ -177,7 +175,6 @@ def test_orphan_removal_reads_every_uri_form_a_table_lists_and_refuses_one_it_ca
     table listing a file that is not where its URI points (as any URI form read wrongly would look) is not swept."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
     from maintenance.upkeep_jobs import read_ids, small_lake, table
 
     small_lake(tmp_path)

@@ -12,15 +12,14 @@ from typing import Any
 
 import pytest
 import yaml
+from compaction.test_scheduled_compaction import _until
+from maintenance.upkeep_jobs import FIRST_ID, add_records, read_ids, small_lake, table
 
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.scheduling.continuous import run_continuous
-
-from compaction.test_scheduled_compaction import _until
-from maintenance.upkeep_jobs import FIRST_ID, add_records, read_ids, small_lake, table
 
 pytest.importorskip("pyiceberg")
 EVERY_SECOND = "* * * * * ?"

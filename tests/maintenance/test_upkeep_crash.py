@@ -13,13 +13,22 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from maintenance.upkeep_jobs import (
+    DAY_MS,
+    FIRST_ID,
+    JAN1,
+    RUN,
+    assert_intact,
+    ok,
+    read_ids,
+    referenced,
+    small_lakes,
+    table,
+)
 
 from gobblin_py.builtin.publishers.iceberg.upkeep import MAINTENANCE_ID
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
-
-from maintenance.upkeep_jobs import (DAY_MS, FIRST_ID, JAN1, RUN, assert_intact, ok, read_ids, referenced, small_lakes,
-                                     table)
 
 pytest.importorskip("pyiceberg")
 pytestmark = pytest.mark.crash

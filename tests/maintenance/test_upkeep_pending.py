@@ -14,13 +14,23 @@ from pathlib import Path
 
 import pytest
 import yaml
+from compaction.compaction_jobs import add_input, ingest, make_job, partition, read_partition
+from maintenance.upkeep_jobs import (
+    DAY_MS,
+    FIRST_ID,
+    JAN1,
+    RUN,
+    add_records,
+    assert_intact,
+    ok,
+    read_ids,
+    referenced,
+    small_lake,
+    table,
+)
 
 from gobblin_py.commit.store import CommitStepStore
 from gobblin_py.testing.crash import SIGKILLED, cli
-
-from compaction.compaction_jobs import add_input, ingest, make_job, partition, read_partition
-from maintenance.upkeep_jobs import DAY_MS, FIRST_ID, JAN1, RUN, add_records, assert_intact, ok, read_ids, referenced, \
-    small_lake, table
 
 pytest.importorskip("pyiceberg")
 DAY_S = 86400

@@ -9,10 +9,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from gobblin_py.commit.store import CommitStepStore
-
 from builtin.test_iceberg_publisher import catalog, iceberg_job, table_ids
 from support.jobs import write_job
+
+from gobblin_py.commit.store import CommitStepStore
 
 DAY_MS = 86_400_000
 JAN1 = 1_767_225_600_000  # 2026-01-01T00:00Z

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from jdbc_mysql.mariadb_server import INSTALL_HINT, PASSWORD, binaries
 from mysql_cdc.mysql_cdc_jobs import PASSWORD_ENV
 

@@ -58,9 +58,10 @@ def replay(rows: list[dict[str, Any]], key: str, value: str) -> dict[Any, Any]:
 
 def run(tmp: Path, job: dict[str, Any]) -> Any:
     """The job run in-process (tasks in the driver); its JobResult."""
+    from support.jobs import write_job
+
     from gobblin_py.config import load_job
     from gobblin_py.runtime.executors.in_process import InProcessExecutor
     from gobblin_py.runtime.runner import JobRunner
-    from support.jobs import write_job
 
     return JobRunner(load_job(write_job(tmp, job)), InProcessExecutor()).run()

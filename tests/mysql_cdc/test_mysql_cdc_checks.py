@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gobblin_py.testing.crash import cli
-
 from mysql_cdc.mysql_cdc_jobs import cdc_job, read_changes, replay
 from support.jobs import write_job
+
+from gobblin_py.testing.crash import cli
 
 RUN = ["run", "job.yaml", "--in-process"]
 
@@ -119,8 +119,9 @@ def test_a_table_without_a_primary_key_is_refused(tmp_path: Path, binlog_maria: 
 def test_another_server_with_the_same_server_id_and_binlog_name(tmp_path: Path, binlog_maria: Any, mdb: str) -> None:
     """A promoted replica or a restore at the job's url: the same server_id (1) and binlog name, its binlog as long
     as the committed position, but another history there (the GTID position it stands for, kept with the commit)."""
-    from gobblin_py.state.store import StateStore
     from jdbc_mysql.mariadb_server import LocalMariaDB
+
+    from gobblin_py.state.store import StateStore
 
     maria = binlog_maria
     _ready(tmp_path, maria, mdb)

@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mysql_cdc.mysql_cdc_jobs import cdc_job, read_changes, replay
+from support.jobs import write_job
 
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
-
-from mysql_cdc.mysql_cdc_jobs import cdc_job, read_changes, replay
-from support.jobs import write_job
 
 pytestmark = [pytest.mark.crash]
 

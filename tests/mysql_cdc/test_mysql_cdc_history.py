@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mysql_cdc.mysql_cdc_jobs import upsert_job
+from mysql_cdc.test_mysql_cdc_iceberg import SETUP, change, source_rows, table_rows
+from support.jobs import write_job
 
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, kill_at_random
-
-from mysql_cdc.test_mysql_cdc_iceberg import SETUP, change, source_rows, table_rows
-from mysql_cdc.mysql_cdc_jobs import upsert_job
-from support.jobs import write_job
 
 pytestmark = [pytest.mark.crash]
 

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gobblin_py.testing.crash import SIGKILLED, cli
-
 from mysql_cdc.mysql_cdc_jobs import run, upsert_job
 from support.jobs import write_job
+
+from gobblin_py.testing.crash import SIGKILLED, cli
 
 SETUP = ("CREATE TABLE acct (id int PRIMARY KEY, owner varchar(40) NOT NULL, balance bigint, note text, "
          "amount decimal(10,2), seen datetime(6))",

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mysql_cdc.mysql_cdc_jobs import PASSWORD_ENV, cdc_job, read_changes, replay, run
+
 from gobblin_py.builtin.sources.mysql_cdc import binlog, position
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect
 from gobblin_py.builtin.sources.mysql_cdc.snapshot import Chunks, boundaries, read_chunk
-
-from mysql_cdc.mysql_cdc_jobs import PASSWORD_ENV, cdc_job, read_changes, replay, run
 
 
 def test_changes_between_chunks_are_applied_once(binlog_maria: Any, mdb: str) -> None:

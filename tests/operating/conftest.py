@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.testing.crash import SIGKILLED, cli
-
-from support.jobs import example_job, write_job
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -60,9 +59,9 @@ def jobs_dir(tmp_path_factory: pytest.TempPathFactory, broker: Any) -> Path:
     """jobs/ok.yaml succeeded twice; jobs/broken.yaml failed; jobs/waiting.yaml has a pending commit (its run killed
     mid-commit); jobs/stuck.yaml has a commit quarantined after 3 failed attempts; jobs/stream.yaml reads Kafka and
     has records waiting."""
-    from support.kafka_jobs import events, kafka_job, new_topic, produce_events
-
     import os
+
+    from support.kafka_jobs import events, kafka_job, new_topic, produce_events
 
     os.environ["GOBBLIN_TEST_SMTP_PASSWORD"] = SMTP_PASSWORD
     os.environ["GOBBLIN_TEST_SMTP_USER"] = SMTP_USER

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from operating.conftest import STREAM, UNREAD, Served
 
 CHROMIUM = Path("/usr/bin/chromium")

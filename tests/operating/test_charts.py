@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from gobblin_py.operating.server.charts import Bar, bar_chart  # noqa: E402
+from gobblin_py.operating.server.charts import Bar, bar_chart
 
 
 def test_a_chart_names_its_highest_value_and_zero_when_nothing_failed() -> None:

@@ -7,13 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.config import load_job
 from gobblin_py.operating.lag import DatasetLag, LagCache, PartitionLag, measure_lag
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
-
-from support.jobs import example_job, write_job
 
 
 def _sizes(data: Path) -> dict[str, tuple[int, int]]:

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from operating.conftest import SECRETS, STREAM, TOKEN, UNREAD, Served, _job
 
 from gobblin_py.testing.crash import SIGKILLED, cli
-
-from operating.conftest import SECRETS, STREAM, TOKEN, UNREAD, Served, _job
 
 JOBS = ["ok", "broken", "waiting", "stuck", "stream"]
 

@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.jobs import REPO
 
 from gobblin_py.testing.crash import snapshot
 from gobblin_py.testing.outputs import read_avro_dir
-
-from support.jobs import REPO
 
 
 def _gobblin(args: list[str], cwd: Path, site: Path | None = None) -> subprocess.CompletedProcess[str]:

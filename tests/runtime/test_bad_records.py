@@ -9,15 +9,14 @@ from typing import Any
 
 import orjson
 import pytest
+from support.jobs import EVENT_SCHEMA, write_job
 
 from gobblin_py.api import WorkUnit
 from gobblin_py.builtin.sources.files.split import FileSplit
 from gobblin_py.config import load_job
-from gobblin_py.runtime.task.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task.attempt import run_task
+from gobblin_py.runtime.task.results import TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task.spec import TaskSpec
-
-from support.jobs import EVENT_SCHEMA, write_job
 
 DAY0 = 1767225600000  # 2026-01-01T00:00:00Z
 FAULTS = "gobblin_py.testing.faults"

@@ -15,15 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
+from support.jobs import EXAMPLE_DATA, example_job, write_job
 
 from gobblin_py import checked_json
-from gobblin_py.errors import CorruptCommitRecordError
 from gobblin_py.crashpoints import ENV, WINDOW_ENV
+from gobblin_py.errors import CorruptCommitRecordError
 from gobblin_py.state.events import EventLog
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, duplicates, snapshot
-
-from support.jobs import EXAMPLE_DATA, example_job, write_job
 
 pytestmark = pytest.mark.crash
 

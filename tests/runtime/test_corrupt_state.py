@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gobblin_py.testing.crash import cli
-
 from support.jobs import example_job, write_job
+
+from gobblin_py.testing.crash import cli
 
 RUN = ["run", "job.yaml", "--in-process"]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime import interrupt
@@ -18,10 +19,8 @@ from gobblin_py.runtime.executors.base import held_bytes, local_cores
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.executors.spark import SparkExecutor
 from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.runtime.task.spec import TaskSpec
 from gobblin_py.runtime.task.results import TasksCancelled
-
-from support.jobs import example_job, write_job
+from gobblin_py.runtime.task.spec import TaskSpec
 
 GiB = 1024**3
 
@@ -143,10 +142,9 @@ def test_the_sources_say_what_of_their_work_is_native_only_where_it_is() -> None
     columnar path; a row reader, kafka-python or a task without the batch converter do not."""
     from gobblin_py.api import WorkUnit
     from gobblin_py.builtin.sources.files.source import FilesSource
+    from gobblin_py.builtin.sources.files.split import FileSplit
     from gobblin_py.builtin.sources.kafka.source import KafkaSource
     from gobblin_py.builtin.sources.kafka.split import KafkaSplit
-
-    from gobblin_py.builtin.sources.files.split import FileSplit
 
     def wu(file: str | None = None) -> WorkUnit:
         split = FileSplit(file=file, end=1).packed() if file else {}

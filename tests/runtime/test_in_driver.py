@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.api import MultiWorkUnit, SourceState, WorkUnit
 from gobblin_py.builtin.sources.files.source import FilesSource
@@ -17,13 +18,11 @@ from gobblin_py.builtin.sources.kafka.source import KafkaSource
 from gobblin_py.config import load_job
 from gobblin_py.errors import ConfigError
 from gobblin_py.runtime.executors.base import small_plan_bytes
+from gobblin_py.runtime.executors.spark import SparkExecutor
 from gobblin_py.runtime.planning import Plan
 from gobblin_py.runtime.runner import JobRunner
-from gobblin_py.runtime.executors.spark import SparkExecutor
 from gobblin_py.runtime.task.spec import TaskSpec
 from gobblin_py.testing.outputs import read_avro_dir
-
-from support.jobs import example_job, write_job
 
 
 def _wu(wu_id: str, low: int = 0, high: int = 100, split: dict | None = None) -> WorkUnit:

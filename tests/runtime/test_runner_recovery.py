@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.commit.recovery import Outcome
 from gobblin_py.commit.store import CommitStepStore
@@ -14,8 +15,6 @@ from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.commits import dataset_name, publish_sequences, task_output
-
-from support.jobs import example_job, write_job
 
 
 class _Executors(ThreadTasks):

@@ -6,14 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.config import load_job
-from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.runtime.executors.spark import SharedSparkExecutor
+from gobblin_py.runtime.runner import DatasetStatus, JobRunner
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.outputs import read_avro_dir, read_error_files
-
-from support.jobs import example_job, write_job
 
 pytestmark = pytest.mark.spark
 

@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from gobblin_py.testing.crash import SIGKILLED, cli, duplicates, snapshot
-
 from support.jobs import example_job, write_job
+
+from gobblin_py.testing.crash import SIGKILLED, cli, duplicates, snapshot
 
 RECORDS = 2998  # the example data's good records
 

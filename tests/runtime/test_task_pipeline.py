@@ -8,15 +8,14 @@ from pathlib import Path
 import fastavro
 import orjson
 import pytest
+from support.jobs import EVENT_SCHEMA, write_job
 
 from gobblin_py.api import WorkUnit
 from gobblin_py.builtin.sources.files.split import FileSplit
 from gobblin_py.config import load_job
-from gobblin_py.runtime.task.results import TaskStatus
 from gobblin_py.runtime.task.attempt import run_task
+from gobblin_py.runtime.task.results import TaskStatus
 from gobblin_py.runtime.task.spec import TaskSpec
-
-from support.jobs import EVENT_SCHEMA, write_job
 
 
 def _data(tmp: Path, lines: list[str], dataset: str = "ds", name: str = "f.jsonl") -> Path:

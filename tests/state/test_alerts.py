@@ -7,19 +7,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.jobs import example_job, write_job
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
 from gobblin_py.state.events import EventLog
 
-from support.jobs import example_job, write_job
-
 
 @pytest.fixture
 def smtp_server():
     from aiosmtpd.controller import Controller
-
     from support.kafka_broker import free_port
 
     class Inbox:
@@ -90,7 +88,6 @@ def test_an_unreachable_smtp_server_does_not_change_the_outcome(tmp_path: Path, 
 def test_starttls_is_required_unless_turned_off_and_no_password_goes_in_clear(tmp_path: Path, caplog, monkeypatch) -> None:
     from aiosmtpd.controller import Controller
     from aiosmtpd.smtp import AuthResult
-
     from support.kafka_broker import free_port
 
     logins: list[str] = []

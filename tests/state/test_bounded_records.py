@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.jobs import run_cli, write_job
+
 from gobblin_py.runtime.job_result import KEPT_TASKS
 from gobblin_py.state.events import EventLog
-
-from support.jobs import run_cli, write_job
 
 
 def test_the_events_log_is_rotated_by_size_and_read_whole(tmp_path: Path, monkeypatch) -> None:

@@ -11,7 +11,6 @@ from typing import Any
 from gobblin_py.config import load_job
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.runner import JobRunner
-
 from support.jobs import write_job
 from support.kafka_jobs import kafka_job
 

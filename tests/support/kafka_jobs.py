@@ -10,7 +10,6 @@ from typing import Any
 import orjson
 
 from gobblin_py.testing.outputs import read_avro_dir
-
 from support.jobs import EVENT_SCHEMA
 from support.kafka_broker import create_topic, produce
 

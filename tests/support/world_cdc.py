@@ -47,15 +47,14 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable
-
-import yaml
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gobblin_py.builtin.publishers.iceberg.upsert import WRITTEN_POINT
 from gobblin_py.testing.crash import SIGKILLED
-
 from support.world import CRASH_POINTS, RUN, History, Rule, Violation, World, reap, start
 
 PASSWORD_ENV = "GOBBLIN_TEST_PG_PASSWORD"
@@ -435,7 +434,7 @@ class CdcHistory(History):
                 done.append("insert")
             elif dice < 0.6:
                 key = self.rng.choice(keys)
-                for n in range(self.rng.randint(1, 3)):  # the same key again in the same transaction
+                for _ in range(self.rng.randint(1, 3)):  # the same key again in the same transaction
                     conn.execute(f"UPDATE {table} SET v = %s, n = n + 1 WHERE id = %s", (f"u{key}.{world.key()}", key))
                 done.append("update")
             elif dice < 0.7:

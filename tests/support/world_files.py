@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from gobblin_py.state.store import StateStore
-
 from support.world import DAY_MS, RUN, SCHEMA, START_MS, History, Rule, Violation, World, avro_ids
 
 DATASETS = ("a", "b")

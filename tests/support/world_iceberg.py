@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gobblin_py.state.store import StateStore
-
 from support.world import RUN, Rule, Violation, World
 from support.world_files import DATASETS, FilesHistory, FilesWorld, whole_lines
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gobblin_py.testing.crash import SIGKILLED
 from support.kafka_broker import create_topic, free_port, produce
 from support.kafka_jobs import read_topic
 from support.schema_registry import (
@@ -48,7 +49,6 @@ from support.schema_registry import (
     _Server,
 )
 from support.world import RUN, History, Rule, Violation, World, avro_ids, reap, start
-from gobblin_py.testing.crash import SIGKILLED
 
 PARTITIONS = 2
 POLICIES = ("fail", "evolve", "dead_letter")

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 from gobblin_py.builtin.publishers.iceberg.upsert import WRITTEN_POINT
-
 from support.kafka_broker import create_topic, produce
 from support.world import CRASH_POINTS, History, Rule, Violation, World
 from support.world_kafka import PARTITIONS, KafkaHistory, KafkaWorld

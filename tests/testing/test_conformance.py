@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import orjson
 import pytest
+from support.jobs import EVENT_SCHEMA
 
 from gobblin_py.api import (
     CommitStep,
@@ -31,15 +32,13 @@ from gobblin_py.api import (
     WorkUnit,
     WriterTarget,
 )
-from gobblin_py.builtin.writers.avro import AvroWriter
-from gobblin_py.builtin.sources.files.source import FilesSource
-from gobblin_py.builtin.publishers.fs import FsPublisher
 from gobblin_py.builtin.converters.json_to_avro import JsonToAvroConverter
+from gobblin_py.builtin.publishers.fs import FsPublisher
+from gobblin_py.builtin.sources.files.source import FilesSource
+from gobblin_py.builtin.writers.avro import AvroWriter
 from gobblin_py.builtin.writers.jsonl import JsonLinesWriter
 from gobblin_py.builtin.writers.parquet import ParquetWriter
 from gobblin_py.testing.conformance import check_committer, check_converter, check_source, check_writer
-
-from support.jobs import EVENT_SCHEMA
 
 DAY0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 EVENTS = [{"id": i, "ts": DAY0 + (i % 3) * 86_400_000 + i, "user": f"u{i}", "kind": "click", "amount": i / 2, "country": "DE"}

@@ -40,8 +40,9 @@ HISTORIES = (
 @pytest.fixture(scope="module")
 def server() -> Iterator[Any]:
     """A PostgreSQL 16 with wal_level=logical on a free 127.0.0.1 port, stopped and deleted after the module."""
-    from gobblin_py.demo.pg_server import LocalPostgres
     from support.world_cdc import LOGICAL, PASSWORD_ENV
+
+    from gobblin_py.demo.pg_server import LocalPostgres
 
     saved = {name: os.environ.get(name) for name in (PASSWORD_ENV, "PGPASSWORD")}  # histories set both
     with LocalPostgres(LOGICAL) as pg:

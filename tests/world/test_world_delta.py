@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from world.test_world_model import SECOND_HOST, STEPS, drew, run_all
 
 pytestmark = pytest.mark.crash

@@ -44,7 +44,7 @@ def _kind(avro_type: Any) -> tuple[str | None, bool]:
 class FlatField:
     """One field of a flat schema: its name, position, kind, whether null is allowed and its default (`NO_DEFAULT`)."""
 
-    __slots__ = ("name", "index", "kind", "nullable", "default")
+    __slots__ = ("default", "index", "kind", "name", "nullable")
 
     def __init__(self, name: str, index: int, kind: str, nullable: bool, default: Any) -> None:
         self.name, self.index, self.kind, self.nullable, self.default = name, index, kind, nullable, default

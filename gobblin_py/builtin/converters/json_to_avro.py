@@ -17,13 +17,13 @@ from pydantic import AfterValidator, Field
 
 from gobblin_py.api import BatchConverter, CsvBlock, OneToOneConverter, RawBatch, Settings, TaskCounter
 from gobblin_py.api.types import Record, Schema, SchemaKind
+from gobblin_py.builtin.converters.csv_arrow import CsvArrowReader
+from gobblin_py.builtin.converters.json_arrow import JsonArrowReader
 from gobblin_py.builtin.schemas.avro_files import load_avro_schema
 from gobblin_py.builtin.schemas.avro_time import epoch_millis
 from gobblin_py.builtin.schemas.avro_values import AvroTypeChecker
-from gobblin_py.builtin.converters.csv_arrow import CsvArrowReader
-from gobblin_py.builtin.converters.json_arrow import JsonArrowReader
-from gobblin_py.fs.paths import ExistingFile
 from gobblin_py.errors import ConfigError, RecordError
+from gobblin_py.fs.paths import ExistingFile
 
 _MISSING = object()
 
@@ -115,7 +115,7 @@ def _to_millis(v: Any) -> int:
     if t is str and not v.strip().lstrip("-").isdigit():
         parsed = dt.datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
         if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=dt.timezone.utc)
+            parsed = parsed.replace(tzinfo=dt.UTC)
         return epoch_millis(parsed)
     if t is int or t is str:
         return _to_long(v)

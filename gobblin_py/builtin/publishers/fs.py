@@ -49,7 +49,7 @@ class FsPublisher(DataPublisher):
         blobs = open_blobs(location, {scheme: options_for(scheme)})
         key = f"{job}.json"
         body = json.dumps({"job": job, "work_dir_id": claimant.work_dir_id, "work_dir": claimant.work_dir,
-                           "host": claimant.host, "claimed": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
+                           "host": claimant.host, "claimed": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
         for _ in range(2):
             got = blobs.get(key)
             if got is None:

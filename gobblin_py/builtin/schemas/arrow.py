@@ -32,7 +32,7 @@ class _Mapped:
     """One Avro type mapped: its Arrow type, whether null is allowed, the check of a non-null value, and (for
     the compiled top-level check) a Python expression over `v` true for the common values that need no check."""
 
-    __slots__ = ("arrow", "nullable", "check", "fast")
+    __slots__ = ("arrow", "check", "fast", "nullable")
 
     def __init__(self, arrow: Any, nullable: bool, check: Check, fast: str | None = None) -> None:
         self.arrow, self.nullable, self.check, self.fast = arrow, nullable, check, fast
@@ -306,7 +306,7 @@ def _logical(pa: Any, avro: dict[str, Any], kind: Any, logical: str, path: str) 
         return _Mapped(pa.time64("us"), False, _time_check(0, 86_400_000_000, "micros"))
     if logical == "decimal" and kind in ("bytes", "fixed"):
         precision, scale = avro.get("precision"), avro.get("scale", 0)
-        if not isinstance(precision, int) or not isinstance(scale, int) or not 0 < precision or not 0 <= scale <= precision:
+        if not isinstance(precision, int) or not isinstance(scale, int) or not precision > 0 or not 0 <= scale <= precision:
             raise ConfigError(f"field {path!r}: a decimal needs an int precision > 0 and 0 <= scale <= precision "
                               f"(got precision {precision!r}, scale {scale!r})")
         if precision > 76:

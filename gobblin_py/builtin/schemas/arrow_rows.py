@@ -53,7 +53,7 @@ def conform(arrow: Any, schema: Any, whole: bool = True) -> Any | None:
                 column = column.cast(field.type, safe=True)
             if whole and pa.types.is_timestamp(field.type) and column.null_count < len(column):
                 low, high = pc.min_max(column).values()
-                if not (_PY_MIN_US <= low.cast(pa.int64()).as_py() and high.cast(pa.int64()).as_py() <= _PY_MAX_US):
+                if not (low.cast(pa.int64()).as_py() >= _PY_MIN_US and high.cast(pa.int64()).as_py() <= _PY_MAX_US):
                     return None
         except (pa.ArrowException, OverflowError, TypeError, ValueError):
             if whole:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MILLISECOND = dt.timedelta(milliseconds=1)
 
 

@@ -33,7 +33,7 @@ class AvroWriterSettings(Settings):
 
 
 class _Open:
-    __slots__ = ("file", "writer", "tell", "ratio", "tail", "tail_bytes", "tail_count")
+    __slots__ = ("file", "ratio", "tail", "tail_bytes", "tail_count", "tell", "writer")
 
     def __init__(self, file: BinaryIO, writer: Writer) -> None:
         self.file = file

@@ -134,7 +134,7 @@ def _value_encoder(avro: Any, named: dict[str, Any]) -> Callable[[Any, Any], lis
     if not isinstance(avro, dict):
         return None
     kind, logical = avro.get("type"), avro.get("logicalType")
-    if logical in _TIMESTAMPS and kind == "long" or logical == "time-micros" and kind == "long":
+    if (logical in _TIMESTAMPS and kind == "long") or (logical == "time-micros" and kind == "long"):
         return _ints
     if logical in ("date", "time-millis") and kind == "int":
         return _ints

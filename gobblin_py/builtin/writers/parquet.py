@@ -27,11 +27,11 @@ from pydantic import Field, model_validator
 
 from gobblin_py.api import BatchWriter, DataWriter, FileMerger, MergedFiles, MergeSpec, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
+from gobblin_py.builtin.extras import require
 from gobblin_py.builtin.schemas.arrow import ArrowMapping
 from gobblin_py.builtin.writers.partitioned_files import ROLL_HELP, PartitionedFiles, RollSettings
 from gobblin_py.builtin.writers.time_partitioner import PARTITION_HELP, PartitionSettings
 from gobblin_py.errors import ConfigError, TaskError
-from gobblin_py.builtin.extras import require
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,7 +56,7 @@ class ParquetWriterSettings(Settings):
 class _File:
     """One open Parquet file: its pyarrow writer, the records not yet converted, the Arrow rows not yet written."""
 
-    __slots__ = ("path", "writer", "rows", "pending", "pending_rows", "size", "fresh")
+    __slots__ = ("fresh", "path", "pending", "pending_rows", "rows", "size", "writer")
 
     def __init__(self, path: Path, writer: pq.ParquetWriter) -> None:
         self.path = path

@@ -3,15 +3,16 @@ record count or size (`roll:`), each file's name a pure function of the task, th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import Field, model_validator
 
 from gobblin_py.api import Settings, WriterTarget
 from gobblin_py.api.batches import ROW_VALUES
-from gobblin_py.units import ByteSize
 from gobblin_py.builtin.writers.time_partitioner import PartitionSettings, TimePartitioner
+from gobblin_py.units import ByteSize
 
 H = TypeVar("H")
 

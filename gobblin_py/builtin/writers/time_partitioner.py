@@ -70,7 +70,7 @@ class TimePartitioner:
             except ValueError:
                 raise RecordError(f"partition column {self.column!r}: {value!r} is not a timestamp", self.column) from None
             if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=dt.timezone.utc)
+                parsed = parsed.replace(tzinfo=dt.UTC)
             millis = epoch_millis(parsed)
         else:
             raise RecordError(f"partition column {self.column!r} is missing or not a timestamp: {value!r}", self.column)
@@ -121,7 +121,7 @@ class TimePartitioner:
 
     def _path(self, bucket: int, value: Any) -> str:
         try:
-            when = dt.datetime.fromtimestamp(bucket * self.bucket_ms / 1000, tz=dt.timezone.utc)
+            when = dt.datetime.fromtimestamp(bucket * self.bucket_ms / 1000, tz=dt.UTC)
         except (OverflowError, ValueError, OSError):  # beyond year 1..9999 (OSError where the C library refuses)
             unit = "s" if self.scale == 1000 else "ms"
             raise RecordError(f"partition column {self.column!r}: {value!r} {unit} is not a date between years 1 and 9999",

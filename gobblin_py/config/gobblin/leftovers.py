@@ -7,7 +7,6 @@ from __future__ import annotations
 from gobblin_py.config.gobblin.draft import Props, Translation
 from gobblin_py.config.gobblin.mapping import CLASSES, SUFFIXED, Role, canonical_class, rule_for
 
-
 _CLASS_KEYS = {"source.class": Role.SOURCE, "converter.classes": Role.CONVERTER, "writer.builder.class": Role.WRITER,
                "data.publisher.type": Role.PUBLISHER, "fork.operator.class": Role.FORK,
                "qualitychecker.row.policies": Role.ROW_POLICY, "qualitychecker.task.policies": Role.TASK_POLICY,

@@ -17,17 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
+import gobblin_py.operating.server.pages as pages
 from gobblin_py.commit.guard import JobGuard
 from gobblin_py.commit.recovery import recover as recover_pending
 from gobblin_py.errors import ConfigError, GobblinError
 from gobblin_py.operating import overview as ov
 from gobblin_py.operating.lag import DatasetLag, LagCache
 from gobblin_py.runtime.runner import new_run_id
-import gobblin_py.operating.server.pages as pages
 from gobblin_py.state.events import EventLog
 from gobblin_py.state.store import StateStore
 
@@ -210,7 +209,7 @@ def _actions(app: FastAPI, jobs: Jobs, token: str) -> None:
         child = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", str(ref.path), "--quiet"],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         children.append(child)
-        return {"job": ref.name, "pid": child.pid, "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+        return {"job": ref.name, "pid": child.pid, "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
 
 
 TAIL_BYTES = 16 * 1024

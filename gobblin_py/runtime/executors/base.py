@@ -6,11 +6,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from gobblin_py.units import shown
 from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.runtime.task.results import WorkUnitResult
 from gobblin_py.runtime.task.spec import TaskSpec
-
+from gobblin_py.units import shown
 
 ProgressCallback = Callable[[int, int, int, int], None]
 """(tasks done, running, failed, total), called as tasks progress."""

@@ -14,8 +14,8 @@ from gobblin_py.commit.tasks import CommitTasks
 from gobblin_py.runtime.executors.base import ProgressCallback
 from gobblin_py.runtime.interrupt import raise_if_interrupted
 from gobblin_py.runtime.task.attempt import run_task
-from gobblin_py.runtime.task.spec import TaskSpec
 from gobblin_py.runtime.task.results import TasksCancelled, WorkUnitResult
+from gobblin_py.runtime.task.spec import TaskSpec
 
 _POLL_S = 0.2  # how often the driver looks up from waiting on task threads (Ctrl-C, progress)
 

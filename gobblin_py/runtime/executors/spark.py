@@ -12,8 +12,8 @@ import os
 import sys
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from gobblin_py.commit.tasks import CommitTasks
@@ -21,13 +21,19 @@ from gobblin_py.config.loader import PACKAGE_CONF
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import JobError, spark_failure
 from gobblin_py.fs import Location
+from gobblin_py.runtime.executors.base import (
+    ProgressCallback,
+    SessionSource,
+    held_bytes,
+    in_driver_why,
+    local_cores,
+    small_plan_bytes,
+)
 from gobblin_py.runtime.executors.class_archive import java_options
-from gobblin_py.runtime.executors.base import (ProgressCallback, SessionSource, held_bytes, in_driver_why, local_cores,
-                                                small_plan_bytes)
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.interrupt import raise_if_interrupted
-from gobblin_py.runtime.task.results import TaskStatus, TasksCancelled, WorkUnitResult
 from gobblin_py.runtime.task.attempt import run_task
+from gobblin_py.runtime.task.results import TasksCancelled, TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task.spec import TaskSpec
 
 log = logging.getLogger(__name__)

@@ -8,9 +8,9 @@ from typing import IO, Any
 import orjson
 
 from gobblin_py.api import OutputFile, SourceMessage
-from gobblin_py.runtime.task.committables import commit_staged
 from gobblin_py.errors import RecordError, describe
 from gobblin_py.fs import Location
+from gobblin_py.runtime.task.committables import commit_staged
 
 _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 _INT64 = (-(2**63), 2**64 - 1)  # what orjson encodes as a JSON number

@@ -17,8 +17,8 @@ from gobblin_py.api import (
     Converter,
     DataWriter,
     OneToOneConverter,
-    SourceMessage,
     RowPolicyType,
+    SourceMessage,
     TaskContext,
     TaskCounter,
     TaskPolicyType,
@@ -31,8 +31,8 @@ from gobblin_py.errors import QualityError, is_record_fault
 from gobblin_py.fs import Location
 from gobblin_py.runtime.columnar import takes_columnar
 from gobblin_py.runtime.interrupt import raise_if_interrupted
-from gobblin_py.runtime.task.error_file import ErrorFile, reason
 from gobblin_py.runtime.task.committables import commit_writer
+from gobblin_py.runtime.task.error_file import ErrorFile, reason
 from gobblin_py.runtime.task.gc_threshold import fewer_collections
 from gobblin_py.runtime.task.results import BranchMetrics, TaskStatus, WorkUnitResult
 from gobblin_py.runtime.task.spec import TaskSpec

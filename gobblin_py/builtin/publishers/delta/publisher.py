@@ -46,14 +46,32 @@ import time
 from typing import Any
 
 from gobblin_py.api import (
-    CommitStep, Committer, DatasetCommit, Delivery, GlobalCommitter, OutputFile, PendingCommit, PublishContext, TableCompaction,
-    TableFile, TableReplace, TableUpkeep, TargetWatermarks, UpkeepAction, UpkeepRequest,
+    CommitStep,
+    Committer,
+    DatasetCommit,
+    Delivery,
+    GlobalCommitter,
+    OutputFile,
+    PendingCommit,
+    PublishContext,
+    TableCompaction,
+    TableFile,
+    TableReplace,
+    TableUpkeep,
+    TargetWatermarks,
+    UpkeepAction,
+    UpkeepRequest,
 )
 from gobblin_py.builtin.publishers.delta import table as t
 from gobblin_py.builtin.publishers.delta import upsert as u
-from gobblin_py.builtin.publishers.delta.compaction import DeltaReplaceCommitStep, compaction_app_id, counts_json, table_state
-from gobblin_py.builtin.publishers.delta.upkeep import UPKEEP_STEPS, plan_upkeep
+from gobblin_py.builtin.publishers.delta.compaction import (
+    DeltaReplaceCommitStep,
+    compaction_app_id,
+    counts_json,
+    table_state,
+)
 from gobblin_py.builtin.publishers.delta.settings import DeltaPublisherSettings
+from gobblin_py.builtin.publishers.delta.upkeep import UPKEEP_STEPS, plan_upkeep
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location
 from gobblin_py.fs.publish_steps import publish_step

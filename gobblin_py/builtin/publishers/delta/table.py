@@ -102,13 +102,13 @@ def _partition_value(pf: Any, p: DeltaPartition, loc: str, table: str) -> str:
         if v is None:
             raise CommitError(f"table {table}: {loc} has no value in its partition column {p.column!r}")
         if isinstance(v, int):
-            v = dt.datetime.fromtimestamp(v / (1000 if p.unit == "millis" else 1), dt.timezone.utc)
+            v = dt.datetime.fromtimestamp(v / (1000 if p.unit == "millis" else 1), dt.UTC)
         elif isinstance(v, dt.datetime) and v.tzinfo is None:
-            v = v.replace(tzinfo=dt.timezone.utc)
+            v = v.replace(tzinfo=dt.UTC)
         elif not isinstance(v, dt.datetime):
             raise CommitError(f"table {table}: the partition column {p.column!r} is {col.type} in {loc}; expected a "
                               "timestamp or epoch numbers")
-        values.append(v.astimezone(dt.timezone.utc).strftime(PARTITION_FORMATS[p.granularity]))
+        values.append(v.astimezone(dt.UTC).strftime(PARTITION_FORMATS[p.granularity]))
     if values[0] != values[1]:
         raise CommitError(f"table {table}: {loc} spans partitions {values[0]} to {values[1]} of {p.name}; a file is added to "
                           "one partition")

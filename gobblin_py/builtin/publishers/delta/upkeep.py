@@ -293,7 +293,7 @@ def _retention(publisher: Any, table: Any, uri: str, job: str, request: UpkeepRe
                        f"not supported: the table is partitioned by {columns}, not by a time column of the writer's partition")
         return action
     fmt = t.PARTITION_FORMATS[partition.granularity]
-    cutoff = dt.datetime.fromtimestamp(request.now - request.retention, dt.timezone.utc)
+    cutoff = dt.datetime.fromtimestamp(request.now - request.retention, dt.UTC)
     touched: dict[str, str] = {}  # partition value → the pending commit whose files (published or not) hold it
     for p in pending:
         if _touching(uri, [p]) is not None:
@@ -304,7 +304,7 @@ def _retention(publisher: Any, table: Any, uri: str, job: str, request: UpkeepRe
     values = []
     for value in sorted({v for v in _partition_values(table, partition.name) if v is not None}):
         try:
-            start = dt.datetime.strptime(value, fmt).replace(tzinfo=dt.timezone.utc)
+            start = dt.datetime.strptime(value, fmt).replace(tzinfo=dt.UTC)
         except ValueError:
             continue
         if _span_end(start, partition.granularity) > cutoff:

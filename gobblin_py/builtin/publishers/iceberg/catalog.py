@@ -166,8 +166,12 @@ def load_table(catalog: Any, table: str) -> Any | None:
 
 def retryable(exc: BaseException) -> bool:
     """A conflict with a concurrent committer (or a busy catalog database): reload the table and try again."""
-    from pyiceberg.exceptions import (CommitFailedException, CommitStateUnknownException, NamespaceAlreadyExistsError,
-                                      TableAlreadyExistsError)
+    from pyiceberg.exceptions import (
+        CommitFailedException,
+        CommitStateUnknownException,
+        NamespaceAlreadyExistsError,
+        TableAlreadyExistsError,
+    )
 
     if isinstance(exc, (CommitFailedException, CommitStateUnknownException, TableAlreadyExistsError, NamespaceAlreadyExistsError)):
         return True

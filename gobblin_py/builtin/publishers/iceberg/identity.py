@@ -10,8 +10,15 @@ from typing import Any
 
 from gobblin_py.api import DatasetCommit
 from gobblin_py.builtin.publishers.iceberg.catalog import load_table, table_uri
-from gobblin_py.builtin.publishers.iceberg.snapshots import (COMMIT_ID, CREATED_BY, WATERMARKS, creating_commit, latest_marks,
-                                                             other_dataset, read_metadata)
+from gobblin_py.builtin.publishers.iceberg.snapshots import (
+    COMMIT_ID,
+    CREATED_BY,
+    WATERMARKS,
+    creating_commit,
+    latest_marks,
+    other_dataset,
+    read_metadata,
+)
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location, filesystem_for
 

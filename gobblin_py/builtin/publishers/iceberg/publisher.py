@@ -61,20 +61,40 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from gobblin_py.api import (CommitStep, Committer, DatasetCommit, GlobalCommitter, OutputFile, PendingCommit, PublishContext, TableCompaction,
-                            TableFile, TableReplace, TableUpkeep, TargetWatermarks, UpkeepAction, UpkeepRequest)
-from gobblin_py.errors import CommitError
-from gobblin_py.fs import Location
-from gobblin_py.fs.publish_steps import publish_step
+from gobblin_py.api import (
+    CommitStep,
+    Committer,
+    DatasetCommit,
+    GlobalCommitter,
+    OutputFile,
+    PendingCommit,
+    PublishContext,
+    TableCompaction,
+    TableFile,
+    TableReplace,
+    TableUpkeep,
+    TargetWatermarks,
+    UpkeepAction,
+    UpkeepRequest,
+)
 from gobblin_py.builtin.publishers.iceberg import identity
 from gobblin_py.builtin.publishers.iceberg import snapshots as s
-from gobblin_py.builtin.publishers.iceberg.catalog import catalog_faults, catalog_label, load_catalog, load_table, table_uri
+from gobblin_py.builtin.publishers.iceberg.catalog import (
+    catalog_faults,
+    catalog_label,
+    load_catalog,
+    load_table,
+    table_uri,
+)
 from gobblin_py.builtin.publishers.iceberg.compaction import IcebergReplaceCommitStep
 from gobblin_py.builtin.publishers.iceberg.schema import breaking_change, changed_identity, read_schemas
 from gobblin_py.builtin.publishers.iceberg.settings import IcebergPublisherSettings, default_catalog
 from gobblin_py.builtin.publishers.iceberg.table_commit import commit_append
 from gobblin_py.builtin.publishers.iceberg.upkeep import UPKEEP_STEPS, plan_upkeep
 from gobblin_py.builtin.publishers.iceberg.upsert_commit import cannot_write, commit_upsert, key_moved, upsert_committed
+from gobblin_py.errors import CommitError
+from gobblin_py.fs import Location
+from gobblin_py.fs.publish_steps import publish_step
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -306,7 +326,7 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
             if table is None:
                 continue
             for d, (m, watermarks) in s.resumable_marks(table, name, job, names).items():
-                at = dt.datetime.fromtimestamp(m.committed_at_ms / 1000, dt.timezone.utc).isoformat(timespec="seconds")
+                at = dt.datetime.fromtimestamp(m.committed_at_ms / 1000, dt.UTC).isoformat(timespec="seconds")
                 out[d] = TargetWatermarks(watermarks, f"table {m.table}, the job's snapshots of it up to {m.snapshot_id} "
                                                       f"of run {m.run_id} (commit {m.commit_id}, at {at})")
             if s.history_complete(table):

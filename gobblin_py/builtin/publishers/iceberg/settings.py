@@ -10,10 +10,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from gobblin_py.api import Settings
-from gobblin_py.fs import Location
-from gobblin_py.fs.paths import FsLocation
 from gobblin_py.builtin.extras import require
 from gobblin_py.builtin.publishers.changes import UpsertSettings
+from gobblin_py.fs import Location
+from gobblin_py.fs.paths import FsLocation
 
 DEFAULT_WAREHOUSE = "./warehouse"
 

@@ -9,10 +9,23 @@ from typing import Any
 
 from gobblin_py.api import DatasetCommit
 from gobblin_py.builtin.publishers.iceberg import snapshots as s
-from gobblin_py.builtin.publishers.iceberg.catalog import ensure_namespace, load_table, split_identifier, table_uri, with_retries
+from gobblin_py.builtin.publishers.iceberg.catalog import (
+    ensure_namespace,
+    load_table,
+    split_identifier,
+    table_uri,
+    with_retries,
+)
 from gobblin_py.builtin.publishers.iceberg.identity import check_one_dataset, still_pinned
-from gobblin_py.builtin.publishers.iceberg.schema import (breaking_change, changed_identity, evolvable, needs_evolution,
-                                                          partition_spec, read_schemas, to_iceberg_schema)
+from gobblin_py.builtin.publishers.iceberg.schema import (
+    breaking_change,
+    changed_identity,
+    evolvable,
+    needs_evolution,
+    partition_spec,
+    read_schemas,
+    to_iceberg_schema,
+)
 from gobblin_py.builtin.publishers.iceberg.settings import IcebergPublisherSettings, TablePartition
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location

@@ -212,7 +212,7 @@ def _expire(table: Any, name: str, root: str, request: UpkeepRequest, base: dict
     action.steps = [IcebergExpireCommitStep(**base, table=name, snapshot_ids=[s.snapshot_id for s in expired])]
     if files:
         action.steps.append(FsDeleteCommitStep(root=root, files=files, what=f"files only expired snapshots of table {name} referenced"))
-    stamp = lambda ms: dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+    stamp = lambda ms: dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="seconds")  # noqa: E731
     action.deletions = [f"snapshot {s.snapshot_id} of {stamp(s.timestamp_ms)}" for s in expired] + \
                        [f"{p} ({n} bytes)" for p, n in files.items()]
     return action
@@ -283,7 +283,7 @@ def _retention(table: Any, name: str, job: str, request: UpkeepRequest, base: di
         return action
     part = timed[0]
     column = schema.find_field(part.source_id).name
-    cutoff = dt.datetime.fromtimestamp(request.now - request.retention, dt.timezone.utc).replace(tzinfo=None)
+    cutoff = dt.datetime.fromtimestamp(request.now - request.retention, dt.UTC).replace(tzinfo=None)
     if isinstance(part.transform, HourTransform):
         boundary = cutoff.replace(minute=0, second=0, microsecond=0)
     elif isinstance(part.transform, DayTransform):

@@ -18,7 +18,6 @@ from gobblin_py.builtin.sources.files import reading
 from gobblin_py.builtin.sources.files.compression import Compression
 from gobblin_py.builtin.sources.files.reading import BOM, SHOWN_CHARS, FileExtractor, FileRange
 
-
 _Item = tuple[int, Any, "str | None"]
 """What the row path makes of one CSV row: (its line, the row, None) for a record, (line, shown value, reason) for
 a reject."""

@@ -20,7 +20,7 @@ from gobblin_py.builtin.sources.files.reading import BOM, SHOWN_CHARS, FileExtra
 class _Ended(Sequence[bytes]):
     """Lines without their "\\n" given back as read: each with it, but for a last one the file ended without it."""
 
-    __slots__ = ("values", "ended")
+    __slots__ = ("ended", "values")
 
     def __init__(self, values: Sequence[bytes], ended: bool) -> None:
         self.values, self.ended = values, ended

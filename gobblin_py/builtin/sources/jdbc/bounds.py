@@ -20,7 +20,7 @@ once newer rows arrive.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -112,5 +112,5 @@ def far_from_clock(table: str, column: str, bound: Bound) -> str | None:
 
 def as_utc(value: datetime) -> datetime:
     """A clock reading as an aware UTC datetime (MySQL's UTC_TIMESTAMP comes naive)."""
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 

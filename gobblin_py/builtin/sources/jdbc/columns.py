@@ -3,8 +3,16 @@ also read by `postgres_cdc`) and which PostgreSQL types may be a watermark colum
 
 from __future__ import annotations
 
-from gobblin_py.builtin.schemas.postgres_columns import (AVRO_NAME, COLUMNS_SQL, SIMPLE, TEXT_LOADED, Column, avro_schema,
-                                                         check_mapped, read_columns)
+from gobblin_py.builtin.schemas.postgres_columns import (
+                                                         AVRO_NAME,
+                                                         COLUMNS_SQL,
+                                                         SIMPLE,
+                                                         TEXT_LOADED,
+                                                         Column,
+                                                         avro_schema,
+                                                         check_mapped,
+                                                         read_columns,
+)
 from gobblin_py.builtin.sources.jdbc.ranges import WatermarkKind
 
 __all__ = ["AVRO_NAME", "COLUMNS_SQL", "SIMPLE", "TEXT_LOADED", "WATERMARK_KINDS", "Column", "avro_schema", "check_mapped",

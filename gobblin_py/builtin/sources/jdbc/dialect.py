@@ -19,10 +19,9 @@ from typing import Any, Protocol, final
 from urllib.parse import urlsplit
 
 from gobblin_py.builtin.sources.jdbc.bounds import Bound
-from gobblin_py.builtin.sources.jdbc.ranges import Range
 from gobblin_py.builtin.sources.jdbc.columns import Column
+from gobblin_py.builtin.sources.jdbc.ranges import Range
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError
-
 
 
 class ConnectionSettings(Protocol):

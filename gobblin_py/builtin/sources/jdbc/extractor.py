@@ -10,16 +10,16 @@ what the row driver gives, so the writer accepts or refuses each row as it would
 from __future__ import annotations
 
 import logging
-from decimal import Decimal
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 from gobblin_py.api import TaskContext, WorkUnit
 from gobblin_py.api.batches import BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.builtin.sources.jdbc.ranges import Range, decode
 from gobblin_py.builtin.schemas.arrow_rows import conform, is_decimal, last_row, rebatch, row_schema
 from gobblin_py.builtin.sources.jdbc.dialect import REMEDY, Failure, NativeReadError, timeout_error
+from gobblin_py.builtin.sources.jdbc.ranges import Range, decode
 from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings
 from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError

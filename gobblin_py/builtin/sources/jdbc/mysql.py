@@ -10,16 +10,28 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
-from urllib.parse import quote as url_quote, unquote, urlsplit
+from urllib.parse import quote as url_quote
+from urllib.parse import unquote, urlsplit
 
-from gobblin_py.builtin.sources.jdbc.bounds import Bound, as_utc, time_bound
-from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, ConnectionSettings, Dialect, Failure, NativeReadError,
-                                                     TableQueries, TableQuerySettings, failure_by_words, first_line,
-                                                     inner_bounds, read_password, scrub)
 from gobblin_py.builtin.schemas.mysql_columns import CONVERT
+from gobblin_py.builtin.sources.jdbc.bounds import Bound, as_utc, time_bound
+from gobblin_py.builtin.sources.jdbc.columns import Column
+from gobblin_py.builtin.sources.jdbc.dialect import (
+    ConnectFailure,
+    ConnectionSettings,
+    Dialect,
+    Failure,
+    NativeReadError,
+    TableQueries,
+    TableQuerySettings,
+    failure_by_words,
+    first_line,
+    inner_bounds,
+    read_password,
+    scrub,
+)
 from gobblin_py.builtin.sources.jdbc.mysql_columns import read_columns, watermark_kind
 from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
-from gobblin_py.builtin.sources.jdbc.columns import Column
 from gobblin_py.errors import ConfigError
 
 ACCESS_DENIED = 1045

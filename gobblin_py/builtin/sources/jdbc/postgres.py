@@ -9,13 +9,23 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gobblin_py.builtin.sources.jdbc.bounds import Bound, time_bound
-from gobblin_py.builtin.sources.jdbc.dialect import (ConnectFailure, ConnectionSettings, Dialect, Failure, NativeReadError,
-                                                     TableQueries, TableQuerySettings, failure_by_words, first_line,
-                                                     inner_bounds, read_password, scrub)
-from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.builtin.sources.jdbc.columns import WATERMARK_KINDS, Column, read_columns
+from gobblin_py.builtin.sources.jdbc.dialect import (
+    ConnectFailure,
+    ConnectionSettings,
+    Dialect,
+    Failure,
+    NativeReadError,
+    TableQueries,
+    TableQuerySettings,
+    failure_by_words,
+    first_line,
+    inner_bounds,
+    read_password,
+    scrub,
+)
+from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
 from gobblin_py.errors import ConfigError
-
 
 SAMPLE_ABOVE = 1_000_000
 """A range of more rows than this is split at the quantiles of a sample (`split`)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 from gobblin_py.api.types import WatermarkValue
@@ -44,7 +44,7 @@ def encode(value: Any) -> WatermarkValue:
     if value is None:
         return None
     if isinstance(value, datetime) and value.tzinfo is not None:
-        return value.astimezone(timezone.utc).isoformat()  # the same instant, the same text, whatever the session's zone
+        return value.astimezone(UTC).isoformat()  # the same instant, the same text, whatever the session's zone
     if isinstance(value, (datetime, date)):
         return value.isoformat()
     return int(value)

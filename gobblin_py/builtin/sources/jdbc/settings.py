@@ -14,6 +14,7 @@ from gobblin_py.api.secrets import ENV_NAME, url_secret
 from gobblin_py.builtin.extras import require
 from gobblin_py.builtin.sources.jdbc.dialect import DIALECTS, Dialect, dialect_for
 
+
 class TableSettings(Settings):
     table: str = Field(description="PostgreSQL: schema-qualified (public.orders); MySQL: orders or database.orders")
     watermark_column: str = Field(description="timestamp, timestamptz, datetime, date or an integer type")

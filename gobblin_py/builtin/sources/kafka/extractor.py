@@ -22,8 +22,15 @@ import orjson
 
 from gobblin_py.api import BatchExtractor, RawBatch, SourceMessage, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.builtin.sources.kafka.metadata import (DELETED, PREFIX, BadMetadata, MessageDetails, metadata_fields,
-                                                      metadata_of, with_metadata)
+from gobblin_py.builtin.sources.kafka.metadata import (
+    DELETED,
+    PREFIX,
+    BadMetadata,
+    MessageDetails,
+    metadata_fields,
+    metadata_of,
+    with_metadata,
+)
 from gobblin_py.builtin.sources.kafka.registry import HEADER, LossyRead, UndecodableValue
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings, open_consumer, unreachable
 from gobblin_py.builtin.sources.kafka.split import KafkaSplit

@@ -25,10 +25,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from gobblin_py.builtin.sources.kafka.protobuf_convert import Mismatch, converter
-from gobblin_py.builtin.sources.kafka.protobuf_schema import (Recursive, Unresolvable, avro_schema, message_name,
-                                                              proto_file)
-from gobblin_py.builtin.sources.kafka.registry import (HEADER, LossyRead, OutputSchema, UndecodableValue, Unusable,
-                                                       _WireFormat, ask, version_in)
+from gobblin_py.builtin.sources.kafka.protobuf_schema import (
+    Recursive,
+    Unresolvable,
+    avro_schema,
+    message_name,
+    proto_file,
+)
+from gobblin_py.builtin.sources.kafka.registry import (
+    HEADER,
+    LossyRead,
+    OutputSchema,
+    UndecodableValue,
+    Unusable,
+    _WireFormat,
+    ask,
+    version_in,
+)
 from gobblin_py.builtin.sources.kafka.settings import SchemaRegistrySettings
 from gobblin_py.errors import RetriableTaskError, SourceError, describe
 

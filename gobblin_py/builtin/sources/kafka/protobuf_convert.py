@@ -8,8 +8,17 @@ import keyword
 from collections.abc import Callable
 from typing import Any
 
-from gobblin_py.builtin.sources.kafka.protobuf_schema import (LONG_MAX, TIMESTAMP, TIMESTAMP_MICROS, WRAPPERS, is_map,
-                                                              is_message, is_repeated, scalars, unsigned64)
+from gobblin_py.builtin.sources.kafka.protobuf_schema import (
+    LONG_MAX,
+    TIMESTAMP,
+    TIMESTAMP_MICROS,
+    WRAPPERS,
+    is_map,
+    is_message,
+    is_repeated,
+    scalars,
+    unsigned64,
+)
 from gobblin_py.builtin.sources.kafka.registry import UndecodableValue
 
 

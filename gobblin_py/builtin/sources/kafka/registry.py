@@ -27,7 +27,14 @@ import orjson
 
 from gobblin_py.builtin.sources.kafka.evolution import MergeError, fingerprint, losses, merge_versions
 from gobblin_py.builtin.sources.kafka.settings import SchemaRegistrySettings
-from gobblin_py.errors import ConfigError, PermanentTaskError, RetriableTaskError, SourceError, UnreachableError, describe
+from gobblin_py.errors import (
+    ConfigError,
+    PermanentTaskError,
+    RetriableTaskError,
+    SourceError,
+    UnreachableError,
+    describe,
+)
 
 MAGIC = 0
 HEADER = struct.Struct(">bI")  # magic byte, schema id

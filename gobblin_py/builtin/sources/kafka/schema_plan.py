@@ -8,7 +8,15 @@ from typing import Any
 
 from gobblin_py.api import SourceState
 from gobblin_py.builtin.sources.kafka.metadata import clashes, with_metadata
-from gobblin_py.builtin.sources.kafka.registry import KEY, VALUE, OutputSchema, SchemaPart, evolved, latest_schema, registry_client
+from gobblin_py.builtin.sources.kafka.registry import (
+    KEY,
+    VALUE,
+    OutputSchema,
+    SchemaPart,
+    evolved,
+    latest_schema,
+    registry_client,
+)
 from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
 from gobblin_py.errors import ConfigError, SourceError, describe
 

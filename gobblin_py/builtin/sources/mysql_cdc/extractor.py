@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from gobblin_py.api import Extractor, TaskContext, WorkUnit
@@ -130,5 +130,5 @@ class MysqlCdcExtractor(Extractor):
             if record[name] is not None:
                 record[name] = convert(record[name])
         record.update(_op=op, _pos=pos, _seq=seq, _xid=xid,
-                      _commit_ts=datetime.fromtimestamp(ts, timezone.utc) if ts is not None else None)
+                      _commit_ts=datetime.fromtimestamp(ts, UTC) if ts is not None else None)
         return record

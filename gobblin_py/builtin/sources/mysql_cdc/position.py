@@ -54,9 +54,9 @@ def text(value: int, base: str = "") -> str:
 def current(conn: Any) -> Position:
     """The end of the binlog now (`SHOW MASTER STATUS`, `SHOW BINARY LOG STATUS` on MySQL 8.4+): every transaction
     committed to it so far ends at or before it."""
-    from gobblin_py.builtin.sources.mysql_cdc.settings import query
-
     import pymysql
+
+    from gobblin_py.builtin.sources.mysql_cdc.settings import query
 
     try:
         rows = query(conn, "SHOW MASTER STATUS")

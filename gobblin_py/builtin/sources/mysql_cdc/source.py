@@ -28,11 +28,11 @@ from typing import Any
 from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind
-from gobblin_py.builtin.schemas.postgres_columns import avro_schema, check_mapped
 from gobblin_py.builtin.schemas.mysql_columns import read_columns
+from gobblin_py.builtin.schemas.postgres_columns import avro_schema, check_mapped
 from gobblin_py.builtin.sources.mysql_cdc import position, server
-from gobblin_py.builtin.sources.mysql_cdc.snapshot import boundaries
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect, query
+from gobblin_py.builtin.sources.mysql_cdc.snapshot import boundaries
 from gobblin_py.builtin.sources.mysql_cdc.split import MysqlCdcSplit
 from gobblin_py.errors import ConfigError, GobblinError, SourceError, describe
 

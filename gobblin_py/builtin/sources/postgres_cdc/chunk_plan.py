@@ -9,8 +9,14 @@ from typing import Any
 
 from gobblin_py.api import SourceState, WorkUnit
 from gobblin_py.api.names import identity_hash, workunit_id
-from gobblin_py.builtin.sources.postgres_cdc.chunks import (CHUNK_KEY, KEPT_NAME, KEY_TYPES, RESNAPSHOT, ChunkPlan,
-                                                            key_expressions)
+from gobblin_py.builtin.sources.postgres_cdc.chunks import (
+    CHUNK_KEY,
+    KEPT_NAME,
+    KEY_TYPES,
+    RESNAPSHOT,
+    ChunkPlan,
+    key_expressions,
+)
 from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, lsn_text
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
 from gobblin_py.builtin.sources.postgres_cdc.visibility import Snapshot

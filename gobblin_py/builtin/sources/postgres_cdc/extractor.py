@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -44,8 +44,12 @@ from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.schemas.arrow_rows import conform, is_decimal, row_schema
 from gobblin_py.builtin.sources.postgres_cdc import decode, native, pgoutput
 from gobblin_py.builtin.sources.postgres_cdc.chunks import ChunkFilter
-from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, flushed_after_sync_commit,
-                                                             lsn_text, open_source)
+from gobblin_py.builtin.sources.postgres_cdc.settings import (
+    PostgresCdcSettings,
+    flushed_after_sync_commit,
+    lsn_text,
+    open_source,
+)
 from gobblin_py.builtin.sources.postgres_cdc.snapshot import read_chunk
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
 from gobblin_py.builtin.sources.postgres_cdc.visibility import Snapshot
@@ -229,7 +233,7 @@ class PostgresCdcExtractor(BatchExtractor):
     def _record(self, values: list[Any], op: str, lsn: int, seq: int, commit_us: int | None, xid: int | None) -> Record:
         record = dict(zip(self.names, values))
         if commit_us is not None and commit_us != self._stamp[0]:  # one datetime a transaction, not one a change
-            self._stamp = (commit_us, datetime.fromtimestamp(commit_us / 1e6, timezone.utc))
+            self._stamp = (commit_us, datetime.fromtimestamp(commit_us / 1e6, UTC))
         record.update(_op=op, _lsn=lsn, _seq=seq, _xid=xid, _commit_ts=self._stamp[1] if commit_us is not None else None)
         return record
 

@@ -60,12 +60,22 @@ from gobblin_py.builtin.schemas.postgres_columns import Column, avro_schema, che
 from gobblin_py.builtin.sources.postgres_cdc.chunk_plan import plan_chunks
 from gobblin_py.builtin.sources.postgres_cdc.columns import read_shape, silent_changes
 from gobblin_py.builtin.sources.postgres_cdc.decode import route
-from gobblin_py.builtin.sources.postgres_cdc.settings import (PostgresCdcSettings, connect, flushed_after_sync_commit, lsn_int,
-                                                             lsn_text, open_source)
-from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
-from gobblin_py.builtin.sources.postgres_cdc.publication import (Publication, check_publishes_everything,
-                                                                membership_problem, read_publication)
+from gobblin_py.builtin.sources.postgres_cdc.publication import (
+    Publication,
+    check_publishes_everything,
+    membership_problem,
+    read_publication,
+)
+from gobblin_py.builtin.sources.postgres_cdc.settings import (
+    PostgresCdcSettings,
+    connect,
+    flushed_after_sync_commit,
+    lsn_int,
+    lsn_text,
+    open_source,
+)
 from gobblin_py.builtin.sources.postgres_cdc.slot import WATERMARK_KEY, SlotAdvanceStep, slot_row
+from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
 from gobblin_py.errors import ConfigError, GobblinError, SourceError, describe
 
 log = logging.getLogger(__name__)
