@@ -42,6 +42,21 @@ def source_section(source: str, name: str, brokers: str) -> dict[str, Any]:
             "deserializer": "json"}
 
 
+def _apart_from_input(source: str) -> None:
+    """ConfigError when the input's local directory holds the current one, where the job keeps ./work and ./output
+    (a run would read what it wrote): a file next to where `new` runs, most often. Names the fix."""
+    if "://" in source or not Path(source).exists():
+        return
+    path = Path(source)
+    folder = (path if path.is_dir() else path.parent).resolve()
+    here = Path.cwd().resolve()
+    if here == folder or folder in here.parents:
+        move = f"mkdir data && mv {source} data/ && gobblin-py new … --from data/{path.name}" if path.is_file() else \
+            "run `new` from a directory outside it"
+        raise ConfigError(f"--from {source}: its folder {folder} holds the current directory, where the job keeps "
+                          f"./work and ./output, so each run would read what it wrote: {move}")
+
+
 def job_text(name: str, source_from: str, document: dict[str, Any]) -> str:
     """The job file as a person edits it: one section after another, with the line that made it."""
     head = f"# {name}: written by `gobblin-py new {name} --from {source_from}`; edit it freely\n"
@@ -53,7 +68,7 @@ def new_command(
     source_from: Annotated[str, typer.Option("--from", help="what to read: a directory or file (CSV, JSON lines), an s3:// URL, "
                                                             "kafka://HOST:PORT/TOPIC, or a topic's name on --brokers", show_default=False)],
     jobs_dir: Annotated[Path, typer.Option("--jobs-dir", help="where to write NAME.yaml (and schemas/NAME.avsc)")] = Path("jobs"),
-    writer: Annotated[str, typer.Option("--writer", help="parquet, avro or json")] = "parquet",
+    writer: Annotated[str | None, typer.Option("--writer", help="parquet, avro or json [default: parquet where the tables extra is installed, else avro]", show_default=False)] = None,
     brokers: Annotated[str, typer.Option("--brokers", help="the Kafka bootstrap servers of a bare topic name")] = "127.0.0.1:9092",
     records: Annotated[int, typer.Option("--records", "-n", min=1, help="how many records to sample of each dataset for the schema")] = 1000,
     force: Annotated[bool, typer.Option("--force", help="overwrite the job file and schema if they exist")] = False,
@@ -64,6 +79,7 @@ def new_command(
 
     Example: gobblin-py new orders --from ~/exports/orders
     """
+    from gobblin_py.builtin.extras import installed
     from gobblin_py.builtin.schemas.infer import schema_text
     from gobblin_py.cli.infer_command import infer_job
     from gobblin_py.cli.output import err, fail, out
@@ -71,6 +87,9 @@ def new_command(
     from gobblin_py.config.loader import load_document
 
     job_file, schema_file = jobs_dir / f"{name}.yaml", jobs_dir / "schemas" / f"{name}.avsc"
+    chosen = writer is None
+    if writer is None:  # a base install (README's first command) has no pyarrow: its job must still run
+        writer = "parquet" if installed("pyarrow.parquet") else "avro"
     try:
         if not NAME.match(name):
             raise ConfigError(f"job name {name!r}: letters, digits, '_', '.' and '-' only, starting with a letter or digit")
@@ -79,6 +98,7 @@ def new_command(
         for existing in (job_file, schema_file):
             if existing.exists() and not force:
                 raise ConfigError(f"{existing} exists; pass --force to overwrite it, or choose another NAME")
+        _apart_from_input(source_from)
         document: dict[str, Any] = {
             "job": {"name": name, "work_dir": f"./work/{name}"},
             "source": source_section(source_from, name, brokers),
@@ -97,6 +117,9 @@ def new_command(
         fail(exc)
         return
     inferred = sample.inferred
+    if chosen and writer == "avro":
+        err.print("writer: avro, as pyarrow is not installed here (pip install 'gobblin-py[tables]' for Parquet, then "
+                  "--writer parquet)", markup=False)
     for note in [*inferred.notes, *([sample.merged] if sample.merged else [])]:
         err.print(note, markup=False)
     seen = ", ".join(f"{ds} {n}" for ds, n in sample.seen.items())

@@ -65,3 +65,29 @@ def test_what_new_cannot_read_is_named(tmp_path: Path) -> None:
     bad = run_cli("new", "../x", "--from", ".", cwd=tmp_path)
     assert bad.returncode == 2 and "job name '../x'" in bad.stderr
     assert not (tmp_path / "jobs").exists()
+
+
+def test_on_a_base_install_without_pyarrow_new_writes_an_avro_job_that_runs(tmp_path: Path) -> None:
+    """README's first command installs no extras; `new` there wrote a Parquet job that its own validation refused
+    ("the parquet writer needs pyarrow"). Without pyarrow it now writes Avro, says so, and the job runs."""
+    import os
+
+    import fastavro
+
+    blocked = tmp_path / "blocked"
+    (blocked / "pyarrow").mkdir(parents=True)
+    (blocked / "pyarrow" / "__init__.py").write_text("raise ImportError('pyarrow is not installed here')\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(blocked), str(REPO)])}
+    (tmp_path / "sales.csv").write_text(CSV)
+    beside = run_cli("new", "sales", "--from", "sales.csv", cwd=tmp_path, env=env)  # where ./work and ./output go
+    assert beside.returncode == 2 and "mkdir data && mv sales.csv data/" in beside.stderr, beside.stderr
+    assert not (tmp_path / "jobs" / "sales.yaml").exists()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "sales.csv").rename(tmp_path / "data" / "sales.csv")
+    made = run_cli("new", "sales", "--from", "data/sales.csv", cwd=tmp_path, env=env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "writer: avro, as pyarrow is not installed here" in made.stderr
+    done = run_cli("run", "jobs/sales.yaml", "--in-process", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ids = [r["id"] for f in sorted((tmp_path / "output" / "sales").rglob("*.avro")) for r in fastavro.reader(f.open("rb"))]
+    assert sorted(ids) == list(range(1, 301))
