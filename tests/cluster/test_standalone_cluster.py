@@ -86,7 +86,7 @@ def test_on_a_cluster_task_output_and_publishing_can_live_in_s3(tmp_path: Path, 
                                      "task_output_dir": f"s3://{bucket}/_tasks", "commit_on_executors_from": 1},
                       publisher={"final_dir": f"s3://{bucket}/events"})
     write_job(tmp_path, job)
-    proc = _cli(["run", "job.yaml", "--master", cluster.url], tmp_path)
+    proc = _cli(["run", "job.yaml", "--master", cluster.url, "-v"], tmp_path)  # -v: its log lines
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, out + err
     published = s3.download(f"{bucket}/events", tmp_path / "published")
