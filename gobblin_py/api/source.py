@@ -109,6 +109,10 @@ class Source(Plugin, abc.ABC):
     split_type: ClassVar[type[Split] | None] = None
     """The typed split every WorkUnit of this source carries (`Split.of(workunit)` in the Extractor); planning checks
     each planned unit against it. None: the source's work units carry no split (a source written before splits)."""
+    whole_datasets: ClassVar[bool] = False
+    """True where a dataset's work units of one run depend on each other (a table's snapshot chunks planned one after
+    another, or started by its stream's truncate): the dataset commits all of them or none, whatever
+    `job.commit_policy`, so a failed unit cannot leave its siblings committed without what they assume."""
     change_markers: ClassVar[Mapping[str, tuple[str, str]]] = {}
     """Where this source's records are changes, not rows: each kind a table kept equal by key must apply as what it
     is (`delete`, `truncate`) → (column, value) marking it. The loader refuses a publisher that would apply one as

@@ -95,7 +95,7 @@ class JobSection(_Strict):
     filesystems: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="fsspec options per URL scheme, e.g. {s3: {endpoint_url: ...}}; credentials from the environment")
     commit_policy: CommitPolicy = Field(
-        default=CommitPolicy.FULL, description="full: a dataset publishes only if all its tasks succeeded; successful: its successful tasks publish")
+        default=CommitPolicy.FULL, description="full: a dataset publishes only if all its tasks succeeded; successful: its successful tasks publish (a CDC table's tasks depend on each other and commit all or none)")
     max_task_retries: int = Field(default=3, ge=0, description="retries of a failed task inside the run; a task still failing is retried by the next run")
     lock: bool = Field(default=True, description="refuse a concurrent run of the job; false only with delivery: at_least_once")
     lease: LeaseSettings = Field(default_factory=LeaseSettings, description="the job's lease with a fencing epoch (with lock: true)")

@@ -174,9 +174,10 @@ def _dataset_state(job: JobSpec, results: list[WorkUnitResult], previous: dict, 
     return state
 
 
-def judge(policy: CommitPolicy, dataset: str, results: list[WorkUnitResult], before: dict) -> tuple[DatasetSummary, list[WorkUnitResult]]:
+def judge(policy: CommitPolicy, dataset: str, results: list[WorkUnitResult], before: dict,
+          whole: bool = False) -> tuple[DatasetSummary, list[WorkUnitResult]]:
     """The commit policy's verdict on a dataset's task results: its summary so far, and the results to publish
-    (none: nothing is committed)."""
+    (none: nothing is committed). `whole`: the source's units of a dataset commit all or none (`Source.whole_datasets`)."""
     ok = [r for r in results if r.status is TaskStatus.SUCCEEDED]
     failed = [r for r in results if r.status is not TaskStatus.SUCCEEDED]
     summary = DatasetSummary(dataset, DatasetStatus.COMMITTED, workunits=len(results),
@@ -186,9 +187,10 @@ def judge(policy: CommitPolicy, dataset: str, results: list[WorkUnitResult], bef
                              files_published=sum(1 for r in ok for f in r.files if f.kind == "data"),
                              error_files=sum(1 for r in ok for f in r.files if f.kind == "errors"),
                              watermark=watermark_summary(before, before), counters=sum_counters(ok))
-    if failed and policy is CommitPolicy.FULL:
+    if failed and (policy is CommitPolicy.FULL or whole):
         summary.status, summary.records_written, summary.files_published, summary.error_files = DatasetStatus.NOT_COMMITTED, 0, 0, 0
-        summary.message = f"{len(failed)} of {len(results)} tasks failed (commit_policy full): {failed[0].error}"
+        why = "commit_policy full" if policy is CommitPolicy.FULL else "its tasks depend on each other: all or none"
+        summary.message = f"{len(failed)} of {len(results)} tasks failed ({why}): {failed[0].error}"
         return summary, []
     if not ok:
         summary.status = DatasetStatus.NOT_COMMITTED
@@ -238,7 +240,8 @@ class PublishPath:
         by_dataset: dict[str, list[WorkUnitResult]] = defaultdict(list)
         for r in results:
             by_dataset[r.workunit.dataset].append(r)
-        judged = {d: judge(self.job.job.commit_policy, d, rs, previous.get(d, {})) for d, rs in by_dataset.items()}
+        whole = self.job.source.cls().whole_datasets
+        judged = {d: judge(self.job.job.commit_policy, d, rs, previous.get(d, {}), whole) for d, rs in by_dataset.items()}
         sequences, refused = self._sequences(run_id, {d: ok for d, (_, ok) in judged.items() if ok})
         if sequences:
             self.claim(make=True)

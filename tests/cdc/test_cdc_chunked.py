@@ -255,6 +255,41 @@ def test_a_reset_table_is_replaced_by_its_chunked_snapshot(tmp_path: Path, pg: A
     assert [r["_seq"] for r in rows if r["_op"] == "truncate"] == [-1, -1]  # the first snapshot's, the reset's
 
 
+def test_a_reset_tables_chunks_commit_only_with_the_stream_that_truncates_under_commit_policy_successful(
+        tmp_path: Path, pg: Any, db: str, monkeypatch: Any) -> None:
+    """The first run after a reset: its stream carries the truncate its chunks' rows follow. With the stream failed
+    and the chunks committed (commit_policy successful), the truncate was lost and rows deleted since the reset stayed
+    in the output. The table's units now commit all or none, and the output replays to the table."""
+    from gobblin_py.builtin.sources.postgres_cdc.extractor import PostgresCdcExtractor
+    from gobblin_py.errors import SourceError
+
+    conn = pg.connect(db)
+    conn.execute("CREATE TABLE public.t (id int PRIMARY KEY, v text); "
+                 "INSERT INTO public.t SELECT g, 'r' || g FROM generate_series(1, 30) g")
+    job = cdc_job(tmp_path, pg, db, tables=["public.t"], create_publication=True, snapshot_chunk_rows=10,
+                  snapshot_chunks_per_run=3)
+    job["job"]["commit_policy"] = "successful"
+    write_job(tmp_path, job)
+    assert run(tmp_path, job).succeeded
+    reset = cli(["state", "reset", "job.yaml", "--dataset", "public.t", "--yes"], tmp_path)
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    conn.execute("DELETE FROM public.t WHERE id IN (5, 15, 25)")
+
+    def stream_fails(self: Any, conn: Any, seen: Any) -> Any:
+        raise SourceError("the stream failed (injected)")
+
+    monkeypatch.setattr(PostgresCdcExtractor, "_changes", stream_fails)
+    failed = run(tmp_path, job)
+    assert not failed.succeeded
+    [summary] = [d for d in failed.datasets if d.dataset == "public.t"]
+    assert summary.status.value == "not committed" and "all or none" in summary.message, summary
+    monkeypatch.undo()
+    for _ in range(4):
+        again = run(tmp_path, job)
+        assert again.succeeded, again.error
+    check_output(tmp_path, conn, "public.t", snapshots=2)
+
+
 def test_a_table_without_a_primary_key_is_refused_by_name(tmp_path: Path, pg: Any, db: str) -> None:
     """Chunks split a table by its primary key: a table without one is refused before anything runs, named."""
     conn = pg.connect(db)

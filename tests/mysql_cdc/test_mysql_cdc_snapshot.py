@@ -84,3 +84,37 @@ def test_chunks_spread_over_runs_then_the_stream(tmp_path: Path, binlog_maria: A
     assert replay(rows, "id", "v") == dict(maria.query(mdb, "SELECT id, v FROM t"))
     assert len({r["_seq"] >> 32 for r in rows if r["_op"] == "read"}) == 5  # chunks 0-4: 2, 2, then the open one
     assert read_by_run[0] == 20 and read_by_run[2] == read_by_run[3], read_by_run  # run 4 streamed, read nothing
+
+
+def test_a_failed_chunk_commits_none_of_its_runs_chunks_under_commit_policy_successful(
+        tmp_path: Path, binlog_maria: Any, mdb: str, monkeypatch: Any) -> None:
+    """Chunk n starts at chunk n - 1's high key, and chunk 0 carries the truncate: with chunk 0 failed and chunks 1
+    and 2 committed, keys 1-10 were never read (lost). The table's units now commit all or none, whatever the
+    policy, and the next runs read every key once."""
+    from gobblin_py.builtin.sources.mysql_cdc.extractor import MysqlCdcExtractor
+    from gobblin_py.errors import SourceError
+
+    maria = binlog_maria
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY, v text)", "INSERT INTO t SELECT seq, 'v' FROM seq_1_to_45")
+    job = cdc_job(tmp_path, maria, mdb, ["t"], snapshot={"chunk_rows": 10, "chunks_per_run": 3})
+    job["job"]["commit_policy"] = "successful"
+    real = MysqlCdcExtractor._chunk
+
+    def first_fails(self: Any) -> Any:
+        if self.split.chunk == 0:
+            raise SourceError("chunk 0 failed (injected)")
+        return real(self)
+
+    monkeypatch.setattr(MysqlCdcExtractor, "_chunk", first_fails)
+    failed = run(tmp_path, job)
+    assert not failed.succeeded
+    [summary] = [d for d in failed.datasets if d.dataset == f"{mdb}.t"]
+    assert summary.status.value == "not committed" and "all or none" in summary.message, summary
+    assert read_changes(tmp_path / "output", f"{mdb}.t") == []
+    monkeypatch.setattr(MysqlCdcExtractor, "_chunk", real)
+    for _ in range(4):
+        assert run(tmp_path, job).succeeded
+    rows = read_changes(tmp_path / "output", f"{mdb}.t")
+    reads = [r["id"] for r in rows if r["_op"] == "read"]
+    assert sorted(reads) == list(range(1, 46))
+    assert replay(rows, "id", "v") == dict(maria.query(mdb, "SELECT id, v FROM t"))

@@ -90,6 +90,7 @@ class MysqlCdcSource(Source):
     Settings = MysqlCdcSettings
     split_type = MysqlCdcSplit
     change_markers = {"delete": ("_op", "delete"), "truncate": ("_op", "truncate")}
+    whole_datasets = True  # a run's chunk n starts at chunk n - 1's high key, and chunk 0 carries the truncate
 
     @classmethod
     def schema_kind(cls, settings: MysqlCdcSettings) -> SchemaKind:

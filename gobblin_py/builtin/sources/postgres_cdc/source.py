@@ -142,6 +142,7 @@ class PostgresCdcSource(Source):
     step_types = (SlotAdvanceStep,)
     split_type = CdcSplit
     change_markers = {"delete": ("_op", "delete"), "truncate": ("_op", "truncate")}
+    whole_datasets = True  # a reset table's chunks follow the truncate its stream carries in their first run
 
     @classmethod
     def schema_kind(cls, settings: PostgresCdcSettings) -> SchemaKind:
