@@ -13,7 +13,8 @@ commit point (the Iceberg upsert's own among them) or at a random time, `recover
 reset` the user asks for; the publication changed (publish flags narrowed, a row filter added, a table removed and
 perhaps added back, a table added); DDL (a column added, with or without a DEFAULT, an added column dropped, `n`
 retyped (to bigint, or rewritten by a USING expression), REPLICA IDENTITY FULL and back to DEFAULT); the slot dropped
-and created again.
+and created again; a run under `commit_policy: successful` whose tasks of one table (or its chunks alone) fail
+(`world_faults.py`).
 
 The oracle: after every step no key is twice in any Iceberg table; after every run that exits 0, every Iceberg table
 of a published table equals `SELECT * FROM` its source table by primary key (each key once, each column's value
@@ -56,6 +57,7 @@ import yaml
 from gobblin_py.builtin.publishers.iceberg.upsert import WRITTEN_POINT
 from gobblin_py.testing.crash import SIGKILLED
 from support.world import CRASH_POINTS, RUN, History, Rule, Violation, World, reap, start
+from support.world_faults import TaskFailures
 
 PASSWORD_ENV = "GOBBLIN_TEST_PG_PASSWORD"
 LOGICAL = {"wal_level": "logical", "max_replication_slots": 40, "max_wal_senders": 40}
@@ -111,7 +113,7 @@ def dataset_table(dataset: str) -> str:
     return f"db.{dataset.replace('.', '_')}"
 
 
-class CdcHistory(History):
+class CdcHistory(TaskFailures, History):
     """A history of a postgres_cdc → Iceberg upsert job (see the module's docstring). `server` is a started
     tests/cdc-style LocalPostgres with wal_level=logical; each history has a database and a slot of its own."""
 
@@ -186,7 +188,8 @@ class CdcHistory(History):
                  (1, self.truncate), (5, self.run_job), (3, self.run_killed_at_point), (1, self.run_killed_at_random),
                  (1, self.recover), (1, self.abandon), (1, self.state_reset), (1, self.narrow_publish),
                  (1, self.row_filter), (1, self.remove_table), (1, self.add_table), (1, self.add_column), (1, self.add_column_default),
-                 (1, self.drop_column), (1, self.retype), (1, self.replica_identity), (1, self.recreate_slot)]
+                 (1, self.drop_column), (1, self.retype), (1, self.replica_identity), (1, self.recreate_slot),
+                 (1, self.run_task_fails)]
         return [(0 if rule.__name__ in self.disabled else w, rule) for w, rule in rules]
 
     def run(self, root: Path) -> World:
@@ -357,6 +360,18 @@ class CdcHistory(History):
     def run_job(self, world: World, step: int) -> None:
         assert isinstance(world, CdcWorld)
         self._run(world, step, "run", None)
+
+    def fail_targets(self, world: World) -> list[str]:
+        """A published table's work units (its stream and its chunks), its chunks alone or its stream alone: of a table
+        reset or new where there is one, else of one whose chunks are pending (their tasks have rows to fail on)."""
+        from gobblin_py.state.store import StateStore
+
+        assert isinstance(world, CdcWorld)
+        marks = StateStore(world.root / "work", "c").watermarks()
+        fresh = {t for t in world.published if (marks.get(t) or {}).get("lsn") is None}
+        busy = sorted(fresh) or sorted(self.snapshotting(world) & world.published)
+        parts = [r"\.", r"\.chunk", r"\.(?!chunk)"] if self.chunked else [r"\."]  # all, chunks, the stream
+        return [f"^{re.escape(t)}{part}" for t in busy or sorted(world.published) for part in parts]
 
     def run_killed_at_point(self, world: World, step: int) -> None:
         assert isinstance(world, CdcWorld)
