@@ -302,3 +302,22 @@ def test_a_table_dropped_and_created_again_is_refused_naming_both_oids_until_res
     ids = [r["id"] for r in read_output(tmp_path / "output", "public.orders")]
     assert sorted(ids) == [*range(1, 51), *range(100, 142)]  # the old table's rows stay: the message says to check
     assert run_cli("run", "job.yaml", "--in-process", cwd=tmp_path).returncode == 0  # the new oid is kept: no refusal
+
+
+def test_a_table_taken_out_of_the_job_is_named_not_in_the_source(tmp_path: Path, pg, db) -> None:
+    """The summary names a committed table the job no longer lists, instead of calling it "no new data"."""
+    with pg.connect(db) as conn:
+        _create_orders(conn)
+        conn.execute("CREATE TABLE refunds (LIKE orders)")
+        conn.execute("INSERT INTO orders VALUES (1, 2.5, 'a', now()); INSERT INTO refunds VALUES (1, 1, 'r', now())")
+    refunds = {**ORDERS, "table": "public.refunds"}
+    job = jdbc_job(tmp_path, pg, db, [ORDERS, refunds])
+    write_job(tmp_path, job)
+    first = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    job["source"]["tables"] = [ORDERS]
+    write_job(tmp_path, job)
+    again = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "in state, not in the source: public.refunds." in again.stdout, again.stdout
+    assert "public.orders" in again.stdout and "no new data" in again.stdout

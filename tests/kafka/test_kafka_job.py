@@ -148,3 +148,17 @@ def test_second_run_with_no_new_data_starts_no_task(tmp_path: Path, broker, topi
     again = _run(tmp_path, kafka_job(tmp_path, broker.bootstrap, [topic]))
     assert again.succeeded and again.tasks == []
     assert [d.status for d in again.datasets] == [DatasetStatus.NO_NEW_DATA]
+
+
+def test_a_topic_no_longer_selected_is_named_not_in_the_source(tmp_path: Path, broker, topic: str) -> None:
+    """A committed topic the job no longer selects (deleted, or left out of `topics`) is named in the summary, not
+    reported as "no new data"."""
+    kept, dropped = f"{topic}-kept", f"{topic}-dropped"
+    for t in (kept, dropped):
+        new_topic(broker.bootstrap, t, 1, 5)
+    job = kafka_job(tmp_path, broker.bootstrap, [kept, dropped])
+    assert _run(tmp_path, job).succeeded
+    result = _run(tmp_path, kafka_job(tmp_path, broker.bootstrap, [kept]))
+    assert result.succeeded, result.error
+    status = {d.dataset: d.status for d in result.datasets}
+    assert status == {kept: DatasetStatus.NO_NEW_DATA, dropped: DatasetStatus.NOT_IN_SOURCE}, status

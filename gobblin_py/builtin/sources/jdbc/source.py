@@ -108,6 +108,7 @@ class JdbcSource(Source):
 
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
         s: JdbcSettings = self.settings
+        state.report_listed(t.table for t in s.tables)  # a table taken out of the job is named, not "no new data"
         dialect = s.dialect
         conn = dialect.connect(s)
         units: list[WorkUnit] = []

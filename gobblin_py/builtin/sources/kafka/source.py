@@ -66,6 +66,7 @@ class KafkaSource(Source):
         consumer = open_consumer(s)
         try:
             topics = select_topics(s, consumer.topics())
+            state.report_listed(topics)  # a topic deleted, or no longer selected, is named, not "no new data"
             described = describe_topics(s, topics, consumer)
             ranges: list[tuple[Any, int, int]] = []
             for topic in topics:
