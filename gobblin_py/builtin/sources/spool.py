@@ -5,19 +5,25 @@ table to read decodes it and appends each table's messages to its spool, under t
 folder named by a hash of the range's full identity. A spool is whole only once the folder's `complete` marker is
 written; a decode that stopped part way is thrown away and done again by the next reader (a retry in the same run also
 decodes again for a table whose spool it read already: each spool is deleted once read whole, the folder with the last,
-since an executor's host is not cleaned by the driver). The bytes routed are held up to `FLUSH_BYTES` in all, then
+since an executor's host is not cleaned by the driver). The tables' tasks may run at once, in threads or in Spark's
+Python workers on one host: a decode, the check that a spool is whole and its opening hold an flock of the staging
+directory, so no reader opens a spool another decode is writing. The bytes routed are held up to `FLUSH_BYTES` in all, then
 appended to the files. Nothing here moves a source's position: a crash replays the range in the next run, whose run
 id, hence staging directory, is its own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import os
 import shutil
 import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from gobblin_py import crashpoints
 from gobblin_py.errors import SourceError
@@ -25,7 +31,7 @@ from gobblin_py.errors import SourceError
 FLUSH_BYTES = 32 << 20
 """The routed bytes held in memory before they are appended to the spool files."""
 _LENGTH = struct.Struct("!I")
-_lock = threading.Lock()  # one decode at a time in a process: two extractors of one task never race on a spool
+_lock = threading.Lock()  # with an flock of the staging directory (`_locked`): one decode at a time on a host
 
 
 class TableSpools:
@@ -40,20 +46,35 @@ class TableSpools:
         self._held = 0
 
     def read(self, table: str, decode: Callable[[], None], crash_point: str) -> Iterator[bytes]:
-        """`table`'s messages, in the order the decode appended them; `decode()` runs first (under a lock) when its
-        spool is not whole. Crash point `crash_point` fires once the N-th spool is read whole (a test's kill)."""
+        """`table`'s messages, in the order the decode appended them; `decode()` runs first when its spool is not
+        whole. Crash point `crash_point` fires once the N-th spool is read whole (a test's kill)."""
         if table not in self._names:
             raise SourceError(f"table {table} is not one of the run's routed tables ({', '.join(self.tables)})")
         spool = self.dir / self._names[table]
-        with _lock:
+        with self._locked():
             if not (self.dir / "complete").exists() or not spool.exists():  # not whole, or read already (a retry)
                 decode()
-        yield from _read(spool)
-        with _lock:
-            spool.unlink()
+            f = open(spool, "rb", buffering=1 << 20)  # opened whole: a later decode replaces the file, never this one
+        with f:
+            yield from _read(f, spool)
+        with self._locked():
+            spool.unlink(missing_ok=True)
             if not any(self.dir.glob("*.spool")):
                 shutil.rmtree(self.dir, ignore_errors=True)
         crashpoints.crash_point(crash_point)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One decode at a time on this host: the threads of a process (a lock) and its processes (an flock of the
+        staging directory, which Spark's Python workers on one host share)."""
+        self.dir.parent.mkdir(parents=True, exist_ok=True)
+        with _lock:
+            fd = os.open(self.dir.parent, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # releases the flock
 
     def start(self) -> None:
         """A decode begins: whatever an earlier one left is thrown away."""
@@ -84,12 +105,11 @@ class TableSpools:
         self._held = 0
 
 
-def _read(path: Path) -> Iterator[bytes]:
+def _read(f: BinaryIO, path: Path) -> Iterator[bytes]:
     """The messages of one spool file, in the order they were appended."""
-    with open(path, "rb", buffering=1 << 20) as f:
-        while head := f.read(4):
-            (n,) = _LENGTH.unpack(head)
-            data = f.read(n)
-            if len(data) != n:
-                raise SourceError(f"{path}: the spool is cut short (a message of {n} bytes has {len(data)})")
-            yield data
+    while head := f.read(4):
+        (n,) = _LENGTH.unpack(head)
+        data = f.read(n)
+        if len(data) != n:
+            raise SourceError(f"{path}: the spool is cut short (a message of {n} bytes has {len(data)})")
+        yield data
