@@ -7,9 +7,17 @@ start it: tests/jdbc_mysql/mariadb_server.py).
   written after the table's snapshot, then one run applies them into an Iceberg table in upsert mode. Reported:
   changes applied a second (the run's wall time, process start included). The table is read back with pyiceberg and
   compared with `SELECT` by key: a run that lost or doubled a row is reported as wrong, never as fast.
+- `--phase tables`: the same `--changes` (inserts and updates, in transactions of `--per-txn`, each in one table, the
+  tables in turn) written to one table, then to `--tables` tables, each after the tables' snapshot; one run (tasks in
+  the driver, `--in-process`, so no executor start weighs on either) reads them into Avro change files. Reported: each
+  run's seconds and changes a second, and the many-table run's time over the one-table run's (issue 45's goal: at most
+  1.5). With `--baseline DIR` (a checkout of the code before a change, e.g. `git worktree add /tmp/base main`) the
+  same is measured with that code in the same invocation, on the same server. Every table's records replayed by key
+  must equal its `SELECT`, else the run is reported wrong.
 
     python scripts/bench_mysql_cdc.py --phase snapshot --rows 1000000
     python scripts/bench_mysql_cdc.py --phase stream --changes 200000
+    python scripts/bench_mysql_cdc.py --phase tables --tables 50 --changes 20000 --baseline /tmp/base
 """
 
 from __future__ import annotations
@@ -35,11 +43,11 @@ PASSWORD_ENV = "GOBBLIN_BENCH_MYSQL_PASSWORD"
 RESULTS = ROOT / "scripts" / "results"
 
 
-def gobblin(args: list[str], cwd: Path) -> tuple[int, float, str]:
-    """(exit code, seconds, output) of `gobblin-py ARGS`."""
+def gobblin(args: list[str], cwd: Path, code: Path = ROOT) -> tuple[int, float, str]:
+    """(exit code, seconds, output) of `gobblin-py ARGS`, run with the package of the checkout `code`."""
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "gobblin_py.cli.main", *args], cwd=cwd, text=True,
-                          env={**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": str(ROOT)}, capture_output=True)
+                          env={**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": str(code)}, capture_output=True)
     return done.returncode, time.monotonic() - started, done.stdout + done.stderr
 
 
@@ -131,15 +139,92 @@ def stream(args: argparse.Namespace) -> dict[str, Any]:
                 "table_equals_source": same}
 
 
+def _changes(maria: LocalMariaDB, db: str, tables: list[str], changes: int, per_txn: int, rows: int) -> int:
+    """`changes` inserts and updates in transactions of `per_txn`, each transaction in one table, the tables in turn."""
+    with maria.connect(db, autocommit=False) as conn, conn.cursor() as cur:
+        next_id = [rows + 1] * len(tables)
+        for t in range(changes // per_txn):
+            k = t % len(tables)
+            for n in range(per_txn):
+                if n % 2:
+                    cur.execute(f"UPDATE {tables[k]} SET balance = balance + 1 WHERE id = %s", (1 + (t * 7919 + n) % rows,))
+                else:
+                    cur.execute(f"INSERT INTO {tables[k]} VALUES (%s, 'n', 0)", (next_id[k],))
+                    next_id[k] += 1
+            conn.commit()
+    return (changes // per_txn) * per_txn
+
+
+def _one_layout(maria: LocalMariaDB, tmp: Path, code: Path, n_tables: int, args: argparse.Namespace) -> dict[str, Any]:
+    """`n_tables` tables in a database of their own, snapshotted by a first run, then the changes and the timed run."""
+    from avro.datafile import DataFileReader
+    from avro.io import DatumReader
+
+    db = f"b{tmp.name.replace('-', '_')}"
+    maria.create_database(db)
+    tables = [f"t{k:03d}" for k in range(n_tables)]
+    for t in tables:
+        maria.execute(db, f"CREATE TABLE {t} (id bigint PRIMARY KEY, owner varchar(40), balance bigint)",
+                      f"INSERT INTO {t} SELECT seq, CONCAT('o', seq), seq FROM seq_1_to_{args.initial}")
+    job = {"job": {"name": "bench", "work_dir": str(tmp / "work")},
+           "source": {"class": "mysql_cdc", "url": maria.url(db, "mysql"), "password_env": PASSWORD_ENV,
+                      "tables": [f"{db}.{t}" for t in tables]},
+           "writer": {"class": "avro"}, "publisher": {"final_dir": str(tmp / "output")}}
+    tmp.mkdir(parents=True)
+    (tmp / "job.yaml").write_text(yaml.safe_dump(job))
+    code_, _, text = gobblin(["run", "job.yaml", "--in-process"], tmp, code)
+    if code_:
+        raise SystemExit(f"the snapshot run failed: {text[-2000:]}")
+    changes = _changes(maria, db, tables, args.changes, args.per_txn, args.initial)
+    code_, took, text = gobblin(["run", "job.yaml", "--in-process"], tmp, code)
+    same = code_ == 0
+    for t in tables:
+        table: dict[int, Any] = {}
+        paths = sorted((tmp / "output" / f"{db}.{t}").rglob("*.avro"))
+        records: list[dict[str, Any]] = []
+        for path in paths:
+            with DataFileReader(open(path, "rb"), DatumReader()) as reader:
+                records.extend(reader)
+        for r in sorted(records, key=lambda r: (r["_pos"], r["_seq"])):
+            if r["_op"] == "delete":
+                table.pop(r["id"], None)
+            elif r["_op"] != "truncate":
+                table[r["id"]] = r["balance"]
+        same = same and table == dict(maria.query(db, f"SELECT id, balance FROM {t}"))
+    if not same:
+        print(text[-3000:], file=sys.stderr)
+    return {"tables": n_tables, "changes": changes, "exit": code_, "seconds": round(took, 2),
+            "changes_per_s": round(changes / took), "tables_equal_source": same}
+
+
+def tables(args: argparse.Namespace) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-"))
+    out: dict[str, Any] = {"phase": "tables", "tables": args.tables, "changes": args.changes, "per_txn": args.per_txn,
+                           "initial_rows_per_table": args.initial, "repeat": args.repeat}
+    codes = {"this": ROOT, **({"baseline": Path(args.baseline).resolve()} if args.baseline else {})}
+    with LocalMariaDB(binlog=True) as maria:
+        for name, code in codes.items():
+            for r in range(args.repeat):
+                one = _one_layout(maria, tmp / f"{name}-one-{r}", code, 1, args)
+                many = _one_layout(maria, tmp / f"{name}-many-{r}", code, args.tables, args)
+                out.setdefault(name, []).append({"one_table": one, "many_tables": many,
+                                                 "many_over_one": round(many["seconds"] / one["seconds"], 2)})
+                print(json.dumps({name: out[name][-1]}), file=sys.stderr)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--phase", choices=["snapshot", "stream"], required=True)
+    parser.add_argument("--phase", choices=["snapshot", "stream", "tables"], required=True)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--initial", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--per-txn", type=int, default=10)
+    parser.add_argument("--tables", type=int, default=50, help="--phase tables: the many-table job's tables")
+    parser.add_argument("--repeat", type=int, default=2, help="--phase tables: measurements of each case")
+    parser.add_argument("--baseline", help="--phase tables: a checkout whose code is measured too, for comparison")
     args = parser.parse_args()
-    result = snapshot(args) if args.phase == "snapshot" else stream(args)
+    result = {"snapshot": snapshot, "stream": stream, "tables": tables}[args.phase](args)
     result["date"] = time.strftime("%Y-%m-%d")
     print(json.dumps(result, indent=2))
     RESULTS.mkdir(exist_ok=True)

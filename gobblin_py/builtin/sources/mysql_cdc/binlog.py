@@ -12,15 +12,18 @@ is a change of its own (`truncate`). A `DELETE` carries the whole old row (binlo
 
 from __future__ import annotations
 
+import logging
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from gobblin_py.builtin.sources.mysql_cdc import position
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings
 from gobblin_py.errors import SourceError
+
+log = logging.getLogger(__name__)
 
 DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(alter\s+(?:online\s+|ignore\s+)*table|truncate(?:\s+table)?|"
                  r"drop\s+table(?:\s+if\s+exists)?|rename\s+table|create\s+(?:or\s+replace\s+)?table)\s+(.*)$",
@@ -61,24 +64,84 @@ def tables_named(query: str, default_db: str) -> tuple[str, list[str]]:
     return kind, names
 
 
+@dataclass(frozen=True)
+class Rows:
+    """One table's row events of one committed transaction: each event's position, its column names and its rows
+    (op, before, after); `pos` is the transaction's commit position."""
+
+    table: str  # `database.table`
+    pos: int
+    ts: int
+    xid: int | None
+    events: list[tuple[int, list[str | None], list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]]]]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A DDL statement naming the table (`kind`: alter table, truncate, drop table, rename table, create table)."""
+
+    table: str
+    pos: int
+    ts: int
+    kind: str
+    text: str
+
+
 def read(s: MysqlCdcSettings, database: str, table: str, columns: list[str], low: int, end: int, base: str,
          width: int) -> Iterator[Change]:
     """Every change of `database.table` in transactions committing in `(low, end]`, in binlog order."""
+    dataset = f"{database}.{table}"
+    yield from changes(scan(s, [dataset], low, end, base, width), dataset, columns, low, end, base)
+
+
+def changes(parts: Iterable[Rows | Statement], dataset: str, columns: list[str], low: int, end: int,
+            base: str) -> Iterator[Change]:
+    """The changes of `dataset` in `parts` (what `scan` gave for it) whose transaction commits in `(low, end]`: each
+    row event's columns checked against the planned ones, a DDL statement naming the table a truncate or a failure."""
+    for part in parts:
+        if part.table != dataset or not low < part.pos <= end:
+            continue
+        if isinstance(part, Statement):
+            if part.kind.startswith("truncate"):
+                yield Change("truncate", None, None, part.pos, part.ts, None)
+            elif not part.kind.startswith("create"):
+                raise SourceError(
+                    f"table {dataset} changed in the binlog range read: `{' '.join(part.text.split())[:200]}` "
+                    f"at {position.text(part.pos, base)}. Nothing of this run is committed for it; its "
+                    "changes after the statement have other columns (or another table). Snapshot it "
+                    "again: `gobblin-py state reset JOB.yaml --dataset "
+                    f"{dataset} --yes`, then run")
+            continue
+        for at, names, rows in part.events:
+            _check_columns(dataset, names, columns, at, base)
+            for op, before, after in rows:
+                yield Change(op, before, after, part.pos, part.ts, part.xid)
+
+
+def scan(s: MysqlCdcSettings, tables: list[str], low: int, end: int, base: str, width: int,
+         committed: Callable[[], None] | None = None) -> Iterator[Rows | Statement]:
+    """One read of the binlog from `low` (a transaction's end) to the first transaction's end at or past `end`: each
+    of `tables`' (`database.table`) row events, grouped by table and transaction, given at its commit, and each DDL
+    statement naming one of them; routed by the (schema, table) of the row event's table map, each event's rows decoded
+    once. `committed` is called at each commit that carries rows of `tables`."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import QueryEvent, RotateEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
     if end <= low:
         return
+    wanted = set(tables)
     start = position.of_value(low, base, width)
     args = s.connection_args()
     stream = BinLogStreamReader(connection_settings=args, server_id=s.server_id + random.randrange(1 << 20),
                                 blocking=False, resume_stream=True, log_file=start.file, log_pos=start.offset,
                                 only_events=[RotateEvent, XidEvent, QueryEvent, WriteRowsEvent, UpdateRowsEvent,
                                              DeleteRowsEvent],
-                                only_schemas=[database], only_tables=[table], enable_logging=False)
-    dataset = f"{database}.{table}"
-    held: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = []
+                                only_schemas=sorted({t.split(".")[0] for t in tables}),
+                                only_tables=sorted({t.split(".")[1] for t in tables}), enable_logging=False)
+    log.info("binlog of %s read from %s to %s for %d table(s)", s.endpoint, position.text(low, base),
+             position.text(end, base), len(wanted))
+    held: dict[str, list[tuple[int, list[str | None], list[Any]]]] = {}
     here = low
     try:
         for event in stream:
@@ -88,16 +151,16 @@ def read(s: MysqlCdcSettings, database: str, table: str, columns: list[str], low
                     break
                 continue
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
-                if event.schema != database or event.table != table:
+                dataset = f"{event.schema}.{event.table}"
+                if dataset not in wanted:
                     continue
-                _check_columns(dataset, [c.name for c in event.columns], columns, here, base)
-                for row in event.rows:
-                    if isinstance(event, WriteRowsEvent):
-                        held.append(("insert", None, row["values"]))
-                    elif isinstance(event, UpdateRowsEvent):
-                        held.append(("update", row["before_values"], row["after_values"]))
-                    else:
-                        held.append(("delete", row["values"], None))
+                if isinstance(event, WriteRowsEvent):
+                    rows = [("insert", None, row["values"]) for row in event.rows]
+                elif isinstance(event, UpdateRowsEvent):
+                    rows = [("update", row["before_values"], row["after_values"]) for row in event.rows]
+                else:
+                    rows = [("delete", row["values"], None) for row in event.rows]
+                held.setdefault(dataset, []).append((here, [c.name for c in event.columns], rows))
                 continue
             commit = isinstance(event, XidEvent)
             xid = int(event.xid) if commit else None
@@ -108,21 +171,16 @@ def read(s: MysqlCdcSettings, database: str, table: str, columns: list[str], low
                     commit = True
                 elif text.strip().upper() != "BEGIN":
                     kind, names = tables_named(text, default)
-                    if dataset in names and low < here <= end:
-                        if kind.startswith("truncate"):
-                            yield Change("truncate", None, None, here, int(event.timestamp), None)
-                        elif not kind.startswith("create"):
-                            raise SourceError(
-                                f"table {dataset} changed in the binlog range read: `{' '.join(text.split())[:200]}` "
-                                f"at {position.text(here, base)}. Nothing of this run is committed for it; its "
-                                "changes after the statement have other columns (or another table). Snapshot it "
-                                "again: `gobblin-py state reset JOB.yaml --dataset "
-                                f"{dataset} --yes`, then run")
+                    for name in names:
+                        if name in wanted and low < here <= end:
+                            yield Statement(name, here, int(event.timestamp), kind, text)
             if commit:
-                if low < here <= end:
-                    for op, before, after in held:
-                        yield Change(op, before, after, here, int(event.timestamp), xid)
-                held = []
+                if held and low < here <= end:
+                    if committed is not None:
+                        committed()
+                    for dataset, events in held.items():
+                        yield Rows(dataset, here, int(event.timestamp), xid, events)
+                held = {}
             if here >= end and not held:
                 break
         else:  # the end of the binlog: where the reader stands, past the events it left out (a new file's header)

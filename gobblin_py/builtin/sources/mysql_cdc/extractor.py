@@ -24,7 +24,7 @@ from typing import Any
 from gobblin_py.api import Extractor, TaskContext, WorkUnit
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.schemas.mysql_columns import CONVERT
-from gobblin_py.builtin.sources.mysql_cdc import binlog, position
+from gobblin_py.builtin.sources.mysql_cdc import binlog, decode, position
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect
 from gobblin_py.builtin.sources.mysql_cdc.snapshot import Chunks, read_chunk
 from gobblin_py.builtin.sources.mysql_cdc.split import MysqlCdcSplit
@@ -64,7 +64,7 @@ class MysqlCdcExtractor(Extractor):
                 return
             chunks = Chunks.of(p.chunks) if p.chunks else None
             count = 0
-            for c in binlog.read(s, p.database, p.table_name, self.names, p.low, self.end, p.base, p.width):
+            for c in self._changes():
                 for record in self._records(c, chunks):
                     count += 1
                     yield record
@@ -75,6 +75,17 @@ class MysqlCdcExtractor(Extractor):
                                    "the next attempt (or run) reads the range again") from None
         except pymysql.err.Error as exc:
             raise SourceError(f"{s.endpoint}, table {p.table}: {describe(exc)}") from None
+
+    def _changes(self) -> Iterator[binlog.Change]:
+        """The table's changes in (low, end]: its share of the run's one read of the binlog (`decode.py`), or a read
+        of its own when it is the run's only stream (or runs outside the run's staging)."""
+        p, root = self.split, self.context.staging_dir.parents[1]
+        if p.table in p.routed and root.name == self.context.run_id:
+            routed = decode.RoutedDecode(root, self.settings, p.routed, p.decode_low, self.end, p.base, p.width)
+            yield from binlog.changes(routed.parts(p.table), p.table, self.names, p.low, self.end, p.base)
+        else:
+            yield from binlog.read(self.settings, p.database, p.table_name, self.names, p.low, self.end, p.base,
+                                   p.width)
 
     def _chunk(self) -> Iterator[Record]:
         """One snapshot chunk as of its high position, which is this work unit's watermark (`chunk.<n>`); the first

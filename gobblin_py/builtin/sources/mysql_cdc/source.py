@@ -3,9 +3,10 @@ each listed table (`database.table`) is a dataset of change records, kept equal 
 
 Positions. A table's watermark (key `binlog`) is a binlog position P (`position.py`) meaning "every transaction whose
 commit ends at or before P is in". A run plans one end E for all tables, the binlog's end (`SHOW MASTER STATUS`): each
-table's WorkUnit covers the transactions committing in (P, E], read by its own task from the binlog (a binlog is read
-by many clients at once, unlike a PostgreSQL slot, so the tables' tasks run in parallel; nothing upstream moves, so a
-crash anywhere before the commit reads the same range again). A transaction is wholly in one range.
+table's WorkUnit covers the transactions committing in (P, E]. The run's streamed tables share one read of the binlog
+from the lowest of their positions to E (`decode.py`): the first task to read scans it and spools each table's part;
+nothing upstream moves, so a crash anywhere before the commit reads the same range again. A transaction is wholly in
+one range.
 
 First run, and a table reset: a table with no committed position is snapshotted first in primary-key chunks
 (`snapshot.py`), then its changes follow; its range ends at the last chunk's high position when that is past E.
@@ -31,6 +32,7 @@ from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.schemas.mysql_columns import read_columns
 from gobblin_py.builtin.schemas.postgres_columns import avro_schema, check_mapped
 from gobblin_py.builtin.sources.mysql_cdc import position, server
+from gobblin_py.builtin.sources.mysql_cdc.decode import route
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect, query
 from gobblin_py.builtin.sources.mysql_cdc.snapshot import boundaries
 from gobblin_py.builtin.sources.mysql_cdc.split import MysqlCdcSplit
@@ -151,6 +153,7 @@ class MysqlCdcSource(Source):
                                             read_bytes=_binlog_bytes(logs, min(done.values()), end)))
                 continue
             units += self._chunks(conn, t, chunks)
+        units = route(units, end.value())  # type: ignore[arg-type]  # a list of WorkUnits: no MultiWorkUnit here
         log.info("binlog at %s: %d work unit(s) for %d table(s) (%d snapshot chunk(s))", end, len(units),
                  len(s.tables), sum(1 for u in units if MysqlCdcSplit.of(u).chunk is not None))
         return units

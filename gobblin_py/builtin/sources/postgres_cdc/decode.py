@@ -6,22 +6,18 @@ changes, a truncate naming it, each after its transaction's Begin) to a file of 
 directory; every table then reads its own spool and keeps, as before, only the transactions committing in its own
 [L, T). Routing reads no more of a message than its relation id: the parse stays in the table's extractor.
 
-A spool is whole only once its `complete` marker is written; a decode that failed part way is thrown away and done
-again by the next reader (a retry in the same run, which also decodes again for a table whose spool it read already:
-each spool is deleted once read whole, the directory with the last). Crash points `postgres_cdc.decode_midway` (at the N-th
-transaction routed) and `postgres_cdc.spool_read` (after the N-th table's spool) let a test kill the run there. Nothing here moves the slot: a crash anywhere replays the range in
-the next run, which has a run id, hence a spool directory, of its own. Memory stays bounded: the routed bytes are
-held up to `FLUSH_BYTES` in all, then appended to the spool files.
+The spools (`builtin/sources/spool.py`, shared with mysql_cdc): whole once a `complete` marker is written, decoded
+again by the next reader otherwise, each deleted once read whole, memory bounded. Crash points
+`postgres_cdc.decode_midway` (at the N-th transaction routed) and `postgres_cdc.spool_read` (after the N-th table's
+spool) let a test kill the run there. Nothing here moves the slot: a crash anywhere replays the range in the next run,
+which has a run id, hence a spool directory, of its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
-import shutil
 import struct
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,15 +28,12 @@ from gobblin_py.api import WorkUnit
 from gobblin_py.builtin.sources.postgres_cdc import pgoutput
 from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, lsn_int, lsn_text
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
+from gobblin_py.builtin.sources.spool import TableSpools
 from gobblin_py.errors import SourceError, describe
 
 log = logging.getLogger(__name__)
 
-FLUSH_BYTES = 32 << 20
-"""The routed bytes held in memory before they are appended to the spool files."""
-_LENGTH = struct.Struct("!I")
 _RELATION = struct.Struct("!I")
-_lock = threading.Lock()  # one decode at a time in a process: two extractors of one task never race on a spool
 
 
 def route(units: list[WorkUnit], end: int) -> list[WorkUnit]:
@@ -102,37 +95,24 @@ def peek(conn: Any, s: PostgresCdcSettings, end: int, cursor: str) -> Iterator[b
 
 
 class RoutedDecode:
-    """The run's one decode of the slot over [low, end) for `tables`, spooled per table under `root`."""
+    """The run's one decode of the slot over [low, end) for `tables`, spooled per table under `root` (`spool.py`)."""
 
     def __init__(self, root: Path, s: PostgresCdcSettings, tables: list[str], low: int, end: int) -> None:
-        self.settings, self.tables, self.low, self.end = s, sorted(tables), low, end
-        key = hashlib.sha256("\0".join([s.endpoint, s.database, s.slot, s.publication, str(low), str(end),
-                                        *self.tables]).encode()).hexdigest()[:32]
-        self.dir = root / f"postgres_cdc-decode-{key}"
-        self._names = {t: f"{i:05d}.spool" for i, t in enumerate(self.tables)}
+        self.settings, self.low, self.end = s, low, end
+        self.spools = TableSpools(root, "postgres_cdc", [s.endpoint, s.database, s.slot, s.publication, str(low),
+                                                         str(end)], tables)
+        self.tables, self.dir = self.spools.tables, self.spools.dir
 
     def messages(self, conn: Any, table: str) -> Iterator[bytes]:
         """`table`'s messages of the range, decoding the slot first when no whole spool is there."""
-        if table not in self._names:
-            raise SourceError(f"table {table} is not one of the run's routed tables ({', '.join(self.tables)})")
-        spool = self.dir / self._names[table]
-        with _lock:
-            if not (self.dir / "complete").exists() or not spool.exists():  # not whole, or read already (a retry)
-                self._decode(conn)
-        yield from _read(spool)
-        with _lock:  # read whole: gone, and the directory with the last (an executor's host is not the driver's)
-            spool.unlink()
-            if not any(self.dir.glob("*.spool")):
-                shutil.rmtree(self.dir, ignore_errors=True)
-        crashpoints.crash_point("postgres_cdc.spool_read")  # a test's kill between two tables (N-th table)
+        yield from self.spools.read(table, lambda: self._decode(conn), "postgres_cdc.spool_read")
 
     def _decode(self, conn: Any) -> None:
         """Every message of the slot up to `end` whose transaction commits in [low, end), to its table's spool."""
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.dir.mkdir(parents=True)
-        spools = {t: bytearray() for t in self.tables}
+        spools = self.spools
+        spools.start()
         by_oid: dict[int, bytearray | None] = {}  # relation id → its table's spool (None: a table not routed)
-        held, begin, keep, touched = 0, b"", False, set()
+        begin, keep, touched = b"", False, set()
         count = 0
         for data in peek(conn, self.settings, self.end, f"gobblin_cdc_{self.dir.name[-32:]}"):
             kind = data[:1]
@@ -145,10 +125,9 @@ class RoutedDecode:
             if kind == b"R":  # whatever its transaction: the table's later changes are read by it
                 rel = pgoutput.decode(data)
                 assert isinstance(rel, pgoutput.Relation)
-                spool = by_oid[rel.oid] = spools.get(rel.table)
+                spool = by_oid[rel.oid] = spools.buffers.get(rel.table)
                 if spool is not None:
-                    spool += _LENGTH.pack(len(data)) + data
-                    held += len(data) + 4
+                    spools.append(spool, data)
                 continue
             if kind == b"C" or not keep:
                 continue
@@ -171,31 +150,8 @@ class RoutedDecode:
                     continue
                 if id(spool) not in touched:
                     touched.add(id(spool))
-                    spool += _LENGTH.pack(len(begin)) + begin
-                    held += len(begin) + 4
-                spool += _LENGTH.pack(len(data)) + data
-                held += len(data) + 4
-            if held > FLUSH_BYTES:
-                self._flush(spools)
-                held = 0
-        self._flush(spools)
-        (self.dir / "complete").write_bytes(b"")
+                    spools.append(spool, begin)
+                spools.append(spool, data)
+        spools.finish()
         log.info("slot %s decoded once for %d table(s): %d change(s) in [%s, %s)", self.settings.slot,
                  len(self.tables), count, lsn_text(self.low), lsn_text(self.end))
-
-    def _flush(self, spools: dict[str, bytearray]) -> None:
-        for table, spool in spools.items():
-            with open(self.dir / self._names[table], "ab") as f:
-                f.write(spool)
-            spool.clear()
-
-
-def _read(path: Path) -> Iterator[bytes]:
-    """The messages of one spool file, in the order the slot gave them."""
-    with open(path, "rb", buffering=1 << 20) as f:
-        while head := f.read(4):
-            (n,) = _LENGTH.unpack(head)
-            data = f.read(n)
-            if len(data) != n:
-                raise SourceError(f"{path}: the spool is cut short (a message of {n} bytes has {len(data)})")
-            yield data
