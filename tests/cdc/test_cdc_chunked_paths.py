@@ -130,3 +130,44 @@ def test_a_snapshot_chunked_by_sampled_boundaries_replays_to_the_table(tmp_path:
     assert done.succeeded, done.error
     check_output(tmp_path, conn, "public.t")
     conn.close()
+
+
+def test_a_kept_adbc_connection_reads_each_snapshot_its_own_and_one_the_server_closed_is_replaced(pg: Any,
+                                                                                               db: str) -> None:
+    """A snapshot read through ADBC keeps its connection for the next read: that read sees its own snapshot (a row
+    committed between the two is in the second, one committed after its export in neither), and a kept connection
+    the server terminated meanwhile is replaced, not an error."""
+    pytest.importorskip("adbc_driver_postgresql")
+    from cdc.cdc_jobs import PASSWORD_ENV
+
+    from gobblin_py.builtin.sources.postgres_cdc import native
+    from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings
+
+    s = PostgresCdcSettings(url=pg.url(db), password_env=PASSWORD_ENV, slot="s1", publication="pub")
+    writer = pg.connect(db)
+    writer.execute("CREATE TABLE public.r (id int PRIMARY KEY)")
+
+    def read(first: int) -> list[int]:
+        writer.execute("INSERT INTO public.r VALUES (%s)", (first,))
+        exporter = pg.connect(db, autocommit=False)
+        exporter.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        exported = exporter.execute("SELECT pg_export_snapshot()").fetchone()[0]
+        writer.execute("INSERT INTO public.r VALUES (%s)", (first + 1000,))  # after the snapshot: not in it
+        batches = list(native.snapshot_batches(s, exported, "SELECT id FROM public.r ORDER BY id", 100, "public.r"))
+        exporter.close()
+        return [i for b in batches for i in b.column("id").to_pylist()]
+
+    def kept() -> int:
+        return sum(len(v) for v in native._kept.values())
+
+    native._close_kept()
+    assert read(1) == [1]
+    assert kept() == 1
+    assert read(2) == [1, 2, 1001]
+    assert kept() == 1, "the connection was not used again"
+    ended = writer.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                           "WHERE application_name = 'gobblin-py cdc' AND datname = %s", (db,)).fetchone()[0]
+    assert ended == 1
+    assert read(3) == [1, 2, 3, 1001, 1002]
+    native._close_kept()
+    writer.close()
