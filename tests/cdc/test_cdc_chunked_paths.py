@@ -171,3 +171,22 @@ def test_a_kept_adbc_connection_reads_each_snapshot_its_own_and_one_the_server_c
     assert read(3) == [1, 2, 3, 1001, 1002]
     native._close_kept()
     writer.close()
+
+
+def test_a_forked_child_forgets_the_kept_adbc_connections() -> None:
+    """A child forked after a read (a Spark worker, a subprocess) must not use, nor close, its parent's connection:
+    both would speak on the parent's socket."""
+    import os
+
+    from gobblin_py.builtin.sources.postgres_cdc import native
+
+    marker = object()
+    native._kept["postgresql://x"] = [(0.0, marker)]
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if not native._kept else 1)
+        assert os.waitpid(pid, 0)[1] == 0, "the child saw its parent's kept connections"
+        assert native._kept["postgresql://x"] == [(0.0, marker)], "the parent lost them"
+    finally:
+        native._kept.pop("postgresql://x", None)

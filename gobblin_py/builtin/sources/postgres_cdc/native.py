@@ -6,12 +6,14 @@ here exactly as for rows read through psycopg. About twenty times the rows per s
 A connection that read a snapshot whole is rolled back and kept for the next read in this process (up to
 `KEEP` a server, for `KEEP_S` seconds): ADBC's driver reads the server's whole pg_type when it connects, ~75 ms here,
 which a chunked snapshot of 40 chunks paid 40 times (issue 45). A kept connection begins each read with a
-transaction of its own; one the server closed meanwhile fails its first statement and is replaced by a new one."""
+transaction of its own; one the server closed meanwhile fails its first statement and is replaced by a new one. A
+forked child forgets its parent's."""
 
 from __future__ import annotations
 
 import atexit
 import importlib.util
+import os
 import re
 import threading
 import time
@@ -114,6 +116,16 @@ def _close(native: Any) -> None:
         native.close()
     except Exception:  # noqa: BLE001, S110 - closing a broken connection: nothing left to do
         pass
+
+
+def _forget_kept() -> None:
+    """In a forked child: the parent's kept connections are its own (closing one here would end it for the parent)."""
+    global _kept_lock
+    _kept.clear()
+    _kept_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_kept)
 
 
 @atexit.register
