@@ -190,3 +190,27 @@ def test_a_forked_child_forgets_the_kept_adbc_connections() -> None:
         assert native._kept["postgresql://x"] == [(0.0, marker)], "the parent lost them"
     finally:
         native._kept.pop("postgresql://x", None)
+
+
+def test_at_most_keep_adbc_connections_are_kept_the_oldest_closed() -> None:
+    """However many servers a process reads, it keeps at most KEEP idle connections: a newer one closes the oldest."""
+    from gobblin_py.builtin.sources.postgres_cdc import native
+
+    class Fake:
+        def __init__(self) -> None:
+            self.closed = False
+
+        def rollback(self) -> None:
+            pass
+
+        def close(self) -> None:
+            self.closed = True
+
+    native._close_kept()
+    made = [Fake() for _ in range(native.KEEP + 2)]
+    for i, conn in enumerate(made):
+        native._give(f"postgresql://server{i % 3}", conn)
+    assert [c.closed for c in made] == [True, True] + [False] * native.KEEP
+    assert sum(len(v) for v in native._kept.values()) == native.KEEP
+    native._close_kept()
+    assert all(c.closed for c in made)

@@ -3,8 +3,8 @@ psycopg transaction took: that transaction exports it (`pg_export_snapshot()`) a
 (`SET TRANSACTION SNAPSHOT`), so the visibility rule that hands over to the slot's changes holds for the rows read
 here exactly as for rows read through psycopg. About twenty times the rows per second of psycopg's row cursor.
 
-A connection that read a snapshot whole is rolled back and kept for the next read in this process (up to
-`KEEP` a server, for `KEEP_S` seconds): ADBC's driver reads the server's whole pg_type when it connects, ~75 ms here,
+A connection that read a snapshot whole is rolled back and kept for the next read in this process (`KEEP` in all,
+each for `KEEP_S` seconds): ADBC's driver reads the server's whole pg_type when it connects, ~75 ms here,
 which a chunked snapshot of 40 chunks paid 40 times (issue 45). A kept connection begins each read with a
 transaction of its own; one the server closed meanwhile fails its first statement and is replaced by a new one. A
 forked child forgets its parent's."""
@@ -75,7 +75,7 @@ def snapshot_batches(s: PostgresCdcSettings, snapshot_id: str, query: str, rows:
 
 
 KEEP = 4
-"""Connections kept a server (its connection string) between reads; more are closed."""
+"""Connections kept between reads, in all (the oldest closed for a newer one): a few, whatever the servers."""
 KEEP_S = 60.0
 """A kept connection unused this long is closed when the pool is next touched (or at exit)."""
 _kept: dict[str, list[tuple[float, Any]]] = {}
@@ -103,12 +103,14 @@ def _give(info: str, native: Any) -> None:
     except Exception:  # noqa: BLE001 - a connection that cannot roll back is not kept
         _close(native)
         return
+    evicted = None
     with _kept_lock:
-        conns = _kept.setdefault(info, [])
-        if len(conns) < KEEP:
-            conns.append((time.monotonic(), native))
-            return
-    _close(native)
+        if sum(len(c) for c in _kept.values()) >= KEEP:  # the oldest goes (most likely another server's)
+            key = min((k for k in _kept if _kept[k]), key=lambda k: _kept[k][0][0])
+            evicted = _kept[key].pop(0)[1]
+        _kept.setdefault(info, []).append((time.monotonic(), native))
+    if evicted is not None:
+        _close(evicted)
 
 
 def _close(native: Any) -> None:
