@@ -10,12 +10,15 @@
   several tables) applied by ONE `gobblin-py run` into Parquet, against the same changes in one table: the run's
   wall time for each, and their ratio (issue 45: a run decodes the slot once, whatever the number of tables).
   Every file is read back with pyarrow and each table's ids compared with its `SELECT`.
-- `--phase snapshot`: a table of `--rows` rows read by the first run of postgres_cdc (its snapshot) against the jdbc
-  source's full load of the same table, both into Parquet, both read back. With `--chunk-rows N`, also postgres_cdc
-  with a chunked snapshot of N-row chunks, every chunk in the first run (`scripts/results/bench_cdc_snapshot_chunked.json`).
+- `--phase snapshot`: a table of `--rows` rows (made once by generate_series) read by the first run of postgres_cdc
+  (its snapshot) against the jdbc source's full load of the same table, both into Parquet (or, `--publisher iceberg`,
+  an Iceberg upsert table by id), both read back. With `--chunk-rows N`, also postgres_cdc with a chunked snapshot of
+  N-row chunks, every chunk in the first run (`scripts/results/bench_cdc_snapshot_chunked_<rows>M_<publisher>.json`);
+  `--rounds R` runs every tool R times, alternating, and reports jdbc's time over each one's (> 1: faster).
 
     python scripts/bench_cdc.py --phase stream --rate 10000 --seconds 120
     python scripts/bench_cdc.py --phase snapshot --rows 1000000
+    python scripts/bench_cdc.py --phase snapshot --rows 10000000 --chunk-rows 250000 --publisher iceberg --rounds 2
     python scripts/bench_cdc.py --phase tables --tables 50 --changes 50000
     python scripts/bench_cdc.py --phase stream --rates 10000,30000,50000 --seconds 60
 """
@@ -188,21 +191,11 @@ def snapshot(args: argparse.Namespace) -> dict[str, Any]:
         conn.execute("INSERT INTO public.acct SELECT i, 'o' || i, i, NULL, now() FROM generate_series(1, %s) AS i",
                      (args.rows,))
         conn.execute("VACUUM ANALYZE public.acct")
-        jobs = {
-            "postgres_cdc": cdc_job(tmp / "postgres_cdc", pg, db, {"final_dir": str(tmp / "postgres_cdc" / "output")}),
-            "jdbc": {"job": {"name": "bench", "work_dir": str(tmp / "jdbc" / "work")},
-                     "source": {"class": "jdbc", "url": pg.url(db), "password_env": PASSWORD_ENV,
-                                "tables": [{"table": "public.acct", "watermark_column": "updated_at",
-                                            "primary_key": ["id"]}]},
-                     "writer": {"class": "parquet"}, "publisher": {"final_dir": str(tmp / "jdbc" / "output")},
-                     "spark": {"master": "local[2]"}},
-        }
-        if args.chunk_rows:
-            jobs["postgres_cdc_chunked"] = cdc_job(tmp / "postgres_cdc_chunked", pg, db, {
-                "final_dir": str(tmp / "postgres_cdc_chunked" / "output")}, slot="bench_chunked",
-                snapshot_chunk_rows=args.chunk_rows, snapshot_chunks_per_run=args.rows // args.chunk_rows + 1)
-        for tool, job in jobs.items():
-            where = tmp / tool
+        jobs = {}
+        for rnd in range(args.rounds):  # the tools alternate, so a noisy minute falls on each alike
+            jobs.update(snapshot_jobs(args, tmp, pg, db, rnd))
+        for (tool, rnd), job in jobs.items():
+            where = tmp / f"{tool}-{rnd}"
             where.mkdir(parents=True, exist_ok=True)
             (where / "job.yaml").write_text(yaml.safe_dump(job))
             started = time.monotonic()
@@ -210,14 +203,59 @@ def snapshot(args: argparse.Namespace) -> dict[str, Any]:
             text = done.communicate()[0]
             took = time.monotonic() - started
             ids: list[int] = []
+            if args.publisher == "iceberg":
+                ids = iceberg_ids(where)
             for f in sorted((where / "output").rglob("*.parquet")):
                 ids += pq.read_table(f, columns=["id"]).column("id").to_pylist()
             ids = [i for i in ids if i is not None]  # the snapshot's leading truncate record has no key
-            out[tool] = {"seconds": round(took, 1), "exit": done.returncode, "rows_read_back": len(ids),
-                         "distinct": len(set(ids)), "ok": done.returncode == 0 and sorted(ids) == list(range(1, args.rows + 1))}
+            got = {"seconds": round(took, 1), "exit": done.returncode, "rows_read_back": len(ids), "distinct": len(set(ids)),
+                   "ok": done.returncode == 0 and sorted(ids) == list(range(1, args.rows + 1))}
+            out.setdefault(tool, []).append(got)
+            print(json.dumps({tool: got}), file=sys.stderr)
             if done.returncode:
                 print(text[-2000:], file=sys.stderr)
+    for tool in [t for t in out if t != "jdbc" and isinstance(out[t], list)]:  # > 1: faster than the jdbc full load
+        out[f"jdbc_over_{tool}"] = [round(j["seconds"] / c["seconds"], 2) for j, c in zip(out["jdbc"], out[tool])]
     return out
+
+
+def snapshot_jobs(args: argparse.Namespace, tmp: Path, pg: LocalPostgres, db: str, rnd: int) -> dict[Any, dict[str, Any]]:
+    """Round `rnd`'s jobs: postgres_cdc's one-transaction snapshot, the jdbc source's full load and (with
+    --chunk-rows) postgres_cdc's chunked snapshot, each into Parquet files or an Iceberg upsert table by id."""
+    def publisher(tool: str, order_by: list[str], cdc: bool) -> dict[str, Any]:
+        if args.publisher == "parquet":
+            return {"final_dir": str(tmp / f"{tool}-{rnd}" / "output")}
+        markers = {"delete_when": {"column": "_op", "equals": ["delete"]},
+                   "truncate_when": {"column": "_op", "equals": ["truncate"]}} if cdc else {}
+        return {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / f"{tool}-{rnd}" / "warehouse"),
+                "mode": "upsert", "key": ["id"], "order_by": order_by, **markers}
+
+    def work(tool: str) -> Path:
+        return tmp / f"{tool}-{rnd}"
+
+    jobs: dict[Any, dict[str, Any]] = {
+        ("postgres_cdc", rnd): cdc_job(work("postgres_cdc"), pg, db, publisher("postgres_cdc", ["_lsn", "_seq"], True),
+                                       slot=f"bench_one_{rnd}"),
+        ("jdbc", rnd): {"job": {"name": "bench", "work_dir": str(work("jdbc") / "work")},
+                        "source": {"class": "jdbc", "url": pg.url(db), "password_env": PASSWORD_ENV,
+                                   "tables": [{"table": "public.acct", "watermark_column": "updated_at",
+                                               "primary_key": ["id"]}]},
+                        "writer": {"class": "parquet"}, "publisher": publisher("jdbc", ["updated_at"], False),
+                        "spark": {"master": "local[2]"}},
+    }
+    if args.chunk_rows:
+        jobs[("postgres_cdc_chunked", rnd)] = cdc_job(
+            work("postgres_cdc_chunked"), pg, db, publisher("postgres_cdc_chunked", ["_lsn", "_seq"], True),
+            slot=f"bench_chunked_{rnd}", snapshot_chunk_rows=args.chunk_rows,
+            snapshot_chunks_per_run=args.rows // args.chunk_rows + 1)
+    return jobs
+
+
+def iceberg_ids(where: Path) -> list[int]:
+    from pyiceberg.catalog import load_catalog
+
+    catalog = load_catalog("gobblin_py", type="sql", uri=f"sqlite:///{where / 'work' / 'iceberg' / 'catalog.db'}")
+    return catalog.load_table("db.acct").scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
 
 
 def tables(args: argparse.Namespace) -> dict[str, Any]:
@@ -286,6 +324,9 @@ def main() -> None:
                    "(summed by `scripts/profile_cdc.py --raw FILE`)")
     p.add_argument("--rates", default=None, help="--phase stream at each of these offered rates (e.g. 10000,30000,50000)")
     p.add_argument("--chunk-rows", type=int, default=0, help="--phase snapshot: also a chunked snapshot of N-row chunks")
+    p.add_argument("--publisher", choices=["parquet", "iceberg"], default="parquet",
+                   help="--phase snapshot: into Parquet files, or into an Iceberg upsert table by id")
+    p.add_argument("--rounds", type=int, default=1, help="--phase snapshot: every tool this many times, alternating")
     args = p.parse_args()
     if args.phase == "stream" and args.rates:
         result: dict[str, Any] = {"phase": "stream", "runs": []}
@@ -296,6 +337,8 @@ def main() -> None:
         result = {"stream": stream, "snapshot": snapshot, "tables": tables}[args.phase](args)
     result["date"] = time.strftime("%Y-%m-%d")
     name = f"bench_cdc_{args.phase}{'_chunked' if args.phase == 'snapshot' and args.chunk_rows else ''}.json"
+    if args.phase == "snapshot" and args.chunk_rows:
+        name = f"bench_cdc_snapshot_chunked_{args.rows // 1_000_000}M_{args.publisher}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

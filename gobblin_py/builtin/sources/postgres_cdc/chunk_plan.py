@@ -47,8 +47,20 @@ def chunk_key(conn: Any, split: CdcSplit) -> list[list[Any]]:
     return key
 
 
+SAMPLE_ABOVE_PAGES = 10_000
+"""A table of more heap pages than this (80 MiB at 8 KiB pages) gets its boundaries from a sample of its keys: the
+exact every-n-th key takes a window over every key in order, about 1 s per 2,000,000 rows here (issue 45)."""
+SAMPLE_ROWS = 20_000
+"""About how many keys a sampled table's boundaries are taken from (TABLESAMPLE BERNOULLI: each row alike, so a
+chunk's share of the sample is its share of the rows within a few per cent; SYSTEM, whole pages, was as slow for
+that accuracy)."""
+
+
 def boundaries(conn: Any, split: CdcSplit, key: list[list[Any]], rows: int) -> list[list[Any]]:
-    """The keys that start each chunk after the first: every `rows`-th key in key order."""
+    """The keys that start each chunk after the first: every `rows`-th key in key order, or, for a table of more than
+    SAMPLE_ABOVE_PAGES pages, the same quantiles of a sample of its keys (chunks of about `rows` rows each). Either
+    way strictly increasing in the order the chunk ranges compare keys (`key_expressions`); which keys start the
+    chunks changes only their sizes, never what the chunks hold together (every key, once)."""
     from psycopg import sql
 
     exprs = key_expressions(key)
@@ -56,10 +68,34 @@ def boundaries(conn: Any, split: CdcSplit, key: list[list[Any]], rows: int) -> l
     order = sql.SQL(", ").join(exprs)
     out = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(f"k{i}")) if KEY_TYPES[t] == "uuid"
                              else sql.Identifier(f"k{i}") for i, (_, t) in enumerate(key))
+    table = sql.Identifier(split.schema_name, split.table_name)
+    pages, tuples, counted = conn.execute(
+        "SELECT pg_relation_size(oid) / current_setting('block_size')::int, reltuples, relpages FROM pg_class "
+        "WHERE oid = %s", (split.oid,)).fetchone()
+    if int(pages) > SAMPLE_ABOVE_PAGES:  # rows by the last ANALYZE's rows a page, else a guess of 50 a page
+        estimate = int(pages) * (float(tuples) / int(counted) if tuples > 0 and counted > 0 else 50.0)
+        percent = min(100.0, 100.0 * max(SAMPLE_ROWS, 100 * estimate / rows) / estimate)
+        return _sampled(conn, sql.SQL("SELECT {} FROM (SELECT {}, row_number() OVER (ORDER BY {}) AS rn FROM {} "
+                                      "TABLESAMPLE BERNOULLI ({}) REPEATABLE (0)) s ORDER BY rn").format(
+            out, named, order, table, sql.Literal(percent)), percent, rows, split.table)
     query = sql.SQL("SELECT {} FROM (SELECT {}, row_number() OVER (ORDER BY {}) AS rn FROM {}) s "
-                    "WHERE rn % {} = 1 AND rn > 1 ORDER BY rn").format(
-        out, named, order, sql.Identifier(split.schema_name, split.table_name), sql.Literal(rows))
+                    "WHERE rn % {} = 1 AND rn > 1 ORDER BY rn").format(out, named, order, table, sql.Literal(rows))
     return [list(r) for r in conn.execute(query).fetchall()]
+
+
+def _sampled(conn: Any, query: Any, percent: float, rows: int, table: str) -> list[list[Any]]:
+    """The quantiles of the sampled keys (in key order) that cut the table into chunks of about `rows` rows, the
+    table's row count estimated from the sample's (each row is in it with probability `percent` / 100)."""
+    sample = [list(r) for r in conn.execute(query).fetchall()]
+    chunks = max(1, round(len(sample) * 100.0 / percent / rows))
+    picked: list[list[Any]] = []
+    for k in range(1, chunks):
+        candidate = sample[k * len(sample) // chunks]
+        if not picked or candidate != picked[-1]:
+            picked.append(candidate)
+    log.info("%s: chunk boundaries from a sample of %d key(s) (%.3f%% of its rows): %d chunk(s)", table, len(sample),
+             percent, len(picked) + 1)
+    return picked
 
 
 def plan_chunks(s: PostgresCdcSettings, conn: Any, state: SourceState, stream: WorkUnit, end: int, low: int | None,

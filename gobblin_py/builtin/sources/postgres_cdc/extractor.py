@@ -195,6 +195,7 @@ class PostgresCdcExtractor(BatchExtractor):
         """Native snapshot rows as one Arrow batch of the records' schema (the change fields of a snapshot row added as
         columns), and a batch of change records made one Arrow batch at once (not record by record through the row
         path: issue 45's profile); None for rows a cast refuses (the row path then decides, naming the record)."""
+        import numpy as np
         import pyarrow as pa
 
         if not isinstance(batch, SnapshotRows):
@@ -210,8 +211,10 @@ class PostgresCdcExtractor(BatchExtractor):
         if columns is None:
             return None
         n = batch.values.num_rows
-        meta = [pa.array(["read"] * n, schema.field("_op").type), pa.array([self.low - 1] * n, schema.field("_lsn").type),
-                pa.array(range(batch.first, batch.first + n), schema.field("_seq").type),
+        # made in Arrow, not from n Python objects each (0.7 s of held lock per 2M rows: issue 45's chunk profile)
+        meta = [pa.repeat(pa.scalar("read", schema.field("_op").type), n),
+                pa.repeat(pa.scalar(self.low - 1, schema.field("_lsn").type), n),
+                pa.array(np.arange(batch.first, batch.first + n, dtype=np.int64), schema.field("_seq").type),
                 pa.nulls(n, schema.field("_commit_ts").type), pa.nulls(n, schema.field("_xid").type)]
         return pa.RecordBatch.from_arrays([*columns.columns, *meta], schema=schema)
 
