@@ -18,8 +18,9 @@ log = logging.getLogger(__name__)
 
 def read_chunk(s: PostgresCdcSettings, conn: Any, split: CdcSplit, arrow: bool,
                cursor_name: str) -> Iterator[tuple[str, Any]]:
-    """("arrow", a record batch) or ("rows", a list of row tuples) of the chunk's rows in key range order; returns the
-    snapshot's text. `conn` (autocommit) is left in autocommit."""
+    """("arrow", a record batch) or ("rows", a list of row tuples) of the chunk's rows, in the order its scan gives
+    them (not always key order: nothing depends on it, as every key is in one chunk once); returns the snapshot's
+    text. `conn` (autocommit) is left in autocommit."""
     import psycopg
     from psycopg import sql
 
