@@ -172,7 +172,7 @@ def test_cut_and_overlong_messages_are_refused() -> None:
     cls, fields = random_message(rng, 1000)
     decoder = ProtobufColumnsDecoder.for_message(cls.DESCRIPTOR, avro_schema(cls.DESCRIPTOR))
     one = cls()
-    name, kind = next((n, k) for n, k in fields)
+    name, _kind = next((n, k) for n, k in fields)
     raw = varint(cls.DESCRIPTOR.fields_by_name[name].number << 3 | 2) + varint(10) + b"abc"  # a length past the end
     assert decoder is not None
     assert decoder.decode_values([one.SerializeToString(), raw]) is None

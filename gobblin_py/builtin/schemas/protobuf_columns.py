@@ -24,7 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from gobblin_py.builtin.schemas.avro_datums import _HIGH_BITS, _LOW_BITS, _SEVEN, _Bad, _blob_array, _Cursor, _long_varints
+from gobblin_py.builtin.schemas.avro_datums import (
+    _HIGH_BITS,
+    _LOW_BITS,
+    _SEVEN,
+    _Bad,
+    _blob_array,
+    _Cursor,
+    _long_varints,
+)
 
 _U = np.uint64
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -77,9 +85,7 @@ class _Column:
 
     def reset(self, n: int) -> None:
         self.seen = np.zeros(n, bool)
-        if self.kind in ("string", "bytes"):
-            self.start, self.length = np.zeros(n, np.int64), np.zeros(n, np.int64)
-        elif self.kind == "timestamp":
+        if self.kind in ("string", "bytes") or self.kind == "timestamp":
             self.start, self.length = np.zeros(n, np.int64), np.zeros(n, np.int64)
         elif self.kind == "enum":
             self.values = np.full(n, self.default, np.int64)
@@ -113,9 +119,8 @@ class _Column:
             elif kind == "uint64":
                 if len(n) and n.max() > _U(_LONG_MAX):
                     raise _Bad("a uint64 beyond Avro's long")
-            elif kind == "bool":
-                if len(n) and n.max() > _U(1):
-                    raise _Bad("a bool other than 0 or 1")
+            elif kind == "bool" and len(n) and n.max() > _U(1):
+                raise _Bad("a bool other than 0 or 1")
             if kind in ("sint32", "sint64"):
                 value = (n >> _U(1)).view(np.int64) ^ -(n & _U(1)).view(np.int64)
         elif _WIRE[kind] == _I64:
@@ -266,7 +271,6 @@ class ProtobufColumnsDecoder:
     def for_message(cls, message: Any, output_schema: dict[str, Any]) -> ProtobufColumnsDecoder | None:
         """The decoder of `message` (a Descriptor) into `output_schema` (the Avro record of the row path); None where
         the row path must read it."""
-        import pyarrow as pa
 
         from gobblin_py.builtin.schemas.arrow import ArrowMapping
         from gobblin_py.errors import ConfigError
@@ -312,9 +316,8 @@ class ProtobufColumnsDecoder:
                 names = {v.number: v.name for v in writer.enum_type.values}
                 if default not in names:
                     return None
-            elif wkind in ("string", "bytes"):
-                if default not in ("", b""):
-                    return None
+            elif wkind in ("string", "bytes") and default not in ("", b""):
+                return None
             columns.append(_Column(wkind, writer.number, writer.has_presence, nullable, arrow.type, default, names))
         return cls(columns, mapping)
 
