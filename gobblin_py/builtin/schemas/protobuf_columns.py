@@ -38,6 +38,7 @@ _U = np.uint64
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _INT32 = (-(2**31), 2**31 - 1)
 _LONG_MAX = 2**63 - 1
+_SECONDS = 9_000_000_000_000  # |seconds| whose micros, nanos added, fit an int64 (±285,000 years)
 TIMESTAMP = "google.protobuf.Timestamp"
 _WIRE = {"int32": _VARINT, "int64": _VARINT, "uint32": _VARINT, "uint64": _VARINT, "sint32": _VARINT,
          "sint64": _VARINT, "bool": _VARINT, "enum": _VARINT, "fixed64": _I64, "sfixed64": _I64, "double": _I64,
@@ -52,6 +53,9 @@ def _uvarints(cur: _Cursor, pos: np.ndarray, end: np.ndarray) -> tuple[np.ndarra
     """The unsigned varints at `pos` (uint64) and the positions after them; _Bad past 64 bits or past its end."""
     if len(pos) and not (pos < end).all():
         raise _Bad("a message is cut short")
+    first = cur.bytes[pos]
+    if not len(first) or first.max() < 0x80:  # all of one byte, as tags and small values mostly are
+        return first.astype(np.uint64), pos + 1
     words = cur.words[pos]
     stops = ~words & _HIGH_BITS
     long_ones = stops == 0
@@ -176,11 +180,10 @@ class _Column:
         rows = np.flatnonzero(self.seen)
         _parse(cur, self.start[rows], self.start[rows] + self.length[rows], {1: seconds, 2: nanos}, len(rows))
         micros = np.zeros(n, np.int64)
-        s, ns = seconds.values.astype(object), nanos.values.astype(np.int64)  # Python ints: no overflow to wrap
-        exact = s * 1_000_000 + (ns // 1000)
-        if len(exact) and (min(exact) < -(2**63) or max(exact) > _LONG_MAX):
-            raise _Bad("a Timestamp beyond a long of micros")
-        micros[rows] = exact.astype(np.int64)
+        s = seconds.values
+        if len(s) and (s.min() < -_SECONDS or s.max() > _SECONDS):
+            raise _Bad("a Timestamp too far from 1970 for int64 arithmetic")  # the row path's Python ints are exact
+        micros[rows] = s * 1_000_000 + nanos.values.astype(np.int64) // 1000  # floor division, as Python's
         return pa.Array.from_buffers(self.arrow, n, [bitmap, pa.py_buffer(micros)], nulls)
 
 
