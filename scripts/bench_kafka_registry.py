@@ -128,7 +128,9 @@ def main() -> None:
     args = ap.parse_args()
     proto = args.format == "protobuf"
     py = sys.executable
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    # the children run this checkout's package, not whichever one the venv installed (a worktree measures itself)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     with LocalBroker() as broker, LocalSchemaRegistry() as registry, tempfile.TemporaryDirectory(prefix="bench-reg-") as scratch:
         create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         t0 = time.perf_counter()
