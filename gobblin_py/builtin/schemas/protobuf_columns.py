@@ -12,7 +12,8 @@ Only what is proven the same as the row path is taken; anything else refuses the
 reads it message by message: at planning (`for_message` gives None) a repeated, map, message (but
 google.protobuf.Timestamp), real oneof or required field, a writer field the output lacks, or an output type other
 than the field's own mapping; in `decode`, a group or unknown wire type, a field number 0, a known field with another
-wire type, a Timestamp met twice in one message, a varint past 64 bits, a value not in its type's range as written
+wire type, a Timestamp met twice in one message, a varint past 64 bits, invalid UTF-8 in any occurrence of a string field (not
+only the last, as Protobuf checks each), a value not in its type's range as written
 canonically (an int32 beyond 32 bits, a uint64 beyond Avro's long, a bool other than 0 or 1), an enum number the
 schema does not name, invalid UTF-8, a message cut short.
 """
@@ -77,8 +78,8 @@ def _uvarints(cur: _Cursor, pos: np.ndarray, end: np.ndarray) -> tuple[np.ndarra
 class _Column:
     """One output field: its writer field's kind (None: the writer lacks it, a constant), number, presence, values."""
 
-    __slots__ = ("arrow", "const", "default", "kind", "length", "names", "nullable", "number", "numbers", "presence",
-                 "seen", "start", "values")
+    __slots__ = ("arrow", "const", "default", "earlier", "kind", "length", "names", "nullable", "number", "numbers",
+                 "presence", "seen", "start", "values")
 
     def __init__(self, kind: str | None, number: int, presence: bool, nullable: bool, arrow: Any, default: Any,
                  names: dict[int, str] | None = None) -> None:
@@ -89,6 +90,7 @@ class _Column:
 
     def reset(self, n: int) -> None:
         self.seen = np.zeros(n, bool)
+        self.earlier: list[tuple[np.ndarray, np.ndarray]] = []  # strings a later occurrence replaced: checked too
         if self.kind in ("string", "bytes") or self.kind == "timestamp":
             self.start, self.length = np.zeros(n, np.int64), np.zeros(n, np.int64)
         elif self.kind == "enum":
@@ -106,6 +108,10 @@ class _Column:
             length = length.astype(np.int64)
             if kind == "timestamp" and self.seen[rows].any():
                 raise _Bad("a Timestamp met twice in a message (Protobuf merges them)")
+            if kind == "string":
+                again = rows[self.seen[rows]]
+                if len(again):  # Protobuf checks the UTF-8 of every occurrence, not only the last one's
+                    self.earlier.append((self.start[again], self.length[again]))
             self.start[rows], self.length[rows] = start, length
             self.seen[rows] = True
             return start + length
@@ -161,6 +167,8 @@ class _Column:
             return self._timestamps(cur, valid, bitmap, nulls, n, pa)
         if self.presence and not self.nullable and not self.seen.all():
             raise _Bad("a field with presence unset in a non-nullable output field")  # the row path gives its default
+        for start, length in self.earlier:
+            _blob_array(self.arrow, cur.bytes, start, length, None, None, 0, len(start), pa)  # _Bad for bad UTF-8
         if self.kind in ("string", "bytes"):
             keep = slice(None) if valid is None else valid
             return _blob_array(self.arrow, cur.bytes, self.start[keep], self.length[keep], valid, bitmap, nulls, n, pa)
