@@ -1,6 +1,6 @@
 """Benchmark: a topic of Confluent Avro (or Protobuf) values (12 fields) → Parquet, gobblin-py against a one-process script.
 
-    .venv/bin/python scripts/bench_kafka_registry.py [--records 2000000] [--rounds 2] [--format avro|protobuf]
+    .venv/bin/python scripts/bench_kafka_registry.py [--records 2000000] [--rounds 2] [--format avro|protobuf] [--row-path]
 
 Starts a local broker (Tansu, 127.0.0.1) and the tests' schema-registry server (tests/support/schema_registry.py: no
 registry installs here; the clients are confluent-kafka's own), produces N values serialized by confluent-kafka's
@@ -105,8 +105,8 @@ def protobuf_orders(registry: str) -> Callable[[int], bytes]:
     return value
 
 
-def job_file(tmp: Path, bootstrap: str, registry: str, deserializer: str = "confluent_avro") -> Path:
-    job = {"job": {"name": "bench", "work_dir": str(tmp / "work")},
+def job_file(tmp: Path, bootstrap: str, registry: str, deserializer: str = "confluent_avro", columnar: bool = True) -> Path:
+    job = {"job": {"name": "bench", "work_dir": str(tmp / "work"), **({} if columnar else {"columnar": False})},
            "source": {"class": "kafka", "bootstrap_servers": bootstrap, "topics": [TOPIC], "max_workunits": PARTITIONS,
                       "client": "confluent", "deserializer": deserializer, "schema_registry": {"url": registry}},
            "writer": {"class": "parquet"},
@@ -122,10 +122,15 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--format", choices=("avro", "protobuf"), default="avro")
+    ap.add_argument("--row-path", action="store_true",
+                    help="also run gobblin-py with job.columnar: false (the row path: the code before a columnar "
+                         "decoder, in the same invocation)")
     args = ap.parse_args()
     proto = args.format == "protobuf"
     py = sys.executable
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    # the children run this checkout's package, not whichever one the venv installed (a worktree measures itself)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     with LocalBroker() as broker, LocalSchemaRegistry() as registry, tempfile.TemporaryDirectory(prefix="bench-reg-") as scratch:
         create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         t0 = time.perf_counter()
@@ -145,6 +150,12 @@ def main() -> None:
                             "--registry", registry.url, *(["--protobuf"] if proto else [])],
                  lambda d: parquet_read_back([d / "orders.parquet"]), env=lambda d: env),
         ]
+        if args.row_path:
+            contenders.insert(1, Tool("gobblin-py-rows", "parquet", lambda d: [
+                py, "-m", "gobblin_py.cli.main", "run", str(job_file(
+                    d, broker.bootstrap, registry.url, "confluent_protobuf" if proto else "confluent_avro", False))],
+                lambda d: parquet_read_back(data_files(d / "output", ".parquet")), env=lambda d: env,
+                details=gobblin_details))
         figures = run_rounds(contenders, args.rounds, total, Path(scratch) / "runs", lambda: cpu_seconds(broker.pid))
     comparison = compare(figures, total, {t.name: t.writes for t in contenders})
     print_comparison(comparison)

@@ -1,4 +1,4 @@
-"""`confluent_avro` values → Arrow for the columnar path (`KafkaExtractor.to_arrow`): a poll's values decoded a field
+"""`confluent_avro` and `confluent_protobuf` values → Arrow for the columnar path (`KafkaExtractor.to_arrow`): a poll's values decoded a field
 at a time by `schemas.avro_datums`, with no Python dict per record, when nothing in the batch needs the row path.
 
 A batch is taken whole only when every value is in Confluent's wire format with a schema id whose schema *is* the
@@ -10,6 +10,10 @@ gives None, and the batch takes the row path, where each value is resolved or re
 `metadata_columns` are built a column at a time too: topic, partition, offset, timestamp, and the key under
 `metadata_key: string` or `bytes`. Headers and `metadata_key: confluent_avro` have no columnar form: a task asking
 for them keeps to the row path.
+
+`confluent_protobuf` (`ConfluentProtobufColumns`) is taken the same way: every value in the wire format with message
+indexes [0], all of one schema id whose first message is the output's and reads into it with no field lost, that
+message flat (`schemas.protobuf_columns`), and every payload decoding exactly; anything else takes the row path.
 """
 
 from __future__ import annotations
@@ -132,3 +136,83 @@ class ConfluentAvroColumns:
                         return None
                 out.append(keys)
         return out
+
+
+class ConfluentProtobufColumns(ConfluentAvroColumns):
+    """Turns a batch of `confluent_protobuf` values into one Arrow record batch of the output schema's Arrow mapping
+    (with the metadata columns), or None for a batch the row path must take."""
+
+    def __init__(self, value_decoder: Any, output_schema: Any, arrow_schema: Any, settings: KafkaSettings, topic: str,
+                 partition: int) -> None:
+        super().__init__(None, lambda _: False, arrow_schema, settings, topic, partition)
+        self._value_decoder = value_decoder  # the row path's ConfluentProtobufDecoder: which schema ids qualify
+        self._output_schema = output_schema  # the value's Avro record (no metadata fields)
+        self._decoders: dict[int, Any] = {}  # schema id → its ProtobufColumnsDecoder, or None (row path)
+
+    @classmethod
+    def of_protobuf(cls, settings: KafkaSettings, value_schema: Any, output_schema: Any, value_decoder: Any,
+                    topic: str, partition: int) -> ConfluentProtobufColumns | None:
+        """The columnar reader of a `confluent_protobuf` task whose metadata columns all have a columnar form; None
+        otherwise. Whether a schema id's message is flat is decided per id, as its values come."""
+        from gobblin_py.builtin.schemas.arrow import ArrowMapping
+        from gobblin_py.errors import ConfigError
+
+        if settings.deserializer != "confluent_protobuf" or not set(settings.metadata_columns) <= COLUMNAR_METADATA:
+            return None
+        if settings.avro_keys or settings.tombstones == "delete" or not isinstance(value_schema, dict):
+            return None
+        try:
+            schema = ArrowMapping(output_schema).schema
+        except ConfigError:
+            return None
+        return cls(value_decoder, value_schema, schema, settings, topic, partition)
+
+    def _columns_of(self, schema_id: int) -> Any:
+        from gobblin_py.builtin.schemas.protobuf_columns import ProtobufColumnsDecoder
+
+        if schema_id not in self._decoders:
+            try:
+                message = self._value_decoder.message_read_as_output(schema_id)
+            except UndecodableValue:
+                message = None
+            self._decoders[schema_id] = None if message is None else \
+                ProtobufColumnsDecoder.for_message(message, self._output_schema)
+        return self._decoders[schema_id]
+
+    def __call__(self, values: Sequence[bytes | None], offsets: Callable[[], Sequence[int]],
+                 details: Callable[[], Sequence[MessageDetails]]) -> Any | None:
+        import pyarrow as pa
+
+        n = len(values)
+        if not n:
+            return None
+        try:
+            data = b"".join(values)  # type: ignore[arg-type]
+        except TypeError:
+            return None  # a tombstone: the row path rejects it
+        lengths = np.fromiter(map(len, values), np.int64, n)  # type: ignore[arg-type]
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        if lengths.min() < HEADER.size + 1:
+            return None
+        raw = np.frombuffer(data, np.uint8)
+        if (raw[starts] != MAGIC).any() or (raw[starts + HEADER.size] != 0).any():  # message indexes other than [0]
+            return None
+        ids = np.zeros(n, np.uint32)
+        for i in range(1, HEADER.size):  # the big-endian schema id after the magic byte
+            ids = (ids << np.uint32(8)) | raw[starts + i]
+        if not (ids == ids[0]).all():
+            return None  # values of several schema ids: the row path reads each with its own
+        decoder = self._columns_of(int(ids[0]))
+        if decoder is None:
+            return None
+        values_batch = decoder.decode(data, starts + HEADER.size + 1, ends)
+        if values_batch is None:
+            return None
+        columns = list(values_batch.columns)
+        if self._settings.metadata_columns:
+            extra = self._metadata(n, offsets, details, pa)
+            if extra is None:
+                return None
+            columns.extend(extra)
+        return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)

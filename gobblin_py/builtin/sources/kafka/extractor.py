@@ -119,7 +119,7 @@ class KafkaExtractor(BatchExtractor):
         self._key_schema = split.planned("key") if settings.avro_keys else None
         self._metadata = metadata_of(settings, self.topic, self.partition, self._key_decoder())
         self._headers = "headers" in settings.metadata_columns  # read from each message only then
-        self._arrow = self._columns() if settings.deserializer == "confluent_avro" else None
+        self._arrow = self._columns() if settings.deserializer in ("confluent_avro", "confluent_protobuf") else None
         self.makes_arrow = self._arrow is not None
 
     def _key_decoder(self) -> Callable[[bytes], Any] | None:
@@ -132,19 +132,23 @@ class KafkaExtractor(BatchExtractor):
         return ConfluentAvroDecoder.of(self.settings.schema_registry, self._key_schema, self.settings.schema_evolution)
 
     def _columns(self) -> Any:
-        """`confluent_avro` values → Arrow (`columnar.ConfluentAvroColumns`), for a flat value schema; else None, as
+        """`confluent_avro` (or `confluent_protobuf`) values → Arrow (`columnar.ConfluentAvroColumns`,
+        `ConfluentProtobufColumns`), for a flat value schema; else None, as
         where numpy or pyarrow is not installed (`pip install 'gobblin-py[schema-registry]'` alone: the row path)."""
         if importlib.util.find_spec("numpy") is None or importlib.util.find_spec("pyarrow") is None:
             return None
-        from gobblin_py.builtin.sources.kafka.columnar import ConfluentAvroColumns
+        from gobblin_py.builtin.sources.kafka.columnar import ConfluentAvroColumns, ConfluentProtobufColumns
 
+        if self.settings.deserializer == "confluent_protobuf":
+            return ConfluentProtobufColumns.of_protobuf(self.settings, self._value_schema, self.get_schema(),
+                                                        self._decode, self.topic, self.partition)
         return ConfluentAvroColumns.of(self.settings, self._value_schema, self.get_schema(), self._decode, self.topic,
                                        self.partition)
 
     def to_arrow(self, batch: RawBatch) -> Any | None:
         """A `confluent_avro` batch as one Arrow record batch when every value decodes straight into the output schema
         (see `columnar`); None for the row path."""
-        if self._arrow is None or not isinstance(batch, OffsetBatch) or batch.format != "confluent_avro":
+        if self._arrow is None or not isinstance(batch, OffsetBatch) or batch.format not in ("confluent_avro", "confluent_protobuf"):
             return None
         return self._arrow(batch.values, batch.offsets, batch.details)
 

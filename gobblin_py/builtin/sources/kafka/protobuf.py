@@ -171,6 +171,17 @@ class ConfluentProtobufDecoder(_WireFormat):
                                  "the subject's newest version (the next run reads into it), or correct the producer")
         return _Reader(GetMessageClass(message).FromString, convert)
 
+    def message_read_as_output(self, schema_id: int) -> Any | None:
+        """The message (a Descriptor) of schema id `schema_id`'s first message (indexes [0]) when its values read into
+        the output schema (the planned message, no field lost); None otherwise (for the columnar path)."""
+        key = (schema_id, (0,))
+        reader = self.readers.get(key)
+        if reader is None:
+            reader = self.readers[key] = self._reader(schema_id, (0,))
+        if type(reader) is not _Reader:
+            return None
+        return self.schema(schema_id)[1].message((0,))
+
     def _version_of(self, schema_id: int, schema: Any) -> int | None:
         """The subject's version of schema `schema_id`; None when it is none of them."""
         return version_in(self.settings, self.client, self.out.subject, schema_id, schema)
