@@ -55,9 +55,10 @@ def gobblin_env() -> dict[str, str]:
     return {**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
-def gobblin(args: list[str], cwd: Path, **popen: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", *args], cwd=cwd, env=gobblin_env(), text=True,
-                            **popen)
+def gobblin(args: list[str], cwd: Path, prefix: list[str] | None = None, **popen: Any) -> subprocess.Popen[str]:
+    """`gobblin-py ARGS` in a child process (`prefix`: a profiler's command line before it)."""
+    return subprocess.Popen([*(prefix or []), sys.executable, "-m", "gobblin_py.cli.main", *args], cwd=cwd,
+                            env=gobblin_env(), text=True, **popen)
 
 
 def cdc_job(tmp: Path, pg: LocalPostgres, db: str, publisher: dict[str, Any], writer: str = "parquet",
@@ -232,9 +233,10 @@ def tables(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int) -> dict[str, Any]:
+def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int, prefix: list[str] | None = None) -> dict[str, Any]:
     """The wall time of the run applying `changes` inserts spread over `n` tables (after a first run that
-    snapshots them empty), and whether every table's output holds exactly its rows."""
+    snapshots them empty), and whether every table's output holds exactly its rows. `prefix`: a profiler's command
+    line the measured run runs under (`scripts/profile_cdc.py --tables`)."""
     import pyarrow.parquet as pq
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-cdc-{n}-"))
@@ -256,7 +258,7 @@ def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int) -> dict[str, 
                 if rows:
                     cur.executemany(f"INSERT INTO {t} VALUES (%s, 'n', %s, NULL)", rows)
     started = time.monotonic()
-    done = gobblin(["run", "job.yaml"], tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    done = gobblin(["run", "job.yaml"], tmp, prefix, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     text = done.communicate()[0]
     took = time.monotonic() - started
     if done.returncode:
