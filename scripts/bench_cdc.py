@@ -8,7 +8,8 @@
   table, row by row by key: a run that lost or doubled a row is reported as wrong, never as fast.
 - `--phase tables`: `--changes` inserts spread over `--tables` tables (interleaved, every transaction touching
   several tables) applied by ONE `gobblin-py run` into Parquet, against the same changes in one table: the run's
-  wall time for each, and their ratio (issue 45: a run decodes the slot once, whatever the number of tables).
+  wall time for each, and their ratio (issue 45: a run decodes the slot once, whatever the number of tables), in
+  `--rounds` rounds alternating which goes first (the median round's ratio is reported).
   Every file is read back with pyarrow and each table's ids compared with its `SELECT`.
 - `--phase snapshot`: a table of `--rows` rows read by the first run of postgres_cdc (its snapshot) against the jdbc
   source's full load of the same table, both into Parquet, both read back. With `--chunk-rows N`, also postgres_cdc
@@ -16,7 +17,7 @@
 
     python scripts/bench_cdc.py --phase stream --rate 10000 --seconds 120
     python scripts/bench_cdc.py --phase snapshot --rows 1000000
-    python scripts/bench_cdc.py --phase tables --tables 50 --changes 50000
+    python scripts/bench_cdc.py --phase tables --tables 50 --changes 50000 --rounds 3
     python scripts/bench_cdc.py --phase stream --rates 10000,30000,50000 --seconds 60
 """
 
@@ -222,31 +223,41 @@ def snapshot(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def tables(args: argparse.Namespace) -> dict[str, Any]:
-    """One run over `--changes` changes in `--tables` tables, then the same changes in one table."""
-    out: dict[str, Any] = {"phase": "tables", "changes": args.changes, "per_txn": args.per_txn}
-    with LocalPostgres({"wal_level": "logical", "max_replication_slots": 10, "max_wal_senders": 10}) as pg:
-        for n in (args.tables, 1):
-            out[f"tables_{n}"] = one_run(pg, n, args.changes, args.per_txn)
-            print(json.dumps(out[f"tables_{n}"]), file=sys.stderr)
-    many, one = out[f"tables_{args.tables}"], out["tables_1"]
-    out["ratio"] = round(many["run_s"] / one["run_s"], 2)
+    """One run over `--changes` changes in `--tables` tables, then the same changes in one table; `--rounds` times,
+    which goes first alternating (the machine is shared: only a ratio taken back to back compares)."""
+    out: dict[str, Any] = {"phase": "tables", "changes": args.changes, "per_txn": args.per_txn, "rounds": []}
+    with LocalPostgres({"wal_level": "logical", "max_replication_slots": 10 + 2 * args.rounds,
+                        "max_wal_senders": 10}) as pg:
+        for r in range(args.rounds):
+            runs: dict[str, Any] = {}
+            for n in (args.tables, 1) if r % 2 == 0 else (1, args.tables):
+                runs[f"tables_{n}"] = one_run(pg, n, args.changes, args.per_txn, tag=f"{n}_{r}")
+                print(json.dumps(runs[f"tables_{n}"]), file=sys.stderr)
+            runs["ratio"] = round(runs[f"tables_{args.tables}"]["run_s"] / runs["tables_1"]["run_s"], 2)
+            out["rounds"].append(runs)
+    ratios = sorted(r["ratio"] for r in out["rounds"])
+    out["ratio"] = ratios[len(ratios) // 2]  # the median round's
+    out["ok"] = all(r[k]["every_table_equals_source"] for r in out["rounds"] for k in r if k != "ratio")
     return out
 
 
-def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int, prefix: list[str] | None = None) -> dict[str, Any]:
+def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int, prefix: list[str] | None = None,
+            tag: str = "") -> dict[str, Any]:
     """The wall time of the run applying `changes` inserts spread over `n` tables (after a first run that
     snapshots them empty), and whether every table's output holds exactly its rows. `prefix`: a profiler's command
-    line the measured run runs under (`scripts/profile_cdc.py --tables`)."""
+    line the measured run runs under (`scripts/profile_cdc.py --tables`); `tag` names its database and slot (default:
+    `n`)."""
     import pyarrow.parquet as pq
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-cdc-{n}-"))
-    db = pg.create_database(f"bench_{n}")
+    tag = tag or str(n)
+    db = pg.create_database(f"bench_{tag}")
     conn = pg.connect(db)
     names = [f"public.t{i:03d}" for i in range(n)]
     for t in names:
         conn.execute(f"CREATE TABLE {t} (id bigint PRIMARY KEY, owner text, balance bigint, note text)")
     job = cdc_job(tmp, pg, db, {"final_dir": str(tmp / "output")})
-    job["source"].update(tables=names, slot=f"bench{n}", publication=f"bench{n}")  # a slot's name is the cluster's
+    job["source"].update(tables=names, slot=f"bench{tag}", publication=f"bench{tag}")  # a slot's name is the cluster's
     (tmp / "job.yaml").write_text(yaml.safe_dump(job))
     if gobblin(["run", "job.yaml"], tmp, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).wait() != 0:
         raise SystemExit(f"the first run ({n} tables) failed")
@@ -271,7 +282,17 @@ def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int, prefix: list[
         want = [r[0] for r in conn.execute(f"SELECT id FROM {t} ORDER BY id").fetchall()]
         ok = ok and sorted(ids) == want
     conn.close()
-    return {"tables": n, "run_s": round(took, 1), "exit": done.returncode, "every_table_equals_source": ok}
+    return {"tables": n, "run_s": round(took, 2), "exit": done.returncode, "every_table_equals_source": ok,
+            "phases": run_phases(tmp / "work")}
+
+
+def run_phases(work: Path) -> dict[str, float]:
+    """The last run's phases (planning, tasks, commit, cleanup: seconds) from its run record."""
+    runs = sorted((work / "state" / "bench" / "runs").glob("*.json"))
+    if not runs:
+        return {}
+    body = json.loads(runs[-1].read_text())
+    return (body.get("body", body).get("phases") or {}) if isinstance(body, dict) else {}
 
 
 def main() -> None:
@@ -284,6 +305,7 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000, help="rows for --phase snapshot")
     p.add_argument("--tables", type=int, default=50, help="tables for --phase tables (against one table)")
     p.add_argument("--changes", type=int, default=50_000, help="changes for --phase tables")
+    p.add_argument("--rounds", type=int, default=1, help="--phase tables: rounds of both runs (the median ratio is reported)")
     p.add_argument("--profile", default=None, help="--phase stream: py-spy's raw samples of the runner to this file "
                    "(summed by `scripts/profile_cdc.py --raw FILE`)")
     p.add_argument("--rates", default=None, help="--phase stream at each of these offered rates (e.g. 10000,30000,50000)")
