@@ -154,6 +154,55 @@ def atomic_write(path: Path, data: bytes, *, midway: Callable[[], None] | None =
     fsync_dir(path.parent)
 
 
+def atomic_write_many(items: list[tuple[Path, bytes]], *, midway: Callable[[], None] | None = None,
+                      between: Callable[[], None] | None = None) -> None:
+    """Replace several files at once, each as `atomic_write` does (a reader sees a file's old or new content, never a
+    mix), with one round of fsyncs for all: every temp file written, the temp files fsynced together (`fsync_all`),
+    each renamed over its path, then each directory fsynced once together. Nothing is durable before the last fsync;
+    a crash before it leaves any of the files replaced or not, each whole.
+
+    `midway` is called in the middle of each file's write, `between` after the first rename when there are several
+    (crash points for tests).
+    """
+    temps: list[tuple[Path, Path]] = []
+    renamed = 0
+    try:
+        for path, data in items:
+            makedirs_durably(path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append((Path(tmp), path))
+            with os.fdopen(fd, "wb") as f:
+                writing(data, midway)(f)
+                f.flush()
+        fsync_all(t for t, _ in temps)
+        for tmp, path in temps:
+            os.replace(tmp, path)
+            renamed += 1
+            if renamed == 1 and len(temps) > 1 and between is not None:
+                between()
+    except BaseException:
+        for tmp, _ in temps[renamed:]:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        raise
+    fsync_all(path.parent for path, _ in items)
+
+
+def remove_many_durably(paths: list[Path]) -> list[Path]:
+    """Delete several files, then fsync their directories once, together; the paths that were there."""
+    removed = []
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    fsync_all(p.parent for p in removed)
+    return removed
+
+
 def writing(data: bytes, midway: Callable[[], None] | None = None) -> Callable[[BinaryIO], None]:
     """A writer of `data` for `atomic_replace` that calls `midway` (a crash point) after half the bytes are flushed."""
     def write(f: BinaryIO) -> None:
