@@ -4,7 +4,8 @@ Set GOBBLIN_PY_CRASH_AT=NAME (or NAME:N to die at the N-th time the point is rea
 GOBBLIN_PY_CRASH_WINDOW_S=SECONDS makes every point pause, widening the commit path so that
 kills at random times land inside it. GOBBLIN_PY_PAUSE_AT=NAME[:N] stops the process there with SIGSTOP (a driver
 frozen past its lease, until the test sends SIGCONT). `POINTS` lists the commit path's points so a test can enumerate
-them; `COPY_POINTS` and `FENCE_POINTS` those of a cross-filesystem copy and of the lease's check before each step.
+them; `COPY_POINTS`, `BATCH_POINTS` and `FENCE_POINTS` those of a cross-filesystem copy, of a batch of records
+written together and of the lease's check before each step.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ COPY_POINTS: tuple[str, ...] = (
     "commit.copy_verified",          # copy-then-verify: the copy checked, its source not yet deleted (N-th copy)
 )
 
+BATCH_POINTS: tuple[str, ...] = (
+    "commit.store_batch_midway",     # the first record of a batch of several renamed in place, the others not yet
+)                                    # (reached only where a commit task holds two datasets or more)
 FENCE_POINTS: tuple[str, ...] = (
     "commit.step_fenced",            # the lease checked before a step (N-th step), the step not begun: where a paused
 )                                    # driver wakes inside a step after losing its lease

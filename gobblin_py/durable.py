@@ -5,7 +5,9 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
@@ -32,11 +34,47 @@ def fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def makedirs_durably(path: Path) -> None:
+def fsync_all(paths: Iterable[Path]) -> None:
+    """fsync files and directories all at once, on threads: the disk's cache flush that each fsync waits for is shared
+    by those in flight together, where one after another each waits for its own (200 directories on this project's
+    2-core machine: about 3-5 ms each one after another, under 0.1 ms each at once). Returns once every one is durable;
+    the first error is raised."""
+    todo = list(dict.fromkeys(Path(p) for p in paths))
+    if len(todo) < 2:
+        for p in todo:
+            _fsync_path(p)
+        return
+    list(_pool().map(_fsync_path, todo))  # raises the first error
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process's fsync threads (made again in a forked child, whose copy has no threads)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():
+            _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=8, thread_name_prefix="gobblin-fsync"))
+        return _POOL[1]
+
+
+def makedirs_durably(path: Path, defer: list[Path] | None = None) -> None:
     """Create `path` and its missing parents, fsyncing the parent of each directory created, so a power loss
     cannot drop a directory entry (`output/a/2026`) while a watermark that counts its files survives.
 
     Nothing but one stat when `path` exists; a directory another process creates meanwhile is fsynced too.
+    `defer`: the parents to fsync are appended to it instead, for the caller to fsync (`fsync_all`) before anything
+    relies on the new directories.
     """
     path = Path(path)
     if path.is_dir():
@@ -54,7 +92,10 @@ def makedirs_durably(path: Path) -> None:
         except FileExistsError:
             if not d.is_dir():
                 raise
-        fsync_dir(d.parent)
+        if defer is not None:
+            defer.append(d.parent)
+        else:
+            fsync_dir(d.parent)
 
 
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS})
@@ -111,6 +152,55 @@ def atomic_write(path: Path, data: bytes, *, midway: Callable[[], None] | None =
     """
     atomic_replace(path, writing(data, midway))
     fsync_dir(path.parent)
+
+
+def atomic_write_many(items: list[tuple[Path, bytes]], *, midway: Callable[[], None] | None = None,
+                      between: Callable[[], None] | None = None) -> None:
+    """Replace several files at once, each as `atomic_write` does (a reader sees a file's old or new content, never a
+    mix), with one round of fsyncs for all: every temp file written, the temp files fsynced together (`fsync_all`),
+    each renamed over its path, then each directory fsynced once together. Nothing is durable before the last fsync;
+    a crash before it leaves any of the files replaced or not, each whole.
+
+    `midway` is called in the middle of each file's write, `between` after the first rename when there are several
+    (crash points for tests).
+    """
+    temps: list[tuple[Path, Path]] = []
+    renamed = 0
+    try:
+        for path, data in items:
+            makedirs_durably(path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append((Path(tmp), path))
+            with os.fdopen(fd, "wb") as f:
+                writing(data, midway)(f)
+                f.flush()
+        fsync_all(t for t, _ in temps)
+        for tmp, path in temps:
+            os.replace(tmp, path)
+            renamed += 1
+            if renamed == 1 and len(temps) > 1 and between is not None:
+                between()
+    except BaseException:
+        for tmp, _ in temps[renamed:]:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        raise
+    fsync_all(path.parent for path, _ in items)
+
+
+def remove_many_durably(paths: list[Path]) -> list[Path]:
+    """Delete several files, then fsync their directories once, together; the paths that were there."""
+    removed = []
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    fsync_all(p.parent for p in removed)
+    return removed
 
 
 def writing(data: bytes, midway: Callable[[], None] | None = None) -> Callable[[BinaryIO], None]:

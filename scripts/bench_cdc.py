@@ -8,7 +8,8 @@
   table, row by row by key: a run that lost or doubled a row is reported as wrong, never as fast.
 - `--phase tables`: `--changes` inserts spread over `--tables` tables (interleaved, every transaction touching
   several tables) applied by ONE `gobblin-py run` into Parquet, against the same changes in one table: the run's
-  wall time for each, and their ratio (issue 45: a run decodes the slot once, whatever the number of tables).
+  wall time for each, and their ratio (issue 45: a run decodes the slot once, whatever the number of tables), in
+  `--rounds` rounds alternating which goes first (the median round's ratio is reported).
   Every file is read back with pyarrow and each table's ids compared with its `SELECT`.
 - `--phase snapshot`: a table of `--rows` rows (made once by generate_series) read by the first run of postgres_cdc
   (its snapshot) against the jdbc source's full load of the same table, both into Parquet (or, `--publisher iceberg`,
@@ -19,7 +20,7 @@
     python scripts/bench_cdc.py --phase stream --rate 10000 --seconds 120
     python scripts/bench_cdc.py --phase snapshot --rows 1000000
     python scripts/bench_cdc.py --phase snapshot --rows 10000000 --chunk-rows 250000 --publisher iceberg --rounds 2
-    python scripts/bench_cdc.py --phase tables --tables 50 --changes 50000
+    python scripts/bench_cdc.py --phase tables --tables 50 --changes 50000 --rounds 3
     python scripts/bench_cdc.py --phase stream --rates 10000,30000,50000 --seconds 60
 """
 
@@ -58,9 +59,10 @@ def gobblin_env() -> dict[str, str]:
     return {**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
-def gobblin(args: list[str], cwd: Path, **popen: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", *args], cwd=cwd, env=gobblin_env(), text=True,
-                            **popen)
+def gobblin(args: list[str], cwd: Path, prefix: list[str] | None = None, **popen: Any) -> subprocess.Popen[str]:
+    """`gobblin-py ARGS` in a child process (`prefix`: a profiler's command line before it)."""
+    return subprocess.Popen([*(prefix or []), sys.executable, "-m", "gobblin_py.cli.main", *args], cwd=cwd,
+                            env=gobblin_env(), text=True, **popen)
 
 
 def cdc_job(tmp: Path, pg: LocalPostgres, db: str, publisher: dict[str, Any], writer: str = "parquet",
@@ -259,30 +261,43 @@ def iceberg_ids(where: Path) -> list[int]:
 
 
 def tables(args: argparse.Namespace) -> dict[str, Any]:
-    """One run over `--changes` changes in `--tables` tables, then the same changes in one table."""
-    out: dict[str, Any] = {"phase": "tables", "changes": args.changes, "per_txn": args.per_txn}
-    with LocalPostgres({"wal_level": "logical", "max_replication_slots": 10, "max_wal_senders": 10}) as pg:
-        for n in (args.tables, 1):
-            out[f"tables_{n}"] = one_run(pg, n, args.changes, args.per_txn)
-            print(json.dumps(out[f"tables_{n}"]), file=sys.stderr)
-    many, one = out[f"tables_{args.tables}"], out["tables_1"]
-    out["ratio"] = round(many["run_s"] / one["run_s"], 2)
+    """One run over `--changes` changes in `--tables` tables, then the same changes in one table; `--rounds` times,
+    which goes first alternating (the machine is shared: only a ratio taken back to back compares)."""
+    out: dict[str, Any] = {"phase": "tables", "changes": args.changes, "per_txn": args.per_txn, "rounds": []}
+    with LocalPostgres({"wal_level": "logical", "max_replication_slots": 10 + 2 * args.rounds,
+                        "max_wal_senders": 10}) as pg:
+        for r in range(args.rounds):
+            runs: dict[str, Any] = {}
+            for n in (args.tables, 1) if r % 2 == 0 else (1, args.tables):
+                runs[f"tables_{n}"] = one_run(pg, n, args.changes, args.per_txn, tag=f"{n}_{r}")
+                print(json.dumps(runs[f"tables_{n}"]), file=sys.stderr)
+            runs["ratio"] = round(runs[f"tables_{args.tables}"]["run_s"] / runs["tables_1"]["run_s"], 2)
+            runs["cpu_ratio"] = round(runs[f"tables_{args.tables}"]["cpu_s"] / runs["tables_1"]["cpu_s"], 2)
+            out["rounds"].append(runs)
+    for ratio in ("ratio", "cpu_ratio"):
+        ratios = sorted(r[ratio] for r in out["rounds"])
+        out[ratio] = ratios[len(ratios) // 2]  # the median round's
+    out["ok"] = all(r[f"tables_{n}"]["every_table_equals_source"] for r in out["rounds"] for n in (args.tables, 1))
     return out
 
 
-def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int) -> dict[str, Any]:
+def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int, prefix: list[str] | None = None,
+            tag: str = "") -> dict[str, Any]:
     """The wall time of the run applying `changes` inserts spread over `n` tables (after a first run that
-    snapshots them empty), and whether every table's output holds exactly its rows."""
+    snapshots them empty), and whether every table's output holds exactly its rows. `prefix`: a profiler's command
+    line the measured run runs under (`scripts/profile_cdc.py --tables`); `tag` names its database and slot (default:
+    `n`)."""
     import pyarrow.parquet as pq
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-cdc-{n}-"))
-    db = pg.create_database(f"bench_{n}")
+    tag = tag or str(n)
+    db = pg.create_database(f"bench_{tag}")
     conn = pg.connect(db)
     names = [f"public.t{i:03d}" for i in range(n)]
     for t in names:
         conn.execute(f"CREATE TABLE {t} (id bigint PRIMARY KEY, owner text, balance bigint, note text)")
     job = cdc_job(tmp, pg, db, {"final_dir": str(tmp / "output")})
-    job["source"].update(tables=names, slot=f"bench{n}", publication=f"bench{n}")  # a slot's name is the cluster's
+    job["source"].update(tables=names, slot=f"bench{tag}", publication=f"bench{tag}")  # a slot's name is the cluster's
     (tmp / "job.yaml").write_text(yaml.safe_dump(job))
     if gobblin(["run", "job.yaml"], tmp, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).wait() != 0:
         raise SystemExit(f"the first run ({n} tables) failed")
@@ -293,10 +308,10 @@ def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int) -> dict[str, 
                 rows = [(i, i) for i in ids if i % n == k]
                 if rows:
                     cur.executemany(f"INSERT INTO {t} VALUES (%s, 'n', %s, NULL)", rows)
-    started = time.monotonic()
-    done = gobblin(["run", "job.yaml"], tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    started, cpu = time.monotonic(), _children_cpu()
+    done = gobblin(["run", "job.yaml"], tmp, prefix, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     text = done.communicate()[0]
-    took = time.monotonic() - started
+    took, cpu = time.monotonic() - started, _children_cpu() - cpu
     if done.returncode:
         print(text[-3000:], file=sys.stderr)
     ok = done.returncode == 0
@@ -307,7 +322,26 @@ def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int) -> dict[str, 
         want = [r[0] for r in conn.execute(f"SELECT id FROM {t} ORDER BY id").fetchall()]
         ok = ok and sorted(ids) == want
     conn.close()
-    return {"tables": n, "run_s": round(took, 1), "exit": done.returncode, "every_table_equals_source": ok}
+    return {"tables": n, "run_s": round(took, 2), "cpu_s": round(cpu, 2), "exit": done.returncode,
+            "every_table_equals_source": ok, "phases": run_phases(tmp / "work")}
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's waited-for children: what a run costs the machine, which a
+    loaded machine changes less than the wall time."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_phases(work: Path) -> dict[str, float]:
+    """The last run's phases (planning, tasks, commit, cleanup: seconds) from its run record."""
+    runs = sorted((work / "state" / "bench" / "runs").glob("*.json"))
+    if not runs:
+        return {}
+    body = json.loads(runs[-1].read_text())
+    return (body.get("body", body).get("phases") or {}) if isinstance(body, dict) else {}
 
 
 def main() -> None:
@@ -320,13 +354,13 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000, help="rows for --phase snapshot")
     p.add_argument("--tables", type=int, default=50, help="tables for --phase tables (against one table)")
     p.add_argument("--changes", type=int, default=50_000, help="changes for --phase tables")
+    p.add_argument("--rounds", type=int, default=1, help="--phase tables: rounds of both runs (the median ratio is reported); --phase snapshot: every tool this many times, alternating")
     p.add_argument("--profile", default=None, help="--phase stream: py-spy's raw samples of the runner to this file "
                    "(summed by `scripts/profile_cdc.py --raw FILE`)")
     p.add_argument("--rates", default=None, help="--phase stream at each of these offered rates (e.g. 10000,30000,50000)")
     p.add_argument("--chunk-rows", type=int, default=0, help="--phase snapshot: also a chunked snapshot of N-row chunks")
     p.add_argument("--publisher", choices=["parquet", "iceberg"], default="parquet",
                    help="--phase snapshot: into Parquet files, or into an Iceberg upsert table by id")
-    p.add_argument("--rounds", type=int, default=1, help="--phase snapshot: every tool this many times, alternating")
     args = p.parse_args()
     if args.phase == "stream" and args.rates:
         result: dict[str, Any] = {"phase": "stream", "runs": []}

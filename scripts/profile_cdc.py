@@ -5,7 +5,12 @@ cProfile does not see): where the apply path's time goes (pgoutput parse and val
 conversion, rows → Arrow, the publisher's reduce by key, pyiceberg's copy-on-write rewrite). Prints the shares of the
 named stages and the functions by own samples; the table is read back and compared.
 
+With `--tables N`, the run of `bench_cdc.py --phase tables` instead (`--changes` inserts spread over N tables, into
+Parquet, every table read back), with the stages of its per-table costs: the commit layer, the extractors'
+connections, the run's cleanup.
+
     python scripts/profile_cdc.py --changes 50000
+    python scripts/profile_cdc.py --tables 50 --changes 50000
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_cdc import ROOT, cdc_job, gobblin, gobblin_env, source_rows, table_rows
+from bench_cdc import ROOT, cdc_job, gobblin, gobblin_env, one_run, source_rows, table_rows
 
 sys.path.insert(0, str(ROOT))
 
@@ -41,16 +46,33 @@ STAGES = {  # (file part, function): the samples with it on the stack
     "  snapshot commit": ("iceberg/upsert.py", "commit_snapshot"),
 }
 
+TABLE_STAGES = {  # --tables: where a run's per-table costs are
+    "decode: slot read + pgoutput parse + values": ("postgres_cdc/extractor.py", "_changes"),
+    "extractor: open the connection": ("postgres_cdc/settings.py", "connect"),
+    "record pipeline (task: rows → Arrow, writer)": ("runtime/task/pipeline.py", "run"),
+    "commit: every dataset (commit_many)": ("commit/distributed.py", "commit_many"),
+    "  write the sequences to the store": ("commit/store.py", "put"),
+    "  the steps": ("commit/protocol.py", "apply_steps"),
+    "  remove the records": ("commit/store.py", "remove"),
+    "  fsync a directory (anywhere)": ("gobblin_py/durable.py", "fsync_dir"),
+    "  fsync a file's content (anywhere)": ("gobblin_py/durable.py", "atomic_replace"),
+    "cleanup: staging and task output": ("runtime/runner.py", "clean_run"),
+}
+
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--changes", type=int, default=50_000)
     p.add_argument("--initial", type=int, default=100_000)
     p.add_argument("--top", type=int, default=35)
+    p.add_argument("--tables", type=int, default=0, help="profile bench_cdc.py's --phase tables run over N tables")
     p.add_argument("--raw", default=None, help="only sum up py-spy raw samples already taken (bench_cdc.py --profile)")
     args = p.parse_args()
     if args.raw:
-        summary(Path(args.raw), "", args.top)
+        summary(Path(args.raw), "", args.top, TABLE_STAGES if args.tables else STAGES)
+        return
+    if args.tables:
+        tables(args)
         return
     tmp = Path(tempfile.mkdtemp(prefix="profile-cdc-"))
     with LocalPostgres({"wal_level": "logical", "max_replication_slots": 10, "max_wal_senders": 10}) as pg:
@@ -139,7 +161,18 @@ def sample_in_process(job: Path, out: Path, every_s: float = 0.005) -> bool:
     return not result.succeeded
 
 
-def summary(prof: Path, head: str, top: int) -> None:
+def tables(args: argparse.Namespace) -> None:
+    """The tables run (`bench_cdc.one_run`) under py-spy, its children too."""
+    prof = Path(tempfile.mkdtemp(prefix="profile-cdc-tables-")) / "run.txt"
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    with LocalPostgres({"wal_level": "logical", "max_replication_slots": 10, "max_wal_senders": 10}) as pg:
+        out = one_run(pg, args.tables, args.changes, 100,
+                      prefix=[spy, "record", "--subprocesses", "--format", "raw", "--rate", "200", "--output", str(prof), "--"])
+    summary(prof, f"run over {args.tables} tables: {out['run_s']} s wall (under py-spy) for {args.changes} changes, every "
+                  f"table equals its source: {out['every_table_equals_source']}; ", args.top, TABLE_STAGES)
+
+
+def summary(prof: Path, head: str, top: int, stages: dict[str, tuple[str, str]] = STAGES) -> None:
     """The stages' shares of py-spy's samples, then the functions with the most samples of their own."""
     stacks: collections.Counter[str] = collections.Counter()
     for line in prof.read_text().splitlines():
@@ -147,7 +180,7 @@ def summary(prof: Path, head: str, top: int) -> None:
         stacks[stack] += int(count)
     total = sum(stacks.values())
     print(f"{head}{total} samples")
-    for stage, (where, name) in STAGES.items():
+    for stage, (where, name) in stages.items():
         n = sum(c for st, c in stacks.items() if any(_is(f, where, name) for f in st.split(";")))
         print(f"  {stage:50s} {100 * n / total:5.1f}%")
     own: collections.Counter[str] = collections.Counter()

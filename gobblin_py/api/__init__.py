@@ -14,7 +14,7 @@ from gobblin_py.api.committer import (
                                       TableReplace,
                                       TargetWatermarks,
 )
-from gobblin_py.api.context import SourceMessage, TaskContext
+from gobblin_py.api.context import SourceMessage, TaskContext, TaskResources
 from gobblin_py.api.converter import Converter, OneToOneConverter, TaskCounter
 from gobblin_py.api.fork import ForkOperator
 from gobblin_py.api.plugin import NoSettings, Plugin, Settings
@@ -89,6 +89,7 @@ __all__ = [
                                       "TaskError",
                                       "TaskPolicy",
                                       "TaskPolicyType",
+                                      "TaskResources",
                                       "UpkeepAction",
                                       "UpkeepRequest",
                                       "WatermarkValue",

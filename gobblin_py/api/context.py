@@ -43,6 +43,34 @@ def _bytes(value: str | None) -> bytes | None:
     return None if value is None else base64.b64decode(value)
 
 
+class TaskResources:
+    """What the WorkUnits of one task (a MultiWorkUnit's, run one after another) may share: a connection an extractor
+    opened and left clean is given back under a key, and the next extractor of the task borrows it instead of opening
+    its own. The task closes whatever is left when it ends; a resource is never shared by two extractors at once."""
+
+    def __init__(self) -> None:
+        self._idle: dict[str, list[tuple[Any, Callable[[Any], None]]]] = {}
+
+    def borrow(self, key: str) -> Any | None:
+        """A resource given back under `key`, now the caller's (None: none; open one and give it back when done)."""
+        idle = self._idle.get(key)
+        return idle.pop()[0] if idle else None
+
+    def give_back(self, key: str, resource: Any, close: Callable[[Any], None]) -> None:
+        """Keep `resource` for the task's next borrower of `key`; `close` closes it when the task ends. Give back only
+        what is as a fresh one would be (no transaction open, its session settings as opened)."""
+        self._idle.setdefault(key, []).append((resource, close))
+
+    def close(self) -> None:
+        """Close every resource given back (a failure to close one does not stop the others)."""
+        idle, self._idle = self._idle, {}
+        for resource, close in (r for rs in idle.values() for r in rs):
+            try:
+                close(resource)
+            except Exception:  # noqa: BLE001 - the task's outcome is its WorkUnits'; a connection that will not close is dropped
+                pass
+
+
 @dataclass
 class TaskContext:
     """The running task: job, run, work unit, attempt and its private staging directory.
@@ -58,3 +86,4 @@ class TaskContext:
     attempt: int
     staging_dir: Path
     reject: Callable[..., None]  # (record, reason, location, original: SourceMessage | None = None)
+    resources: TaskResources | None = None  # what the task's extractors share (None: nothing, open your own)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gobblin_py.commit.protocol import commit_sequence, publish_without_log
+from gobblin_py.commit.protocol import commit_batch, publish_without_log
 from gobblin_py.commit.recovery import DatasetRecovery, Outcome, RecoveryReport, pending, recover_dataset
 from gobblin_py.commit.sequence import CommitSequence
 from gobblin_py.commit.store import CommitStepStore
@@ -75,15 +75,15 @@ class RecoveryGroup(_Group):
 
 
 def commit_group(group: CommitGroup) -> list[tuple[str, str | None]]:
-    """Log and execute each sequence of the group; (dataset, error or None) for each."""
+    """Log and execute the sequences of the group (their records written, and removed, in one batch:
+    `protocol.commit_batch`); (dataset, error or None) for each."""
     store = group.store()
+    if group.logged:
+        return commit_batch(store, list(group.sequences))
     out: list[tuple[str, str | None]] = []
     for seq in group.sequences:
         try:
-            if group.logged:
-                commit_sequence(store, seq)
-            else:
-                publish_without_log(store.confinement, seq)
+            publish_without_log(store.confinement, seq)
             out.append((seq.dataset, None))
         except (CommitError, OSError) as exc:
             out.append((seq.dataset, str(exc)))

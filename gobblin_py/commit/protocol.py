@@ -63,8 +63,55 @@ def commit_sequence(store: CommitStepStore, seq: CommitSequence) -> None:
     replay(store, seq)
 
 
-def replay(store: CommitStepStore, seq: CommitSequence) -> None:
-    """Run each step of a logged sequence not already done, in order; then remove its record (recovery starts here).
+def commit_batch(store: CommitStepStore, seqs: list[CommitSequence]) -> list[tuple[str, str | None]]:
+    """`commit_sequence` for several datasets, their records written in one durable batch before any step runs and
+    removed in one once their steps are done (one round of fsyncs each, not one a dataset); (dataset, error or None)
+    for each, in order. Each record is its own, so a crash anywhere leaves each dataset to recovery on its own: in the
+    middle of the batch's write (some records there, none acted on), after it (all there, none acted on), or between
+    two datasets' steps (those done are replayed as verified, the others run). A dataset whose steps fail keeps its
+    record, its attempt counted, as `replay` leaves it; LeaseLostError stops the batch, its records the holder's."""
+    if len(seqs) == 1:
+        try:
+            commit_sequence(store, seqs[0])
+            return [(seqs[0].dataset, None)]
+        except (CommitError, OSError) as exc:
+            return [(seqs[0].dataset, str(exc))]
+    crash_point("commit.before_store_write")
+    try:
+        refused = store.put_many(seqs)
+    except OSError as exc:  # nothing of the batch is known durable: no step runs, every dataset's commit failed
+        return [(seq.dataset, f"commit of dataset {seq.dataset!r}: its commit record could not be written ({exc}); "
+                              "nothing was published") for seq in seqs]
+    crash_point("commit.after_store_write")
+    out: list[tuple[str, str | None]] = []
+    done: list[CommitSequence] = []
+    for seq in seqs:
+        if seq.dataset in refused:
+            out.append((seq.dataset, refused[seq.dataset]))
+            continue
+        try:
+            replay(store, seq, remove=False)
+        except (CommitError, OSError) as exc:
+            out.append((seq.dataset, str(exc)))
+            continue
+        out.append((seq.dataset, None))
+        done.append(seq)
+    if done:
+        crash_point("commit.before_record_removal")
+        try:
+            store.remove_many(done[0].job, [seq.dataset for seq in done])
+        except OSError as exc:
+            gone = {seq.dataset: f"dataset {seq.dataset!r}: every step is done but its commit record "
+                                 f"{store.where(seq.job, seq.dataset)} could not be removed ({exc}); the next run "
+                                 "verifies the steps and removes it" for seq in done}
+            out = [(d, gone.get(d, e)) for d, e in out]
+        crash_point("commit.after_record_removal")
+    return out
+
+
+def replay(store: CommitStepStore, seq: CommitSequence, remove: bool = True) -> None:
+    """Run each step of a logged sequence not already done, in order; then remove its record (recovery starts here;
+    `remove=False`: the caller removes it, `commit_batch` with other datasets' records).
 
     On failure (an OSError such as a full disk included) the record stays, with the attempt counted, its time, the
     failing step and the kind of fault (`Fault`: what decides when runs attempt it again) named, unless the record itself cannot be rewritten (then the error says so); a CommitError
@@ -87,6 +134,8 @@ def replay(store: CommitStepStore, seq: CommitSequence) -> None:
         except OSError as exc:
             unrecorded = f" (this attempt could not be counted in {store.where(seq.job, seq.dataset)}: {exc})"
         raise CommitError(f"commit of dataset {seq.dataset!r} failed at {seq.last_error}{unrecorded}") from failed.cause
+    if not remove:
+        return
     crash_point("commit.before_record_removal")
     try:
         store.remove(seq.job, seq.dataset)

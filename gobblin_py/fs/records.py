@@ -31,7 +31,15 @@ from typing import Any, Protocol
 import crc32c
 
 from gobblin_py import checked_json
-from gobblin_py.durable import atomic_replace, atomic_write, fsync_dir, remove_durably, writing
+from gobblin_py.durable import (
+    atomic_replace,
+    atomic_write,
+    atomic_write_many,
+    fsync_dir,
+    remove_durably,
+    remove_many_durably,
+    writing,
+)
 from gobblin_py.errors import GobblinError, StateStoreError
 from gobblin_py.fs.conditional import Blob, Blobs, Conflict, NumberedVersions, ObjectBlobs, is_url
 
@@ -46,6 +54,14 @@ class RecordFiles(Blobs, Protocol):
 
     def delete(self, key: str) -> None:
         """Remove `key` (nothing when absent)."""
+
+    def put_many(self, items: list[tuple[str, bytes]], midway: Callable[[], None] | None = None,
+                 between: Callable[[], None] | None = None) -> None:
+        """`put` each (key, data), in one durable batch where the store allows it (`between`: after the first
+        write of several, a crash point)."""
+
+    def delete_many(self, keys: list[str]) -> None:
+        """`delete` each key, in one durable batch where the store allows it."""
 
     def names(self, prefix: str) -> list[str]:
         """The names of the records directly under `prefix/`, sorted."""
@@ -146,6 +162,25 @@ class LocalRecordFiles:
         remove_durably(self._path(key))
         self._versions(key).remove()
 
+    def put_many(self, items: list[tuple[str, bytes]], midway: Callable[[], None] | None = None,
+                 between: Callable[[], None] | None = None) -> None:
+        """The plain files (keys without numbered versions) written as one batch (`durable.atomic_write_many`: one
+        round of fsyncs for all); a numbered key as `put` writes it."""
+        plain = []
+        for key, data in items:
+            if self._versions(key).numbers():
+                self.put(key, data, midway)
+            else:
+                plain.append((self._path(key), data))
+        atomic_write_many(plain, midway=midway, between=between)
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Every plain file, then their directories fsynced once together; then each key's numbered versions (a
+        crash midway leaves a key's value or none)."""
+        remove_many_durably([self._path(key) for key in keys])
+        for key in keys:
+            self._versions(key).remove()
+
     def names(self, prefix: str) -> list[str]:
         folder = self._path(prefix)
         if not folder.is_dir():
@@ -178,6 +213,18 @@ class StoreRecordFiles(ObjectBlobs):
         if midway is not None:  # an object appears whole or not at all: a crash before the write stands for one midway
             midway()
         return self._put(key, data, "overwrite")
+
+    def put_many(self, items: list[tuple[str, bytes]], midway: Callable[[], None] | None = None,
+                 between: Callable[[], None] | None = None) -> None:
+        """One put a key (an object store has no batch: each object appears whole, at once)."""
+        for n, (key, data) in enumerate(items):
+            self.put(key, data, midway)
+            if n == 0 and len(items) > 1 and between is not None:
+                between()
+
+    def delete_many(self, keys: list[str]) -> None:
+        for key in keys:
+            self.delete(key)
 
     def delete(self, key: str) -> None:
         import obstore

@@ -289,9 +289,8 @@ class PublishPath:
         tasks = self._tasks(len(sequences), start=False) if logged else ThreadTasks(settings.commit_parallelism)
         if tasks.master != "threads":
             log.info("committing %d datasets on the executors", len(sequences))
-        return commit_many(tasks, self.store, sequences,
-                           groups=self._groups(tasks, len(sequences)), filesystems=settings.filesystems,
-                           logged=logged)
+        groups = self._groups(tasks, len(sequences)) if tasks.master != "threads" else tasks.slots
+        return commit_many(tasks, self.store, sequences, groups=groups, filesystems=settings.filesystems, logged=logged)
 
     def _tasks(self, datasets: int, start: bool) -> CommitTasks:
         """The executors when `datasets` reach the job's threshold and they run (or may be started), else threads."""
@@ -304,5 +303,7 @@ class PublishPath:
 
     @staticmethod
     def _groups(tasks: CommitTasks, datasets: int) -> int:
-        """Executors: two groups per core (a slow group does not hold the rest); threads: one dataset per group."""
+        """Executors: two groups per core (a slow group does not hold the rest); threads: one dataset per group (a
+        commit on threads deals one group a thread instead: each group's records are written, and removed, in one
+        batch, `commit.protocol.commit_batch`)."""
         return default_groups(tasks) if tasks.master != "threads" else max(1, datasets)

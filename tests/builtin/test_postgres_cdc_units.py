@@ -11,6 +11,7 @@ from gobblin_py.builtin.sources.postgres_cdc import pgoutput
 from gobblin_py.builtin.sources.postgres_cdc.extractor import Snapshot
 from gobblin_py.builtin.sources.postgres_cdc.settings import lsn_int, lsn_text
 from gobblin_py.builtin.sources.postgres_cdc.slot import SlotAdvanceStep, committed_lsn
+from gobblin_py.errors import CommitError
 from gobblin_py.state.store import WatermarkFile
 
 
@@ -34,6 +35,29 @@ def test_slot_stays_while_a_table_of_the_run_has_not_committed(tmp_path: Path) -
     assert step.target() is None and step.verify()  # nothing to do, and no connection made
     WatermarkFile(tmp_path, "public.a").write({"lsn": 300})
     assert step.target() == 300
+
+
+def test_slot_step_known_past_a_table_reads_no_further_and_connects_not(tmp_path: Path) -> None:
+    """Issue 45: in a run of many tables each table's slot step stops at the first table at or below where the slot is
+    known to be (nothing to move), instead of reading every table's watermark; it still connects, and advances, once
+    the lowest watermark of them all is past that position."""
+    url = "postgresql://u@127.0.0.1:1/d"  # nothing listens: a step that connects fails
+    for name, lsn in (("public.b", 900), ("public.c", 300)):
+        WatermarkFile(tmp_path, name).write({"lsn": lsn})
+    bad = WatermarkFile(tmp_path, "public.a")
+    bad.write({"lsn": 500})
+    bad.path.write_text("{not json")  # a step that reads it fails naming it
+    step = SlotAdvanceStep(url=url, password_env=None, slot="known_past", state_dir=str(tmp_path),
+                           datasets=["public.a", "public.b", "public.c"], dataset="public.b")
+    step._saw(400)  # as a first step of the run does once it has seen the slot
+    assert step.verify()  # the table after its own first (c, 300: below 400): done, a's file never read
+    step.execute()  # nothing to move: no connection
+    WatermarkFile(tmp_path, "public.c").write({"lsn": 700})
+    with pytest.raises(CommitError, match=str(bad.path)):
+        step.verify()  # c is past 400 now: every table is read, the unreadable one named
+    bad.write({"lsn": 500})
+    with pytest.raises(CommitError, match="advance replication slot known_past"):
+        step.verify()  # the lowest (500) is past the known 400: it must look at the slot
 
 
 def test_snapshot_visibility_across_the_xid_wrap() -> None:

@@ -77,3 +77,50 @@ def test_kill_at_every_commit_point(tmp_path_factory: Any, pg: Any, in_snapshot:
         conn.close()
 
     each_point(points, check)
+
+
+def test_kill_in_a_batch_of_records(tmp_path_factory: Any, pg: Any) -> None:
+    """Issue 45: a commit thread writes its datasets' records in one batch, runs their steps, then removes the records
+    in one batch. SIGKILL in the middle of the batch's write (one record renamed in place, the others not), after it
+    (every record there, no step run), between two datasets' steps, and before the batch's removal; changes keep
+    coming, then a rerun: every table recovered, every change once, the slot at the lowest committed position."""
+    tables = [f"public.t{i}" for i in range(4)]
+    points = ["commit.store_batch_midway", "commit.after_store_write", "commit.after_step:6",
+              "commit.before_record_removal"]
+    dirs = [tmp_path_factory.mktemp("batch") for _ in points]
+    dbs = [pg.create_database(f"batch_{n}") for n in range(len(points))]
+
+    def check(n: int, point: str) -> None:
+        tmp, db, slot = dirs[n], dbs[n], f"s_batch_{n}"
+        conn = pg.connect(db)
+        for t in tables:
+            conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, v text); INSERT INTO {t} VALUES (1, '{t}-1')")
+        job = cdc_job(tmp, pg, db, tables=tables, create_publication=True, slot=slot)
+        job["job"]["commit_parallelism"] = 2  # two commit threads, each with a batch of two tables
+        write_job(tmp, job)
+        first = cli(RUN, tmp)
+        assert first.returncode == 0, first.stdout + first.stderr
+        with conn.transaction():
+            for i, t in enumerate(tables):
+                conn.execute(f"UPDATE {t} SET v = 'x' WHERE id = 1")
+                conn.execute(f"INSERT INTO {t} VALUES (%s, 'y')", (10 + i,))
+        crashed = cli(RUN, tmp, crash_at=point)
+        assert crashed.returncode == SIGKILLED, f"{point}: {crashed.stdout}{crashed.stderr}"
+        assert list((tmp / "work" / "commits" / "c").glob("*.json")), f"{point}: no record left to recover"
+        with conn.transaction():
+            for t in tables:
+                conn.execute(f"DELETE FROM {t} WHERE id = 1; INSERT INTO {t} VALUES (20, 'z')")
+        again = cli(RUN, tmp)
+        assert again.returncode == 0, f"{point}: {again.stdout}{again.stderr}"
+        assert not list((tmp / "work" / "commits" / "c").glob("*.json")), f"{point}: a record still pending"
+        for t in tables:
+            rows = read_changes(tmp / "output", t)
+            assert max(Counter(repr(sorted(r.items())) for r in rows).values()) == 1, f"{point}: {t}: duplicates"
+            assert _replay(rows, "id") == dict(conn.execute(f"SELECT id, v FROM {t}").fetchall()), f"{point}: {t}"
+        marks = StateStore(tmp / "work", "c").watermarks()
+        assert len(marks) == len(tables)
+        assert slot_position(conn, slot) == min(int(m["lsn"]) for m in marks.values())
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+        conn.close()
+
+    each_point(points, check)

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdc.cdc_jobs import cdc_job, read_changes, run
+from cdc.cdc_jobs import cdc_job, read_changes, run, slot_position
 from support.jobs import write_job
 
+from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, each_point
 
 RUN = ["run", "job.yaml", "--in-process"]
@@ -90,6 +91,56 @@ def test_tables_at_different_positions_each_get_their_own_changes(tmp_path: Path
     for table in ("public.a", "public.b", "public.c"):
         _equal(tmp_path, conn, table)
     conn.close()
+
+
+def _sessions(pg: Any, db: str, job: dict[str, Any], tmp: Path) -> int:
+    """The connections the job's run opened to `db` (the server logs each with log_connections on)."""
+    log = pg.dir / "log"
+    before = log.read_text(errors="replace").count(f"database={db} application_name=gobblin-py cdc")
+    assert run(tmp, job).succeeded
+    return log.read_text(errors="replace").count(f"database={db} application_name=gobblin-py cdc") - before
+
+
+def test_the_tables_of_one_slot_share_one_connection(tmp_path: Path, pg: Any) -> None:
+    """Issue 45: the tables' WorkUnits of the slot's MultiWorkUnit read through one connection (the first table's,
+    given back to the task), not one each: a run over 6 tables opens no more connections than over 1 table, but the
+    slot step's one (the last table's commit finds the slot behind: it looks, then advances it)."""
+    with pg.connect("postgres") as admin:
+        admin.execute("ALTER SYSTEM SET log_connections = on")
+        admin.execute("SELECT pg_reload_conf()")
+    try:
+        opened = {}
+        for n in (1, 6):
+            db = pg.create_database(f"share{n}_{tmp_path.name[-8:].lower()}")
+            conn = pg.connect(db)
+            names = [f"public.t{i}" for i in range(n)]
+            _tables(conn, *names)
+            conn.execute(f"CREATE PUBLICATION pub FOR TABLE {', '.join(names)}")
+            (tmp_path / str(n)).mkdir()
+            job = cdc_job(tmp_path / str(n), pg, db, tables=names, create_slot=True)
+            job["job"]["commit_parallelism"] = 1  # the slot steps' connections in a fixed order
+            assert run(tmp_path / str(n), job).succeeded
+            _interleaved(conn, names, 100)
+            opened[n] = _sessions(pg, db, job, tmp_path / str(n))
+            for table in names:
+                _equal(tmp_path / str(n), conn, table)
+            # the slot steps' kept connections ended by the server (a restart, a timeout): the next run opens new ones
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND "
+                         "application_name = 'gobblin-py cdc'", (db,))
+            _interleaved(conn, names, 200)
+            assert run(tmp_path / str(n), job).succeeded
+            for table in names:
+                _equal(tmp_path / str(n), conn, table)
+            marks = StateStore(tmp_path / str(n) / "work", "c").watermarks()
+            assert slot_position(conn) == min(int(m["lsn"]) for m in marks.values())
+            conn.close()
+            with pg.connect(db) as c:
+                c.execute("SELECT pg_drop_replication_slot('s1')")
+        assert opened[6] <= opened[1] + 1, opened
+    finally:
+        with pg.connect("postgres") as admin:
+            admin.execute("ALTER SYSTEM RESET log_connections")
+            admin.execute("SELECT pg_reload_conf()")
 
 
 @pytest.mark.crash

@@ -131,6 +131,7 @@ def test_a_delta_commit_a_paused_driver_logged_is_made_once_by_the_new_holder_an
         assert ids == delta_ids(table(alone, dataset)) and set(ids.values()) == {1}
         assert duckdb_ids(table(tmp_path, dataset)) == ids
         epochs += [h["gobblin-py.epoch"] for h in table(tmp_path, dataset).history() if "gobblin-py.epoch" in h]
-    # one commit per dataset: the one the frozen driver logged (one dataset at a time), replayed as logged, names
-    # epoch 1; the other was built and committed by the driver that took over, epoch 2
-    assert sorted(epochs) == ["1", "2"], epochs
+    # one commit per dataset: the one the frozen driver logged, replayed as logged, names epoch 1; the other names
+    # epoch 1 too when the frozen driver's other commit thread had logged it before the freeze (the two datasets commit
+    # on two threads), else epoch 2, built and committed by the driver that took over
+    assert len(epochs) == 2 and "1" in epochs and set(epochs) <= {"1", "2"}, epochs

@@ -12,7 +12,7 @@ import traceback
 import uuid
 from pathlib import Path
 
-from gobblin_py.api import WorkUnit
+from gobblin_py.api import TaskResources, WorkUnit
 from gobblin_py.config.model import JobSpec
 from gobblin_py.errors import UnreachableError, describe, is_retriable
 from gobblin_py.fs import Location, filesystem_for
@@ -27,7 +27,11 @@ def run_task(spec: TaskSpec) -> list[WorkUnitResult]:
     """Run every WorkUnit of the task, each retried up to `job.max_task_retries` times."""
     _quiet_client_logs()
     configure_filesystems(spec.job.job.filesystems)
-    return [_run_with_retries(spec, wu) for wu in spec.workunits]
+    resources = TaskResources()  # a MultiWorkUnit's extractors share connections; closed when the task ends
+    try:
+        return [_run_with_retries(spec, wu, resources) for wu in spec.workunits]
+    finally:
+        resources.close()
 
 
 def _quiet_client_logs() -> None:
@@ -43,7 +47,7 @@ def attempt_dirs(job: JobSpec, run_id: str, wu: WorkUnit, attempt_id: str) -> tu
     return (job.job.job_staging / run_id / wu.id / attempt_id, job.job.job_task_output / run_id / wu.id / attempt_id)
 
 
-def _run_with_retries(spec: TaskSpec, wu: WorkUnit) -> WorkUnitResult:
+def _run_with_retries(spec: TaskSpec, wu: WorkUnit, resources: TaskResources | None = None) -> WorkUnitResult:
     """Attempts of one WorkUnit until one succeeds; a failure that would repeat (see `is_retriable`) ends them at once,
     and so does a service this task needs that a task of this run already gave up on (see `giveups`)."""
     job = spec.job
@@ -58,7 +62,7 @@ def _run_with_retries(spec: TaskSpec, wu: WorkUnit) -> WorkUnitResult:
             return _failed(wu, errors, gave_up.message(len(errors)), started)
         attempt_id = f"a{attempt}-{uuid.uuid4().hex[:8]}"
         staging, output = attempt_dirs(job, spec.run_id, wu, attempt_id)
-        pipeline = Pipeline(spec, wu, attempt, staging, output)
+        pipeline = Pipeline(spec, wu, attempt, staging, output, resources)
         try:
             result = pipeline.run()
             result.attempts = attempt

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from gobblin_py.api import DataWriter, OutputFile, WriterTarget
-from gobblin_py.durable import file_checksum, fsync_dir, fsync_file, makedirs_durably
+from gobblin_py.durable import file_checksum, fsync_all, makedirs_durably
 from gobblin_py.fs import Location, filesystem_for
 
 
@@ -18,10 +18,13 @@ def commit_staged(staged: Path, dest: Location | Path | str, rel_path: str, reco
     dest = Location(dest)
     size, checksum = staged.stat().st_size, file_checksum(staged)
     if dest.is_local:
-        fsync_file(staged)
-        makedirs_durably(dest.path.parent)
+        new_dirs: list[Path] = []
+        makedirs_durably(dest.path.parent, defer=new_dirs)
         os.replace(staged, dest)
-        fsync_dir(dest.path.parent)  # the entry is durable before a commit record names it
+        # the content, the entry and each new directory's entry durable before a commit record names the file, all at
+        # once (one cache flush, not five one after another): until then no record names it, and a crash leaves it to
+        # the orphan clean-up
+        fsync_all([dest.path, dest.path.parent, *new_dirs])
     else:
         fs = filesystem_for(dest)
         fs.put(staged, dest)

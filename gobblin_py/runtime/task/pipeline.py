@@ -22,6 +22,7 @@ from gobblin_py.api import (
     TaskContext,
     TaskCounter,
     TaskPolicyType,
+    TaskResources,
     WorkUnit,
     WriterTarget,
 )
@@ -168,7 +169,8 @@ class _Branch:
 class Pipeline:
     """One attempt of one WorkUnit."""
 
-    def __init__(self, spec: TaskSpec, wu: WorkUnit, attempt: int, staging: Path, output: Location) -> None:
+    def __init__(self, spec: TaskSpec, wu: WorkUnit, attempt: int, staging: Path, output: Location,
+                 resources: TaskResources | None = None) -> None:
         self.spec = spec
         self.wu = wu
         self.staging = staging
@@ -176,7 +178,7 @@ class Pipeline:
         self.rejected: dict[str, int] = {}
         self.errors = ErrorFile(staging, wu.dataset, wu.id + spec.file_suffix)
         self.context = TaskContext(job_name=spec.job.name, run_id=spec.run_id, workunit=wu, attempt=attempt,
-                                   staging_dir=staging, reject=self._reject_from_extractor)
+                                   staging_dir=staging, reject=self._reject_from_extractor, resources=resources)
         self.extractor: Any = None
         self.branches: list[_Branch] = []
         self.writer_ends: list[_Segment] = []  # each branch's last segment, whose end is its writer

@@ -110,6 +110,7 @@ class PostgresCdcExtractor(BatchExtractor):
         self._stamp: tuple[int | None, datetime | None] = (None, None)  # the last commit time and its datetime
         self._where = ""  # the transaction being read, as an error or a bad record names it
         self._chunk_seen: str | None = None  # a chunk task: its snapshot, once read
+        self._read_whole = False  # the stream read to its end: the connection may serve the task's next table
         self._filter = ChunkFilter(p.table, p.chunks) if p.chunks is not None else None  # during a chunked snapshot
 
     def get_schema(self) -> Schema:
@@ -125,11 +126,32 @@ class PostgresCdcExtractor(BatchExtractor):
         return f"{self.table} {self.at}"
 
     def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            finally:
-                self.conn = None
+        """Give the connection back to the task (`TaskResources`) when the read ended and left it as opened (autocommit,
+        no transaction, not broken), for the next table of the slot's MultiWorkUnit; else close it."""
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        if self._read_whole and self.context.resources is not None and _as_opened(conn):
+            self.context.resources.give_back(self._connection_key(), conn, lambda c: c.close())
+            return
+        conn.close()
+
+    def _connection_key(self) -> str:
+        """What a shared connection must agree on: the database, the password's variable (never its value), the
+        statement timeout and the connect timeout the settings open it with."""
+        s = self.settings
+        return f"postgres_cdc {s.url} {s.password_env} {s.statement_timeout} {s.connect_timeout_s}"
+
+    def _open(self) -> Any:
+        """The task's connection given back by the extractor of an earlier table (one connection for the slot's
+        MultiWorkUnit, not one a table), else a new one."""
+        resources = self.context.resources
+        conn = resources.borrow(self._connection_key()) if resources is not None else None
+        if conn is not None and _as_opened(conn):
+            return conn
+        if conn is not None:
+            conn.close()
+        return open_source(self.settings, in_task=True)
 
     def columnar_path(self) -> None:
         self.native = native.installed()
@@ -138,7 +160,7 @@ class PostgresCdcExtractor(BatchExtractor):
         import psycopg
 
         s = self.settings
-        self.conn = conn = open_source(s, in_task=True)
+        self.conn = conn = self._open()
         self._loaders = [self._loader(conn, i) for i in range(len(self.names))]
         try:
             self._primary = [r[0] for r in conn.execute(PRIMARY_KEY_SQL, (self.split.oid,)).fetchall()]
@@ -159,6 +181,7 @@ class PostgresCdcExtractor(BatchExtractor):
                     held = []
             if held:
                 yield RawBatch(RECORDS, held)
+            self._read_whole = True
         except psycopg.OperationalError as exc:
             raise UnreachableError(f"{s.endpoint}: lost the connection reading {self.table}: {describe(exc)}",
                                    s.endpoint, "the next attempt (or run) reads the range again") from None
@@ -465,3 +488,11 @@ class PostgresCdcExtractor(BatchExtractor):
                         for n, v in zip(self.names, (tup[k] if k is not None else None for k in shape))}
                 raise BadValue(self.names[i], bytes(raw).decode("utf-8", "replace"), describe(exc), text) from None
         return out
+
+
+def _as_opened(conn: Any) -> bool:
+    """Whether `conn` is as `open_source` made it: open, in autocommit, writable, no transaction in progress."""
+    from psycopg.pq import TransactionStatus
+
+    return (not conn.closed and conn.autocommit and not conn.read_only
+            and conn.info.transaction_status == TransactionStatus.IDLE)

@@ -12,10 +12,12 @@ step is done, and the next run's planning names the loss.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -27,6 +29,7 @@ from gobblin_py.fs.records import read_record, record_files
 log = logging.getLogger(__name__)
 
 _seen: dict[tuple[str, str], int] = {}  # (url, slot) → the highest confirmed_flush_lsn this process saw it at
+_idle: dict[tuple[str, str | None, int], list[Any]] = {}  # (url, password_env, timeout) → connections steps left idle
 _seen_lock = threading.Lock()
 
 WATERMARK_KEY = "lsn"
@@ -72,16 +75,63 @@ class SlotAdvanceStep(CommitStep):
     def describe(self) -> str:
         return f"advance replication slot {self.slot} to the lowest committed position of its {len(self.datasets)} table(s)"
 
-    def target(self) -> int | None:
-        """The lowest committed watermark over the tables; None (stay) while any of them has none."""
-        marks = [committed_lsn(self.state_dir, d) for d in self.datasets]
-        return None if not marks or None in marks else min(m for m in marks if m is not None)
+    def target(self, known: int = -1) -> int | None:
+        """The lowest committed watermark over the tables; None (stay) while any of them has none.
+
+        `known`: where the slot is known to be already. Once one table's watermark is at or below it, the lowest is
+        too, so nothing is left to move: that watermark is returned without reading the other tables' files. The
+        tables are read starting after this step's own (sorted, as planned: those whose commit has not run yet in
+        this run come first), so that in a run of many tables each step reads about one file, not every table's."""
+        if not self.datasets:
+            return None
+        at = self.datasets.index(self.dataset) + 1 if self.dataset in self.datasets else 0
+        lowest: int | None = None
+        for d in [*self.datasets[at:], *self.datasets[:at]]:
+            mark = committed_lsn(self.state_dir, d)
+            if mark is None:
+                return None
+            if mark <= known:
+                return mark
+            lowest = mark if lowest is None else min(lowest, mark)
+        return lowest
+
+    def _known(self) -> int:
+        """The highest position this process saw the slot at (-1: none)."""
+        with _seen_lock:
+            return _seen.get((self.url, self.slot), -1)
 
     def _connect(self) -> Any:
         try:
             return connect(self.url, self.password_env, self.connect_timeout_s, "5min")
         except GobblinError as exc:
             raise CommitError(f"{self.describe()}: {exc}; the next run advances it") from None
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[Any]:
+        """A connection to the slot's database: one a step of this process left idle (checked alive first), else a new
+        one; kept for the next step when the work ended cleanly, else closed. The steps of a run's tables commit one
+        after another on a few threads, and the run after a snapshot moves the slot at every table (each snapshot
+        ended at its own position): a connection each would be two connections a table. Idle ones stay open for the
+        process's life (a continuous run reuses them at each checkpoint), at most one per commit thread."""
+        key = (self.url, self.password_env, self.connect_timeout_s)
+        with _seen_lock:
+            idle = _idle.get(key)
+            conn = idle.pop() if idle else None
+        if conn is not None and not _alive(conn):
+            conn.close()
+            conn = None
+        if conn is None:
+            conn = self._connect()
+        clean = False
+        try:
+            yield conn
+            clean = True
+        finally:
+            if clean and _idle_between_statements(conn):
+                with _seen_lock:
+                    _idle.setdefault(key, []).append(conn)
+            else:
+                conn.close()
 
     def _saw(self, position: int) -> None:
         """A slot never moves back (PostgreSQL refuses it; one dropped and made again starts at the WAL's end), so once
@@ -92,13 +142,11 @@ class SlotAdvanceStep(CommitStep):
             _seen[key] = max(_seen.get(key, position), position)
 
     def verify(self) -> bool:
-        target = self.target()
-        if target is None:
+        known = self._known()
+        target = self.target(known)
+        if target is None or known >= target:
             return True
-        with _seen_lock:
-            if _seen.get((self.url, self.slot), -1) >= target:
-                return True
-        with self._connect() as conn:
+        with self._session() as conn:
             row = slot_row(conn, self.slot)
         if row is None:
             log.warning("replication slot %s no longer exists: nothing to advance (the next run names what is lost)",
@@ -112,11 +160,12 @@ class SlotAdvanceStep(CommitStep):
     def execute(self) -> None:
         import psycopg
 
-        target = self.target()
-        if target is None:
-            return
+        known = self._known()
+        target = self.target(known)
+        if target is None or known >= target:
+            return  # nothing to move: a table has no position yet, or the slot is known at or past the lowest
         deadline = time.monotonic() + self.busy_wait_s
-        with self._connect() as conn:
+        with self._session() as conn:
             while True:
                 row = slot_row(conn, self.slot)
                 if row is None or lsn_int(row["confirmed_flush_lsn"]) >= target:
@@ -136,3 +185,21 @@ class SlotAdvanceStep(CommitStep):
                     if row is None or lsn_int(row["confirmed_flush_lsn"]) >= target:
                         return
                     raise CommitError(f"{self.describe()} to {lsn_text(target)}: {str(exc).strip()}") from None
+
+
+def _alive(conn: Any) -> bool:
+    """Whether an idle connection still answers (the server may have ended it meanwhile: a restart, a timeout)."""
+    import psycopg
+
+    try:
+        conn.execute("SELECT 1")
+        return True
+    except psycopg.Error:
+        return False
+
+
+def _idle_between_statements(conn: Any) -> bool:
+    """Open, in autocommit, no transaction in progress: as `connect` made it."""
+    from psycopg.pq import TransactionStatus
+
+    return not conn.closed and conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
