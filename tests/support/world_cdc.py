@@ -373,12 +373,8 @@ class CdcHistory(KeyedHistory):
         now = world.sql("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass "
                         "AND attname = 'n'", (table,))[0][0]
         using = (self.rng.choice(("", " USING n * 2")) if now == "integer" else " USING n + 1")
-        world.sql(f"ALTER TABLE {table} ALTER COLUMN n TYPE bigint{using}")
-        world.disturbed.append(f"column n of {table} retyped")
-        if self.rng.random() < 0.5:
-            with world.conn.transaction():
-                self.changes(world, world.conn, table, 3)
-        world.log.append(f"{step} retype: {table} ALTER COLUMN n TYPE bigint{using} (was {now})")
+        self.altered(world, step, table, f"ALTER TABLE {table} ALTER COLUMN n TYPE bigint{using}", f"column n of {table} retyped",
+                     f"retype: {table} ALTER COLUMN n TYPE bigint{using} (was {now})")
 
     def replica_identity(self, world: World, step: int) -> None:
         """REPLICA IDENTITY FULL on a table, or back to DEFAULT."""

@@ -389,6 +389,15 @@ class KeyedHistory(History):
             self.changes(world, world.conn, table, 3)
         world.log.append(f"{step} column {column} added to {table}{' DEFAULT 7' if default else ''}")
 
+    def altered(self, world: KeyedWorld, step: int, table: str, ddl: str, disturbed: str, said: str) -> None:
+        """`ddl` run on `table` and `disturbed` noted, then half the time changes to the table; `said` logged."""
+        world.sql(ddl)
+        world.disturbed.append(disturbed)
+        if self.rng.random() < 0.5:
+            with world.conn.transaction():
+                self.changes(world, world.conn, table, 3)
+        world.log.append(f"{step} {said}")
+
     def drop_column(self, world: World, step: int) -> None:
         """An added column dropped, after changes that set it."""
         assert isinstance(world, KeyedWorld)

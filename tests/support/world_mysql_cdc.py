@@ -225,12 +225,8 @@ class MysqlCdcHistory(KeyedHistory):
                                "AND table_name = %s", tuple(table.split("."))))
         change = ("n bigint" if types.get("n") == "int(11)" else "v varchar(250)" if types.get("v") == "varchar(200)"
                   else "v text" if types.get("v") == "varchar(250)" else "n int")
-        world.sql(f"ALTER TABLE {table} MODIFY {change}")
-        world.disturbed.append(f"{table} retyped: {change}")
-        if self.rng.random() < 0.5:
-            with world.conn.transaction():
-                self.changes(world, world.conn, table, 3)
-        world.log.append(f"{step} retype: {table} MODIFY {change} (was {types.get(change.split()[0])})")
+        self.altered(world, step, table, f"ALTER TABLE {table} MODIFY {change}", f"{table} retyped: {change}",
+                     f"retype: {table} MODIFY {change} (was {types.get(change.split()[0])})")
 
     def purge(self, world: World, step: int) -> None:
         """`FLUSH BINARY LOGS`, changes, `PURGE BINARY LOGS TO` the newest file: every committed position is gone."""

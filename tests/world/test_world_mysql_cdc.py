@@ -21,16 +21,6 @@ pytest.importorskip("pymysql")
 pytest.importorskip("pymysqlreplication")
 pytest.importorskip("pyiceberg")
 
-STEPS = 13
-# Two histories whose steps are mostly forced (`include`: steps 1–12, step 13 drawn), so that every rule is taken once
-# in CI at a bounded cost; the world changes a run must refuse are each followed by a run or the final runs.
-HISTORIES = (
-    (5, True, ("run_killed_at_point", "key_update", "run_job", "truncate", "add_column", "run_job", "add_table",
-               "spanning", "run_killed_at_random", "run_successful", "state_reset", "drop_column")),
-    (8, False, ("key_update", "run_job", "retype", "run_killed_at_point", "purge", "run_job", "drop_column",
-                "abandon", "dml", "run_successful", "truncate", "run_job")),
-)
-
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Any]:
@@ -47,6 +37,17 @@ def server() -> Iterator[Any]:
         os.environ.pop(PASSWORD_ENV, None)
     else:
         os.environ[PASSWORD_ENV] = saved
+
+
+STEPS = 13
+# Two histories whose steps are mostly forced (`include`: steps 1–12, step 13 drawn), so that every rule is taken once
+# in CI at a bounded cost; the world changes a run must refuse are each followed by a run or the final runs.
+HISTORIES = (
+    (5, True, ("run_killed_at_point", "key_update", "run_job", "truncate", "add_column", "run_job", "add_table",
+               "spanning", "run_killed_at_random", "run_successful", "state_reset", "drop_column")),
+    (8, False, ("key_update", "run_job", "retype", "run_killed_at_point", "purge", "run_job", "drop_column",
+                "abandon", "dml", "run_successful", "truncate", "run_job")),
+)
 
 
 def test_mysql_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_every_clean_run(
