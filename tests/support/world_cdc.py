@@ -2,7 +2,8 @@
 `pgserver` binaries, tests/cdc's server), a publication of two or three tables, and a postgres_cdc job publishing
 each table to an Iceberg table kept by key (`mode: upsert`, the embedded pyiceberg SQL catalog; in a leased history
 pyiceberg's SQL catalog on a database of the same server, as several hosts would share), as
-docs/sources/postgres_cdc.md shows it.
+docs/sources/postgres_cdc.md shows it. The oracle, the runs and their remedies, and the data rules both CDC worlds
+take are world_keyed.py's.
 
 Its rules: DML transactions (inserts, updates, a key updated several times in one transaction, deletes, a key deleted
 and inserted again, updates of `n` alone), a large transaction, TOAST-size text values (and later updates that leave
