@@ -10,10 +10,11 @@ and committed after it (`spanning`), primary-key updates (a third of the new key
 range, the others above it, so a key update moves a row between snapshot chunks either way), TRUNCATE (alone, or
 between changes: MySQL commits the changes before it); ALTER TABLE (a column added, an added column dropped, `n`
 retyped to bigint or `v` widened), which a run must refuse naming the table, its remedy `state reset` of it; a table
-added to the job's `tables`; `PURGE BINARY LOGS` past every committed position (after `FLUSH BINARY LOGS` and changes),
-refused naming a table, its remedy `state reset`; runs of the real CLI in a child process, SIGKILLed at each commit
-point (the Iceberg upsert's among them) or at a random time, `recover`, `recover --abandon` (docs/publishers/iceberg.md),
-a `state reset` the user asks for, and a run under `job.commit_policy: successful` (job-successful.yaml, the same job).
+added to the job's `tables`; the binlog rotated (`FLUSH BINARY LOGS` between changes); `PURGE BINARY LOGS` past every
+committed position (after `FLUSH BINARY LOGS` and changes), refused naming a table, its remedy `state reset`; runs of
+the real CLI in a child process, SIGKILLed at each commit point (the Iceberg upsert's among them) or at a random time,
+`recover`, `recover --abandon` (docs/publishers/iceberg.md), a `state reset` the user asks for, and a run under
+`job.commit_policy: successful` (job-successful.yaml, the same job).
 
 Chunked snapshots (`chunked`: drawn per seed by a generator of its own, or given): `snapshot: {chunk_rows: CHUNK_ROWS,
 chunks_per_run: CHUNKS_PER_RUN}`, so a table's snapshot spans runs while the world changes; the oracle holds a table to
@@ -152,7 +153,7 @@ class MysqlCdcHistory(KeyedHistory):
         return [(6, self.dml), (2, self.spanning), (2, self.key_update), (1, self.truncate), (5, self.run_job),
                 (3, self.run_killed_at_point), (1, self.run_killed_at_random), (1, self.run_successful),
                 (1, self.recover), (1, self.abandon), (1, self.state_reset), (1, self.add_table), (1, self.add_column),
-                (1, self.drop_column), (1, self.retype), (1, self.purge)]
+                (1, self.drop_column), (1, self.retype), (1, self.rotate), (1, self.purge)]
 
     def run(self, root: Path) -> World:
         try:
@@ -227,6 +228,14 @@ class MysqlCdcHistory(KeyedHistory):
                   else "v text" if types.get("v") == "varchar(250)" else "n int")
         self.altered(world, step, table, f"ALTER TABLE {table} MODIFY {change}", f"{table} retyped: {change}",
                      f"retype: {table} MODIFY {change} (was {types.get(change.split()[0])})")
+
+    def rotate(self, world: World, step: int) -> None:
+        """`FLUSH BINARY LOGS` once or twice between changes: a run's range crosses binlog files (nothing refused)."""
+        assert isinstance(world, MysqlWorld)
+        for _ in range(self.rng.randint(1, 2)):
+            self.dml(world, step)
+            world.sql("FLUSH BINARY LOGS")
+        world.log.append(f"{step} binlog rotated to {world.sql('SHOW MASTER STATUS')[0][0]}")
 
     def purge(self, world: World, step: int) -> None:
         """`FLUSH BINARY LOGS`, changes, `PURGE BINARY LOGS TO` the newest file: every committed position is gone."""

@@ -1,7 +1,7 @@
 """The model-based test of MariaDB tables captured from the binlog by mysql_cdc into Iceberg upsert tables
 (tests/support/world_mysql_cdc.py, issue 45), for fixed seeds and a bounded number of steps (its long soak:
 `scripts/soak_world.py --world mysql_cdc`): DML transactions, a transaction open across a run, key updates moving rows
-between snapshot chunks, TRUNCATE, ALTER TABLE, a table added to the job, the binlog purged, `state reset`,
+between snapshot chunks, TRUNCATE, binlog rotation, ALTER TABLE, a table added to the job, the binlog purged, `state reset`,
 `recover --abandon`, a run under `commit_policy: successful`, and runs SIGKILLed at commit points and at random; after
 every run that exits 0 each Iceberg table equals its source table by key, and a refused run names the table and
 `state reset`, which the world runs. Bounded to about a minute on two cores: its cost is its runs of the real CLI."""
@@ -46,7 +46,7 @@ HISTORIES = (
     (5, True, ("run_killed_at_point", "key_update", "run_job", "truncate", "add_column", "run_job", "add_table",
                "spanning", "run_killed_at_random", "run_successful", "state_reset", "drop_column")),
     (8, False, ("key_update", "run_job", "retype", "run_killed_at_point", "purge", "run_job", "drop_column",
-                "abandon", "dml", "run_successful", "truncate", "run_job")),
+                "abandon", "rotate", "run_successful", "truncate", "run_job")),
 )
 
 
@@ -61,7 +61,7 @@ def test_mysql_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_e
     print("\n".join(log))  # shown with -s: what the histories did
     # every rule did something, runs were killed, refusals were remedied and the oracle held after clean runs
     rules = [r"spanning transaction committed", r"column c\d+ added to \S+$", r"column c\d+ dropped", r"retype: ",
-             r"truncate \S+ (alone|between changes)", r"created and added to the job", r"binlog purged to",
+             r"truncate \S+ (alone|between changes)", r"created and added to the job", r"binlog purged to", r"binlog rotated to",
              r"run killed: .* -> -9$", r"run killed at random", r"run, commit_policy successful: .* -> 0",
              r"oracle: .* equal", r"said: .*ALTER TABLE", r"said: .*(no longer holds its committed position|PURGE BINARY LOGS)",
              r"remedy: state reset", r"state reset: .* -> 0$", r"abandon: ", r"key update on .* -> -\d+",
