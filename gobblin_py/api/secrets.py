@@ -5,6 +5,7 @@ a key of a source, a client's own variables)."""
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 from urllib.parse import parse_qsl
@@ -31,6 +32,20 @@ def url_secret(value: str) -> str | None:
     _, _, query = value.partition("?")
     names = [name for name, _ in parse_qsl(query.partition("#")[0], keep_blank_values=True) if is_secret_key(name)]
     return f"a {names[0]!r} parameter in the URL" if names else None
+
+
+def check_credentials(url: str, password_env: str | None) -> None:
+    """A database source's `url` and `password_env` as its settings validator checks them: ValueError (never echoing a
+    value) when the url holds a secret, or `password_env` is no variable's name or names one that is not set."""
+    why = url_secret(url)
+    if why is not None:
+        raise ValueError(f"url holds a secret ({why}): remove it from the url and name the variable holding the "
+                         "password in password_env")
+    if password_env is not None and not ENV_NAME.fullmatch(password_env):
+        raise ValueError("password_env must name an environment variable (letters, digits and _), not hold the password")
+    if password_env is not None and password_env not in os.environ:
+        raise ValueError("password_env: the environment variable it names is not set (its value is not repeated: it "
+                         "must be the variable's name, not the password)")
 
 
 def secret_paths(value: Any, key: str = "") -> list[tuple[str, str]]:

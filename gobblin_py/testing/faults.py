@@ -3,6 +3,7 @@ record (converter, row policy, fork), a writer of weaker delivery."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +28,8 @@ from gobblin_py.errors import ConfigError, RecordError
 class FlakySettings(Settings):
     fail_attempts: int = Field(default=1, ge=0)
     only_workunit_containing: str = ""
+    only_workunit_matching: str = Field(default="", description="a regular expression the work unit's id must match "
+                                        "(re.search) besides holding `only_workunit_containing`")
 
 
 class FlakyConverter(Converter):
@@ -36,7 +39,8 @@ class FlakyConverter(Converter):
 
     def open(self, context: TaskContext) -> None:
         s = self.settings
-        targeted = s.only_workunit_containing in context.workunit.id
+        targeted = s.only_workunit_containing in context.workunit.id and re.search(s.only_workunit_matching,
+                                                                                   context.workunit.id) is not None
         self.fail = targeted and context.attempt <= s.fail_attempts
         self.attempt = context.attempt
 

@@ -14,7 +14,8 @@ commit point (the Iceberg upsert's own among them) or at a random time, `recover
 reset` the user asks for; the publication changed (publish flags narrowed, a row filter added, a table removed and
 perhaps added back, a table added); DDL (a column added, with or without a DEFAULT, an added column dropped, `n`
 retyped (to bigint, or rewritten by a USING expression), REPLICA IDENTITY FULL and back to DEFAULT); the slot dropped
-and created again.
+and created again; a run under `commit_policy: successful` whose tasks of one table (or its chunks alone) fail
+(`world_faults.py`).
 
 The oracle: after every step no key is twice in any Iceberg table; after every run that exits 0, every Iceberg table
 of a published table equals `SELECT * FROM` its source table by primary key (each key once, each column's value
@@ -52,6 +53,7 @@ from typing import Any
 
 from gobblin_py.builtin.publishers.iceberg.upsert import WRITTEN_POINT
 from support.world import CRASH_POINTS, Rule, World
+from support.world_faults import TaskFailures
 from support.world_keyed import JOB_NAME, KeyedHistory, KeyedWorld
 
 PASSWORD_ENV = "GOBBLIN_TEST_PG_PASSWORD"
@@ -84,7 +86,7 @@ class CdcWorld(KeyedWorld):
     toasted: set[str] = field(default_factory=set)        # tables that held a TOASTed value since the last clean run
 
 
-class CdcHistory(KeyedHistory):
+class CdcHistory(TaskFailures, KeyedHistory):
     """A history of a postgres_cdc → Iceberg upsert job (see the module's docstring). `server` is a started
     tests/cdc-style LocalPostgres with wal_level=logical; each history has a database and a slot of its own."""
 
@@ -159,7 +161,8 @@ class CdcHistory(KeyedHistory):
                  (1, self.truncate), (5, self.run_job), (3, self.run_killed_at_point), (1, self.run_killed_at_random),
                  (1, self.recover), (1, self.abandon), (1, self.state_reset), (1, self.narrow_publish),
                  (1, self.row_filter), (1, self.remove_table), (1, self.add_table), (1, self.add_column), (1, self.add_column_default),
-                 (1, self.drop_column), (1, self.retype), (1, self.replica_identity), (1, self.recreate_slot)]
+                 (1, self.drop_column), (1, self.retype), (1, self.replica_identity), (1, self.recreate_slot),
+                 (1, self.run_task_fails)]
         return [(0 if rule.__name__ in self.disabled else w, rule) for w, rule in rules]
 
     def run(self, root: Path) -> World:
@@ -249,6 +252,18 @@ class CdcHistory(KeyedHistory):
         assert isinstance(world, CdcWorld)
         if dataset in re.findall(rf"table (public\.t\d) is no longer in publication '{PUBLICATION}'", said):
             world.dropped_state.add(dataset)
+
+    def fail_targets(self, world: World) -> list[str]:
+        """A published table's work units (its stream and its chunks), its chunks alone or its stream alone: of a table
+        reset or new where there is one, else of one whose chunks are pending (their tasks have rows to fail on)."""
+        from gobblin_py.state.store import StateStore
+
+        assert isinstance(world, CdcWorld)
+        marks = StateStore(world.root / "work", JOB_NAME).watermarks()
+        fresh = {t for t in world.published if (marks.get(t) or {}).get("lsn") is None}
+        busy = sorted(fresh) or sorted(self.snapshotting(world) & world.published)
+        parts = [r"\.", r"\.chunk", r"\.(?!chunk)"] if self.chunked else [r"\."]  # all, chunks, the stream
+        return [f"^{re.escape(t)}{part}" for t in busy or sorted(world.published) for part in parts]
 
     def session(self, world: KeyedWorld) -> Any:
         """None while the slot is missing: creating it waits for every running transaction."""

@@ -14,7 +14,8 @@ added to the job's `tables`; the binlog rotated (`FLUSH BINARY LOGS` between cha
 committed position (after `FLUSH BINARY LOGS` and changes), refused naming a table, its remedy `state reset`; runs of
 the real CLI in a child process, SIGKILLed at each commit point (the Iceberg upsert's among them) or at a random time,
 `recover`, `recover --abandon` (docs/publishers/iceberg.md), a `state reset` the user asks for, and a run under
-`job.commit_policy: successful` (job-successful.yaml, the same job).
+`job.commit_policy: successful` (job-successful.yaml, the same job), and one under it whose tasks of one table (all,
+its chunks alone or its stream alone) fail (`world_faults.py`): the table's tasks commit all or none.
 
 Chunked snapshots (`chunked`: drawn per seed by a generator of its own, or given): `snapshot: {chunk_rows: CHUNK_ROWS,
 chunks_per_run: CHUNKS_PER_RUN}`, so a table's snapshot spans runs while the world changes; the oracle holds a table to
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +43,7 @@ import yaml
 
 from gobblin_py.builtin.publishers.iceberg.upsert import WRITTEN_POINT
 from support.world import CRASH_POINTS, Rule, World
+from support.world_faults import TaskFailures
 from support.world_keyed import JOB_NAME, KeyedHistory, KeyedWorld
 
 PASSWORD_ENV = "GOBBLIN_TEST_MYSQL_PASSWORD"
@@ -91,7 +94,7 @@ class MysqlWorld(KeyedWorld):
         return -self.next_key if self.next_key % 3 == 0 else self.next_key
 
 
-class MysqlCdcHistory(KeyedHistory):
+class MysqlCdcHistory(TaskFailures, KeyedHistory):
     """A history of a mysql_cdc → Iceberg upsert job (see the module's docstring). `server` is a started LocalMariaDB
     with the binlog on; each history has a database of its own."""
 
@@ -153,7 +156,8 @@ class MysqlCdcHistory(KeyedHistory):
         return [(6, self.dml), (2, self.spanning), (2, self.key_update), (1, self.truncate), (5, self.run_job),
                 (3, self.run_killed_at_point), (1, self.run_killed_at_random), (1, self.run_successful),
                 (1, self.recover), (1, self.abandon), (1, self.state_reset), (1, self.add_table), (1, self.add_column),
-                (1, self.drop_column), (1, self.retype), (1, self.rotate), (1, self.purge)]
+                (1, self.drop_column), (1, self.retype), (1, self.rotate), (1, self.purge),
+                (1, self.run_task_fails)]
 
     def run(self, root: Path) -> World:
         try:
@@ -186,6 +190,14 @@ class MysqlCdcHistory(KeyedHistory):
     def session(self, world: KeyedWorld) -> Any:
         assert isinstance(world, MysqlWorld)
         return Session(self.server.connect(world.db, autocommit=False))
+
+    def fail_targets(self, world: World) -> list[str]:
+        """Work units of a table not yet streamed (reset, new, or its chunks pending) where there is one, else of any:
+        all of them, its chunks alone or its stream alone (ids `<db.table>.chunk<n>.…`, `<db.table>.binlog.…`)."""
+        assert isinstance(world, MysqlWorld)
+        busy = [t for t in sorted(world.published) if not self.streaming(world, t)]
+        parts = [r"\.", r"\.chunk", r"\.binlog"] if self.chunked else [r"\.", r"\.binlog"]
+        return [f"^{re.escape(t)}{part}" for t in busy or sorted(world.published) for part in parts]
 
     # --- rules of this world ----------------------------------------------------------------------------------------
 

@@ -31,9 +31,9 @@ HISTORIES = (
                  "add_column", "add_column_default", "key_update", "run_killed_at_random", "retype")),
     (14, False, ("large_transaction", "add_column", "truncate", "run_job", "row_filter", "run_killed_at_point",
                  "remove_table", "add_table", "drop_column", "replica_identity", "state_reset", "abandon")),
-    # chunked snapshots spanning runs, under kills, key updates, truncates, a table added and a reset
+    # chunked snapshots spanning runs, under kills, key updates, truncates, a table added, a reset and failing tasks
     (21, True, ("run_killed_at_point", "key_update", "run_job", "truncate", "run_killed_at_point", "add_table",
-                "spanning", "run_job", "state_reset", "dml", "run_killed_at_random", "run_job")),
+                "spanning", "run_job", "state_reset", "run_task_fails", "run_killed_at_random", "run_job")),
 )
 
 
@@ -72,7 +72,7 @@ def test_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_every_c
              r"remedy: ", r"REPLICA IDENTITY (FULL|DEFAULT)$", r"state reset: .* -> 0$", r"abandon: ", r"key update on",
              r"narrowed to insert, update", r"row filter on", r"removed from pub", r"retype: ",
              r"said: .*without a change in the WAL", r"paused past its lease", r"chunked snapshots: ",
-             r"chunked snapshot of .* goes on"]
+             r"chunked snapshot of .* goes on", r"run, tasks of .* failing: .* -> 1$"]
     print("\n".join(log))  # shown with -s: what the histories did
     missing = [rule for rule in rules if not any(re.search(rule, line) for line in log)]
     assert not missing, f"no history drew {missing}: pick other seeds"

@@ -3,14 +3,13 @@ by the planner (`source.py`), the reader (`extractor.py`) and the dialects, so n
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
 from gobblin_py.api import Settings
-from gobblin_py.api.secrets import ENV_NAME, url_secret
+from gobblin_py.api.secrets import check_credentials
 from gobblin_py.builtin.extras import require
 from gobblin_py.builtin.sources.jdbc.dialect import DIALECTS, Dialect, dialect_for
 
@@ -106,15 +105,7 @@ class JdbcSettings(Settings):
     def _environment(self) -> JdbcSettings:
         dialect = self.dialect
         require(dialect.driver, dialect.install.split(":")[0], "jdbc")
-        why = url_secret(self.url)
-        if why is not None:  # checked here, where the error does not echo the value
-            raise ValueError(f"url holds a secret ({why}): remove it from the url and name the variable holding the "
-                             "password in password_env")
-        if self.password_env is not None and not ENV_NAME.fullmatch(self.password_env):
-            raise ValueError("password_env must name an environment variable (letters, digits and _), not hold the password")
-        if self.password_env is not None and self.password_env not in os.environ:
-            raise ValueError("password_env: the environment variable it names is not set (its value is not repeated: it must be "
-                             "the variable's name, not the password)")
+        check_credentials(self.url, self.password_env)  # here, where the error does not echo the value
         if self.reader == "native" and not dialect.native_reader_installed():
             raise ValueError(f"reader native: {dialect.native_install}")
         names = [t.table for t in self.tables]

@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gobblin_py.api import Settings
-from gobblin_py.api.secrets import ENV_NAME, url_secret
+from gobblin_py.api.secrets import check_credentials
 from gobblin_py.builtin.extras import require
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 
@@ -67,15 +67,7 @@ class MysqlCdcSettings(Settings):
     @model_validator(mode="after")
     def _environment(self) -> MysqlCdcSettings:
         require("pymysqlreplication", "the mysql_cdc source needs mysql-replication", "jdbc")
-        why = url_secret(self.url)
-        if why is not None:
-            raise ValueError(f"url holds a secret ({why}): remove it from the url and name the variable holding the "
-                             "password in password_env")
-        if self.password_env is not None and not ENV_NAME.fullmatch(self.password_env):
-            raise ValueError("password_env must name an environment variable (letters, digits and _), not hold the password")
-        if self.password_env is not None and self.password_env not in os.environ:
-            raise ValueError("password_env: the environment variable it names is not set (its value is not repeated: it "
-                             "must be the variable's name, not the password)")
+        check_credentials(self.url, self.password_env)  # here, where the error does not echo the value
         return self
 
     @property
