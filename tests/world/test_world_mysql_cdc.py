@@ -44,8 +44,8 @@ STEPS = 13
 # in CI at a bounded cost; the world changes a run must refuse are each followed by a run or the final runs.
 HISTORIES = (
     (5, True, ("run_killed_at_point", "key_update", "run_job", "truncate", "add_column", "run_job", "add_table",
-               "spanning", "run_task_fails", "run_successful", "state_reset", "drop_column")),
-    (8, False, ("key_update", "run_job", "retype", "run_killed_at_point", "purge", "run_job", "drop_column",
+               "spanning", "run_killed_at_random", "run_successful", "state_reset", "drop_column")),
+    (8, False, ("key_update", "run_task_fails", "retype", "run_killed_at_point", "purge", "run_job", "drop_column",
                 "abandon", "rotate", "run_successful", "run_killed_at_random", "run_job")),
 )
 
