@@ -3,10 +3,11 @@ directory, until `--histories` ran or `--minutes` passed; prints the world, seed
 breaks a rule, which `--world W --seed N` (with the same `--steps`) replays. `--world mix` draws a world per history;
 a Kafka, upsert or registry world runs against a local Tansu broker the soak starts (a registry world starts its
 own schema-registry test server), a CDC world against a local PostgreSQL with logical decoding the soak starts (a
-database of its own per history). `--cdc-enable all` (or a comma-separated list of rules) also draws the CDC world's
+database of its own per history), a MySQL CDC world against a local MariaDB writing a row-based binlog the soak starts
+(a database of its own per history). `--cdc-enable all` (or a comma-separated list of rules) also draws the CDC world's
 rules that are off by default (support.world_cdc.DISABLED).
 
-    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|upsert_delta|registry|cdc|mix] [--histories 1000]
+    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|upsert_delta|registry|cdc|mysql_cdc|mix] [--histories 1000]
                                            [--steps 20] [--minutes 600] [--seed N] [--cdc-enable all|RULE,…]
 """
 
@@ -28,12 +29,17 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from support.world import History, Violation  # noqa: E402  (tests/ is put on sys.path first)
 
-WORLDS = ("files", "kafka", "iceberg", "delta", "upsert", "upsert_delta", "registry", "cdc")
+WORLDS = ("files", "kafka", "iceberg", "delta", "upsert", "upsert_delta", "registry", "cdc", "mysql_cdc")
 
 
-def history(world: str, seed: int, steps: int, broker: Any, postgres: Any, cdc_enable: str = "") -> History:
-    """The history of `world` for `seed`; a Kafka, upsert or registry one on `broker`, a CDC one on `postgres`, each
-    started on first use."""
+def history(world: str, seed: int, steps: int, broker: Any, postgres: Any, cdc_enable: str = "",
+            maria: Any = None) -> History:
+    """The history of `world` for `seed`; a Kafka, upsert or registry one on `broker`, a CDC one on `postgres`, a MySQL
+    CDC one on `maria`, each started on first use."""
+    if world == "mysql_cdc":
+        from support.world_mysql_cdc import MysqlCdcHistory
+
+        return MysqlCdcHistory(seed, steps, maria())
     if world == "cdc":
         from support.world_cdc import DISABLED, CdcHistory
 
@@ -105,6 +111,15 @@ def main() -> int:
                 servers.append(stack.enter_context(LocalPostgres(LOGICAL)))
             return servers[0]
 
+        marias: list[Any] = []
+
+        def maria() -> Any:
+            if not marias:
+                from jdbc_mysql.mariadb_server import LocalMariaDB
+
+                marias.append(stack.enter_context(LocalMariaDB(binlog=True)))
+            return marias[0]
+
         for seed in seeds:
             if time.monotonic() > deadline:
                 break
@@ -112,7 +127,7 @@ def main() -> int:
             root = Path(tempfile.mkdtemp(prefix=f"soak-{world}-{seed}-"))
             ran[world] += 1
             try:
-                history(world, seed, args.steps, broker, postgres, args.cdc_enable).run(root)
+                history(world, seed, args.steps, broker, postgres, args.cdc_enable, maria).run(root)
             except Violation as exc:
                 failed[world] += 1
                 steps = "\n    ".join(exc.log)

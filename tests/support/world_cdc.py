@@ -2,7 +2,8 @@
 `pgserver` binaries, tests/cdc's server), a publication of two or three tables, and a postgres_cdc job publishing
 each table to an Iceberg table kept by key (`mode: upsert`, the embedded pyiceberg SQL catalog; in a leased history
 pyiceberg's SQL catalog on a database of the same server, as several hosts would share), as
-docs/sources/postgres_cdc.md shows it.
+docs/sources/postgres_cdc.md shows it. The oracle, the runs and their remedies, and the data rules both CDC worlds
+take are world_keyed.py's.
 
 Its rules: DML transactions (inserts, updates, a key updated several times in one transaction, deletes, a key deleted
 and inserted again, updates of `n` alone), a large transaction, TOAST-size text values (and later updates that leave
@@ -44,20 +45,16 @@ import os
 import random
 import re
 import secrets
-import subprocess
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gobblin_py.builtin.publishers.iceberg.upsert import WRITTEN_POINT
-from gobblin_py.testing.crash import SIGKILLED
-from support.world import CRASH_POINTS, RUN, History, Rule, Violation, World, reap, start
+from support.world import CRASH_POINTS, Rule, World
 from support.world_faults import TaskFailures
+from support.world_keyed import JOB_NAME, KeyedHistory, KeyedWorld
 
 PASSWORD_ENV = "GOBBLIN_TEST_PG_PASSWORD"
 LOGICAL = {"wal_level": "logical", "max_replication_slots": 40, "max_wal_senders": 40}
@@ -74,46 +71,22 @@ KNOWN_DEFECTS: frozenset[str] = frozenset()
 DISABLED: frozenset[str] = PENDING_FIXES | KNOWN_DEFECTS
 # What a refusal must say to be a documented remedy (docs/sources/postgres_cdc.md, "Failure modes, and what to do").
 REMEDIES = ("state reset", "ALTER PUBLICATION", "REPLICA IDENTITY", "pg_drop_replication_slot")
-CHUNK_ROWS, CHUNKS_PER_RUN, FINAL_CHUNKS_PER_RUN = 4, 2, 10_000
+CHUNK_ROWS, CHUNKS_PER_RUN = 4, 2
 
 
 @dataclass
-class CdcWorld(World):
-    """The database and what the model knows of it: the tables, which are published, what changed since a clean run."""
+class CdcWorld(KeyedWorld):
+    """The database and what the model knows of it beyond the tables: the publication, the slot, REPLICA IDENTITY."""
 
     server: Any = None
     db: str = ""
     slot: str = ""
-    conn: Any = None                                      # autocommit session of the world's own changes
-    columns: dict[str, list[str]] = field(default_factory=dict)  # table → its columns now, in order
-    published: set[str] = field(default_factory=set)      # tables in the publication now
     full: set[str] = field(default_factory=set)           # tables with REPLICA IDENTITY FULL
     dropped_state: set[str] = field(default_factory=set)  # tables out of the publication whose state a reset dropped
-    disturbed: list[str] = field(default_factory=list)    # what changed since the last clean run that a run may name
     toasted: set[str] = field(default_factory=set)        # tables that held a TOASTed value since the last clean run
-    catalog_db: str = ""                                  # a leased history's Iceberg catalog database ("": SQLite)
-    next_key: int = 1000
-    next_column: int = 1
-    clean: bool = False                                   # the step's last run exited 0: hold it to the oracle
-
-    def sql(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        cur = self.conn.execute(query, params)
-        return cur.fetchall() if cur.description else []
-
-    def keys(self, table: str) -> list[int]:
-        return [r[0] for r in self.sql(f"SELECT id FROM {table} ORDER BY id")]
-
-    def key(self) -> int:
-        self.next_key += 1
-        return self.next_key
 
 
-def dataset_table(dataset: str) -> str:
-    """The Iceberg table of `schema.table` under `table: db.{dataset}` in a one-level catalog."""
-    return f"db.{dataset.replace('.', '_')}"
-
-
-class CdcHistory(TaskFailures, History):
+class CdcHistory(TaskFailures, KeyedHistory):
     """A history of a postgres_cdc → Iceberg upsert job (see the module's docstring). `server` is a started
     tests/cdc-style LocalPostgres with wal_level=logical; each history has a database and a slot of its own."""
 
@@ -213,67 +186,7 @@ class CdcHistory(TaskFailures, History):
             for db in filter(None, (world.db, world.catalog_db)):
                 conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
-    # --- the oracle -----------------------------------------------------------------------------------------------
-
-    def output_ids(self, world: World) -> Any:
-        raise NotImplementedError  # the oracle is by key: `check`
-
-    def iceberg_rows(self, world: CdcWorld, dataset: str, step: int, rule: str) -> tuple[list[str], list[dict[str, Any]]] | None:
-        """The Iceberg table's columns and rows as pyiceberg reads them, or None before the job made it."""
-        from pyiceberg.catalog import load_catalog
-        from pyiceberg.exceptions import NoSuchTableError
-
-        db = world.root / "work" / "iceberg" / "catalog.db"
-        if not world.catalog_db and not db.exists():
-            return None
-        uri = self.catalog_uri(world, password=True) if world.catalog_db else f"sqlite:///{db}"
-        try:
-            table = load_catalog("shared" if world.catalog_db else "gobblin_py", type="sql", uri=uri).load_table(
-                dataset_table(dataset))  # a SQL catalog's tables are keyed by the catalog's name
-        except NoSuchTableError:
-            return None
-        except Exception as exc:  # what the independent reader raises is the finding, whatever its type
-            raise Violation(self.seed, step, rule, f"the reader failed on {dataset}: {type(exc).__name__}: {exc}") from exc
-        names = [f.name for f in table.schema().fields]
-        try:
-            return names, table.scan().to_arrow().to_pylist()
-        except Exception as exc:
-            raise Violation(self.seed, step, rule, f"the reader failed on {dataset}: {type(exc).__name__}: {exc}") from exc
-
-    def check(self, world: World, step: int, rule: str, final: bool) -> None:
-        """No key twice in any Iceberg table; after a run that exited 0, each published table's Iceberg table equals
-        the source by key."""
-        assert isinstance(world, CdcWorld)
-        for dataset in sorted(world.columns):
-            read = self.iceberg_rows(world, dataset, step, rule)
-            if read is None:
-                if world.clean and dataset in world.published:
-                    raise Violation(self.seed, step, rule, f"{dataset}: no Iceberg table {dataset_table(dataset)} after a "
-                                                           "run that exited 0")
-                continue
-            names, rows = read
-            keys = [r["id"] for r in rows]
-            twice = sorted({k for k in keys if keys.count(k) > 1})
-            if twice or None in keys:
-                raise Violation(self.seed, step, rule, f"{dataset_table(dataset)}: key(s) {twice[:5]} twice (or a null "
-                                                       f"key: {None in keys})")
-            if not world.clean or dataset not in world.published or dataset in self.snapshotting(world):
-                continue
-            columns = world.columns[dataset]
-            source = {r[0]: r for r in world.sql(f"SELECT {', '.join(columns)} FROM {dataset}")}
-            table = {r["id"]: tuple(r.get(c) if c in names else None for c in columns) for r in rows}
-            if table != source:
-                lost = sorted(set(source) - set(table))
-                extra = sorted(set(table) - set(source))
-                wrong = sorted(k for k in set(table) & set(source) if table[k] != source[k])
-                raise Violation(self.seed, step, rule, f"{dataset_table(dataset)} is not {dataset} after a run that exited 0: "
-                                f"{len(lost)} key(s) missing {lost[:5]}, {len(extra)} key(s) the source no longer has "
-                                f"{extra[:5]}, {len(wrong)} key(s) with other values, e.g. "
-                                + "; ".join(f"{k}: {short(table[k])} (source {short(source[k])})" for k in wrong[:3]))
-        if world.clean:
-            world.log.append(f"{step}   oracle: {', '.join(f'{d}={len(world.keys(d))} rows' for d in sorted(world.published))}"
-                             " equal")
-        world.clean = False
+    # --- what the shared CDC world asks -------------------------------------------------------------------------------
 
     def snapshotting(self, world: CdcWorld) -> set[str]:
         """The tables whose chunked snapshot has a chunk pending, as the committed state says (their output holds only
@@ -283,13 +196,11 @@ class CdcHistory(TaskFailures, History):
         if not self.chunked:
             return set()
         out = set()
-        for dataset, state in StateStore(world.root / "work", "c").dataset_states().items():
+        for dataset, state in StateStore(world.root / "work", JOB_NAME).dataset_states().items():
             kept = (state.get("source") or {}).get("chunked") if isinstance(state, dict) else None
             if isinstance(kept, list) and None in kept[1]["done"]:
                 out.add(dataset)
         return out
-
-    # --- runs, judged -----------------------------------------------------------------------------------------------
 
     def may_fail(self, world: CdcWorld) -> list[str]:
         """What a run may fail on now: the changes since the last clean run, and a TOASTed value in a table without
@@ -305,32 +216,18 @@ class CdcHistory(TaskFailures, History):
         return [t for t in sorted(world.published) if world.sql(f"SELECT 1 FROM {t} WHERE length(v) >= %s LIMIT 1",
                                                                 (TOAST_CHARS,))]
 
-    def _run(self, world: CdcWorld, step: int, rule: str, point: str | None,
-             before_remedy: Callable[[], None] = lambda: None) -> subprocess.CompletedProcess[str]:
-        """A run (killed at `point`): exit 0 (held to the oracle), or, while the world changed, 1 or 2 naming what
-        changed and a documented remedy, which the world then applies."""
-        allowed = self.may_fail(world)
-        ok = (0, 1, 2) if allowed else (0,)
-        done = self.cli(world, RUN, step, rule, ok=(*ok, SIGKILLED) if point else ok, crash_at=point)
-        if done.returncode == 0:
-            world.clean = True
-            world.disturbed.clear()
-            world.toasted = set(self.toasted_now(world))
-        elif done.returncode in (1, 2):
-            before_remedy()
-            self.remedy(world, step, rule, done)
-        return done
 
-    def remedy(self, world: CdcWorld, step: int, rule: str, done: subprocess.CompletedProcess[str]) -> None:
-        """A refused run names a table, the publication or the slot, and a documented remedy: applied here."""
-        said = " ".join((done.stdout + done.stderr).split())
-        world.log.append(f"    said: {said[-700:]}")
-        names = [*world.columns, f"publication '{PUBLICATION}'", f"slot '{world.slot}'", f"slot {world.slot!r}"]
-        named = [n for n in names if n in said]
-        if not named or not any(r in said for r in REMEDIES):
-            raise Violation(self.seed, step, rule, f"exit {done.returncode} without naming a table, the publication or "
-                                                   f"the slot and a documented remedy (changed: {self.may_fail(world)}): "
-                                                   f"{said[-1500:]}")
+    def cleaned(self, world: KeyedWorld) -> None:
+        assert isinstance(world, CdcWorld)
+        world.toasted = set(self.toasted_now(world))
+
+    def names(self, world: KeyedWorld) -> list[str]:
+        assert isinstance(world, CdcWorld)
+        return [f"publication '{PUBLICATION}'", f"slot '{world.slot}'", f"slot {world.slot!r}"]
+
+    def apply_remedies(self, world: KeyedWorld, said: str) -> list[str]:
+        """The publication's flags or membership put back, REPLICA IDENTITY FULL, the slot dropped."""
+        assert isinstance(world, CdcWorld)
         applied: list[str] = []
         if f"ALTER PUBLICATION {PUBLICATION} SET (publish = '{FULL_PUBLISH}')" in said:
             world.sql(f"ALTER PUBLICATION {PUBLICATION} SET (publish = '{FULL_PUBLISH}')")
@@ -348,18 +245,13 @@ class CdcHistory(TaskFailures, History):
         if f"pg_drop_replication_slot('{world.slot}')" in said:
             self.drop_slot(world)
             applied.append("slot dropped")
-        gone = re.findall(rf"table (public\.t\d) is no longer in publication '{PUBLICATION}'", said)
-        for dataset in dict.fromkeys(re.findall(r"--dataset (public\.t\d)\b", said)):
-            applied.append(f"state reset {dataset} -> {self.reset(world, step, f'remedy: state reset {dataset}', dataset)}")
-            if dataset in gone:
-                world.dropped_state.add(dataset)
-        if not applied:
-            raise Violation(self.seed, step, rule, f"exit {done.returncode}: no remedy the world can apply in: {said[-1500:]}")
-        world.log.append(f"    remedy: {'; '.join(applied)}")
+        return applied
 
-    def run_job(self, world: World, step: int) -> None:
+    def was_reset(self, world: KeyedWorld, dataset: str, said: str) -> None:
+        """A table no longer in the publication: its state dropped by the reset."""
         assert isinstance(world, CdcWorld)
-        self._run(world, step, "run", None)
+        if dataset in re.findall(rf"table (public\.t\d) is no longer in publication '{PUBLICATION}'", said):
+            world.dropped_state.add(dataset)
 
     def fail_targets(self, world: World) -> list[str]:
         """A published table's work units (its stream and its chunks), its chunks alone or its stream alone: of a table
@@ -367,118 +259,20 @@ class CdcHistory(TaskFailures, History):
         from gobblin_py.state.store import StateStore
 
         assert isinstance(world, CdcWorld)
-        marks = StateStore(world.root / "work", "c").watermarks()
+        marks = StateStore(world.root / "work", JOB_NAME).watermarks()
         fresh = {t for t in world.published if (marks.get(t) or {}).get("lsn") is None}
         busy = sorted(fresh) or sorted(self.snapshotting(world) & world.published)
         parts = [r"\.", r"\.chunk", r"\.(?!chunk)"] if self.chunked else [r"\."]  # all, chunks, the stream
         return [f"^{re.escape(t)}{part}" for t in busy or sorted(world.published) for part in parts]
 
-    def run_killed_at_point(self, world: World, step: int) -> None:
+    def session(self, world: KeyedWorld) -> Any:
+        """None while the slot is missing: creating it waits for every running transaction."""
         assert isinstance(world, CdcWorld)
-        self._run(world, step, "run killed", self.rng.choice(self.crash_points))
-
-    def settle(self, world: World, step: int) -> None:
-        """While changes wait that a run may refuse (exit 1 or 2, naming the remedy this world applies in `_run`),
-        runs take them and their remedies (at most three). (The pause judged a refusal of the publication's flags,
-        exit 2, beside a frozen driver as a failure until the soak found it: seed 1414546503.)"""
-        assert isinstance(world, CdcWorld)
-        for _ in range(3):
-            if not self.may_fail(world) or self._run(world, step, "run before a pause", None).returncode == 0:
-                break
-
-    def run_killed_at_random(self, world: World, step: int) -> None:
-        proc = start(world, RUN)
-        time.sleep(self.rng.uniform(0.3, 3.0))
-        world.log.append(f"{step} run killed at random -> {reap(proc, kill=True)}")
-
-    def state_reset(self, world: World, step: int) -> None:
-        """The user snapshots a table again: its Iceberg table's rows are replaced by the snapshot."""
-        assert isinstance(world, CdcWorld)
-        if world.published:
-            self.reset(world, step, "state reset", self.rng.choice(sorted(world.published)))
-
-    def reset(self, world: CdcWorld, step: int, rule: str, dataset: str) -> int:
-        """`state reset --dataset D`: exit 0, or 2 for a table never committed (nothing to reset); refused (exit 1)
-        while a commit of the table is pending, naming `recover`, which the world then runs before the reset."""
-        args = ["state", "reset", "job.yaml", "--dataset", dataset, "--yes"]
-        done = self.cli(world, args, step, rule, ok=(0, 1, 2))
-        if done.returncode == 1:
-            if f"recover job.yaml --dataset {dataset}" not in done.stdout + done.stderr:
-                raise Violation(self.seed, step, rule, f"state reset of {dataset} failed: {(done.stdout + done.stderr)[-800:]}")
-            self.cli(world, ["recover", "job.yaml", "--dataset", dataset], step, f"{rule}: recover first", ok=(0,))
-            done = self.cli(world, args, step, rule, ok=(0, 2))
-        if done.returncode == 2 and f"no committed state for dataset '{dataset}'" not in done.stdout + done.stderr:
-            raise Violation(self.seed, step, rule, f"state reset of {dataset} refused: {(done.stdout + done.stderr)[-800:]}")
-        return done.returncode
-
-    def finish(self, world: World) -> None:
-        """Recover, then runs (each refusal remedied) until one exits 0, held to the oracle."""
-        assert isinstance(world, CdcWorld)
-        self.cli(world, ["recover", "job.yaml", "--all"], self.steps + 1, "recover", ok=(0, 1))
-        if self.chunked:  # the rest of every snapshot in the next run
-            self.chunks_per_run = FINAL_CHUNKS_PER_RUN
-            (world.root / "job.yaml").write_text(yaml.safe_dump(self.with_lease(world, self.job(world)), sort_keys=False))
-        for _ in range(10 if self.chunked else 6):
-            if self._run(world, self.steps + 1, "final run", None).returncode == 0:
-                pending = self.snapshotting(world) & world.published
-                self.check(world, self.steps + 1, "final", final=True)
-                if not pending:
-                    return
-                world.log.append(f"{self.steps + 1}   chunked snapshot of {', '.join(sorted(pending))} goes on")
-        raise Violation(self.seed, self.steps + 1, "final run", "no run exited 0 with every snapshot done after "
-                                                               f"{10 if self.chunked else 6} runs and their remedies")
+        if not world.sql("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (world.slot,)):
+            return None
+        return world.server.connect(world.db, autocommit=False)
 
     # --- changes to the data --------------------------------------------------------------------------------------
-
-    def pick(self, world: CdcWorld) -> str:
-        """A table to change: mostly a published one."""
-        tables = sorted(world.published) if world.published and self.rng.random() < 0.9 else sorted(world.columns)
-        return self.rng.choice(tables)
-
-    def changes(self, world: CdcWorld, conn: Any, table: str, count: int) -> list[str]:
-        """`count` random changes to `table` on `conn` (inside the caller's transaction); what they were."""
-        done: list[str] = []
-        keys = [r[0] for r in conn.execute(f"SELECT id FROM {table}").fetchall()]
-        extra = [c for c in world.columns[table] if c not in ("id", "v", "n")]
-        for _ in range(count):
-            dice = self.rng.random()
-            if dice < 0.3 or not keys:
-                key = world.key()
-                conn.execute(f"INSERT INTO {table} (id, v, n) VALUES (%s, %s, %s)", (key, f"i{key}", self.rng.randint(0, 99)))
-                keys.append(key)
-                done.append("insert")
-            elif dice < 0.6:
-                key = self.rng.choice(keys)
-                for _ in range(self.rng.randint(1, 3)):  # the same key again in the same transaction
-                    conn.execute(f"UPDATE {table} SET v = %s, n = n + 1 WHERE id = %s", (f"u{key}.{world.key()}", key))
-                done.append("update")
-            elif dice < 0.7:
-                key = self.rng.choice(keys)  # v left as it is (a TOASTed v unchanged)
-                sets = ", ".join(["n = n + 1", *(f"{c} = {self.rng.randint(0, 9)}" for c in extra[:1])])
-                conn.execute(f"UPDATE {table} SET {sets} WHERE id = %s", (key,))
-                done.append("update n")
-            elif dice < 0.88:
-                key = keys.pop(self.rng.randrange(len(keys)))
-                conn.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
-                done.append("delete")
-            else:
-                key = self.rng.choice(keys)  # deleted and inserted again, other values
-                conn.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
-                conn.execute(f"INSERT INTO {table} (id, v, n) VALUES (%s, %s, %s)", (key, f"again{key}.{world.key()}", -1))
-                done.append("delete+insert")
-        return done
-
-    def produce(self, world: World, step: int) -> None:
-        self.dml(world, step)
-
-    def dml(self, world: World, step: int) -> None:
-        """One to four transactions of random changes, to one table or two."""
-        assert isinstance(world, CdcWorld)
-        for _ in range(self.rng.randint(1, 4)):
-            tables = {self.pick(world) for _ in range(self.rng.randint(1, 2))}
-            with world.conn.transaction():
-                what = {t: self.changes(world, world.conn, t, self.rng.randint(1, 6)) for t in sorted(tables)}
-            world.log.append(f"{step} dml: " + "; ".join(f"{t} {', '.join(w)}" for t, w in what.items()))
 
     def large_transaction(self, world: World, step: int) -> None:
         """One transaction of inserts, an update of every row and deletes of some."""
@@ -510,69 +304,6 @@ class CdcHistory(TaskFailures, History):
         world.toasted.add(table)
         world.log.append(f"{step} toast: {table} key {key} holds {TOAST_CHARS} chars"
                          f"{'' if table in world.full else ' (identity DEFAULT)'}")
-
-    def spanning(self, world: World, step: int) -> None:
-        """Changes in a transaction begun before a run (plain, or killed at a commit point) and committed after it,
-        with committed changes to the other tables meanwhile: the run must not see the open ones, the next one must.
-        (Not while the slot is missing: creating it waits for every running transaction. The transaction commits
-        before a refused run's remedy, whose ALTER TABLE would wait for its locks.)"""
-        assert isinstance(world, CdcWorld)
-        if not world.sql("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (world.slot,)):
-            return self.dml(world, step)
-        other = world.server.connect(world.db, autocommit=False)
-        try:
-            table = self.pick(world)
-            what = self.changes(world, other, table, self.rng.randint(1, 6))
-            world.log.append(f"{step} spanning transaction open on {table}: {', '.join(what)}")
-            for t in sorted(world.published - {table}):  # the open transaction holds its rows' locks: other tables
-                with world.conn.transaction():
-                    self.changes(world, world.conn, t, self.rng.randint(1, 4))
-            point = self.rng.choice(self.crash_points) if self.rng.random() < 0.3 else None
-            self._run(world, step, "run killed" if point else "run", point, before_remedy=other.commit)
-            self.check(world, step, "run with a transaction open", final=False)
-            other.commit()
-            world.log.append(f"{step} spanning transaction committed")
-        finally:
-            other.close()
-
-    def key_update(self, world: World, step: int) -> None:
-        """`UPDATE t SET id = new WHERE id = old`: alone, moved and moved back in one transaction, or moved with a
-        new row inserted at the old key; sometimes with other changes around it."""
-        assert isinstance(world, CdcWorld)
-        table = self.pick(world)
-        keys = world.keys(table)
-        if not keys:
-            return self.dml(world, step)
-        old, new = self.rng.choice(keys), world.key()
-        how = self.rng.choice(("moved", "moved and back", "moved, old key inserted", "moved twice"))
-        with world.conn.transaction():
-            if self.rng.random() < 0.3:
-                self.changes(world, world.conn, table, 2)
-                if not world.sql(f"SELECT 1 FROM {table} WHERE id = %s", (old,)):
-                    world.sql(f"INSERT INTO {table} (id, v, n) VALUES (%s, 'k', 0)", (old,))
-            world.sql(f"UPDATE {table} SET id = %s, n = n + 1 WHERE id = %s", (new, old))
-            if how == "moved and back":
-                world.sql(f"UPDATE {table} SET id = %s WHERE id = %s", (old, new))
-            elif how == "moved, old key inserted":
-                world.sql(f"INSERT INTO {table} (id, v, n) VALUES (%s, 'at the old key', 0)", (old,))
-            elif how == "moved twice":
-                world.sql(f"UPDATE {table} SET id = %s WHERE id = %s", (world.key(), new))
-        world.log.append(f"{step} key update on {table}: {old} -> {new} ({how})")
-
-    def truncate(self, world: World, step: int) -> None:
-        """TRUNCATE alone, or inside a transaction between inserts and updates."""
-        assert isinstance(world, CdcWorld)
-        table = self.pick(world)
-        with world.conn.transaction():
-            if self.rng.random() < 0.5:
-                self.changes(world, world.conn, table, 3)
-                world.sql(f"TRUNCATE {table}")
-                self.changes(world, world.conn, table, 3)
-                how = "between changes"
-            else:
-                world.sql(f"TRUNCATE {table}")
-                how = "alone"
-        world.log.append(f"{step} truncate {table} {how}")
 
     # --- changes to the publication -------------------------------------------------------------------------------
 
@@ -645,39 +376,10 @@ class CdcHistory(TaskFailures, History):
 
     # --- DDL and the slot -------------------------------------------------------------------------------------------
 
-    def add_column(self, world: World, step: int, default: bool = False) -> None:
-        """ALTER TABLE … ADD COLUMN cK int, then changes that set it."""
-        assert isinstance(world, CdcWorld)
-        table = self.pick(world)
-        column = f"c{world.next_column}"
-        world.next_column += 1
-        world.sql(f"ALTER TABLE {table} ADD COLUMN {column} int{' DEFAULT 7' if default else ''}")
-        world.columns[table].append(column)
-        if default:  # every existing row reads 7 with nothing in the WAL: the table fails until it is snapshotted again
-            world.disturbed.append(f"column {column} added to {table} with a DEFAULT")
-        with world.conn.transaction():
-            self.changes(world, world.conn, table, 3)
-        world.log.append(f"{step} column {column} added to {table}{' DEFAULT 7' if default else ''}")
-
     def add_column_default(self, world: World, step: int) -> None:
         """ALTER TABLE … ADD COLUMN cK int DEFAULT 7: every existing row reads 7 at once, without any change in the
         WAL (PostgreSQL's fast default)."""
         self.add_column(world, step, default=True)
-
-    def drop_column(self, world: World, step: int) -> None:
-        """An added column dropped, after changes that set it."""
-        assert isinstance(world, CdcWorld)
-        added = [(t, c) for t, cs in sorted(world.columns.items()) for c in cs if c not in ("id", "v", "n")]
-        if not added:
-            return self.add_column(world, step)
-        table, column = self.rng.choice(added)
-        keys = world.keys(table)
-        if keys and self.rng.random() < 0.7:
-            world.sql(f"UPDATE {table} SET {column} = 3 WHERE id = %s", (self.rng.choice(keys),))
-        world.sql(f"ALTER TABLE {table} DROP COLUMN {column}")
-        world.columns[table].remove(column)
-        world.disturbed.append(f"column {column} dropped from {table}")
-        world.log.append(f"{step} column {column} dropped from {table}")
 
     def retype(self, world: World, step: int) -> None:
         """`ALTER TABLE t ALTER COLUMN n TYPE bigint`, perhaps `USING n * 2` (or, once bigint, `USING n + 1`): the table
@@ -687,12 +389,8 @@ class CdcHistory(TaskFailures, History):
         now = world.sql("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass "
                         "AND attname = 'n'", (table,))[0][0]
         using = (self.rng.choice(("", " USING n * 2")) if now == "integer" else " USING n + 1")
-        world.sql(f"ALTER TABLE {table} ALTER COLUMN n TYPE bigint{using}")
-        world.disturbed.append(f"column n of {table} retyped")
-        if self.rng.random() < 0.5:
-            with world.conn.transaction():
-                self.changes(world, world.conn, table, 3)
-        world.log.append(f"{step} retype: {table} ALTER COLUMN n TYPE bigint{using} (was {now})")
+        self.altered(world, step, table, f"ALTER TABLE {table} ALTER COLUMN n TYPE bigint{using}", f"column n of {table} retyped",
+                     f"retype: {table} ALTER COLUMN n TYPE bigint{using} (was {now})")
 
     def replica_identity(self, world: World, step: int) -> None:
         """REPLICA IDENTITY FULL on a table, or back to DEFAULT."""
@@ -726,7 +424,3 @@ class CdcHistory(TaskFailures, History):
         world.sql("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (world.slot,))
         world.disturbed.append("slot re-created")
         world.log.append(f"{step} slot {world.slot} dropped and created again")
-
-
-def short(row: tuple[Any, ...]) -> str:
-    return repr(tuple(v[:20] + "…" if isinstance(v, str) and len(v) > 20 else v for v in row))

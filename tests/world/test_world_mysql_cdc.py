@@ -1,0 +1,70 @@
+"""The model-based test of MariaDB tables captured from the binlog by mysql_cdc into Iceberg upsert tables
+(tests/support/world_mysql_cdc.py, issue 45), for fixed seeds and a bounded number of steps (its long soak:
+`scripts/soak_world.py --world mysql_cdc`): DML transactions, a transaction open across a run, key updates moving rows
+between snapshot chunks, TRUNCATE, binlog rotation, ALTER TABLE, a table added to the job, the binlog purged, `state reset`,
+`recover --abandon`, a run under `commit_policy: successful`, and runs SIGKILLed at commit points and at random; after
+every run that exits 0 each Iceberg table equals its source table by key, and a refused run names the table and
+`state reset`, which the world runs. Bounded to about a minute on two cores: its cost is its runs of the real CLI."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.crash]
+pytest.importorskip("pymysql")
+pytest.importorskip("pymysqlreplication")
+pytest.importorskip("pyiceberg")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Any]:
+    """A MariaDB writing a row-based binlog on a free 127.0.0.1 port, stopped and deleted after the module."""
+    from jdbc_mysql.mariadb_server import INSTALL_HINT, LocalMariaDB, binaries
+    from support.world_mysql_cdc import PASSWORD_ENV
+
+    if binaries() is None:
+        pytest.skip(f"needs a MariaDB server binary (mariadbd or mysqld) and mariadb-install-db: {INSTALL_HINT}")
+    saved = os.environ.get(PASSWORD_ENV)  # histories set it
+    with LocalMariaDB(binlog=True) as maria:
+        yield maria
+    if saved is None:
+        os.environ.pop(PASSWORD_ENV, None)
+    else:
+        os.environ[PASSWORD_ENV] = saved
+
+
+STEPS = 13
+# Two histories whose steps are mostly forced (`include`: steps 1–12, step 13 drawn), so that every rule is taken once
+# in CI at a bounded cost; the world changes a run must refuse are each followed by a run or the final runs.
+HISTORIES = (
+    (5, True, ("run_killed_at_point", "key_update", "run_job", "truncate", "add_column", "run_job", "add_table",
+               "spanning", "run_killed_at_random", "run_successful", "state_reset", "drop_column")),
+    (8, False, ("key_update", "run_task_fails", "retype", "run_killed_at_point", "purge", "run_job", "drop_column",
+                "abandon", "rotate", "run_successful", "run_killed_at_random", "run_job")),
+)
+
+
+def test_mysql_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_every_clean_run(
+        tmp_path: Path, server: Any) -> None:
+    from support.world_mysql_cdc import MysqlCdcHistory
+
+    log: list[str] = []
+    for seed, chunked, include in HISTORIES:
+        assert len(include) < STEPS  # each forced at a step of its own
+        log += MysqlCdcHistory(seed, STEPS, server, include=include, chunked=chunked).run(tmp_path / str(seed)).log
+    print("\n".join(log))  # shown with -s: what the histories did
+    # every rule did something, runs were killed, refusals were remedied and the oracle held after clean runs
+    rules = [r"spanning transaction committed", r"column c\d+ added to \S+$", r"column c\d+ dropped", r"retype: ",
+             r"truncate \S+ (alone|between changes)", r"created and added to the job", r"binlog purged to", r"binlog rotated to",
+             r"run killed: .* -> -9$", r"run killed at random", r"run, commit_policy successful: .* -> [01]$",
+             r"oracle: .* equal", r"said: .*ALTER TABLE", r"said: .*(no longer holds its committed position|PURGE BINARY LOGS|keep binlogs longer)",
+             r"remedy: state reset", r"state reset: .* -> 0$", r"abandon: ", r"key update on .* -> -\d+",
+             r"chunked snapshots: ", r"chunked snapshot of .* goes on", r"run, tasks of .* failing: .* -> [01]$"]
+    missing = [rule for rule in rules if not any(re.search(rule, line) for line in log)]
+    assert not missing, f"no history drew {missing}: pick other seeds"
