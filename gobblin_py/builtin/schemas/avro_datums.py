@@ -317,12 +317,18 @@ class AvroDatumDecoder:
 
     def decode_values(self, values: Sequence[bytes], skip: int = 0) -> Any | None:
         """`decode` of each value after its first `skip` bytes (a header); None for a value shorter than that."""
-        lengths = np.fromiter(map(len, values), np.int64, len(values))
-        ends = np.cumsum(lengths)
-        starts = ends - lengths + skip
-        if len(values) and (lengths < skip).any():
-            return None
-        return self.decode(b"".join(values), starts, ends)
+        found = payload_spans(values, skip)
+        return None if found is None else self.decode(*found)
+
+
+def payload_spans(values: Sequence[bytes], skip: int = 0) -> tuple[bytes, np.ndarray, np.ndarray] | None:
+    """The values as one buffer, and each one's start (after its first `skip` bytes, a header) and end in it; None
+    when a value is shorter than `skip`."""
+    lengths = np.fromiter(map(len, values), np.int64, len(values))
+    ends = np.cumsum(lengths)
+    if len(values) and (lengths < skip).any():
+        return None
+    return b"".join(values), ends - lengths + skip, ends
 
 
 def _namespace(avro: dict[str, Any], outer: str) -> str:

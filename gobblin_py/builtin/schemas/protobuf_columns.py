@@ -33,6 +33,7 @@ from gobblin_py.builtin.schemas.avro_datums import (
     _blob_array,
     _Cursor,
     _long_varints,
+    payload_spans,
 )
 
 _U = np.uint64
@@ -351,9 +352,5 @@ class ProtobufColumnsDecoder:
 
     def decode_values(self, values: Sequence[bytes], skip: int = 0) -> Any | None:
         """`decode` of each value after its first `skip` bytes (a header); None for a value shorter than that."""
-        lengths = np.fromiter(map(len, values), np.int64, len(values))
-        ends = np.cumsum(lengths)
-        starts = ends - lengths + skip
-        if len(values) and (lengths < skip).any():
-            return None
-        return self.decode(b"".join(values), starts, ends)
+        found = payload_spans(values, skip)
+        return None if found is None else self.decode(*found)

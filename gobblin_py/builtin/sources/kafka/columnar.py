@@ -91,13 +91,7 @@ class ConfluentAvroColumns:
         values_batch = self._decoder.decode(data, starts + HEADER.size, ends)
         if values_batch is None:
             return None
-        columns = list(values_batch.columns)
-        if self._settings.metadata_columns:
-            extra = self._metadata(n, offsets, details, pa)
-            if extra is None:
-                return None
-            columns.extend(extra)
-        return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
+        return self._with_metadata(values_batch, n, offsets, details, pa)
 
     def _qualifies(self, schema_id: int) -> bool:
         known = self._known.get(schema_id)
@@ -108,6 +102,17 @@ class ConfluentAvroColumns:
                 known = False
             self._known[schema_id] = known
         return known
+
+    def _with_metadata(self, values_batch: Any, n: int, offsets: Callable[[], Sequence[int]],
+                       details: Callable[[], Sequence[MessageDetails]], pa: Any) -> Any | None:
+        """The decoded values' columns, then the metadata columns the job asks for (None: the row path decides)."""
+        columns = list(values_batch.columns)
+        if self._settings.metadata_columns:
+            extra = self._metadata(n, offsets, details, pa)
+            if extra is None:
+                return None
+            columns.extend(extra)
+        return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
 
     def _metadata(self, n: int, offsets: Callable[[], Sequence[int]], details: Callable[[], Sequence[MessageDetails]],
                   pa: Any) -> list[Any] | None:
@@ -209,10 +214,4 @@ class ConfluentProtobufColumns(ConfluentAvroColumns):
         values_batch = decoder.decode(data, starts + HEADER.size + 1, ends)
         if values_batch is None:
             return None
-        columns = list(values_batch.columns)
-        if self._settings.metadata_columns:
-            extra = self._metadata(n, offsets, details, pa)
-            if extra is None:
-                return None
-            columns.extend(extra)
-        return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
+        return self._with_metadata(values_batch, n, offsets, details, pa)
