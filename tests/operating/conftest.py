@@ -56,8 +56,8 @@ class STREAM:
 
 @pytest.fixture(scope="session")
 def jobs_dir(tmp_path_factory: pytest.TempPathFactory, broker: Any) -> Path:
-    """jobs/ok.yaml succeeded twice; jobs/broken.yaml failed; jobs/waiting.yaml has a pending commit (its run killed
-    mid-commit); jobs/stuck.yaml has a commit quarantined after 3 failed attempts; jobs/stream.yaml reads Kafka and
+    """jobs/ok.yaml succeeded twice; jobs/broken.yaml failed; jobs/waiting.yaml has two pending commits (its run killed
+    mid-commit, once its commit thread wrote both datasets' records in one batch); jobs/stuck.yaml has a commit quarantined after 3 failed attempts; jobs/stream.yaml reads Kafka and
     has records waiting."""
     import os
 

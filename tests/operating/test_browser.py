@@ -34,7 +34,7 @@ def test_an_operator_finds_what_needs_a_person_and_follows_it_down_to_a_run(serv
             assert "✔ ok" in ok.inner_text() and "succeeded" in ok.inner_text() and "0 0/15 * * * ?" in ok.inner_text()
             assert "✖ needs a person" in stuck.inner_text() and "1 quarantined" in stuck.inner_text()
             assert "failing: 1 run(s) in a row" in page.locator('tr[data-job="broken"]').inner_text()
-            assert "⚠ 1 pending" in page.locator('tr[data-job="waiting"]').inner_text()
+            assert "⚠ 2 pending" in page.locator('tr[data-job="waiting"]').inner_text()
             assert "3 of 5 need a person" in page.inner_text("main")
             stream = page.locator('tr[data-job="stream"]').inner_text()
             assert "✔ ok" in stream and f"{STREAM.topic}: {sum(STREAM.waiting.values())} records" in stream
