@@ -10,8 +10,9 @@ and committed after it (`spanning`), primary-key updates (a third of the new key
 range, the others above it, so a key update moves a row between snapshot chunks either way), TRUNCATE (alone, or
 between changes: MySQL commits the changes before it); ALTER TABLE (a column added, an added column dropped, `n`
 retyped to bigint or `v` widened), which a run must refuse naming the table, its remedy `state reset` of it; a table
-added to the job's `tables`; the binlog rotated (`FLUSH BINARY LOGS` between changes); `PURGE BINARY LOGS` past every
-committed position (after `FLUSH BINARY LOGS` and changes), refused naming a table, its remedy `state reset`; runs of
+added to the job's `tables`; a table taken out of them and changed while out (half the time added back at once, else
+by a later `add_table`: its own committed position is then older than the others'); the binlog rotated (`FLUSH BINARY LOGS` between changes); `PURGE BINARY LOGS` past every
+committed position (changes, `FLUSH BINARY LOGS`, changes, the purge: the first changes are gone), refused naming a table, its remedy `state reset`; runs of
 the real CLI in a child process, SIGKILLed at each commit point (the Iceberg upsert's among them) or at a random time,
 `recover`, `recover --abandon` (docs/publishers/iceberg.md), a `state reset` the user asks for, and a run under
 `job.commit_policy: successful` (job-successful.yaml, the same job), and one under it whose tasks of one table (all,
@@ -32,9 +33,10 @@ from __future__ import annotations
 import os
 import random
 import re
+import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,7 +161,7 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
                 (3, self.run_killed_at_point), (1, self.run_killed_at_random), (1, self.run_successful),
                 (1, self.recover), (1, self.abandon), (1, self.state_reset), (1, self.add_table), (1, self.add_column),
                 (1, self.drop_column), (1, self.retype), (1, self.rotate), (1, self.purge),
-                (1, self.run_task_fails)]
+                (1, self.run_task_fails), (1, self.remove_table)]
 
     def run(self, root: Path) -> World:
         try:
@@ -229,8 +231,15 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
         self._run(world, step, "run, commit_policy successful", point, args=SUCCESSFUL)
 
     def add_table(self, world: World, step: int) -> None:
-        """A new table (with rows) added to the job's `tables`."""
+        """A table added to the job's `tables`: one removed before (its committed position is older than the others'),
+        else a new one with rows."""
         assert isinstance(world, MysqlWorld)
+        out = sorted(set(world.columns) - world.published)
+        if out:
+            table = self.rng.choice(out)
+            self.readd(world, table)
+            world.log.append(f"{step} {table} added back to the job's tables")
+            return None
         if len(world.columns) >= MAX_TABLES:
             return self.dml(world, step)
         table = f"{world.db}.t{len(world.columns)}"
@@ -238,6 +247,31 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
         world.published.add(table)
         self.write_job(world)
         world.log.append(f"{step} {table} created and added to the job's tables")
+
+    def remove_table(self, world: World, step: int) -> None:
+        """A table taken out of the job's `tables` and changed while out; half the time added back in the same step:
+        the run after reads its changes from its own committed position (older than the other tables'), or refuses
+        naming it where the binlog no longer holds that position."""
+        assert isinstance(world, MysqlWorld)
+        if len(world.published) < 2:
+            return self.add_table(world, step)
+        table = self.rng.choice(sorted(world.published))
+        world.published.discard(table)
+        self.write_job(world)
+        with world.conn.transaction():
+            self.changes(world, world.conn, table, 4)
+        world.disturbed.append(f"{table} removed from the job")
+        if self.rng.random() < 0.5:
+            self.readd(world, table)
+            world.log.append(f"{step} {table} removed from the job's tables, changed, and added back")
+        else:
+            world.log.append(f"{step} {table} removed from the job's tables, then changed")
+        return None
+
+    def readd(self, world: MysqlWorld, table: str) -> None:
+        world.published.add(table)
+        self.write_job(world)
+        world.disturbed.append(f"{table} added back to the job")
 
     def retype(self, world: World, step: int) -> None:
         """`ALTER TABLE t MODIFY n bigint`, or once it is, `MODIFY v varchar(250)` (then text): the declared types the
@@ -260,11 +294,29 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
         world.log.append(f"{step} binlog rotated to {world.sql('SHOW MASTER STATUS')[0][0]}")
 
     def purge(self, world: World, step: int) -> None:
-        """`FLUSH BINARY LOGS`, changes, `PURGE BINARY LOGS TO` the newest file: every committed position is gone."""
+        """Changes, `FLUSH BINARY LOGS`, changes, `PURGE BINARY LOGS TO` the newest file: the changes before the flush
+        are gone, so every position committed before them is. (A purge of only the file a committed position ends
+        loses nothing: the server still serves that GTID from the next file's GTID list, and a run takes it.)"""
         assert isinstance(world, MysqlWorld)
+        self.dml(world, step)
         world.sql("FLUSH BINARY LOGS")
         self.dml(world, step)
         newest = world.sql("SHOW MASTER STATUS")[0][0]
-        world.sql(f"PURGE BINARY LOGS TO '{newest}'")
+        # The server keeps (silently, with a warning) a file a dump thread reads, and one its binlog checkpoint (the
+        # storage engine's commit of the file's transactions) has not passed yet: a killed run's binlog connection
+        # may linger until the server notices (no run is live between steps: end them), and the checkpoint follows
+        # the flush within moments.
+        for thread, command in world.sql("SELECT id, command FROM information_schema.processlist"):
+            if command == "Binlog Dump":
+                with suppress(Exception):  # gone meanwhile
+                    world.sql(f"KILL {int(thread)}")
+        for _ in range(100):
+            world.sql(f"PURGE BINARY LOGS TO '{newest}'")
+            first = world.sql("SHOW BINARY LOGS")[0][0]
+            if first == newest:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"PURGE BINARY LOGS TO '{newest}' left {first}: the world's purge did not happen")
         world.disturbed.append(f"binlog purged to {newest}")
         world.log.append(f"{step} binlog purged to {newest}")
