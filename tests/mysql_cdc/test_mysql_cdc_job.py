@@ -87,6 +87,25 @@ def test_a_run_without_changes_commits_nothing_new(tmp_path: Path, binlog_maria:
     assert replay(rows, "id", "v") == {3: "c"}
 
 
+def test_a_table_taken_out_of_the_job_is_named_not_in_the_source(tmp_path: Path, binlog_maria: Any, mdb: str) -> None:
+    """A committed table the job no longer lists is named in the summary, not "no new data"; listed again, it reads
+    the changes made while it was out from its own committed position."""
+    from gobblin_py.runtime.job_result import DatasetStatus
+
+    maria = binlog_maria
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY, v text)", "CREATE TABLE u (id int PRIMARY KEY, v text)",
+                  "INSERT INTO t VALUES (1, 'a')", "INSERT INTO u VALUES (1, 'x')")
+    assert run(tmp_path, cdc_job(tmp_path, maria, mdb, ["t", "u"])).succeeded
+    maria.execute(mdb, "UPDATE u SET v = 'y' WHERE id = 1", "INSERT INTO u VALUES (2, 'z')")
+    out = run(tmp_path, cdc_job(tmp_path, maria, mdb, ["t"]))
+    assert out.succeeded
+    assert {d.dataset: d.status for d in out.datasets}[f"{mdb}.u"] is DatasetStatus.NOT_IN_SOURCE
+    maria.execute(mdb, "UPDATE t SET v = 'b' WHERE id = 1")
+    assert run(tmp_path, cdc_job(tmp_path, maria, mdb, ["t", "u"])).succeeded
+    assert replay(read_changes(tmp_path / "output", f"{mdb}.u"), "id", "v") == {1: "y", 2: "z"}
+    assert replay(read_changes(tmp_path / "output", f"{mdb}.t"), "id", "v") == {1: "b"}
+
+
 def test_no_file_the_job_writes_holds_the_password(tmp_path: Path, binlog_maria: Any, mdb: str) -> None:
     """The password comes from password_env; nothing written (state, commit records, events, logs, output) holds it."""
     from jdbc_mysql.mariadb_server import PASSWORD

@@ -124,6 +124,7 @@ class MysqlCdcSource(Source):
         logs = position.binary_logs(conn)
         gtid = server.gtid_at(conn, end)
         units: list[WorkUnit | MultiWorkUnit] = []
+        state.report_listed(s.tables)  # a committed table taken out of `tables` is named, not "no new data"
         for table in s.tables:
             database, name = table.split(".")
             t = TablePlan(table, database, name, *self._table(conn, table, database, name), end, identity,
