@@ -51,6 +51,14 @@ class _Cursor:
         self.pos = starts.astype(np.int64, copy=True)
         self.end = ends.astype(np.int64, copy=False)
 
+    @classmethod
+    def over(cls, data: Any, starts: np.ndarray, ends: np.ndarray) -> _Cursor | None:
+        """A cursor over the spans `data[starts[i]:ends[i]]` of a bytes-like `data`; None when a span is not inside it."""
+        raw = np.frombuffer(data, np.uint8)
+        if len(starts) and (starts.min() < 0 or ends.max() > len(raw) or (starts > ends).any()):
+            return None
+        return cls(raw, starts, ends)
+
     def at(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """The positions and ends of `rows` (None: every datum)."""
         if rows is None:
@@ -259,7 +267,19 @@ def _blob_array(arrow: Any, buffer: np.ndarray, start: np.ndarray, lengths: np.n
 # --- the schema --------------------------------------------------------------------------------------------------------
 
 
-class AvroDatumDecoder:
+class SpanDecoder:
+    """A columnar decoder of the spans of one buffer into one Arrow batch (`decode`), or of a list of values."""
+
+    def decode(self, data: Any, starts: np.ndarray, ends: np.ndarray) -> Any | None:
+        raise NotImplementedError
+
+    def decode_values(self, values: Sequence[bytes], skip: int = 0) -> Any | None:
+        """`decode` of each value after its first `skip` bytes (a header); None for a value shorter than that."""
+        found = payload_spans(values, skip)
+        return None if found is None else self.decode(*found)
+
+
+class AvroDatumDecoder(SpanDecoder):
     """Decodes the Avro binary datums of one flat record schema (its fields of primitives, enums, fixed, the date,
     time and timestamp logical types, and unions of one of those with null) into Arrow, as `module doc` says."""
 
@@ -303,10 +323,9 @@ class AvroDatumDecoder:
         import pyarrow as pa
 
         n = len(starts)
-        raw = np.frombuffer(data, np.uint8)
-        if n and (starts.min() < 0 or ends.max() > len(raw) or (starts > ends).any()):
+        cur = _Cursor.over(data, starts, ends)
+        if cur is None:
             return None
-        cur = _Cursor(raw, starts, ends)
         try:
             columns = [field.column(cur, n, pa) for field in self._fields]
             if not (cur.pos == cur.end).all():
@@ -314,11 +333,6 @@ class AvroDatumDecoder:
         except _Bad:
             return None
         return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
-
-    def decode_values(self, values: Sequence[bytes], skip: int = 0) -> Any | None:
-        """`decode` of each value after its first `skip` bytes (a header); None for a value shorter than that."""
-        found = payload_spans(values, skip)
-        return None if found is None else self.decode(*found)
 
 
 def payload_spans(values: Sequence[bytes], skip: int = 0) -> tuple[bytes, np.ndarray, np.ndarray] | None:

@@ -20,7 +20,6 @@ schema does not name, invalid UTF-8, a message cut short.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,11 +28,11 @@ from gobblin_py.builtin.schemas.avro_datums import (
     _HIGH_BITS,
     _LOW_BITS,
     _SEVEN,
+    SpanDecoder,
     _Bad,
     _blob_array,
     _Cursor,
     _long_varints,
-    payload_spans,
 )
 
 _U = np.uint64
@@ -271,7 +270,7 @@ def _kind(field: Any) -> str | None:
             F.TYPE_BOOL: "bool", F.TYPE_STRING: "string", F.TYPE_BYTES: "bytes", F.TYPE_ENUM: "enum"}.get(field.type)
 
 
-class ProtobufColumnsDecoder:
+class ProtobufColumnsDecoder(SpanDecoder):
     """Decodes the payloads of one flat writer message into the output record's Arrow columns (see the module doc)."""
 
     def __init__(self, columns: list[_Column], arrow_schema: Any) -> None:
@@ -339,18 +338,12 @@ class ProtobufColumnsDecoder:
         import pyarrow as pa
 
         n = len(starts)
-        raw = np.frombuffer(data, np.uint8)
-        if n and (starts.min() < 0 or ends.max() > len(raw) or (starts > ends).any()):
+        cur = _Cursor.over(data, starts, ends)
+        if cur is None:
             return None
-        cur = _Cursor(raw, starts, ends)
         try:
             _parse(cur, cur.pos, cur.end, self._by_number, n)
             columns = [c.array(cur, n, pa) for c in self._columns]
         except _Bad:
             return None
         return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
-
-    def decode_values(self, values: Sequence[bytes], skip: int = 0) -> Any | None:
-        """`decode` of each value after its first `skip` bytes (a header); None for a value shorter than that."""
-        found = payload_spans(values, skip)
-        return None if found is None else self.decode(*found)
