@@ -30,6 +30,28 @@ from gobblin_py.builtin.sources.kafka.settings import KafkaSettings
 COLUMNAR_METADATA = frozenset({"key", "topic", "partition", "offset", "timestamp"})
 
 
+def confluent_frames(values: Sequence[bytes | None], least: int) -> tuple[bytes, Any, Any, Any] | None:
+    """Confluent-framed values (a magic byte, a big-endian schema id, the payload) as one buffer, each value's start
+    and end in it, and its schema id; None for a tombstone, a value shorter than `least` or one without the magic."""
+    n = len(values)
+    try:
+        data = b"".join(values)  # type: ignore[arg-type]
+    except TypeError:
+        return None  # a tombstone: the row path rejects it
+    lengths = np.fromiter(map(len, values), np.int64, n)  # type: ignore[arg-type]
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    if n and lengths.min() < least:
+        return None
+    raw = np.frombuffer(data, np.uint8)
+    if n and (raw[starts] != MAGIC).any():
+        return None
+    ids = np.zeros(n, np.uint32)
+    for i in range(1, HEADER.size):  # the big-endian schema id after the magic byte
+        ids = (ids << np.uint32(8)) | raw[starts + i]
+    return data, starts, ends, ids
+
+
 class ConfluentAvroColumns:
     """Turns a batch of `confluent_avro` values into one Arrow record batch of the output schema's Arrow mapping (with
     the metadata columns), or None for a batch the row path must take."""
@@ -70,21 +92,10 @@ class ConfluentAvroColumns:
         import pyarrow as pa
 
         n = len(values)
-        try:
-            data = b"".join(values)  # type: ignore[arg-type]
-        except TypeError:
-            return None  # a tombstone: the row path rejects it
-        lengths = np.fromiter(map(len, values), np.int64, n)  # type: ignore[arg-type]
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        if n and lengths.min() < HEADER.size:
+        framed = confluent_frames(values, HEADER.size)
+        if framed is None:
             return None
-        raw = np.frombuffer(data, np.uint8)
-        if n and (raw[starts] != MAGIC).any():
-            return None
-        ids = np.zeros(n, np.uint32)
-        for i in range(1, HEADER.size):  # the big-endian schema id after the magic byte
-            ids = (ids << np.uint32(8)) | raw[starts + i]
+        data, starts, ends, ids = framed
         for schema_id in np.unique(ids).tolist():
             if not self._qualifies(schema_id):
                 return None
@@ -189,23 +200,12 @@ class ConfluentProtobufColumns(ConfluentAvroColumns):
         import pyarrow as pa
 
         n = len(values)
-        if not n:
+        framed = confluent_frames(values, HEADER.size + 1) if n else None
+        if framed is None:
             return None
-        try:
-            data = b"".join(values)  # type: ignore[arg-type]
-        except TypeError:
-            return None  # a tombstone: the row path rejects it
-        lengths = np.fromiter(map(len, values), np.int64, n)  # type: ignore[arg-type]
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        if lengths.min() < HEADER.size + 1:
+        data, starts, ends, ids = framed
+        if (np.frombuffer(data, np.uint8)[starts + HEADER.size] != 0).any():  # message indexes other than [0]
             return None
-        raw = np.frombuffer(data, np.uint8)
-        if (raw[starts] != MAGIC).any() or (raw[starts + HEADER.size] != 0).any():  # message indexes other than [0]
-            return None
-        ids = np.zeros(n, np.uint32)
-        for i in range(1, HEADER.size):  # the big-endian schema id after the magic byte
-            ids = (ids << np.uint32(8)) | raw[starts + i]
         if not (ids == ids[0]).all():
             return None  # values of several schema ids: the row path reads each with its own
         decoder = self._columns_of(int(ids[0]))
