@@ -153,9 +153,12 @@ def scan(s: MysqlCdcSettings, tables: list[str], low: int, end: int, base: str, 
              position.text(end, base), len(wanted))
     held: dict[str, list[tuple[int, list[str | None], list[Any]]]] = {}
     here = low
+    file, number = "", 0
     try:
         for event in stream:
-            here = (position.parse(stream.log_file, 0).number << 32) | int(stream.log_pos)
+            if stream.log_file != file:  # parsed once per file, not per event
+                file, number = stream.log_file, position.parse(stream.log_file, 0).number << 32
+            here = number | int(stream.log_pos)
             if isinstance(event, RotateEvent):
                 stream.table_map.clear()  # a new file: its table ids may name other tables (see `scan`)
                 if here > end and not held:
