@@ -24,8 +24,8 @@ from profile_cdc import sample_in_process, summary
 
 STAGES = {  # (file part, function): the samples with it on the stack
     "decode: binlog read (mysql-replication) + rows": ("mysql_cdc/binlog.py", "scan"),
-    "  of which the row events' values": ("mysql_cdc/rows.py", "decode_rows"),
-    "records (extractor)": ("mysql_cdc/extractor.py", "read_records"),
+    "  of which the row values decoded here": ("mysql_cdc/rows.py", "decode"),
+    "records (extractor, decode included)": ("mysql_cdc/extractor.py", "read_batches"),
     "record pipeline (task: rows → Arrow, writer)": ("runtime/task/pipeline.py", "run"),
     "publish: upsert commit (whole)": ("iceberg/upsert_commit.py", "commit_upsert"),
     "  read and reduce the changes by key": ("iceberg/upsert.py", "read_changes"),
