@@ -6,7 +6,8 @@ start it: tests/jdbc_mysql/mariadb_server.py).
 - `--phase stream`: `--changes` changes (inserts and updates of rows already there, in transactions of `--per-txn`)
   written after the table's snapshot, then one run applies them into an Iceberg table in upsert mode. Reported:
   changes applied a second (the run's wall time, process start included). The table is read back with pyiceberg and
-  compared with `SELECT` by key: a run that lost or doubled a row is reported as wrong, never as fast.
+  compared with `SELECT` by key: a run that lost or doubled a row is reported as wrong, never as fast. With
+  `--baseline DIR`, the same with that checkout's code, the two in turn `--repeat` times on the same server.
 - `--phase tables`: the same `--changes` (inserts and updates, in transactions of `--per-txn`, each in one table, the
   tables in turn) written to one table, then to `--tables` tables, each after the tables' snapshot; one run (tasks in
   the driver, `--in-process`, so no executor start weighs on either) reads them into Avro change files. Reported: each
@@ -16,7 +17,7 @@ start it: tests/jdbc_mysql/mariadb_server.py).
   must equal its `SELECT`, else the run is reported wrong.
 
     python scripts/bench_mysql_cdc.py --phase snapshot --rows 1000000
-    python scripts/bench_mysql_cdc.py --phase stream --changes 200000
+    python scripts/bench_mysql_cdc.py --phase stream --changes 100000 --baseline /tmp/base
     python scripts/bench_mysql_cdc.py --phase tables --tables 50 --changes 20000 --baseline /tmp/base
 """
 
@@ -51,18 +52,18 @@ def gobblin(args: list[str], cwd: Path, code: Path = ROOT) -> tuple[int, float, 
     return done.returncode, time.monotonic() - started, done.stdout + done.stderr
 
 
-def cdc_job(tmp: Path, maria: LocalMariaDB, publisher: dict[str, Any]) -> dict[str, Any]:
+def cdc_job(tmp: Path, maria: LocalMariaDB, publisher: dict[str, Any], db: str = "bench") -> dict[str, Any]:
     return {"job": {"name": "bench", "work_dir": str(tmp / "work")},
-            "source": {"class": "mysql_cdc", "url": maria.url("bench", "mysql"), "password_env": PASSWORD_ENV,
-                       "tables": ["bench.acct"], "snapshot": {"chunk_rows": 100_000, "chunks_per_run": 64}},
+            "source": {"class": "mysql_cdc", "url": maria.url(db, "mysql"), "password_env": PASSWORD_ENV,
+                       "tables": [f"{db}.acct"], "snapshot": {"chunk_rows": 100_000, "chunks_per_run": 64}},
             "writer": {"class": "parquet"}, "publisher": publisher, "spark": {"master": "local[2]"}}
 
 
-def fill(maria: LocalMariaDB, rows: int) -> None:
-    maria.create_database("bench")
-    maria.execute("bench", "CREATE TABLE acct (id bigint PRIMARY KEY, owner varchar(40), balance bigint, note text, "
+def fill(maria: LocalMariaDB, rows: int, db: str = "bench") -> None:
+    maria.create_database(db)
+    maria.execute(db, "CREATE TABLE acct (id bigint PRIMARY KEY, owner varchar(40), balance bigint, note text, "
                            "updated_at timestamp(6) NOT NULL)")
-    with maria.connect("bench") as conn, conn.cursor() as cur:
+    with maria.connect(db) as conn, conn.cursor() as cur:
         cur.execute("SET SESSION max_recursive_iterations = 100000000")
         for start in range(0, rows, 100_000):
             cur.execute("INSERT INTO acct SELECT seq, CONCAT('o', seq), seq, NULL, NOW(6) - INTERVAL 1 HOUR FROM seq_%s_to_%s"
@@ -102,41 +103,66 @@ def snapshot(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def stream(args: argparse.Namespace) -> dict[str, Any]:
+def write_changes(maria: LocalMariaDB, changes: int, per_txn: int, initial: int, db: str = "bench") -> int:
+    """`changes` changes to `db.acct` (inserts of new keys and updates of rows already there, in transactions of
+    `per_txn`); how many were written."""
+    with maria.connect(db, autocommit=False) as conn, conn.cursor() as cur:
+        next_id = initial + 1
+        for t in range(changes // per_txn):
+            for n in range(per_txn):
+                if n % 2:
+                    cur.execute("UPDATE acct SET balance = balance + 1, note = 'u' WHERE id = %s",
+                                (1 + ((t * per_txn + n) * 7919) % initial,))
+                else:
+                    cur.execute("INSERT INTO acct VALUES (%s, 'n', 0, NULL, NOW(6))", (next_id,))
+                    next_id += 1
+            conn.commit()
+    return (changes // per_txn) * per_txn
+
+
+def _one_stream(maria: LocalMariaDB, tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """A table of `--initial` rows in a database of its own, its snapshot, `--changes` changes, then the timed run of
+    the checkout `code` applying them into an Iceberg upsert table, read back and compared with `SELECT`."""
     from pyiceberg.catalog import load_catalog
 
+    db = f"b{tmp.name.replace('-', '_')}"
+    tmp.mkdir(parents=True)
+    fill(maria, args.initial, db)
+    publisher = {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
+                 "key": ["id"], "order_by": ["_pos", "_seq"], "delete_when": {"column": "_op", "equals": ["delete"]},
+                 "truncate_when": {"column": "_op", "equals": ["truncate"]}}
+    (tmp / "job.yaml").write_text(yaml.safe_dump(cdc_job(tmp, maria, publisher, db)))
+    for _ in range(2):  # the snapshot's chunks, then the stream that follows them
+        code_, _, text = gobblin(["run", "job.yaml"], tmp, code)
+        if code_:
+            raise SystemExit(f"a first run failed: {text[-2000:]}")
+    changes = write_changes(maria, args.changes, args.per_txn, args.initial, db)
+    code_, took, text = gobblin(["run", "job.yaml"], tmp, code)
+    catalog = load_catalog("gobblin_py", type="sql", uri=f"sqlite:///{tmp / 'work' / 'iceberg' / 'catalog.db'}")
+    fields = ("id", "owner", "balance", "note")
+    rows = catalog.load_table("db.acct").scan(selected_fields=fields).to_arrow().to_pylist()
+    same = sorted(tuple(r[c] for c in fields) for r in rows) == sorted(
+        maria.query(db, "SELECT id, owner, balance, note FROM acct"))
+    if code_ or not same:
+        print(text[-3000:], file=sys.stderr)
+    return {"exit": code_, "seconds": round(took, 1), "applied_per_s": round(changes / took),
+            "table_equals_source": same}
+
+
+def stream(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-"))
+    out: dict[str, Any] = {"phase": "stream", "initial_rows": args.initial, "changes": args.changes,
+                           "per_txn": args.per_txn, "repeat": args.repeat}
+    codes = {"this": ROOT, **({"baseline": Path(args.baseline).resolve()} if args.baseline else {})}
     with LocalMariaDB(binlog=True) as maria:
-        fill(maria, args.initial)
-        publisher = {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
-                     "key": ["id"], "order_by": ["_pos", "_seq"], "delete_when": {"column": "_op", "equals": ["delete"]},
-                     "truncate_when": {"column": "_op", "equals": ["truncate"]}}
-        (tmp / "job.yaml").write_text(yaml.safe_dump(cdc_job(tmp, maria, publisher)))
-        for _ in range(2):  # the snapshot's chunks, then the stream that follows them
-            code, _, text = gobblin(["run", "job.yaml"], tmp)
-            if code:
-                raise SystemExit(f"a first run failed: {text[-2000:]}")
-        with maria.connect("bench", autocommit=False) as conn, conn.cursor() as cur:
-            next_id = args.initial + 1
-            for t in range(args.changes // args.per_txn):
-                for n in range(args.per_txn):
-                    if n % 2:
-                        cur.execute("UPDATE acct SET balance = balance + 1, note = 'u' WHERE id = %s",
-                                    (1 + ((t * args.per_txn + n) * 7919) % args.initial,))
-                    else:
-                        cur.execute("INSERT INTO acct VALUES (%s, 'n', 0, NULL, NOW(6))", (next_id,))
-                        next_id += 1
-                conn.commit()
-        code, took, text = gobblin(["run", "job.yaml"], tmp)
-        catalog = load_catalog("gobblin_py", type="sql", uri=f"sqlite:///{tmp / 'work' / 'iceberg' / 'catalog.db'}")
-        fields = ("id", "owner", "balance", "note")
-        rows = catalog.load_table("db.acct").scan(selected_fields=fields).to_arrow().to_pylist()
-        same = sorted(tuple(r[c] for c in fields) for r in rows) == sorted(
-            maria.query("bench", "SELECT id, owner, balance, note FROM acct"))
-        changes = (args.changes // args.per_txn) * args.per_txn
-        return {"phase": "stream", "initial_rows": args.initial, "changes": changes, "per_txn": args.per_txn,
-                "exit": code, "seconds": round(took, 1), "applied_per_s": round(changes / took),
-                "table_equals_source": same}
+        for r in range(args.repeat):  # the checkouts in turn, so a change in the machine's load weighs on both
+            for name, code in codes.items():
+                out.setdefault(name, []).append(_one_stream(maria, tmp / f"{name}-{r}", code, args))
+                print(json.dumps({name: out[name][-1]}), file=sys.stderr)
+    if args.baseline:
+        out["this_over_baseline_per_s"] = [round(a["applied_per_s"] / b["applied_per_s"], 2)
+                                           for a, b in zip(out["this"], out["baseline"])]
+    return out
 
 
 def _changes(maria: LocalMariaDB, db: str, tables: list[str], changes: int, per_txn: int, rows: int) -> int:
@@ -221,8 +247,8 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--per-txn", type=int, default=10)
     parser.add_argument("--tables", type=int, default=50, help="--phase tables: the many-table job's tables")
-    parser.add_argument("--repeat", type=int, default=2, help="--phase tables: measurements of each case")
-    parser.add_argument("--baseline", help="--phase tables: a checkout whose code is measured too, for comparison")
+    parser.add_argument("--repeat", type=int, default=2, help="--phase tables, stream: measurements of each case")
+    parser.add_argument("--baseline", help="--phase tables, stream: a checkout whose code is measured too, for comparison")
     args = parser.parse_args()
     result = {"snapshot": snapshot, "stream": stream, "tables": tables}[args.phase](args)
     result["date"] = time.strftime("%Y-%m-%d")

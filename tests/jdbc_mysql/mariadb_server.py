@@ -66,7 +66,23 @@ class LocalMariaDB:
     def start(self) -> LocalMariaDB:
         subprocess.run([self.install, "--no-defaults", f"--datadir={self.data}", "--auth-root-authentication-method=normal",
                         "--skip-test-db", *self.as_root], check=True, capture_output=True, cwd=self.dir)
-        log = open(self.dir / "server.log", "wb")
+        self._launch()
+        with self._root() as root, root.cursor() as cur:
+            cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (USER, PASSWORD))
+            cur.execute(f"GRANT ALL ON *.* TO {USER}@'%'")
+        return self
+
+    def restart(self) -> None:
+        """Stops the server (a clean shutdown) and starts it again on the same data: a new binlog file, and table ids
+        counted again from the start."""
+        assert self.process is not None
+        self.process.terminate()
+        self.process.wait(60)
+        self._launch()
+
+    def _launch(self) -> None:
+        """Starts the server on the data directory and waits until root can connect."""
+        log = open(self.dir / "server.log", "ab")
         self.process = subprocess.Popen(
             [self.server, "--no-defaults", f"--datadir={self.data}", f"--socket={self.socket}", f"--port={self.port}",
              f"--bind-address={self.host}", f"--pid-file={self.dir / 'pid'}", "--skip-name-resolve", *self.binlog,
@@ -83,10 +99,7 @@ class LocalMariaDB:
                     self.stop()
                     raise RuntimeError(f"MariaDB did not start: {(self.dir / 'server.log').read_text()[-2000:]}") from None
                 time.sleep(0.2)
-        with root, root.cursor() as cur:
-            cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (USER, PASSWORD))
-            cur.execute(f"GRANT ALL ON *.* TO {USER}@'%'")
-        return self
+        root.close()
 
     def root_execute(self, *statements: str) -> None:
         """Run statements as root over the socket (SET GLOBAL, PURGE BINARY LOGS)."""

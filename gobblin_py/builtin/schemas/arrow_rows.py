@@ -1,14 +1,17 @@
-"""Database rows as Arrow, shared by the sources that read tables (jdbc, postgres_cdc): the Arrow mapping of a rows'
-Avro schema, a native reader's batch cast to it exactly (or refused, for the row path to decide), batches cut to a
-fixed row count, and a batch's last row for messages."""
+"""Database rows as Arrow, shared by the sources that read tables (jdbc, postgres_cdc, mysql_cdc): the Arrow mapping of
+a rows' Avro schema, a native reader's batch cast to it exactly (or refused, for the row path to decide), batches cut
+to a fixed row count, records already made batched and made Arrow at once, and a batch's last row for messages."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from gobblin_py.api.batches import ROW_VALUES
+from gobblin_py.api.batches import ROW_VALUES, RawBatch
 from gobblin_py.api.types import Record
+
+RECORDS = "records"
+"""The format of a batch of records already made (`values`: (record, where it came from) pairs): the row path."""
 
 
 def row_schema(avro_schema: dict[str, Any]) -> Any:
@@ -20,6 +23,32 @@ def row_schema(avro_schema: dict[str, Any]) -> Any:
 
     schema = ArrowMapping(avro_schema).schema
     return pa.schema([f.with_metadata({ROW_VALUES: b"datetime"}) if pa.types.is_timestamp(f.type) else f for f in schema])
+
+
+def record_batches(records: Iterable[tuple[Record, str]], size: int = 1000) -> Iterator[RawBatch]:
+    """Records already made, with where each came from, `size` a batch (format `RECORDS`)."""
+    held: list[tuple[Record, str]] = []
+    for pair in records:
+        held.append(pair)
+        if len(held) == size:
+            yield RawBatch(RECORDS, held)
+            held = []
+    if held:
+        yield RawBatch(RECORDS, held)
+
+
+def records_arrow(batch: RawBatch, schema: Any) -> Any | None:
+    """A `RECORDS` batch as one Arrow record batch of `schema` (its records' values converted by pyarrow, as the
+    writers convert a record), made at once instead of record by record; None when pyarrow refuses a value (the row
+    path then decides, naming the record) or for another format."""
+    import pyarrow as pa
+
+    if batch.format != RECORDS:
+        return None
+    try:
+        return pa.RecordBatch.from_pylist([record for record, _ in batch.values], schema=schema)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError):
+        return None
 
 
 def is_decimal(t: Any) -> bool:

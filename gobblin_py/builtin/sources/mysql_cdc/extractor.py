@@ -21,8 +21,10 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from gobblin_py.api import Extractor, TaskContext, WorkUnit
+from gobblin_py.api import TaskContext, WorkUnit
+from gobblin_py.api.batches import BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
+from gobblin_py.builtin.schemas.arrow_rows import record_batches, records_arrow, row_schema
 from gobblin_py.builtin.schemas.mysql_columns import CONVERT
 from gobblin_py.builtin.sources.mysql_cdc import binlog, decode, position
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect
@@ -33,8 +35,10 @@ from gobblin_py.errors import SourceError, UnreachableError, describe
 log = logging.getLogger(__name__)
 
 
-class MysqlCdcExtractor(Extractor):
+class MysqlCdcExtractor(BatchExtractor):
     """One snapshot chunk of a table, or the table's changes in (low, end]."""
+
+    makes_arrow = True
 
     def __init__(self, settings: MysqlCdcSettings, workunit: WorkUnit, context: TaskContext) -> None:
         self.settings, self.workunit, self.context = settings, workunit, context
@@ -44,6 +48,9 @@ class MysqlCdcExtractor(Extractor):
         self.at = ""
         self.seq = 0
         self._convert: list[tuple[str, Callable[[Any], Any]]] = [(c, CONVERT[k]) for c, k in p.casts.items()]
+        self._arrow: Any = None  # the Arrow mapping of the records' schema
+        self._binary = [f["name"] for f in p.avro_schema["fields"]
+                        if f["type"] == "bytes" or (isinstance(f["type"], list) and "bytes" in f["type"])]
 
     def get_schema(self) -> Schema:
         return self.split.avro_schema
@@ -54,20 +61,21 @@ class MysqlCdcExtractor(Extractor):
     def location(self) -> str:
         return f"{self.split.table} {self.at}"
 
-    def read_records(self) -> Iterator[Record]:
+    def read_batches(self) -> Iterator[RawBatch]:
+        """The records (`records_of`) a thousand at a time, so a task without converters writes each thousand as one
+        Arrow batch (`to_arrow`) instead of record by record (issue 45's profile)."""
         import pymysql
 
         p, s = self.split, self.settings
         try:
             if p.chunk is not None:
-                yield from self._chunk()
+                yield from record_batches(self._chunk())
                 return
             chunks = Chunks.of(p.chunks) if p.chunks else None
             count = 0
-            for c in self._changes():
-                for record in self._records(c, chunks):
-                    count += 1
-                    yield record
+            for batch in record_batches((record, self.at) for c in self._changes() for record in self._records(c, chunks)):
+                count += len(batch.values)
+                yield batch
             log.info("%s: %d change record(s) in (%s, %s]", p.table, count, position.text(p.low, p.base),
                      position.text(self.end, p.base))
         except pymysql.err.OperationalError as exc:
@@ -75,6 +83,16 @@ class MysqlCdcExtractor(Extractor):
                                    "the next attempt (or run) reads the range again") from None
         except pymysql.err.Error as exc:
             raise SourceError(f"{s.endpoint}, table {p.table}: {describe(exc)}") from None
+
+    def records_of(self, batch: RawBatch) -> Iterator[Record]:
+        for record, at in batch.values:
+            self.at = at
+            yield record
+
+    def to_arrow(self, batch: RawBatch) -> Any | None:
+        if self._arrow is None:
+            self._arrow = row_schema(self.get_schema())
+        return records_arrow(batch, self._arrow)
 
     def _changes(self) -> Iterator[binlog.Change]:
         """The table's changes in (low, end]: its share of the run's one read of the binlog (`decode.py`), or a read
@@ -87,7 +105,7 @@ class MysqlCdcExtractor(Extractor):
             yield from binlog.read(self.settings, p.database, p.table_name, self.names, p.low, self.end, p.base,
                                    p.width)
 
-    def _chunk(self) -> Iterator[Record]:
+    def _chunk(self) -> Iterator[tuple[Record, str]]:
         """One snapshot chunk as of its high position, which is this work unit's watermark (`chunk.<n>`); the first
         chunk starts with a truncate record (a snapshot replaces what a consumer held of the table)."""
         p, s = self.split, self.settings
@@ -95,7 +113,7 @@ class MysqlCdcExtractor(Extractor):
         hi = tuple(p.chunk_hi) if p.chunk_hi is not None else None
         if p.chunk == 0:
             self.at = "snapshot start"
-            yield self._record(None, "truncate", p.low, -1, None, None)
+            yield self._record(None, "truncate", p.low, -1, None, None), self.at
         conn = connect(s, in_task=True)
         try:
             high, rows = read_chunk(s, conn, p.database, p.table_name, self.names, p.key, lo, hi)
@@ -103,7 +121,7 @@ class MysqlCdcExtractor(Extractor):
             conn.close()
         for n, row in enumerate(rows):
             self.at = f"snapshot chunk {p.chunk} row {n}"
-            yield self._record(row, "read", high, (p.chunk << 32) + n, None, None)
+            yield self._record(row, "read", high, (p.chunk << 32) + n, None, None), self.at
         self.end = high
 
     def _next(self) -> int:
@@ -140,6 +158,9 @@ class MysqlCdcExtractor(Extractor):
         for name, convert in self._convert:
             if record[name] is not None:
                 record[name] = convert(record[name])
+        for name in self._binary:  # mysql-replication gives "" for an empty binary value (b"" decodes by any codec
+            if record[name] == "":  # name), which the writers refuse for a bytes column: the record went to the errors
+                record[name] = b""
         record.update(_op=op, _pos=pos, _seq=seq, _xid=xid,
                       _commit_ts=datetime.fromtimestamp(ts, UTC) if ts is not None else None)
         return record
