@@ -16,7 +16,7 @@ from support.jobs import run_cli, write_job
 from gobblin_py.api import DatasetCommit, OutputFile
 from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher
 from gobblin_py.builtin.publishers.iceberg.settings import default_catalog
-from gobblin_py.builtin.publishers.iceberg.upsert import UpsertSpec, read_changes, write_uuid
+from gobblin_py.builtin.publishers.iceberg.upsert import UpsertSpec, check_changes, read_changes, write_uuid
 from gobblin_py.config import load_job
 from gobblin_py.errors import CommitError, ConfigError
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
@@ -265,6 +265,46 @@ def test_changes_before_a_commits_last_truncate_are_dropped_and_a_tie_with_it_is
         read_changes(_LocalIO(), [_parquet(tmp_path, "e.parquet", tied, schema)], spec, "table db.t")
     with pytest.raises(CommitError, match=r"null key column 'id'"):  # without truncate_when, a truncate has no key
         read_changes(_LocalIO(), [_parquet(tmp_path, "f.parquet", rows, schema)], UpsertSpec(("id",), ("lsn", "seq")), "table db.t")
+
+
+def test_chunk_files_are_taken_as_they_are_only_when_no_key_is_in_two_of_them(tmp_path: Path) -> None:
+    """A snapshot's chunk files each rise by key over disjoint ranges, so their changes are applied without a sort; a
+    key at the edge of two rising files, or anywhere in both, is still reduced to its last change."""
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string()), ("lsn", pa.int64()), ("seq", pa.int64()), ("op", pa.string())])
+    spec = UpsertSpec(("id",), ("lsn", "seq"), "op", ("d",), "op", ("t",))
+
+    def chunk(name: str, ids: list[int], lsn: int) -> tuple[str, str]:
+        return _parquet(tmp_path, name, [{"id": i, "v": f"{name}:{i}", "lsn": lsn, "seq": i, "op": "r"} for i in ids], schema)
+
+    def applied(*files: tuple[str, str]) -> dict[int, str]:
+        changes = read_changes(_LocalIO(), list(files), spec, "table db.t")
+        got = changes.upserts.to_pylist()
+        assert len(got) == len({r["id"] for r in got}) == changes.keys.num_rows, "one row per key"
+        return {r["id"]: r["v"] for r in got}
+
+    assert applied(chunk("b1", [5, 6, 7, 8], 1), chunk("a1", [1, 2, 3, 4], 1)) == {i: f"{'a1' if i < 5 else 'b1'}:{i}" for i in range(1, 9)}
+    assert applied(chunk("a2", [1, 2, 3, 4, 5], 1), chunk("b2", [5, 6, 7, 8], 2))[5] == "b2:5", "the edge key: its last change"
+    assert applied(chunk("a3", [1, 3, 5], 2), chunk("b3", [2, 3, 6], 1)) == {1: "a3:1", 2: "b3:2", 3: "a3:3", 5: "a3:5", 6: "b3:6"}
+    assert len(applied(chunk("a4", [1, 3, 5], 1), chunk("b4", [2, 4, 6], 1))) == 6, "interleaved, no key twice"
+    out_of_order = [{"id": 3, "v": "after", "lsn": 9, "seq": 0, "op": "r"}, {"id": None, "v": None, "lsn": 7, "seq": 0, "op": "t"},
+                    {"id": 1, "v": "before", "lsn": 5, "seq": 0, "op": "r"}]  # the truncate not first in the file
+    changes = read_changes(_LocalIO(), [_parquet(tmp_path, "t.parquet", out_of_order, schema)], spec, "table db.t")
+    assert changes.truncated and changes.upserts["v"].to_pylist() == ["after"]
+
+
+def test_the_check_reads_the_key_and_order_columns_and_still_refuses_a_tie_of_different_rows(tmp_path: Path) -> None:
+    """The publisher's check reads only the columns the reduction needs; tied changes of one key that differ in
+    another column are refused by it all the same (before anything moves), identical ones are one change."""
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string()), ("seq", pa.int64())])
+    spec = UpsertSpec(("id",), ("seq",))
+    same = [{"id": 1, "v": "x", "seq": 1}, {"id": 1, "v": "x", "seq": 1}, {"id": 2, "v": "y", "seq": 1}]
+    check_changes(_LocalIO(), [_parquet(tmp_path, "same.parquet", same, schema)], spec, "table db.t")
+    differ = [{"id": 1, "v": "x", "seq": 1}, {"id": 2, "v": "y", "seq": 1}, {"id": 1, "v": "z", "seq": 1}]
+    with pytest.raises(CommitError, match=r"key id=1 changes twice with the same seq \(seq=1\) and different values"):
+        check_changes(_LocalIO(), [_parquet(tmp_path, "differ.parquet", differ, schema)], spec, "table db.t")
+    with pytest.raises(CommitError, match=r"publisher.order_by names column 'ts', which the job's output does not have "
+                                          r"\(its columns: id, v, seq\)"):
+        check_changes(_LocalIO(), [_parquet(tmp_path, "no-ts.parquet", same, schema)], UpsertSpec(("id",), ("ts",)), "table db.t")
 
 
 def test_key_and_order_columns_are_checked_against_the_output(tmp_path: Path) -> None:
