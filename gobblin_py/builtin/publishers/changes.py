@@ -235,23 +235,26 @@ def _distinct(t: Any, key: Sequence[str]) -> bool:
         if len(key) == 1:
             return _rising_runs(t[key[0]]) or pc.count_distinct(t[key[0]]).as_py() == t.num_rows
         return t.select(list(key)).group_by(list(key)).aggregate([]).num_rows == t.num_rows
-    except (pa.ArrowNotImplementedError, TypeError):  # a key type Arrow does not compare or hash: the sort decides
+    except pa.ArrowNotImplementedError:  # a key type Arrow does not compare or hash: the sort decides
         return False
 
 
 def _rising_runs(column: Any) -> bool:
-    """Every chunk of `column` strictly rises and no two chunks' [first, last] ranges overlap (so no value repeats)."""
+    """Every chunk of `column` strictly rises and no two chunks' [first, last] ranges overlap (so no value repeats);
+    compared in Arrow, so any type it orders (a nanosecond timestamp too) is judged without a Python value."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    ranges = []
-    for chunk in column.chunks:
-        if len(chunk) == 0:
-            continue
+    chunks = [c for c in column.chunks if len(c)]
+    for chunk in chunks:
         if len(chunk) > 1 and not pc.all(pc.less(chunk[:-1], chunk[1:])).as_py():
             return False
-        ranges.append((chunk[0].as_py(), chunk[-1].as_py()))
-    ranges.sort()
-    return all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
+    if len(chunks) < 2:
+        return True
+    firsts, lasts = pa.concat_arrays([c[:1] for c in chunks]), pa.concat_arrays([c[-1:] for c in chunks])
+    order = pc.sort_indices(firsts)
+    firsts, lasts = firsts.take(order), lasts.take(order)
+    return bool(pc.all(pc.less(lasts[:-1], firsts[1:])).as_py())
 
 
 def _last_per_key(changes: Any, files: Sequence[tuple[str, str]], spec: UpsertSpec, where: str,
