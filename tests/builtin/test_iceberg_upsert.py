@@ -302,6 +302,9 @@ def test_the_check_reads_the_key_and_order_columns_and_still_refuses_a_tie_of_di
     differ = [{"id": 1, "v": "x", "seq": 1}, {"id": 2, "v": "y", "seq": 1}, {"id": 1, "v": "z", "seq": 1}]
     with pytest.raises(CommitError, match=r"key id=1 changes twice with the same seq \(seq=1\) and different values"):
         check_changes(_LocalIO(), [_parquet(tmp_path, "differ.parquet", differ, schema)], spec, "table db.t")
+    truncate = [{"id": None, "v": "truncate", "seq": 0}, {"id": 1, "v": "x", "seq": 1}]  # postgres_cdc's, unmarked
+    with pytest.raises(CommitError, match=r"null key column 'id'.*It is a truncate \(v = 'truncate'.*truncate_when"):
+        check_changes(_LocalIO(), [_parquet(tmp_path, "truncate.parquet", truncate, schema)], spec, "table db.t")
     with pytest.raises(CommitError, match=r"publisher.order_by names column 'ts', which the job's output does not have "
                                           r"\(its columns: id, v, seq\)"):
         check_changes(_LocalIO(), [_parquet(tmp_path, "no-ts.parquet", same, schema)], UpsertSpec(("id",), ("ts",)), "table db.t")

@@ -172,7 +172,8 @@ def reduce_changes(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec
 def check_reduced(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec: UpsertSpec, where: str) -> bool:
     """A publisher's check before anything moves, on `tables` read with only the columns `spec.columns()` (a sixth of
     a CDC file's bytes): CommitError for what `reduce_changes` refuses; False when these columns cannot decide (a
-    file lacks one, or one key's changes tie on `order_by`, refused only if the rows differ elsewhere): read whole."""
+    file lacks one, one key's changes tie on `order_by`, refused only if the rows differ elsewhere, or a null key whose
+    message names the row's other columns): read whole."""
     if any(c not in t.column_names for t in tables for c in spec.columns()):
         return False
     return _reduce(tables, files, spec, where, complete=False) is not None
@@ -181,7 +182,7 @@ def check_reduced(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec:
 def _reduce(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec: UpsertSpec, where: str,
             complete: bool) -> Changes | None:
     """`reduce_changes`; with `complete` False (the tables hold only the spec's columns), None where a tie on
-    `order_by` needs the other columns to judge."""
+    `order_by` needs the other columns to judge, or a null key or order value the rest of its row to explain."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -202,6 +203,8 @@ def _reduce(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec: Upser
         for c in columns:
             nulls = pc.is_null(changes[c])
             if pc.any(nulls).as_py():
+                if not complete:
+                    return None  # the advice reads the change's other columns (a truncate marked in one of them)
                 at = pc.index(nulls, True).as_py()
                 raise CommitError(f"{where}: change {_at(changes, at, files)} has a null {role} column {c!r}: a change "
                                   f"without its {role} cannot be applied, so nothing of this commit was. "
