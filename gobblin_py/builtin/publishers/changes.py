@@ -111,6 +111,10 @@ class UpsertSpec:
     truncate_column: str | None = None
     truncate_values: tuple[Any, ...] = ()
 
+    def columns(self) -> list[str]:
+        """Every column the reduction reads (key, order, markers), each once: all a publisher's check needs."""
+        return list(dict.fromkeys([*self.key, *self.order_by, *(c for c in (self.delete_column, self.truncate_column) if c)]))
+
 
 @dataclass(frozen=True)
 class Changes:
@@ -147,7 +151,7 @@ def check_columns(spec: UpsertSpec, schema: Any, where: str) -> None:
         for c in columns:
             if c not in names:
                 raise CommitError(f"{where}: publisher.{role} names column {c!r}, which the job's output does not have "
-                                  f"(its columns: {', '.join(schema.names)}); fix publisher.{role} or the job's schema")
+                                  f"(its columns: {', '.join(n for n in schema.names if n not in (_FILE, _ROW))}); fix publisher.{role} or the job's schema")
             t = schema.field(c).type
             if role != "a marker column" and (not _orderable(t) or (role == "key" and pt.is_floating(t))):
                 raise CommitError(f"{where}: publisher.{role} column {c!r} is {t}; a {role} column must be a "
@@ -160,11 +164,31 @@ def reduce_changes(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec
     to the last per key. CommitError, naming `where`, the file and the row or key: a null key or order value; two
     different changes of one key tying on `order_by`; without `order_by`, one key in two files (their order is not
     defined)."""
+    changes = _reduce(tables, files, spec, where, complete=True)
+    assert changes is not None
+    return changes
+
+
+def check_reduced(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec: UpsertSpec, where: str) -> bool:
+    """A publisher's check before anything moves, on `tables` read with only the columns `spec.columns()` (a sixth of
+    a CDC file's bytes): CommitError for what `reduce_changes` refuses; False when these columns cannot decide (a
+    file lacks one, one key's changes tie on `order_by`, refused only if the rows differ elsewhere, or a null key whose
+    message names the row's other columns): read whole."""
+    if any(c not in t.column_names for t in tables for c in spec.columns()):
+        return False
+    return _reduce(tables, files, spec, where, complete=False) is not None
+
+
+def _reduce(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec: UpsertSpec, where: str,
+            complete: bool) -> Changes | None:
+    """`reduce_changes`; with `complete` False (the tables hold only the spec's columns), None where a tie on
+    `order_by` needs the other columns to judge, or a null key or order value the rest of its row to explain."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    tables = [t.append_column(_FILE, pa.array([i] * t.num_rows, pa.int32()))
-              .append_column(_ROW, pa.array(range(t.num_rows), pa.int64())) for i, t in enumerate(tables)]
+    tables = [t.append_column(_FILE, pa.array(np.full(t.num_rows, i, np.int32)))
+              .append_column(_ROW, pa.array(np.arange(t.num_rows, dtype=np.int64))) for i, t in enumerate(tables)]
     if not tables:
         raise CommitError(f"{where}: an upsert commit without change files")
     try:
@@ -179,6 +203,8 @@ def reduce_changes(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec
         for c in columns:
             nulls = pc.is_null(changes[c])
             if pc.any(nulls).as_py():
+                if not complete:
+                    return None  # the advice reads the change's other columns (a truncate marked in one of them)
                 at = pc.index(nulls, True).as_py()
                 raise CommitError(f"{where}: change {_at(changes, at, files)} has a null {role} column {c!r}: a change "
                                   f"without its {role} cannot be applied, so nothing of this commit was. "
@@ -186,12 +212,69 @@ def reduce_changes(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec
     if changes.num_rows == 0:
         keys = changes.select(list(spec.key))
         return Changes(changes.drop_columns([_FILE, _ROW]), keys, received, 0, truncated, keys)
+    if _distinct(changes, spec.key):  # one change per key (a snapshot): nothing to order, tie or reduce
+        winners = changes.drop_columns([_FILE, _ROW])
+    else:
+        winners = _last_per_key(changes, files, spec, where, complete)
+        if winners is None:
+            return None
+    keys = winners.select(list(spec.key))
+    if spec.delete_column is not None:
+        deleted = _marked(winners, spec.delete_column, spec.delete_values, "delete_when", where)
+        count = int(pc.sum(deleted.cast("int64")).as_py() or 0)
+        if count:
+            return Changes(winners.filter(pc.invert(deleted)), keys, received, count, truncated,
+                           winners.filter(deleted).select(list(spec.key)))
+    return Changes(winners, keys, received, 0, truncated, keys.slice(0, 0))
+
+
+def _distinct(t: Any, key: Sequence[str]) -> bool:
+    """No two rows of `t` share a key (keys are non-null here): a one-column key in runs that each rise strictly
+    over disjoint ranges (a snapshot's chunks) in one comparison pass, else by one hash pass; no sort either way."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        if len(key) == 1:
+            return _rising_runs(t[key[0]]) or pc.count_distinct(t[key[0]]).as_py() == t.num_rows
+        return t.select(list(key)).group_by(list(key)).aggregate([]).num_rows == t.num_rows
+    except pa.ArrowNotImplementedError:  # a key type Arrow does not compare or hash: the sort decides
+        return False
+
+
+def _rising_runs(column: Any) -> bool:
+    """Every chunk of `column` strictly rises and no two chunks' [first, last] ranges overlap (so no value repeats);
+    compared in Arrow, so any type it orders (a nanosecond timestamp too) is judged without a Python value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = [c for c in column.chunks if len(c)]
+    for chunk in chunks:
+        if len(chunk) > 1 and not pc.all(pc.less(chunk[:-1], chunk[1:])).as_py():
+            return False
+    if len(chunks) < 2:
+        return True
+    firsts, lasts = pa.concat_arrays([c[:1] for c in chunks]), pa.concat_arrays([c[-1:] for c in chunks])
+    order = pc.sort_indices(firsts)
+    firsts, lasts = firsts.take(order), lasts.take(order)
+    return bool(pc.all(pc.less(lasts[:-1], firsts[1:])).as_py())
+
+
+def _last_per_key(changes: Any, files: Sequence[tuple[str, str]], spec: UpsertSpec, where: str,
+                  complete: bool) -> Any | None:
+    """The last change of each key (by key, `order_by`, file, row), without the helper columns; CommitError for a tie
+    of different rows or (without `order_by`) a key in two files; None for a tie when not `complete`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     order = [*spec.key, *spec.order_by, _FILE, _ROW]
     ordered = changes.take(pc.sort_indices(changes, sort_keys=[(c, "ascending") for c in order]))
     same_key = _equal_next(ordered, spec.key)
     if spec.order_by:
         tie = pc.and_(same_key, _equal_next(ordered, spec.order_by))
         for i in pc.indices_nonzero(tie).to_pylist():
+            if not complete:
+                return None
             a, b = (ordered.slice(j, 1).drop_columns([_FILE, _ROW]).to_pylist()[0] for j in (i, i + 1))
             if a != b:
                 raise CommitError(
@@ -209,12 +292,7 @@ def reduce_changes(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec
                 "the order within one file is defined: nothing of this commit was applied. Set publisher.order_by to "
                 "the column that orders a key's changes (the source's LSN, updated_at or offset)")
     last = pc.invert(pa.concat_arrays([same_key, pa.array([False], pa.bool_())]))
-    winners = ordered.filter(last).drop_columns([_FILE, _ROW])
-    deleted = pa.array([False] * winners.num_rows, pa.bool_())
-    if spec.delete_column is not None:
-        deleted = _marked(winners, spec.delete_column, spec.delete_values, "delete_when", where)
-    return Changes(winners.filter(pc.invert(deleted)), winners.select(list(spec.key)), received,
-                   int(pc.sum(deleted.cast("int64")).as_py() or 0), truncated, winners.filter(deleted).select(list(spec.key)))
+    return ordered.filter(last).drop_columns([_FILE, _ROW])
 
 
 def _null_advice(row: dict[str, Any], column: str, role: str, spec: UpsertSpec) -> str:
@@ -277,6 +355,9 @@ def _after_last_truncate(changes: Any, spec: UpsertSpec, files: Sequence[tuple[s
         raise CommitError(f"{where}: change {_at(changes, pc.index(tied, True).as_py(), files)} ties on "
                           f"{_names(spec.order_by)} with the truncate {_at(last, 0, files)}, so whether it came before or "
                           "after it is not defined: nothing of this commit was applied")
+    kept = int(pc.sum(after.cast("int64")).as_py() or 0)
+    if kept == 0 or pc.all(after.slice(changes.num_rows - kept)).as_py():  # a snapshot's: what goes is a prefix
+        return changes.slice(changes.num_rows - kept), True
     return changes.filter(after), True
 
 

@@ -167,7 +167,7 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
         table = self._open(commit.dataset)
         name = str(self.table_location(commit.dataset))
         if self.settings.mode == "upsert":  # a null key, a tie or a key column missing, refused before anything moves
-            self._changes(commit)
+            u.check_changes(*self._change_files(commit))
         if table is not None:
             self._fits(table, t.output_schema(self._files(commit, published=False), self.settings.partition, name), name)
             self._keyed(table, name)
@@ -178,9 +178,12 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
 
     def _changes(self, commit: DatasetCommit) -> Any:
         """Upsert mode: the commit's changes (in task output) reduced to the last per key."""
-        files = [(f.path, f.rel_path) for f in commit.files if f.kind == "data"]
-        return u.read_changes(files, self.settings.upsert_spec(),
-                              f"table {self.table_location(commit.dataset)} (dataset {commit.dataset})")
+        return u.read_changes(*self._change_files(commit))
+
+    def _change_files(self, commit: DatasetCommit) -> tuple[list[tuple[str, str]], Any, str]:
+        """Upsert mode: the commit's change files (task output, name for messages), the spec, and where for messages."""
+        return ([(f.path, f.rel_path) for f in commit.files if f.kind == "data"], self.settings.upsert_spec(),
+                f"table {self.table_location(commit.dataset)} (dataset {commit.dataset})")
 
     def _keyed(self, table: Any, name: str) -> None:
         """Upsert mode: CommitError unless every key column is a column of the table."""

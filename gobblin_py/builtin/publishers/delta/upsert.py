@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gobblin_py.builtin.publishers.changes import Changes, UpsertSpec, reduce_changes
+from gobblin_py.builtin.publishers.changes import Changes, UpsertSpec, check_reduced, reduce_changes
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location, filesystem_for
 
@@ -26,6 +26,18 @@ UPSERT = "gobblin-py.upsert"
 def read_changes(files: list[tuple[str, str]], spec: UpsertSpec, where: str) -> Changes:
     """The changes in the Parquet files `files` ((location, name for messages), in commit order) reduced to the last
     per key (`reduce_changes` names what it refuses: a null key, a tie, a key column missing)."""
+    return reduce_changes(_read(files, None, where), files, spec, where)
+
+
+def check_changes(files: list[tuple[str, str]], spec: UpsertSpec, where: str) -> None:
+    """The publisher's check: CommitError for what `read_changes` refuses, before anything moves, reading only the
+    columns the reduction needs (`changes.check_reduced`), the whole files only where those cannot decide."""
+    if not check_reduced(_read(files, spec.columns(), where), files, spec, where):
+        read_changes(files, spec, where)
+
+
+def _read(files: list[tuple[str, str]], columns: list[str] | None, where: str) -> list[Any]:
+    """Each file of `files` as a pa.Table: every column, or those of `columns` it has; CommitError for a missing one."""
     import pyarrow.parquet as pq
 
     tables = []
@@ -35,8 +47,10 @@ def read_changes(files: list[tuple[str, str]], spec: UpsertSpec, where: str) -> 
         if fs.size(loc) is None:
             raise CommitError(f"{where}: the change file {name} ({loc}) is missing from task output")
         with fs.open_read(loc) as stream:
-            tables.append(pq.read_table(stream))
-    return reduce_changes(tables, files, spec, where)
+            parquet = pq.ParquetFile(stream)
+            names = None if columns is None else [c for c in columns if c in parquet.schema_arrow.names]
+            tables.append(parquet.read(columns=names))
+    return tables
 
 
 def key_missing(table_schema: Any, key: tuple[str, ...], name: str) -> str | None:

@@ -254,11 +254,11 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
         table = load_table(catalog, name)
         identity.check_one_dataset(table, commit.dataset, name, self.settings.table)
         io = load_file_io(catalog.properties, paths[0])
-        if self.settings.mode == "upsert":  # a null key or a tie refused before anything moves (read again to commit)
-            from gobblin_py.builtin.publishers.iceberg.upsert import read_changes
+        if self.settings.mode == "upsert":  # a null key or a tie refused before anything moves (read whole to commit)
+            from gobblin_py.builtin.publishers.iceberg.upsert import check_changes
 
-            read_changes(io, [(table_uri(f.path), f.rel_path) for f in commit.files if f.kind == "data"],
-                         self.settings.upsert_spec(), f"table {name} (dataset {commit.dataset})")
+            check_changes(io, [(table_uri(f.path), f.rel_path) for f in commit.files if f.kind == "data"],
+                          self.settings.upsert_spec(), f"table {name} (dataset {commit.dataset})")
         if table is None:  # the job's own abandoned creation goes on here; `pin` refuses it where the dataset pins a table
             identity.check_no_table_there(catalog, commit.dataset, name, self.table_dir(commit.dataset), job=commit.job)
             return

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gobblin_py.builtin.publishers.changes import _ROW, Changes, UpsertSpec, reduce_changes
+from gobblin_py.builtin.publishers.changes import _ROW, Changes, UpsertSpec, check_reduced, reduce_changes
 from gobblin_py.crashpoints import crash_point
 from gobblin_py.errors import CommitError
 
@@ -43,13 +43,27 @@ def write_uuid(commit_id: str) -> uuid.UUID:
 def read_changes(io: Any, files: Sequence[tuple[str, str]], spec: UpsertSpec, where: str) -> Changes:
     """The changes in the Parquet files `files` ((uri, name for messages), in commit order), read through the
     pyiceberg FileIO `io`, reduced to the last per key (`changes.reduce_changes`, which names what it refuses)."""
+    return reduce_changes(_read(io, files, None), files, spec, where)
+
+
+def check_changes(io: Any, files: Sequence[tuple[str, str]], spec: UpsertSpec, where: str) -> None:
+    """The publisher's check: CommitError for what `read_changes` refuses, before anything moves, reading only the
+    columns the reduction needs (`changes.check_reduced`), the whole files only where those cannot decide."""
+    if not check_reduced(_read(io, files, spec.columns()), files, spec, where):
+        read_changes(io, files, spec, where)
+
+
+def _read(io: Any, files: Sequence[tuple[str, str]], columns: list[str] | None) -> list[Any]:
+    """Each file of `files` as a pa.Table: every column, or those of `columns` it has."""
     import pyarrow.parquet as pq
 
     tables = []
     for uri, _ in files:
         with io.new_input(uri).open() as stream:
-            tables.append(pq.read_table(stream))
-    return reduce_changes(tables, files, spec, where)
+            parquet = pq.ParquetFile(stream)
+            names = None if columns is None else [c for c in columns if c in parquet.schema_arrow.names]
+            tables.append(parquet.read(columns=names))
+    return tables
 
 
 def partitioned_writes() -> bool:
