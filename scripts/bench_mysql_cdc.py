@@ -8,6 +8,9 @@ start it: tests/jdbc_mysql/mariadb_server.py).
   changes applied a second (the run's wall time, process start included). The table is read back with pyiceberg and
   compared with `SELECT` by key: a run that lost or doubled a row is reported as wrong, never as fast. With
   `--baseline DIR`, the same with that checkout's code, the two in turn `--repeat` times on the same server.
+- `--phase offered`: `run --continuous` while changes are offered at each of `--rates` a second for `--seconds`:
+  changes applied a second and each transaction's lag to the Iceberg snapshot that holds it, p50/p99 (as
+  bench_cdc.py's stream phase for postgres_cdc); the table compared with `SELECT` afterwards.
 - `--phase tables`: the same `--changes` (inserts and updates, in transactions of `--per-txn`, each in one table, the
   tables in turn) written to one table, then to `--tables` tables, each after the tables' snapshot; one run (tasks in
   the driver, `--in-process`, so no executor start weighs on either) reads them into Avro change files. Reported: each
@@ -18,6 +21,7 @@ start it: tests/jdbc_mysql/mariadb_server.py).
 
     python scripts/bench_mysql_cdc.py --phase snapshot --rows 1000000
     python scripts/bench_mysql_cdc.py --phase stream --changes 100000 --baseline /tmp/base
+    python scripts/bench_mysql_cdc.py --phase offered --rates 10000,30000,50000 --seconds 60
     python scripts/bench_mysql_cdc.py --phase tables --tables 50 --changes 20000 --baseline /tmp/base
 """
 
@@ -165,6 +169,125 @@ def stream(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def offered(args: argparse.Namespace) -> dict[str, Any]:
+    """`run --continuous` while changes are offered at each of `--rates` a second for `--seconds` (inserts and updates,
+    transactions of `--per-txn`), as bench_cdc.py's stream phase does for postgres_cdc: applied a second (offered
+    changes over the time until the last is visible in the Iceberg table) and each transaction's lag (its commit to the
+    first upsert snapshot whose committed binlog position is past it), p50/p99; the table read back and compared."""
+    rates = [int(r) for r in args.rates.split(",")]
+    out: dict[str, Any] = {"phase": "offered", "seconds": args.seconds, "per_txn": args.per_txn,
+                           "initial_rows": args.initial, "runs": []}
+    with LocalMariaDB(binlog=True) as maria:
+        for rate in rates:
+            tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-offered-"))
+            out["runs"].append(_one_offered(maria, tmp, rate, args))
+            print(json.dumps(out["runs"][-1]), file=sys.stderr)
+    return out
+
+
+def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Namespace) -> dict[str, Any]:
+    import signal
+    import threading
+
+    db = f"o{rate}"
+    fill(maria, args.initial, db)
+    publisher = {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
+                 "key": ["id"], "order_by": ["_pos", "_seq"], "delete_when": {"column": "_op", "equals": ["delete"]},
+                 "truncate_when": {"column": "_op", "equals": ["truncate"]}}
+    job = cdc_job(tmp, maria, publisher, db)
+    job["job"]["checkpoint_interval"] = "1s"  # as bench_cdc.py's stream phase
+    (tmp / "job.yaml").write_text(yaml.safe_dump(job))
+    for _ in range(2):  # the snapshot's chunks, then the stream that follows them
+        code_, _, text = gobblin(["run", "job.yaml"], tmp)
+        if code_:
+            raise SystemExit(f"a first run failed: {text[-2000:]}")
+    commits: list[tuple[int, float, int]] = []  # (binlog position after the commit, wall time, changes)
+    stop = threading.Event()
+
+    def offer() -> None:
+        with maria.connect(db, autocommit=False) as conn, conn.cursor() as cur:
+            next_id, t = args.initial + 1, 0
+            period, due = args.per_txn / rate, time.monotonic()
+            while not stop.is_set():
+                inserts = (args.per_txn + 1) // 2
+                updated = sorted({1 + ((t * args.per_txn + i) * 7919) % args.initial for i in range(args.per_txn - inserts)})
+                cur.executemany("INSERT INTO acct VALUES (%s, 'n', 0, NULL, NOW(6))",
+                                [(k,) for k in range(next_id, next_id + inserts)])
+                cur.execute("UPDATE acct SET balance = balance + 1, note = 'u' WHERE id IN (%s)"
+                            % ",".join(map(str, updated)))
+                conn.commit()
+                cur.execute("SHOW MASTER STATUS")
+                file, offset = cur.fetchone()[:2]
+                commits.append((_position(file, offset), time.time(), inserts + len(updated)))
+                next_id, t = next_id + inserts, t + 1
+                due += period
+                time.sleep(max(0.0, due - time.monotonic()))
+
+    log = open(tmp / "continuous.log", "w")
+    runner = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--continuous"], cwd=tmp,
+                              env={**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": str(ROOT)}, text=True,
+                              stdout=log, stderr=subprocess.STDOUT)
+    thread = threading.Thread(target=offer)
+    started = time.time()
+    thread.start()
+    visible = _watch(tmp, lambda: time.time() - started < args.seconds)
+    stop.set()
+    thread.join()
+    end = commits[-1][0] if commits else 0
+    deadline = time.time() + 180
+    while (not visible or visible[-1][1] < end) and time.time() < deadline:  # drain what was offered
+        visible += _watch(tmp, lambda: False, {v[0] for v in visible})
+        time.sleep(1)
+    drained = time.time()
+    runner.send_signal(signal.SIGINT)
+    runner.wait(timeout=120)
+    log.close()
+    lags = sorted(next((seen - at for _, mark, seen in visible if mark >= pos), float("inf")) for pos, at, _ in commits)
+    changes = sum(n for _, _, n in commits)
+    same = _table_rows(tmp) == sorted(maria.query(db, "SELECT id, owner, balance, note FROM acct"))
+    return {"offered_per_s": rate, "offered_per_s_achieved": round(changes / args.seconds), "changes": changes,
+            "applied_per_s": round(changes / (drained - started)), "lag_p50_s": round(lags[len(lags) // 2], 2),
+            "lag_p99_s": round(lags[int(len(lags) * 0.99)], 2), "snapshots": len(visible), "table_equals_source": same}
+
+
+def _position(file: str, offset: int) -> int:
+    """A binlog position as mysql_cdc's watermark holds it: (file number << 32) | offset."""
+    return (int(file.rsplit(".", 1)[1]) << 32) | int(offset)
+
+
+def _watch(tmp: Path, go_on: Any, known: set[int] | None = None) -> list[tuple[int, int, float]]:
+    """(snapshot id, its committed binlog position, wall time seen) of each new upsert snapshot while `go_on()`."""
+    from pyiceberg.catalog import load_catalog
+
+    seen: list[tuple[int, int, float]] = []
+    known = set(known or ())
+    while True:
+        try:
+            catalog = load_catalog("gobblin_py", type="sql", uri=f"sqlite:///{tmp / 'work' / 'iceberg' / 'catalog.db'}")
+            for snap in catalog.load_table("db.acct").snapshots():
+                marks = (snap.summary or {}).get("gobblin-py.watermarks")
+                if snap.snapshot_id in known or marks is None:
+                    continue
+                known.add(snap.snapshot_id)
+                mark = json.loads(marks).get("binlog")
+                if isinstance(mark, int):
+                    seen.append((snap.snapshot_id, mark, time.time()))
+        except Exception:  # noqa: BLE001 - the catalog mid-commit: look again
+            pass
+        if not go_on():
+            return sorted(seen, key=lambda v: v[2])
+        time.sleep(0.2)
+
+
+def _table_rows(tmp: Path) -> list[tuple[Any, ...]]:
+    from pyiceberg.catalog import load_catalog
+
+    catalog = load_catalog("gobblin_py", type="sql", uri=f"sqlite:///{tmp / 'work' / 'iceberg' / 'catalog.db'}")
+    fields = ("id", "owner", "balance", "note")
+    return sorted(tuple(r[c] for c in fields) for r in catalog.load_table("db.acct").scan(
+        selected_fields=fields).to_arrow().to_pylist())
+
+
 def _changes(maria: LocalMariaDB, db: str, tables: list[str], changes: int, per_txn: int, rows: int) -> int:
     """`changes` inserts and updates in transactions of `per_txn`, each transaction in one table, the tables in turn."""
     with maria.connect(db, autocommit=False) as conn, conn.cursor() as cur:
@@ -241,7 +364,9 @@ def tables(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--phase", choices=["snapshot", "stream", "tables"], required=True)
+    parser.add_argument("--phase", choices=["snapshot", "stream", "tables", "offered"], required=True)
+    parser.add_argument("--rates", default="10000,30000,50000", help="--phase offered: changes offered a second")
+    parser.add_argument("--seconds", type=int, default=60, help="--phase offered: how long each rate is offered")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--initial", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=100_000)
@@ -250,7 +375,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="--phase tables, stream: measurements of each case")
     parser.add_argument("--baseline", help="--phase tables, stream: a checkout whose code is measured too, for comparison")
     args = parser.parse_args()
-    result = {"snapshot": snapshot, "stream": stream, "tables": tables}[args.phase](args)
+    result = {"snapshot": snapshot, "stream": stream, "tables": tables, "offered": offered}[args.phase](args)
     result["date"] = time.strftime("%Y-%m-%d")
     print(json.dumps(result, indent=2))
     RESULTS.mkdir(exist_ok=True)
