@@ -193,3 +193,22 @@ def test_the_columnar_path_over_a_packed_unit_publishes_what_the_row_path_does(t
                          [(Path(e["location"]).name, e["reason"][:12]) for e in errors])
     assert out[True] == out[False] and out[True][0] == list(range(36))
     assert out[True][1] == [("f-005.jsonl:2", "not valid JS")]
+
+
+def test_a_table_publisher_reads_a_file_a_task_and_refuses_packing_asked_for(tmp_path: Path) -> None:
+    """Iceberg and Delta know a range read again (after `state reset`) by its output files' names, which a packed unit
+    names after the files it happened to pack: with them packing is off by default, and refused (naming the setting)
+    when the job file asks for it, instead of a re-read doubling the table's rows."""
+    from gobblin_py.errors import ConfigError
+
+    publisher = {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(tmp_path / "warehouse")}
+    job = example_job(tmp_path, writer={"class": "parquet"}, publisher=publisher)
+    spec = load_job(write_job(tmp_path, job))
+    assert spec.source.settings.pack_bytes == 0
+    files = load_job(write_job(tmp_path, example_job(tmp_path)))  # the fs publisher: packed
+    assert files.source.settings.pack_bytes == 64 * 1024 * 1024
+    job["source"]["pack_bytes"] = 1024
+    with pytest.raises(ConfigError, match=r"source\.pack_bytes: packs several files into one output file.*pack_bytes: 0"):
+        load_job(write_job(tmp_path, job))
+    job["source"]["pack_bytes"] = 0
+    assert load_job(write_job(tmp_path, job)).source.settings.pack_bytes == 0

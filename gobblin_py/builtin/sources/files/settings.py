@@ -28,7 +28,8 @@ class FilesSettings(Settings):
     pack_bytes: int = Field(
         default=64 * 1024 * 1024, ge=0,
         description="new files of a dataset smaller than this are packed into one task (one output file) of up to this "
-                    "many bytes, each file keeping its own watermark; 0: one task per file")
+                    "many bytes, each file keeping its own watermark; 0: one task per file (the default with an iceberg or delta "
+                    "publisher, which knows a re-read by its files' names)")
     pack_files: int = Field(default=2000, ge=1, description="at most this many files in one packed task")
 
     @field_validator("csv_columns")

@@ -82,6 +82,20 @@ class FilesSource(Source):
         """CSV rows and JSON objects carry no Avro schema: json_to_avro gives one."""
         return SchemaKind.NONE
 
+    @classmethod
+    def fit_to_publishers(cls, settings: FilesSettings, by_name: bool) -> tuple[FilesSettings, list[tuple[str, str]]]:
+        """No packing where a publisher knows its outputs by name (a packed unit's output is named after the files it
+        happened to pack, which a re-read after `state reset` packs otherwise): off by default there, refused if
+        asked for."""
+        if not by_name or not settings.pack_bytes:
+            return settings, []
+        if "pack_bytes" in settings.model_fields_set:
+            return settings, [("pack_bytes", "packs several files into one output file, named after the files packed "
+                               "together; this job's table publisher knows a range read again (after `state reset`) by its "
+                               "files' names, which packing changes, so it would hold those rows twice: set pack_bytes: 0 "
+                               "(the default with this publisher)")]
+        return settings.model_copy(update={"pack_bytes": 0}), []
+
     def input_roots(self) -> list[str]:
         return [str(self.settings.path)]
 
