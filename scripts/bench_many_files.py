@@ -1,11 +1,12 @@
 """Benchmark: many small files (issue 47): a first run over N files of a few records each, a run that finds 10 new
 files among them, and a run with nothing new, against DuckDB reading the same N files into one Parquet file.
 
-    .venv/bin/python scripts/bench_many_files.py [--files 10000] [--records-per-file 3] [--in-process]
+    .venv/bin/python scripts/bench_many_files.py [--files 10000] [--records-per-file 3] [--in-process] [--unpacked]
 
 Every output is read back with pyarrow (each id once: a tool that loses or doubles a record is WRONG). Prints each
 step's wall time, the run record's size and `status --json`'s and `history list`'s times over the job; writes
-scripts/results/bench_many_files-<N>.json. The machine is noisy: compare the ratio to DuckDB from the same run.
+scripts/results/bench_many_files-<N>.json (`-unpacked` with --unpacked: `source.pack_bytes: 0`, a task a file, the
+baseline before packing). The machine is noisy: compare the ratio to DuckDB from the same run.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--records-per-file", type=int, default=3)
     ap.add_argument("--in-process", action="store_true", help="gobblin-py runs with --in-process (no Spark)")
+    ap.add_argument("--unpacked", action="store_true", help="source.pack_bytes: 0 (a task a file, as before packing)")
     a = ap.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-many-files-") as scratch:
@@ -64,7 +66,7 @@ def main() -> None:
         data = tmp / "in" / "events"
         ids = write_files(data, 0, a.files, a.records_per_file)
         (tmp / "small.avsc").write_text(json.dumps(SCHEMA))
-        job = {"job": {"name": "many", "work_dir": str(tmp / "work")}, "source": {"class": "files", "path": str(tmp / "in")},
+        job = {"job": {"name": "many", "work_dir": str(tmp / "work")}, "source": {"class": "files", "path": str(tmp / "in"), **({"pack_bytes": 0} if a.unpacked else {})},
                "converters": [{"class": "json_to_avro", "schema": str(tmp / "small.avsc")}],
                "writer": {"class": "parquet"}, "publisher": {"final_dir": str(tmp / "out")}}
         (tmp / "job.yaml").write_text(yaml.safe_dump(job, sort_keys=False))
@@ -86,7 +88,7 @@ def main() -> None:
         records = sorted(tmp.glob("work/**/runs/*.json*"))
         figures["run_record_bytes"] = max((p.stat().st_size for p in records), default=0)
         figures["events_bytes"] = sum(p.stat().st_size for p in tmp.glob("work/**/events*"))
-    print(f"{a.files} files × {a.records_per_file} records{' (--in-process)' if a.in_process else ''}")
+    print(f"{a.files} files × {a.records_per_file} records{' (--in-process)' if a.in_process else ''}{' (--unpacked)' if a.unpacked else ''}")
     print(f"  DuckDB read_json → Parquet    {figures['duckdb_s']:8.2f} s   rows {duck.rows} ({'ok' if duck.rows == ids and duck.distinct_ids == ids else 'WRONG'})")
     print(f"  gobblin-py first run          {figures['first_run_s']:8.2f} s   {figures['duckdb_s'] / figures['first_run_s']:.2f}× DuckDB")
     print(f"  gobblin-py, 10 new files      {figures['ten_new_s']:8.2f} s")
@@ -95,9 +97,9 @@ def main() -> None:
     print(f"  history list                  {figures['history_s']:8.2f} s")
     print(f"  largest run record            {figures['run_record_bytes']:>10,} B;  events log {figures['events_bytes']:,} B")
     print(f"  read back: {ours.rows} rows, {ours.distinct_ids} ids of {expected} ({'ok' if ours.rows == ours.distinct_ids == expected else 'WRONG'})")
-    save(f"bench_many_files-{a.files}", {"files": a.files, "records_per_file": a.records_per_file,
-                                         "in_process": a.in_process, **figures,
-                                         "ok": ours.rows == ours.distinct_ids == expected})
+    save(f"bench_many_files-{a.files}{'-unpacked' if a.unpacked else ''}", {
+        "files": a.files, "records_per_file": a.records_per_file, "in_process": a.in_process, "unpacked": a.unpacked,
+        **figures, "ok": ours.rows == ours.distinct_ids == expected})
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from gobblin_py.api.source import Extractor, Source, SourceState
 from gobblin_py.api.split import Split, SplitMismatch
 from gobblin_py.api.types import Record, Schema, SchemaKind, WatermarkValue
 from gobblin_py.api.upkeep import PendingCommit, TableUpkeep, UpkeepAction, UpkeepRequest
-from gobblin_py.api.workunit import MultiWorkUnit, WorkUnit, flatten
+from gobblin_py.api.workunit import KeyRange, MultiWorkUnit, WorkUnit, flatten
 from gobblin_py.api.writer import (
                                       DataWriter,
                                       DedupSpec,
@@ -56,6 +56,7 @@ __all__ = [
                                       "ForkOperator",
                                       "GlobalCommitter",
                                       "JsonLines",
+                                      "KeyRange",
                                       "MergeSpec",
                                       "MergedFiles",
                                       "MultiWorkUnit",

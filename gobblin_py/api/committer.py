@@ -51,6 +51,10 @@ class Committer(Plugin, abc.ABC):
     guarantee: typing.ClassVar[Delivery] = Delivery.EXACTLY_ONCE
     step_types: typing.ClassVar[tuple[type[CommitStep], ...]] = ()
     """Commit step classes this publisher creates beyond the built-ins, so the store can load them."""
+    knows_outputs_by_name: typing.ClassVar[bool] = False
+    """True where a range read again (after `state reset`) is recognised by its output files' names, which the same
+    work units give again (a table that skips the files it already references): the loader then keeps a source from
+    packing inputs into outputs named otherwise (`Source.fit_to_publishers`)."""
 
     @abc.abstractmethod
     def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:

@@ -118,6 +118,12 @@ class Source(Plugin, abc.ABC):
     is (`delete`, `truncate`) → (column, value) marking it. The loader refuses a publisher that would apply one as
     an ordinary row (`Committer.unapplied_changes`). Empty: records are rows."""
 
+    @classmethod
+    def fit_to_publishers(cls, settings: Any, by_name: bool) -> tuple[Any, list[tuple[str, str]]]:
+        """The settings as the job's publishers need them (`by_name`: one knows its outputs by name, see
+        `Committer.knows_outputs_by_name`), and the problems (setting, why) where the job file asks otherwise."""
+        return settings, []
+
     @abc.abstractmethod
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
         """Plan this run from the committed state; a WorkUnit's id must be deterministic."""

@@ -43,7 +43,9 @@ def plan_command(
         tasks.append({"task": unit.id, "estimated_bytes": planned.estimate(unit), "native_share": planned.native_share(unit), "workunits": [
             {"id": w.id, "dataset": w.dataset, "key": w.watermark_key, "low": w.low_watermark, "high": w.expected_high_watermark,
              "estimated_bytes": planned.estimated_bytes.get(w.id),
-             "last_extraction": planned.key_stats.get(w.dataset, {}).get(w.watermark_key)} for w in members]})
+             "last_extraction": planned.key_stats.get(w.dataset, {}).get(w.watermark_key),
+             **({"packed_keys": {k.key: [k.low, k.high] for k in w.packed_keys}} if w.packed_keys else {})}
+            for w in members]})
     limit = job.spark.in_driver_limit
     slots = local_cores(job.spark.master, os.cpu_count() or 1)
     small = small_plan_bytes([held_bytes(t["estimated_bytes"], t["native_share"], slots) for t in tasks], limit)
@@ -67,8 +69,8 @@ def plan_command(
         for w in t["workunits"]:
             size = w["last_extraction"]
             known = f"  (last time {size.get('records')} records, {size.get('bytes')} bytes)" if size else ""
-            low = "start" if w["low"] is None else w["low"]
-            out.print(f"    {w['dataset']}  {w['key']}  {low} → {w['high']}{known}", markup=False)
+            for key, (low, high) in w.get("packed_keys", {w["key"]: (w["low"], w["high"])}).items():  # a packed unit: each file
+                out.print(f"    {w['dataset']}  {key}  {'start' if low is None else low} → {high}{known}", markup=False)
     for d in pending:
         out.print(f"  {d}: a commit is pending; the run recovers it first (see inspect-commits)", markup=False)
     for d, problems in planned.input_problems.items():

@@ -344,6 +344,7 @@ def history_show(
         out.print(f"  tasks: {run['tasks_total']}, the detail of {len(tasks)} kept (every failed task, every task with "
                   "rejected records, then the slowest)", markup=False)
     for t in tasks:
-        out.print(f"  task {t['workunit']} [{t['watermark_key']}: {_mark(t['low_watermark'], 'start')} → {_mark(t['actual_high_watermark'], '-')}] "
+        more = f" and {t['packed_keys'] - 1} more file(s)" if t.get("packed_keys") else ""
+        out.print(f"  task {t['workunit']} [{t['watermark_key']}{more}: {_mark(t['low_watermark'], 'start')} → {_mark(t['actual_high_watermark'], '-')}] "
                   f"{t['status']} after {t['attempts']} attempt(s), {t['records_extracted']} extracted, "
                   f"{t['records_written']} written, {t['duration_s']}s" + (f": {t['error']}" if t.get("error") else ""), markup=False)

@@ -151,6 +151,15 @@ def check_apart(job: JobSection, source: PluginConfig, branches: list[BranchConf
                                 f"files the last one left there; put it outside the input")
 
 
+def fit_source(source: PluginConfig, branches: list[BranchConfig], errors: Collector) -> PluginConfig:
+    """The source's settings as the job's publishers need them (`Source.fit_to_publishers`), its problems collected."""
+    by_name = any(b.publisher.cls().knows_outputs_by_name for b in branches)
+    settings, problems = source.cls().fit_to_publishers(source.settings, by_name)
+    for key, message in problems:
+        errors.add(f"{source.key}.{key}", message)
+    return source if settings is source.settings else dataclasses.replace(source, settings=settings)
+
+
 def check_changes_applied(source: PluginConfig, branches: list[BranchConfig], errors: Collector) -> None:
     """Refuse a publisher that would apply a change source's deletes or truncates as ordinary rows (a table kept by
     key without `delete_when`): the deleted rows would stay, as rows of nulls, while every run said committed."""

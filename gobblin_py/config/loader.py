@@ -21,6 +21,7 @@ from gobblin_py.config.checks import (
     check_lock,
     check_schemas,
     complete_publisher,
+    fit_source,
 )
 from gobblin_py.config.env import substitute
 from gobblin_py.config.model import (
@@ -144,6 +145,7 @@ def load_document(path: Path, document: dict[str, Any], *, master: str | None = 
         check_delivery(job.delivery, branches, errors)
         check_lock(job, errors)
         if source is not None:
+            source = fit_source(source, branches, errors)
             check_apart(job, source, branches, errors)
             if dead_letter is not None:
                 check_dead_letters_apart(source, dead_letter, errors)

@@ -57,7 +57,7 @@ def build_sequence(job: JobSpec, run_id: str, dataset: str, results: list[WorkUn
     for r in results:
         for f in r.files:
             by_branch[f.branch or job.branches[0].name].append(f)
-    watermarks = {r.workunit.watermark_key: r.actual_high_watermark for r in results}
+    watermarks = {key: high for r in results for key, high in r.watermarks.items()}
     try:  # what the watermark step leaves: the file's keys with this run's merged in (the lock keeps it unchanged)
         keys: int | None = len({**WatermarkFile(state_dir, dataset).read(), **watermarks})
     except StateStoreError:  # its step refuses it, naming the file

@@ -205,9 +205,9 @@ def lag(checkpoint: JobResult) -> dict[str, int]:
     for Kafka), where watermarks are numbers."""
     out: dict[str, int] = {}
     for t in checkpoint.tasks:
-        wu = t.workunit
-        if isinstance(wu.low_watermark, int) and isinstance(wu.expected_high_watermark, int):
-            out[wu.dataset] = out.get(wu.dataset, 0) + max(0, wu.expected_high_watermark - wu.low_watermark)
+        for key in t.workunit.key_ranges():
+            if isinstance(key.low, int) and isinstance(key.high, int):
+                out[t.workunit.dataset] = out.get(t.workunit.dataset, 0) + max(0, key.high - key.low)
     return out
 
 

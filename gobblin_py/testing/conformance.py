@@ -169,7 +169,7 @@ def check_source(source_cls: type[Source], settings: SettingsLike = None, state:
                               f"work unit {wu.id!r} gave {len(read.records)} record(s) and {len(read.rejects)} reject(s), "
                               f"then {len(reread.records)} and {len(reread.rejects)}, or others in another order")
             records += read.records
-            reached.setdefault(wu.dataset, {})[wu.watermark_key] = read.high
+            reached.setdefault(wu.dataset, {}).update(wu.reached(read.high))
 
         if expected_records is not None:
             got, want = Counter(map(_key, records)), Counter(map(_key, expected_records))

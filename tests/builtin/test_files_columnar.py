@@ -105,7 +105,7 @@ def _job(tmp: Path, inputs: Path, writer: str, columnar: bool, source: dict[str,
                "avro": {"class": "avro", "codec": "deflate", "sync_interval": 4096, "partition": partition}}
     return write_job(tmp, {
         "job": {"name": "t", "work_dir": str(tmp / "work"), "max_task_retries": 1, "columnar": columnar},
-        "source": {"class": "files", "path": str(inputs), "ingest_appended": True, **(source or {})},
+        "source": {"class": "files", "path": str(inputs), "ingest_appended": True, "pack_bytes": 0, **(source or {})},
         "converters": [{"class": "json_to_avro", "schema": str(schema), **(converter or {})}],
         "writer": writers[writer],
         "publisher": {"final_dir": str(tmp / "output")},

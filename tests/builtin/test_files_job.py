@@ -51,7 +51,7 @@ def test_two_files_with_one_name_in_different_directories_both_survive(tmp_path:
     # file's output replaced the other's
     _jsonl(tmp_path / "in" / "events" / "dt=871176081de8" / "part-00000.jsonl", range(1, 401))
     _jsonl(tmp_path / "in" / "events" / "dt=0ee58338dc00" / "part-00000.jsonl", range(401, 801))
-    result = _run(tmp_path)
+    result = _run(tmp_path, pack_bytes=0)  # a unit, and an output file, per input file
     assert result.succeeded, result.error
     assert _ids(tmp_path, "events") == list(range(1, 801))
     names = sorted(p.name for p in (tmp_path / "output" / "events").rglob("*.avro"))

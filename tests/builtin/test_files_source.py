@@ -21,7 +21,7 @@ def _write(path: Path, text: str) -> Path:
 
 
 def _source(root: Path, **settings: Any) -> FilesSource:
-    return FilesSource(FilesSource.Settings.model_validate({"path": str(root), **settings}))
+    return FilesSource(FilesSource.Settings.model_validate({"path": str(root), "pack_bytes": 0, **settings}))  # a unit a file
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ def test_new_file_is_planned_on_the_next_run(tree: Path) -> None:
 def test_workunit_ids_are_deterministic(tree: Path) -> None:
     ids = [u.id for u in _plan(_source(tree))]
     assert ids == [u.id for u in _plan(_source(tree))]
-    assert ids == [u.id for u in _plan(FilesSource(FilesSource.Settings.model_validate({"path": str(tree)})))]
+    assert ids == [u.id for u in _plan(FilesSource(FilesSource.Settings.model_validate({"path": str(tree), "pack_bytes": 0})))]
     # a file's id does not depend on which other files are planned with it
     only_new = _plan(_source(tree), {"clicks": {"2026-01-01.jsonl": 10}})
     assert {u.watermark_key: u.id for u in only_new}.items() <= {

@@ -72,9 +72,9 @@ def test_the_live_display_shows_progress_and_no_spark_lines(tmp_path: Path) -> N
     text = plain(screen)
     assert code == 0, text
     assert "\x1b[2K" in screen  # the live display redraws its line (the log-line progress for pipes does not)
-    assert "planned 10 work units" not in text and " INFO " not in text  # the run's log lines wait behind -v
+    assert "planned 4 work units" not in text and " INFO " not in text  # the run's log lines wait behind -v
     assert "waiting for the first task" in text
-    assert re.search(r"^tasks .* 10/10 0 running, 0 failed", text, re.MULTILINE), text
+    assert re.search(r"^tasks .* 4/4 0 running, 0 failed", text, re.MULTILINE), text  # ten files packed in 4 tasks
     assert "  clicks: committed (2000 records, 5 files)" in text and "  orders: committed (998 records, 5 files)" in text
     assert re.search(r"^SUCCEEDED job example run \S+ in [\d.]+s$", text, re.MULTILINE), text
     assert "INFO gobblin_py.progress: tasks:" not in text  # not the pipe's log lines
@@ -101,7 +101,7 @@ def test_log_lines_never_land_inside_the_progress_bar(tmp_path: Path) -> None:
     code, screen = run_in_terminal(["run", "jobs/example.yaml", "-v"], tmp_path)  # -v: the run's log lines
     lines = [line for line in plain(screen).splitlines() if line.strip()]
     assert code == 0, lines
-    assert any(re.match(r"tasks\W+10/10", line) for line in lines), lines  # the bar was drawn
-    assert any("running 10 task(s) in the driver" in line for line in lines)  # a log line while it was
+    assert any(re.match(r"tasks\W+4/4", line) for line in lines), lines  # the bar was drawn
+    assert any("running 4 task(s) in the driver" in line for line in lines)  # a log line while it was
     assert not [line for line in lines if " INFO " in line and "/10 " in line], lines
-    assert sum("planned 10 work units" in line for line in lines) == 1
+    assert sum("planned 4 work units" in line for line in lines) == 1

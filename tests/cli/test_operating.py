@@ -25,7 +25,7 @@ def job_dir(tmp_path: Path) -> Path:
 def test_without_a_terminal_progress_is_plain_log_lines_and_quiet_silences_them(job_dir: Path) -> None:
     run = cli([*RUN, "-v"], job_dir)  # stdout and stderr are pipes here, as under cron; -v: the run's log lines
     assert run.returncode == 0
-    assert "tasks: 10/10 done, 0 running, 0 failed" in run.stderr
+    assert "tasks: 4/4 done, 0 running, 0 failed" in run.stderr  # each dataset's JSON-lines files packed: 4 tasks
     assert "dataset clicks: committed, 2000 records written, 5 files" in run.stderr
     assert "\x1b[" not in run.stderr  # no terminal control codes
     quiet = cli([*RUN, "--quiet"], job_dir)
@@ -51,7 +51,7 @@ def test_metrics_json_and_the_event_log(job_dir: Path) -> None:
     events = EventLog(job_dir / "work", "t").read()
     names = [e["name"] for e in events]
     assert names[:2] == ["JobStarted", "WorkUnitsCreated"] and names[-1] == "JobSucceeded"
-    assert names.count("TaskFinished") == 10 and names.count("DatasetCommitted") == 2
+    assert names.count("TaskFinished") == 4 and names.count("DatasetCommitted") == 2
     assert all(e["namespace"] == "gobblin_py.runtime" and e["metadata"]["run_id"] == metrics["run_id"] for e in events)
 
 
@@ -135,10 +135,10 @@ def test_history_list_and_show(job_dir: Path) -> None:
     table = cli(["history", "list", "job.yaml", "--limit", "1"], job_dir)
     assert table.stdout.count("succeeded") == 1 and listed[0]["run_id"] in table.stdout
     shown = cli(["history", "show", "job.yaml", listed[1]["run_id"]], job_dir)
-    assert shown.returncode == 0 and shown.stdout.count("  task ") == 10 and "dataset orders: committed" in shown.stdout
+    assert shown.returncode == 0 and shown.stdout.count("  task ") == 4 and "dataset orders: committed" in shown.stdout
     assert "None" not in shown.stdout and "[orders-2026-01-02.csv: start → 8324]" in shown.stdout
     one = orjson.loads(cli(["history", "show", "job.yaml", listed[1]["run_id"], "--json"], job_dir).stdout)
-    assert len(one["tasks"]) == 10
+    assert len(one["tasks"]) == 4
     assert cli(["history", "show", "job.yaml", "nosuchrun"], job_dir).returncode == 2
 
 
@@ -176,8 +176,9 @@ def test_plan_shows_what_a_run_would_extract_and_touches_nothing(job_dir: Path) 
     shown = cli(["plan", "job.yaml", "--json"], job_dir)
     assert shown.returncode == 0, shown.stderr
     view = json.loads(shown.stdout)
-    assert view["workunits"] == 10 and view["datasets"] == ["clicks", "orders"] and view["pending_commits"] == []
-    keys = sorted(w["key"] for t in view["tasks"] for w in t["workunits"])
+    assert view["workunits"] == 4 and view["datasets"] == ["clicks", "orders"] and view["pending_commits"] == []
+    keys = sorted(k for t in view["tasks"] for w in t["workunits"] for k in w.get("packed_keys", [w["key"]]))
+    assert len(keys) == 10  # every file, the packed ones' too
     assert keys[0] == "clicks-2026-01-01.jsonl" and all(w["low"] is None for t in view["tasks"] for w in t["workunits"])
     assert not (job_dir / "work").exists() and not (job_dir / "output").exists()  # no lock, no state, no output
     assert cli(RUN, job_dir).returncode == 0

@@ -13,11 +13,13 @@ def test_plan_says_a_small_run_stays_in_the_driver_and_a_forced_one_goes_to_spar
     shown = run_cli("plan", "job.yaml", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "tasks run in the driver: about 272.7 KiB, under spark.in_driver_below (16.0 MiB)" in shown.stdout
-    assert "(about 39.0 KiB)" in shown.stdout  # clicks-2026-01-01.jsonl's 39,892 bytes
+    assert "(about 8.1 KiB)" in shown.stdout  # orders-2026-01-02.csv's 8,324 bytes (a task of its own)
+    assert "    clicks  clicks-2026-01-05.jsonl  start → " in shown.stdout  # a packed task lists each of its files
 
     write_job(tmp_path, example_job(tmp_path, spark__in_driver_below="off"))
     forced = json.loads(run_cli("plan", "job.yaml", "--json", cwd=tmp_path).stdout)
     assert forced["runs_in"] == "local[2]"
-    sizes = sorted(w["estimated_bytes"] for t in forced["tasks"] for w in t["workunits"])
+    sizes = sorted(size for t in forced["tasks"] for w in t["workunits"]
+                   for size in ([high for _, high in w["packed_keys"].values()] if "packed_keys" in w else [w["estimated_bytes"]]))
     files = sorted(p.stat().st_size for p in (tmp_path / "data").rglob("*.*"))
     assert sizes == files

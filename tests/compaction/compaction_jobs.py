@@ -34,7 +34,7 @@ def make_job(root: Path, files: int = 6, per_file: int = 200, commit_parallelism
         add_input(root, f"part-{f:03d}", range(f * per_file, (f + 1) * per_file), day=1 if f >= files * 2 // 3 else 0)
     job: dict[str, Any] = {
         "job": {"name": "c", "work_dir": str(root / "work"), "commit_parallelism": commit_parallelism},
-        "source": {"class": "files", "path": str(root / "data")},
+        "source": {"class": "files", "path": str(root / "data"), "pack_bytes": 0},  # a file each: small files to compact
         "converters": [{"class": "json_to_avro", "schema": str(EVENT_SCHEMA)}],
         "writer": {"class": "avro", "codec": "deflate", "partition": {"column": "ts", "granularity": "DAY"}},
         "publisher": {"final_dir": str(root / "output")},

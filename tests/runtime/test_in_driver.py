@@ -116,10 +116,12 @@ def test_files_estimate_the_range_to_read_and_five_times_a_compressed_file(tmp_p
     data.mkdir(parents=True)
     (data / "a.jsonl").write_bytes(b'{"id": 1}\n' * 100)
     (data / "b.jsonl.gz").write_bytes(gzip.compress(b'{"id": 2}\n' * 1000))
-    source = FilesSource(FilesSource.Settings(path=str(tmp_path / "in")))
+    source = FilesSource(FilesSource.Settings(path=str(tmp_path / "in"), pack_bytes=0))  # a unit a file
     state = SourceState({})
     sizes = {Path(FileSplit.of(wu).file).name: source.estimated_bytes(wu, state) for wu in source.get_workunits(state)}
     assert sizes == {"a.jsonl": 1000.0, "b.jsonl.gz": 5.0 * (data / "b.jsonl.gz").stat().st_size}
+    (packed,) = FilesSource(FilesSource.Settings(path=str(tmp_path / "in"))).get_workunits(state)  # both in one unit
+    assert source.estimated_bytes(packed, state) == sum(sizes.values())
     appended = _wu("x", low=600, high=1000, split=FileSplit(file=str(data / "a.jsonl"), start=600, end=1000).packed())
     assert source.estimated_bytes(appended, state) == 400.0  # only the appended bytes
 

@@ -67,6 +67,7 @@ def test_example_job_publishes_every_record_once_then_only_new_files(tmp_path: P
 @pytest.mark.parametrize("policy", ["full", "successful"])
 def test_commit_policy_with_a_failing_task(tmp_path: Path, spark, policy: str) -> None:
     job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "max_task_retries": 1, "commit_policy": policy})
+    job["source"]["pack_bytes"] = 0  # a unit a file: one of them fails (a packed unit fails whole: test_files_packed)
     job["converters"].insert(0, {"class": "gobblin_py.testing.faults:FlakyConverter", "fail_attempts": 99,
                                  "only_workunit_containing": "clicks-2026-01-03"})
     result = _run(tmp_path, spark, job)

@@ -48,6 +48,7 @@ def test_an_alert_after_n_failed_runs_and_one_when_the_job_recovers(tmp_path: Pa
     alert = {"after_failures": 2, "email": {"host": "127.0.0.1", "port": controller.port, "from": "gobblin@example.test",
                                              "to": ["oncall@example.test"], "starttls": False}, "command": command}
     job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "max_task_retries": 0, "alert": alert})
+    job["source"]["pack_bytes"] = 0  # a unit a file, so the fault below picks one by its id
     job["converters"].insert(0, {"class": "gobblin_py.testing.faults:FlakyConverter", "fail_attempts": 99,
                                  "only_workunit_containing": "clicks-2026-01-03"})
     import os
@@ -80,6 +81,7 @@ def test_an_unreachable_smtp_server_does_not_change_the_outcome(tmp_path: Path, 
     port = free_port()
     alert = {"after_failures": 1, "email": {"host": "127.0.0.1", "port": port, "from": "a@example.test", "to": ["b@example.test"]}}
     job = example_job(tmp_path, job={"name": "t", "work_dir": str(tmp_path / "work"), "max_task_retries": 0, "alert": alert})
+    job["source"]["pack_bytes"] = 0  # a unit a file, so the fault below picks one by its id
     job["converters"].insert(0, {"class": "gobblin_py.testing.faults:FlakyConverter", "fail_attempts": 99})
     assert not _run(tmp_path, job)
     assert f"could not send the alert email through 127.0.0.1:{port}" in caplog.text

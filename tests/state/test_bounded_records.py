@@ -38,7 +38,7 @@ def test_a_run_of_many_tasks_keeps_a_bounded_record_that_history_explains(tmp_pa
     (tmp_path / "data" / "events" / "f999.jsonl").write_text("{not json\n")  # a rejected record: its task is kept
     (tmp_path / "e.avsc").write_text(json.dumps({"type": "record", "name": "E", "fields": [{"name": "id", "type": "long"}]}))
     write_job(tmp_path, {"job": {"name": "b", "work_dir": str(tmp_path / "work")},
-                         "source": {"class": "files", "path": str(tmp_path / "data")},
+                         "source": {"class": "files", "path": str(tmp_path / "data"), "pack_bytes": 0},  # a task a file
                          "converters": [{"class": "json_to_avro", "schema": str(tmp_path / "e.avsc")}],
                          "writer": {"class": "parquet"}, "publisher": {"final_dir": str(tmp_path / "out")}})
     done = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path)

@@ -30,6 +30,8 @@ AGED_S = 2 * 3600
 class DeltaHistory(FilesHistory):
     """A history of a files → Delta job (see the module's docstring)."""
 
+    produce_batches = False  # one file a step, as these histories were drawn (the files world draws packed units)
+
     kind = "delta"
     rotate_weight = 0  # a source rule: the files world draws it
     files_upkeep_weight = 0  # its own `maintain` below

@@ -3,7 +3,7 @@ read back with the Apache `avro` package.
 
 Its rules, besides those every world has (a run in the driver or on real local Spark, a run killed at a commit point
 or at random, recover, recover --abandon, compact with and without dedup, a second run at the same time, `state
-reset`): a new file; lines appended to a file (with a line still being written at the end, as a tailing writer leaves
+reset`): a new file (or a batch of them, packed by the next run into one work unit); lines appended to a file (with a line still being written at the end, as a tailing writer leaves
 it); a file the job cannot read as a file (a dangling symlink, removed again by the next such step); a file deleted
 upstream after it was ingested; a file rotated as copytruncate does (truncated and written again, longer: runs fail
 naming it until `state reset --to FILE=0`, then its new lines are read); a disk full for one run (RLIMIT_FSIZE in the child, SIGXFSZ ignored, so a write past
@@ -122,6 +122,16 @@ class FilesHistory(History):
         return [*super().rules(), (3, self.append), (1, self.dangling_symlink), (1, self.delete_file),
                 (1, self.disk_full), (self.rotate_weight, self.rotate), (self.files_upkeep_weight, self.maintain)]
 
+    def finish(self, world: World) -> None:
+        """As every world finishes; then logs whether the runs read packed work units (several new files a task, see
+        the files source) and single ones (one file, or its appended bytes): the rules must draw both."""
+        super().finish(world)
+        tasks = [t for run in StateStore(world.root / "work", "w").runs() for t in run.get("tasks", [])]
+        if any(t.get("packed_keys") for t in tasks):
+            world.log.append("ran packed work units")
+        if any(not t.get("packed_keys") for t in tasks):
+            world.log.append("ran single work units")
+
     def check(self, world: World, step: int, rule: str, final: bool) -> None:
         """As every world checks; an id of a day a retention was asked to remove may end with no copy."""
         assert isinstance(world, FilesWorld)
@@ -167,8 +177,13 @@ class FilesHistory(History):
 
     # --- rules ------------------------------------------------------------------------------------------------
 
+    produce_batches: ClassVar[bool] = True
+    """Whether `produce` lands, half the time, a batch of files in one dataset (which the next run packs into one work
+    unit, see the files source); False in the table worlds."""
+
     def produce(self, world: World, step: int) -> None:
-        """A new file in one of the datasets."""
+        """A new file in one of the datasets; half the time a batch of two to four (drawn by a generator of their own,
+        so a seed draws every other step as it did before batches)."""
         assert isinstance(world, FilesWorld)
         directory = world.data / self.rng.choice(DATASETS)
         directory.mkdir(exist_ok=True)
@@ -176,6 +191,12 @@ class FilesHistory(History):
         path = directory / f"f{world.next_id}.jsonl"
         path.write_text("".join(text for _, text in lines))
         world.produced([i for i, _ in lines])
+        batch = random.Random(f"{self.seed}/{step}/batch")
+        if self.produce_batches and batch.random() < 0.5:
+            for _ in range(batch.randint(1, 3)):
+                lines = [world.line(batch.randrange(3)) for _ in range(batch.randint(1, 30))]
+                (directory / f"f{world.next_id}.jsonl").write_text("".join(text for _, text in lines))
+                world.produced([i for i, _ in lines])
 
     def append(self, world: World, step: int) -> None:
         assert isinstance(world, FilesWorld)

@@ -40,6 +40,8 @@ class IcebergWorld(FilesWorld):
 class IcebergHistory(FilesHistory):
     """A history of a files → Iceberg job (see the module's docstring)."""
 
+    produce_batches = False  # one file a step, as these histories were drawn (the files world draws packed units)
+
     kind = "iceberg"
     rotate_weight = 0  # a source rule: the files world draws it
     files_upkeep_weight = 0  # its own `maintain` below

@@ -52,7 +52,7 @@ def test_files_histories_publish_every_id_as_often_as_owed(tmp_path: Path) -> No
                                 pauses=(1,))],
                   tmp_path)
     drew(log, "run on Spark", "state reset", "disk full", "dangling symlink", "deleted", "rotated", "state reset after rotation",
-         "maintain removed the partitions", *SECOND_HOST)
+         "maintain removed the partitions", "ran packed work units", "ran single work units", *SECOND_HOST)
 
 
 @pytest.mark.kafka

@@ -43,6 +43,11 @@ class WorkUnitResult:
     counters: dict[str, TaskCounter] = field(default_factory=dict)  # what plugins counted (unknown_fields_dropped …)
 
     @property
+    def watermarks(self) -> dict[str, WatermarkValue]:
+        """Each watermark key this unit read and the watermark it reached (several for a packed unit)."""
+        return self.workunit.reached(self.actual_high_watermark)
+
+    @property
     def records_written(self) -> int:
         return sum(b.records_written for b in self.branches.values())
 
@@ -57,6 +62,7 @@ class WorkUnitResult:
             "low_watermark": self.workunit.low_watermark,
             "expected_high_watermark": self.workunit.expected_high_watermark,
             "actual_high_watermark": self.actual_high_watermark,
+            **({"packed_keys": len(self.workunit.packed_keys)} if self.workunit.packed_keys else {}),
             "status": self.status.value, "attempts": self.attempts, "error": self.error,
             "records_extracted": self.records_extracted, "records_columnar": self.records_columnar,
             "records_written": self.records_written,

@@ -87,6 +87,7 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
     Settings = DeltaPublisherSettings
     step_types = (DeltaReplaceCommitStep, *UPKEEP_STEPS)
     guarantee = Delivery.EXACTLY_ONCE
+    knows_outputs_by_name = True  # a re-read after `state reset` adds no file the table already holds
 
     @classmethod
     def complete_settings(cls, settings: DeltaPublisherSettings, context: PublishContext) -> tuple[DeltaPublisherSettings, list[tuple[str, str]]]:

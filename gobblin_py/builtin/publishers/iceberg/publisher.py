@@ -118,6 +118,8 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
 
     Settings = IcebergPublisherSettings
     step_types = (IcebergReplaceCommitStep, *UPKEEP_STEPS)
+    knows_outputs_by_name = True  # a re-read after `state reset` adds no file the table already references;
+    # and an upsert without order_by refuses a key in two files of one commit, which packing would hide
     """`gobblin-py compact` of a table partition commits through the first, `gobblin-py maintain` through the others."""
 
     @classmethod

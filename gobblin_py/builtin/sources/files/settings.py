@@ -25,6 +25,12 @@ class FilesSettings(Settings):
     root_dataset: str | None = Field(default=None, pattern=r"^[^/\\\x00.][^/\\\x00]*$",
                                      description="dataset of the files directly under path (default: path's last component)")
     ingest_appended: bool = Field(default=False, description="read bytes appended to an ingested uncompressed file")
+    pack_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=0,
+        description="new files of a dataset smaller than this are packed into one task (one output file) of up to this "
+                    "many bytes, each file keeping its own watermark; 0: one task per file (the default with an iceberg or delta "
+                    "publisher, which knows a re-read by its files' names)")
+    pack_files: int = Field(default=2000, ge=1, description="at most this many files in one packed task")
 
     @field_validator("csv_columns")
     @classmethod

@@ -11,6 +11,17 @@ and written again (copytruncate log rotation) or replaced by a longer one would 
 its first bytes lost and a line cut in two. So each tailing work unit keeps, with its watermark, a digest of the last
 `TAIL_PROOF` bytes before its end (`state.tails`), and a file grown past its offset is read on only when those bytes
 are unchanged; else it is an input problem naming the file and the fix.
+
+Many small files are packed (Gobblin's MultiWorkUnit with one writer for all its units, made one WorkUnit here): new
+files of one dataset and format under `pack_bytes` are grouped, in listing order, up to `pack_bytes` bytes and
+`pack_files` files, into one WorkUnit whose `FileSplit.then` lists the files after the first (with `ingest_appended`,
+each up to its last whole line, its tail digest kept as an unpacked file's is); its task reads them
+one after another (`packed.PackedExtractor`) into one output file, and each file keeps its own watermark key
+(`WorkUnit.packed_keys`), committed together, so `state show`, `state reset --to FILE=N` and the changed-file checks
+see files as before. The unit's id hashes every file's key and planned end, so the same unread files give the same id after
+a crash. A packed unit succeeds or fails whole: under `commit_policy: successful` none of its files advances when it
+fails. Packed are JSON lines (and CSV with `csv_columns`, whose files share one header); a larger file, CSV with a
+header row per file, and the bytes appended to an ingested file keep a unit each.
 """
 
 from __future__ import annotations
@@ -20,16 +31,17 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from gobblin_py.api import Extractor, Source, SourceState, TaskContext, WorkUnit
+from gobblin_py.api import BatchExtractor, Extractor, KeyRange, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.api.lag import DatasetLag
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind, WatermarkValue
 from gobblin_py.builtin.sources.files.compression import Compression, split_compression
 from gobblin_py.builtin.sources.files.csv_rows import CsvExtractor
 from gobblin_py.builtin.sources.files.json_lines import JsonLinesExtractor
+from gobblin_py.builtin.sources.files.packed import PackedExtractor
 from gobblin_py.builtin.sources.files.reading import KNOWN_EXTENSIONS, FileFormat, FileRange, format_of
 from gobblin_py.builtin.sources.files.settings import FilesSettings
-from gobblin_py.builtin.sources.files.split import FileSplit
+from gobblin_py.builtin.sources.files.split import FileSplit, PackedFile
 from gobblin_py.errors import FileSystemError, SourceError
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.fs.base import NOT_A_FILE
@@ -48,8 +60,19 @@ class _Input:
     size: int
 
 
+@dataclass(frozen=True)
+class _Whole:
+    """A new file to read from its start: bytes `[0, end)` (up to its last whole line when tailing, with `tail`,
+    the digest kept in `state.tails`)."""
+
+    item: _Input
+    end: int
+    tail: str | None
+
+
 class FilesSource(Source):
-    """One WorkUnit per file not yet ingested (and, with `ingest_appended`, per appended byte range)."""
+    """One WorkUnit per file not yet ingested (and, with `ingest_appended`, per appended byte range); small new files
+    packed several to a unit."""
 
     Settings = FilesSettings
     split_type = FileSplit
@@ -59,6 +82,20 @@ class FilesSource(Source):
         """CSV rows and JSON objects carry no Avro schema: json_to_avro gives one."""
         return SchemaKind.NONE
 
+    @classmethod
+    def fit_to_publishers(cls, settings: FilesSettings, by_name: bool) -> tuple[FilesSettings, list[tuple[str, str]]]:
+        """No packing where a publisher knows its outputs by name (a packed unit's output is named after the files it
+        happened to pack, which a re-read after `state reset` packs otherwise): off by default there, refused if
+        asked for."""
+        if not by_name or not settings.pack_bytes:
+            return settings, []
+        if "pack_bytes" in settings.model_fields_set:
+            return settings, [("pack_bytes", "packs several files into one output file, named after the files packed "
+                               "together; this job's table publisher knows a range read again (after `state reset`) by its "
+                               "files' names, which packing changes, so it would hold those rows twice: set pack_bytes: 0 "
+                               "(the default with this publisher)")]
+        return settings.model_copy(update={"pack_bytes": 0}), []
+
     def input_roots(self) -> list[str]:
         return [str(self.settings.path)]
 
@@ -66,6 +103,7 @@ class FilesSource(Source):
         s: FilesSettings = self.settings
         root = Location(s.path)
         units: list[WorkUnit] = []
+        packable: dict[tuple[str, FileFormat | None], list[_Whole]] = {}  # small new files, by dataset and format
         inputs = self._inputs(root, state)
         state.report_listed(item.dataset for item in inputs)
         for item, ingested, problem in self._unread(inputs, state):
@@ -77,12 +115,61 @@ class FilesSource(Source):
                 continue
             start = int(ingested or 0)
             end = _whole_lines_end(item.file, start, item.size) if tailing else item.size
-            if end > start or (ingested is None and end == item.size):  # tailing: a line being written waits for its end
-                unit = self._workunit(root, item, start, end, ingested)
-                if tailing:
-                    unit.props[f"state.{TAILS}"] = {item.rel: f"{end}:{_tail_digest(item.file, end)}"}
-                units.append(unit)
+            if not (end > start or (ingested is None and end == item.size)):  # tailing: a line being written waits
+                continue
+            tail = f"{end}:{_tail_digest(item.file, end)}" if tailing else None
+            if ingested is None and self._packs(item):
+                packable.setdefault((item.dataset, format_of(item.file.name)[0]), []).append(_Whole(item, end, tail))
+                continue
+            unit = self._workunit(root, item, start, end, ingested)
+            if tail is not None:
+                unit.props[f"state.{TAILS}"] = {item.rel: tail}
+            units.append(unit)
+        for group in packable.values():
+            units += self._packed(root, group)
         return units
+
+    def _packs(self, item: _Input) -> bool:
+        """Whether a new file may share a unit with others: smaller than `pack_bytes`, of a format whose files of a
+        dataset all have one schema (JSON lines; CSV only with `csv_columns`, else each file's header names its own)."""
+        s: FilesSettings = self.settings
+        fmt = format_of(item.file.name)[0]
+        return (s.pack_files > 1 and item.size < s.pack_bytes
+                and (fmt is FileFormat.JSON_LINES or (fmt is FileFormat.CSV and s.csv_columns is not None)))
+
+    def _packed(self, root: Location, files: list[_Whole]) -> list[WorkUnit]:
+        """New files of one dataset and format, in listing order, in units of up to `pack_bytes` bytes and
+        `pack_files` files; a unit of one file is that file's own unit, as unpacked."""
+        s: FilesSettings = self.settings
+        groups: list[list[_Whole]] = [[]]
+        size = 0
+        for whole in files:
+            if groups[-1] and (size + whole.end > s.pack_bytes or len(groups[-1]) >= s.pack_files):
+                groups.append([])
+                size = 0
+            groups[-1].append(whole)
+            size += whole.end
+        units = []
+        for group in filter(None, groups):
+            unit = self._workunit(root, group[0].item, 0, group[0].end, None) if len(group) == 1 else self._packed_workunit(root, group)
+            tails = {w.item.rel: w.tail for w in group if w.tail is not None}
+            if tails:
+                unit.props[f"state.{TAILS}"] = tails
+            units.append(unit)
+        return units
+
+    def _packed_workunit(self, root: Location, files: list[_Whole]) -> WorkUnit:
+        """The WorkUnit reading `[0, end)` of several files into one output, named by root, dataset and every file's
+        key and end (the same unread files give the same id, so a re-run after a crash writes the same names)."""
+        first = files[0]
+        stem = PurePosixPath(split_compression(first.item.file.name)[0]).stem
+        identity = [part for w in files for part in (w.item.rel, w.end)]
+        return WorkUnit(id=workunit_id(f"{stem}+{len(files) - 1}", "files-packed", str(root), first.item.dataset, *identity),
+                        dataset=first.item.dataset, watermark_key=first.item.rel, low_watermark=None,
+                        expected_high_watermark=first.end,
+                        split=FileSplit(file=str(first.item.file), end=first.end,
+                                        then=tuple(PackedFile(file=str(w.item.file), end=w.end) for w in files[1:])).packed(),
+                        packed_keys=tuple(KeyRange(w.item.rel, None, w.end) for w in files))
 
     def backlog(self, state: SourceState, timeout_s: float) -> list[DatasetLag]:
         """Per dataset, the files not read and their bytes not read (from the listing planning makes, no file opened;
@@ -165,11 +252,12 @@ class FilesSource(Source):
                         expected_high_watermark=end, split=FileSplit(file=str(item.file), start=start, end=end).packed())
 
     def estimated_bytes(self, workunit: WorkUnit, state: SourceState) -> float:
-        """The bytes of the file range to read; a compressed file counts five times its size (text compresses ~5:1)."""
-        split = FileSplit.of(workunit)
-        size = split.end - split.start
-        _, compression = format_of(Location(split.file).name)
-        return float(size if compression is Compression.NONE else size * COMPRESSED_TEXT_RATIO)
+        """The bytes of the file ranges to read; a compressed file counts five times its size (text compresses ~5:1)."""
+        total = 0.0
+        for file, start, end in FileSplit.of(workunit).parts():
+            _, compression = format_of(Location(file).name)
+            total += (end - start) * (1 if compression is Compression.NONE else COMPRESSED_TEXT_RATIO)
+        return total
 
     def native_share(self, workunit: WorkUnit, converted: bool) -> float:
         """JSON lines and CSV made Arrow by `json_to_avro`'s batch path are parsed by Arrow's JSON or CSV reader and
@@ -178,16 +266,20 @@ class FilesSource(Source):
         return NATIVE_SHARE if converted and fmt is not None else 0.0
 
     def get_extractor(self, workunit: WorkUnit, context: TaskContext) -> Extractor:
-        split = FileSplit.of(workunit)
-        path = Location(split.file)
-        file = FileRange(path, split.start, split.end)
-        fmt, _ = format_of(path.name)
+        parts = [FileRange(Location(file), start, end) for file, start, end in FileSplit.of(workunit).parts()]
+        if len(parts) == 1:
+            return self._extractor(parts[0], context)
+        return PackedExtractor(parts, lambda part: self._extractor(part, context))
+
+    def _extractor(self, file: FileRange, context: TaskContext) -> BatchExtractor:
+        """The extractor of one file's range, by the file's format."""
+        fmt, _ = format_of(file.path.name)
         if fmt is FileFormat.CSV:
             s = self.settings
             return CsvExtractor(file, context, s.csv_delimiter, s.csv_field_size_limit, s.csv_columns)
         if fmt is FileFormat.JSON_LINES:
             return JsonLinesExtractor(file, context)
-        raise SourceError(f"input file {path}: its format cannot be told from its name")
+        raise SourceError(f"input file {file.path}: its format cannot be told from its name")
 
 
 def _changed_message(item: _Input, ingested: WatermarkValue) -> str:
