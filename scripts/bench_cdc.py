@@ -20,7 +20,7 @@
     python scripts/bench_cdc.py --phase stream --rate 10000 --seconds 120
     python scripts/bench_cdc.py --phase snapshot --rows 1000000
     python scripts/bench_cdc.py --phase snapshot --rows 10000000 --chunk-rows 250000 --publisher iceberg --rounds 2
-    python scripts/bench_cdc.py --phase tables --tables 50 --changes 50000 --rounds 3
+    python scripts/bench_cdc.py --phase tables --tables 50 --changes 50000 --rounds 3 [--warm]
     python scripts/bench_cdc.py --phase stream --rates 10000,30000,50000 --seconds 60
 """
 
@@ -263,13 +263,14 @@ def iceberg_ids(where: Path) -> list[int]:
 def tables(args: argparse.Namespace) -> dict[str, Any]:
     """One run over `--changes` changes in `--tables` tables, then the same changes in one table; `--rounds` times,
     which goes first alternating (the machine is shared: only a ratio taken back to back compares)."""
-    out: dict[str, Any] = {"phase": "tables", "changes": args.changes, "per_txn": args.per_txn, "rounds": []}
+    out: dict[str, Any] = {"phase": "tables", "changes": args.changes, "per_txn": args.per_txn, "warm": args.warm,
+                           "rounds": []}
     with LocalPostgres({"wal_level": "logical", "max_replication_slots": 10 + 2 * args.rounds,
                         "max_wal_senders": 10}) as pg:
         for r in range(args.rounds):
             runs: dict[str, Any] = {}
             for n in (args.tables, 1) if r % 2 == 0 else (1, args.tables):
-                runs[f"tables_{n}"] = one_run(pg, n, args.changes, args.per_txn, tag=f"{n}_{r}")
+                runs[f"tables_{n}"] = one_run(pg, n, args.changes, args.per_txn, tag=f"{n}_{r}", warm=args.warm)
                 print(json.dumps(runs[f"tables_{n}"]), file=sys.stderr)
             runs["ratio"] = round(runs[f"tables_{args.tables}"]["run_s"] / runs["tables_1"]["run_s"], 2)
             runs["cpu_ratio"] = round(runs[f"tables_{args.tables}"]["cpu_s"] / runs["tables_1"]["cpu_s"], 2)
@@ -282,11 +283,12 @@ def tables(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int, prefix: list[str] | None = None,
-            tag: str = "") -> dict[str, Any]:
+            tag: str = "", warm: bool = False) -> dict[str, Any]:
     """The wall time of the run applying `changes` inserts spread over `n` tables (after a first run that
     snapshots them empty), and whether every table's output holds exactly its rows. `prefix`: a profiler's command
     line the measured run runs under (`scripts/profile_cdc.py --tables`); `tag` names its database and slot (default:
-    `n`)."""
+    `n`). `warm`: a run of one change a table comes between the snapshot and the measured run, which is then a run in
+    steady state (every table's state already rewritten once, the slot at every table's position)."""
     import pyarrow.parquet as pq
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-cdc-{n}-"))
@@ -301,6 +303,12 @@ def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int, prefix: list[
     (tmp / "job.yaml").write_text(yaml.safe_dump(job))
     if gobblin(["run", "job.yaml"], tmp, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).wait() != 0:
         raise SystemExit(f"the first run ({n} tables) failed")
+    if warm:
+        with conn.transaction(), conn.cursor() as cur:
+            for k, t in enumerate(names):
+                cur.execute(f"INSERT INTO {t} VALUES (%s, 'w', 0, NULL)", (-1 - k,))
+        if gobblin(["run", "job.yaml"], tmp, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).wait() != 0:
+            raise SystemExit(f"the warm-up run ({n} tables) failed")
     for first in range(0, changes, per_txn):  # each transaction's inserts go round the tables
         with conn.transaction(), conn.cursor() as cur:
             ids = range(first, min(changes, first + per_txn))
@@ -359,6 +367,8 @@ def main() -> None:
                    "(summed by `scripts/profile_cdc.py --raw FILE`)")
     p.add_argument("--rates", default=None, help="--phase stream at each of these offered rates (e.g. 10000,30000,50000)")
     p.add_argument("--chunk-rows", type=int, default=0, help="--phase snapshot: also a chunked snapshot of N-row chunks")
+    p.add_argument("--warm", action="store_true", help="--phase tables: measure a run in steady state (after a run of "
+                   "one change a table), not the first run after the snapshot")
     p.add_argument("--publisher", choices=["parquet", "iceberg"], default="parquet",
                    help="--phase snapshot: into Parquet files, or into an Iceberg upsert table by id")
     args = p.parse_args()
@@ -370,7 +380,8 @@ def main() -> None:
     else:
         result = {"stream": stream, "snapshot": snapshot, "tables": tables}[args.phase](args)
     result["date"] = time.strftime("%Y-%m-%d")
-    name = f"bench_cdc_{args.phase}{'_chunked' if args.phase == 'snapshot' and args.chunk_rows else ''}.json"
+    name = f"bench_cdc_{args.phase}{'_chunked' if args.phase == 'snapshot' and args.chunk_rows else ''}" \
+           f"{'_warm' if args.phase == 'tables' and args.warm else ''}.json"
     if args.phase == "snapshot" and args.chunk_rows:
         name = f"bench_cdc_snapshot_chunked_{args.rows // 1_000_000}M_{args.publisher}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)

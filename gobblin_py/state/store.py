@@ -53,6 +53,12 @@ def writing_at(epoch: int | None) -> Iterator[None]:
         _writing_epoch.reset(token)
 
 
+def writing_epoch() -> int | None:
+    """The lease epoch the commit protocol is writing at on this thread (`writing_at`); None outside it, or without a
+    lease."""
+    return _writing_epoch.get()
+
+
 def _epoch_in(data: bytes) -> int | None:
     """The lease epoch a record's raw bytes name; None when absent or unreadable (a torn record is simply rewritten)."""
     try:

@@ -76,7 +76,7 @@ from gobblin_py.builtin.sources.postgres_cdc.settings import (
 )
 from gobblin_py.builtin.sources.postgres_cdc.slot import WATERMARK_KEY, SlotAdvanceStep, slot_row
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
-from gobblin_py.errors import ConfigError, GobblinError, SourceError, describe
+from gobblin_py.errors import CommitError, ConfigError, GobblinError, SourceError, describe
 
 log = logging.getLogger(__name__)
 
@@ -450,8 +450,16 @@ class PostgresCdcSource(Source):
 
     def commit_steps(self, dataset: str, workunits: list[WorkUnit], watermarks: dict[str, WatermarkValue],
                      state_dir: str) -> list[CommitStep]:
-        """After the table's watermark: advance the slot to the lowest committed position of all the run's tables."""
+        """After the table's watermark: advance the slot to the lowest committed position of all the run's tables.
+        Refused (CommitError) when the commit would move the table's position back from where the run found it: the
+        slot steps of a lease epoch rely on positions only rising (`slot.py`)."""
         s: PostgresCdcSettings = self.settings
+        new = watermarks.get(WATERMARK_KEY)
+        for wu in workunits:
+            if wu.watermark_key == WATERMARK_KEY and new is not None and int(new) < int(wu.low_watermark):
+                raise CommitError(f"table {dataset}: this run would move its committed position back, from "
+                                  f"{lsn_text(int(wu.low_watermark))} to {lsn_text(int(new))}; nothing is committed "
+                                  "(a defect: please report it with `gobblin-py inspect-commits`)")
         tables = sorted({t for wu in workunits for t in CdcSplit.of(wu).tables} | {dataset})
         return [SlotAdvanceStep(url=s.url, password_env=s.password_env, slot=s.slot, state_dir=state_dir, datasets=tables,
                                 dataset=dataset, connect_timeout_s=s.connect_timeout_s, busy_wait_s=s.busy_wait_s)]
