@@ -396,3 +396,18 @@ def test_a_schema_parquet_cannot_hold_fails_the_run_naming_the_field(tmp_path: P
     assert not result.succeeded
     assert "field 'extra': a union of long and string has no Parquet type" in (result.error or ""), result.error
     assert not list(tmp_path.glob("out-p/**/*.parquet"))  # nothing published
+
+
+def test_a_schema_is_mapped_once_a_process_and_a_bad_one_refused_every_time() -> None:
+    """Issue 47: a run of many tables or files opens a writer a task; the mapping of one schema is built once."""
+    from gobblin_py.builtin.schemas.arrow import arrow_mapping
+
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "s", "type": ["null", "string"]}]}
+    same = {"fields": [{"type": "long", "name": "id"}, {"name": "s", "type": ["null", "string"]}], "name": "R", "type": "record"}
+    other = {**schema, "fields": [{"name": "id", "type": "int"}]}
+    assert arrow_mapping(schema) is arrow_mapping(same) is not arrow_mapping(other)
+    assert str(arrow_mapping(other).schema.field("id").type) == "int32"
+    bad = {"type": "record", "name": "B", "fields": [{"name": "u", "type": ["int", "string"]}]}
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="field 'u': a union of"):
+            arrow_mapping(bad)

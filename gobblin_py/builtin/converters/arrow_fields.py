@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gobblin_py.builtin.schemas.arrow import ArrowMapping
+from gobblin_py.builtin.schemas.arrow import arrow_mapping
 from gobblin_py.errors import ConfigError
 
 _PLAIN = {"long", "int", "double", "boolean", "string"}
@@ -59,7 +59,7 @@ def flat_fields(avro_schema: dict[str, Any]) -> tuple[Any, list[FlatField]] | No
     """(the Arrow schema of `avro_schema` (`ArrowMapping`), its fields) when the schema is flat; None when it is
     not, when pyarrow is missing, or when Arrow cannot hold a type: the row path then says why."""
     try:
-        target = ArrowMapping(avro_schema).schema
+        target = arrow_mapping(avro_schema).schema
     except (ImportError, ConfigError):
         return None
     fields = []

@@ -10,6 +10,8 @@ import datetime as dt
 import decimal
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +128,30 @@ class ArrowMapping:
             return _Mapped(self._pa.null(), True, _null_check)
         inner = self._map(rest[0], path, namespace)
         return _Mapped(inner.arrow, nullable or inner.nullable, inner.check, inner.fast)
+
+
+_MAPPINGS: OrderedDict[bytes, ArrowMapping] = OrderedDict()
+_MAPPINGS_LOCK = threading.Lock()
+
+
+def arrow_mapping(avro_schema: dict[str, Any]) -> ArrowMapping:
+    """`ArrowMapping(avro_schema)`, built once a process for each distinct schema (the last 256 kept): a run of many
+    tables or files opens a writer and a batch schema a task, each one compiled again before. A mapping is not
+    changed once built, so tasks on other threads share it."""
+    import orjson
+
+    key = orjson.dumps(avro_schema, option=orjson.OPT_SORT_KEYS)
+    with _MAPPINGS_LOCK:
+        found = _MAPPINGS.get(key)
+        if found is not None:
+            _MAPPINGS.move_to_end(key)
+            return found
+    mapping = ArrowMapping(avro_schema)  # a ConfigError is raised again each time: nothing kept
+    with _MAPPINGS_LOCK:
+        _MAPPINGS[key] = mapping
+        while len(_MAPPINGS) > 256:
+            _MAPPINGS.popitem(last=False)
+    return mapping
 
 
 def _fullname(avro: dict[str, Any], namespace: str) -> str:

@@ -19,9 +19,9 @@ def row_schema(avro_schema: dict[str, Any]) -> Any:
     by time partition as the row path places each row's datetime)."""
     import pyarrow as pa
 
-    from gobblin_py.builtin.schemas.arrow import ArrowMapping
+    from gobblin_py.builtin.schemas.arrow import arrow_mapping
 
-    schema = ArrowMapping(avro_schema).schema
+    schema = arrow_mapping(avro_schema).schema
     return pa.schema([f.with_metadata({ROW_VALUES: b"datetime"}) if pa.types.is_timestamp(f.type) else f for f in schema])
 
 

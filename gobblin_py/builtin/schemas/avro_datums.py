@@ -296,13 +296,13 @@ class AvroDatumDecoder(SpanDecoder):
         an array, a map, a union of two types, decimal, uuid, a logical type on another type) or no Arrow mapping."""
         import pyarrow as pa
 
-        from gobblin_py.builtin.schemas.arrow import ArrowMapping
+        from gobblin_py.builtin.schemas.arrow import arrow_mapping
         from gobblin_py.errors import ConfigError
 
         if not isinstance(avro_schema, dict) or avro_schema.get("type") != "record":
             return None
         try:
-            mapping = ArrowMapping(avro_schema).schema
+            mapping = arrow_mapping(avro_schema).schema
         except ConfigError:
             return None
         named: dict[str, Any] = {}

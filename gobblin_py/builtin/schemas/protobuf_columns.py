@@ -283,11 +283,11 @@ class ProtobufColumnsDecoder(SpanDecoder):
         """The decoder of `message` (a Descriptor) into `output_schema` (the Avro record of the row path); None where
         the row path must read it."""
 
-        from gobblin_py.builtin.schemas.arrow import ArrowMapping
+        from gobblin_py.builtin.schemas.arrow import arrow_mapping
         from gobblin_py.errors import ConfigError
 
         try:
-            mapping = ArrowMapping(output_schema).schema
+            mapping = arrow_mapping(output_schema).schema
         except ConfigError:
             return None
         wanted = {f["name"] for f in output_schema.get("fields", [])}

@@ -259,12 +259,12 @@ def _flush_tail(h: _Open) -> None:
 
 def _arrow_encoder(schema: dict[str, Any]) -> AvroArrowEncoder | None:
     """The Arrow encoder of the schema, or None where there is none (pyarrow or numpy missing, a type it lacks)."""
-    from gobblin_py.builtin.schemas.arrow import ArrowMapping
+    from gobblin_py.builtin.schemas.arrow import arrow_mapping
 
     try:
         from gobblin_py.builtin.writers.avro_arrow import AvroArrowEncoder
 
-        mapping = ArrowMapping(schema)
+        mapping = arrow_mapping(schema)
     except ImportError:  # the columnar path needs pyarrow and numpy (the tables extra); records go one at a time
         return None
     except ConfigError:  # a type Arrow has no mapping for: the row path writes it

@@ -28,7 +28,7 @@ from pydantic import Field, model_validator
 from gobblin_py.api import BatchWriter, DataWriter, FileMerger, MergedFiles, MergeSpec, Settings, WriterTarget
 from gobblin_py.api.types import Record, Schema
 from gobblin_py.builtin.extras import require
-from gobblin_py.builtin.schemas.arrow import ArrowMapping
+from gobblin_py.builtin.schemas.arrow import arrow_mapping
 from gobblin_py.builtin.writers.partitioned_files import ROLL_HELP, PartitionedFiles, RollSettings
 from gobblin_py.builtin.writers.time_partitioner import PARTITION_HELP, PartitionSettings
 from gobblin_py.errors import ConfigError, TaskError
@@ -100,7 +100,7 @@ class ParquetWriter(DataWriter, BatchWriter, FileMerger):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        mapping = ArrowMapping(schema)  # ConfigError naming the field for a type Parquet cannot hold
+        mapping = arrow_mapping(schema)  # ConfigError naming the field for a type Parquet cannot hold
         self._pa, self._pq = pa, pq
         self.check = mapping.check
         # parquet-avro's key: readers that know it (parquet-mr, Hive) get back the exact Avro schema

@@ -72,7 +72,7 @@ class ConfluentAvroColumns:
         metadata columns all have a columnar form; None otherwise (the task keeps to the row path)."""
         import pyarrow as pa
 
-        from gobblin_py.builtin.schemas.arrow import ArrowMapping
+        from gobblin_py.builtin.schemas.arrow import arrow_mapping
         from gobblin_py.builtin.schemas.avro_datums import AvroDatumDecoder
 
         if settings.deserializer != "confluent_avro" or not set(settings.metadata_columns) <= COLUMNAR_METADATA:
@@ -82,7 +82,7 @@ class ConfluentAvroColumns:
         decoder = AvroDatumDecoder.for_schema(value_schema)
         if decoder is None:
             return None
-        mapping = ArrowMapping(output_schema).schema  # the value fields, then the metadata fields
+        mapping = arrow_mapping(output_schema).schema  # the value fields, then the metadata fields
         values = decoder.arrow_schema  # the value fields, timestamps marked as the row path's datetimes
         schema = pa.schema([*values, *list(mapping)[len(values):]])
         return cls(decoder, value_decoder.writes_output, schema, settings, topic, partition)
@@ -170,7 +170,7 @@ class ConfluentProtobufColumns(ConfluentAvroColumns):
                     topic: str, partition: int) -> ConfluentProtobufColumns | None:
         """The columnar reader of a `confluent_protobuf` task whose metadata columns all have a columnar form; None
         otherwise. Whether a schema id's message is flat is decided per id, as its values come."""
-        from gobblin_py.builtin.schemas.arrow import ArrowMapping
+        from gobblin_py.builtin.schemas.arrow import arrow_mapping
         from gobblin_py.errors import ConfigError
 
         if settings.deserializer != "confluent_protobuf" or not set(settings.metadata_columns) <= COLUMNAR_METADATA:
@@ -178,7 +178,7 @@ class ConfluentProtobufColumns(ConfluentAvroColumns):
         if settings.avro_keys or settings.tombstones == "delete" or not isinstance(value_schema, dict):
             return None
         try:
-            schema = ArrowMapping(output_schema).schema
+            schema = arrow_mapping(output_schema).schema
         except ConfigError:
             return None
         return cls(value_decoder, value_schema, schema, settings, topic, partition)
