@@ -39,7 +39,7 @@ def history(world: str, seed: int, steps: int, broker: Any, postgres: Any, cdc_e
     if world == "mysql_cdc":
         from support.world_mysql_cdc import MysqlCdcHistory
 
-        return MysqlCdcHistory(seed, steps, maria())
+        return MysqlCdcHistory(seed, steps, maria(), catalog=postgres)  # a leased history's catalog service
     if world == "cdc":
         from support.world_cdc import DISABLED, CdcHistory
 

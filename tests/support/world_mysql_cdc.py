@@ -26,7 +26,12 @@ of earlier runs up to date).
 The oracle (world_keyed.py): after every step no key is twice in any Iceberg table (read with pyiceberg); after every
 run that exits 0, every Iceberg table of a table the job reads equals `SELECT id, v, n, … FROM` the table by key. A run
 that exits 1 or 2 must follow a change to the world and name a table and `state reset`, which the world then runs.
-Histories are never leased (the work directory's lock keeps drivers apart)."""
+
+A second host (world.py): half the histories are leased (`job.lease`), their Iceberg catalog pyiceberg's SQL catalog
+on a PostgreSQL database (`catalog`: a server started on first use) as hosts would share a catalog service (a frozen
+driver's SQLite write lock would stop the other), and `paused_past_lease` freezes a driver mid-run (its binlog
+connection open, its decode's spool lock held) while a second one takes the job over; the frozen one, woken, must
+commit nothing. The others keep drivers apart by the work directory's lock."""
 
 from __future__ import annotations
 
@@ -35,7 +40,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +94,7 @@ class MysqlWorld(KeyedWorld):
 
     server: Any = None
     db: str = ""
+    catalog_server: Any = None  # a leased history's PostgreSQL, holding its Iceberg catalog database
     torn: set[str] = field(default_factory=set)  # truncated while their snapshot was not streamed yet: refused until
     # their first stream (the truncate lies between their chunks), however many clean runs come before it
 
@@ -105,11 +111,14 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
     kind = "mysql_cdc"
     crash_points = (*CRASH_POINTS, WRITTEN_POINT)
     ddl_refused = True
+    leased_share = 0.5  # half the histories: two drivers of the work directory kept apart by the lease alone
+    pause_weight = 1
 
     def __init__(self, seed: int, steps: int, server: Any, include: tuple[str, ...] = (),
-                 chunked: bool | None = None) -> None:
-        super().__init__(seed, steps, include)
-        self.server = server
+                 chunked: bool | None = None, pauses: tuple[int, ...] = (),
+                 catalog: Callable[[], Any] | None = None) -> None:
+        super().__init__(seed, steps, include, pauses)
+        self.server, self.catalog = server, catalog
         # drawn by a generator of its own, so that a seed draws every other step as it did before
         self.chunked = random.Random(f"{seed}/chunked").random() < 0.5 if chunked is None else chunked
         self.chunks_per_run = CHUNKS_PER_RUN
@@ -125,6 +134,14 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
         db = self.server.create_database(f"w{self.seed % 10**8}_{uuid.uuid4().hex[:8]}")
         world = MysqlWorld(root, server=self.server, db=db, conn=Session(self.server.connect(db)))
         self._world = world
+        if self.leased:  # two hosts share a catalog service, not a SQLite file (a frozen driver holds its write lock)
+            from gobblin_py.demo.pg_server import PASSWORD
+
+            if self.catalog is None:
+                raise ValueError(f"seed {self.seed} draws a leased history: it needs a PostgreSQL for its catalog (catalog=)")
+            os.environ["PGPASSWORD"] = PASSWORD  # the catalog's password, from libpq's environment
+            world.catalog_server = self.catalog()
+            world.catalog_db = world.catalog_server.create_database(f"{db}_cat")
         for k in range(self.rng.randint(2, 3)):
             self.create_table(world, f"{db}.t{k}")
         world.published = set(world.columns)
@@ -150,11 +167,21 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
             "publisher": {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(world.root / "warehouse"),
                           "mode": "upsert", "key": ["id"], "order_by": ["_pos", "_seq"],
                           "delete_when": {"column": "_op", "equals": ["delete"]},
-                          "truncate_when": {"column": "_op", "equals": ["truncate"]}},
+                          "truncate_when": {"column": "_op", "equals": ["truncate"]},
+                          **({"catalog": {"name": "shared", "type": "sql", "uri": self.catalog_uri(world)}}
+                             if world.catalog_db else {})},
         }
 
+    def catalog_uri(self, world: KeyedWorld, password: bool = False) -> str:
+        """The SQLAlchemy URL of a leased history's catalog database (with the password: the oracle's own reader)."""
+        from gobblin_py.demo.pg_server import PASSWORD, USER
+
+        assert isinstance(world, MysqlWorld)
+        uri = world.catalog_server.url(world.catalog_db).replace("postgresql://", "postgresql+psycopg://")
+        return uri.replace(f"//{USER}@", f"//{USER}:{PASSWORD}@") if password else uri
+
     def write_job(self, world: MysqlWorld) -> None:
-        (world.root / "job.yaml").write_text(yaml.safe_dump(self.job(world), sort_keys=False))
+        (world.root / "job.yaml").write_text(yaml.safe_dump(self.with_lease(world, self.job(world)), sort_keys=False))
 
     def rules(self) -> list[tuple[int, Rule]]:
         return [(6, self.dml), (2, self.spanning), (2, self.key_update), (1, self.truncate), (5, self.run_job),
@@ -171,6 +198,9 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
                 self._world.conn.close()
                 with self.server.connect("mysql") as conn, conn.cursor() as cur:
                     cur.execute(f"DROP DATABASE IF EXISTS `{self._world.db}`")
+                if self._world.catalog_db:
+                    with self._world.catalog_server.connect("postgres") as conn:
+                        conn.execute(f'DROP DATABASE IF EXISTS "{self._world.catalog_db}" WITH (FORCE)')
 
     # --- what the shared CDC world asks -------------------------------------------------------------------------------
 
@@ -226,7 +256,8 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
         """A run under `job.commit_policy: successful` (the same job, work directory and state), killed at a commit
         point a third of the time."""
         assert isinstance(world, MysqlWorld)
-        (world.root / "job-successful.yaml").write_text(yaml.safe_dump(self.job(world, "successful"), sort_keys=False))
+        (world.root / "job-successful.yaml").write_text(yaml.safe_dump(self.with_lease(world, self.job(world, "successful")),
+                                                                       sort_keys=False))
         point = self.rng.choice(self.crash_points) if self.rng.random() < 0.3 else None
         self._run(world, step, "run, commit_policy successful", point, args=SUCCESSFUL)
 

@@ -2,15 +2,17 @@
 (tests/support/world_mysql_cdc.py, issue 45), for fixed seeds and a bounded number of steps (its long soak:
 `scripts/soak_world.py --world mysql_cdc`): DML transactions, a transaction open across a run, key updates moving rows
 between snapshot chunks, TRUNCATE, binlog rotation, ALTER TABLE, a table added to the job, one taken out of it and
-added back, the binlog purged, `state reset`, `recover --abandon`, a run under `commit_policy: successful`, and runs
-SIGKILLed at commit points and at random; after every run that exits 0 each Iceberg table equals its source table by key, and a refused run names the table and
+added back, the binlog purged, `state reset`, `recover --abandon`, a run under `commit_policy: successful`, runs
+SIGKILLed at commit points and at random, and (a leased history) a driver frozen past its lease while a second host
+takes the job over; after every run that exits 0 each Iceberg table equals its source table by key, and a refused run names the table and
 `state reset`, which the world runs. Bounded to about a minute on two cores: its cost is its runs of the real CLI."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +41,32 @@ def server() -> Iterator[Any]:
         os.environ[PASSWORD_ENV] = saved
 
 
+@pytest.fixture(scope="module")
+def catalog() -> Iterator[Callable[[], Any]]:
+    """A leased history's catalog service: a PostgreSQL on a free 127.0.0.1 port, started on first use, stopped and
+    deleted after the module."""
+    from gobblin_py.demo.pg_server import LocalPostgres
+
+    saved = os.environ.get("PGPASSWORD")  # a leased history sets it
+    started: list[Any] = []
+    with contextlib.ExitStack() as stack:
+        def start() -> Any:
+            if not started:
+                started.append(stack.enter_context(LocalPostgres()))
+            return started[0]
+        yield start
+    if saved is None:
+        os.environ.pop("PGPASSWORD", None)
+    else:
+        os.environ["PGPASSWORD"] = saved
+
+
 STEPS = 14
 # Two histories whose steps are mostly forced (`include`: steps 1–13, step 14 drawn), so that every rule is taken once
 # in CI at a bounded cost; the world changes a run must refuse are each followed by a run or the final runs.
 HISTORIES = (
-    (5, True, ("run_killed_at_point", "key_update", "run_job", "truncate", "add_column", "run_job", "add_table",
+    # leased (seed 14): a second host, a driver frozen past its lease at step 1
+    (14, True, ("run_killed_at_point", "key_update", "run_job", "truncate", "add_column", "run_job", "add_table",
                "spanning", "run_killed_at_random", "run_successful", "state_reset", "drop_column", "remove_table")),
     # failing tasks while nothing waits to be refused, then a clean run, so that the purge right after it is past
     # committed positions whatever the later draws
@@ -53,13 +76,15 @@ HISTORIES = (
 
 
 def test_mysql_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_every_clean_run(
-        tmp_path: Path, server: Any) -> None:
+        tmp_path: Path, server: Any, catalog: Callable[[], Any]) -> None:
     from support.world_mysql_cdc import MysqlCdcHistory
 
     log: list[str] = []
     for seed, chunked, include in HISTORIES:
         assert len(include) < STEPS  # each forced at a step of its own
-        log += MysqlCdcHistory(seed, STEPS, server, include=include, chunked=chunked).run(tmp_path / str(seed)).log
+        leased = MysqlCdcHistory(seed, STEPS, server).leased
+        log += MysqlCdcHistory(seed, STEPS, server, include=include, chunked=chunked, pauses=(1,) if leased else (),
+                               catalog=catalog).run(tmp_path / str(seed)).log
     print("\n".join(log))  # shown with -s: what the histories did
     # every rule did something, runs were killed, refusals were remedied and the oracle held after clean runs
     rules = [r"spanning transaction committed", r"column c\d+ added to \S+$", r"column c\d+ dropped", r"retype: ",
@@ -68,6 +93,6 @@ def test_mysql_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_e
              r"oracle: .* equal", r"said: .*ALTER TABLE", r"said: .*(no longer holds its committed position|PURGE BINARY LOGS|keep binlogs longer)",
              r"remedy: state reset", r"state reset: .* -> 0$", r"abandon: ", r"key update on .* -> -\d+",
              r"chunked snapshots: ", r"chunked snapshot of .* goes on", r"run, tasks of .* failing: .* -> [01]$",
-             r"removed from the job's tables"]
+             r"removed from the job's tables", r"0 leased: ", r"paused past its lease"]
     missing = [rule for rule in rules if not any(re.search(rule, line) for line in log)]
     assert not missing, f"no history drew {missing}: pick other seeds"
