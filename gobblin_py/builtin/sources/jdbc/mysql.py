@@ -1,6 +1,6 @@
 """MySQL 8 and MariaDB 10.2+ for the jdbc source, through PyMySQL: connect (session in UTC, the statement timeout),
 information_schema columns, the SQL (`NTILE(n) OVER (ORDER BY wm)` and the maximum of each tile for the split, as
-there is no percentile_disc), and rows streamed through an unbuffered cursor (`SSCursor`), `fetch_rows` at a time; or, as the native reader for a
+there is no percentile_disc; a first load's slices of the integer primary key, from its MIN and MAX), and rows streamed through an unbuffered cursor (`SSCursor`), `fetch_rows` at a time; or, as the native reader for a
 table of plainly typed columns, ConnectorX's binary-protocol reader straight into Arrow in Rust."""
 
 from __future__ import annotations

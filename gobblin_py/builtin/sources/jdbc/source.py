@@ -4,7 +4,9 @@ A run extracts the rows whose watermark lies in `(committed, high]`, split into 
 row counts (PostgreSQL `percentile_disc`, MySQL `NTILE` over the range: boundaries follow the column's distribution,
 not equal widths), one WorkUnit (Spark task) each, ordered by watermark and primary key, streamed through a
 server-side (PostgreSQL) or unbuffered (MySQL) cursor. What differs per database is in its dialect (`dialect.py`);
-this module's planning loop and `extractor`'s read loop serve both.
+this module's planning loop and `extractor`'s read loop serve both. A MySQL/MariaDB first load is split on the table's
+integer primary key instead (`first_load_split: key`, `_plan_by_key`): each slice is a range scan of InnoDB's clustered
+index, every slice bounded by one high watermark taken before any is read (`ranges.FirstLoad`).
 
 Why `watermark_lag`: a row becomes visible when its transaction commits, not when its watermark value was taken.
 A transaction that stamped `updated_at = now()` at 10:00:00 and commits at 10:00:03 is invisible to a run that
