@@ -45,7 +45,7 @@ from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.sources.jdbc.bounds import far_from_clock
 from gobblin_py.builtin.sources.jdbc.columns import Column, avro_schema, check_mapped
-from gobblin_py.builtin.sources.jdbc.dialect import Failure, first_line, timeout_error
+from gobblin_py.builtin.sources.jdbc.dialect import Failure, TableQueries, first_line, timeout_error
 from gobblin_py.builtin.sources.jdbc.ranges import (
     DONE_PREFIX,
     FIRST_PREFIX,
@@ -297,7 +297,7 @@ class JdbcSource(Source):
                  ", ".join(f"({encode(r.lo)}, {encode(r.hi)}]" for r in ranges), len(units))
         return units
 
-    def _plan_by_key(self, conn: Any, plan: TablePlan, q: Any, done: Committed, high: Any, schema: dict, parts: int,
+    def _plan_by_key(self, conn: Any, plan: TablePlan, q: TableQueries, done: Committed, high: Any, schema: dict, parts: int,
                      identity: Any) -> list[WorkUnit] | None:
         """A first load in `parts` slices of the table's integer primary key (a range scan each, no count), every row
         with a watermark up to `high` (taken before any slice is read) or none; a first load left partly published goes
