@@ -108,3 +108,33 @@ def test_slices_of_two_first_loads_or_a_bad_slice_value_fail_naming_the_key() ->
         committed("integer", mixed, "dataset orders")
     with pytest.raises(SourceError, match=r"'first\.1'.*reset the dataset"):
         committed("integer", {"first.1": "id 1 to 2"}, "dataset orders")
+
+
+def test_the_missing_slices_and_the_published_ones_tile_the_key_once_whichever_were_published() -> None:
+    """Random first loads (boundaries, then any subset of slices published, in any slot order, and the missing ones
+    planned and published in turn): every key is in exactly one slice, and the load completes only when all are in."""
+    import random
+
+    rng = random.Random(47)
+    probes = [-10**6, *range(-5, 120), 10**6]
+    for _ in range(300):
+        bounds = sorted(rng.sample(range(0, 100), rng.randint(0, 6)))
+        edges = [None, *bounds, None]
+        slices = [KeyRange(a, b) for a, b in zip(edges, edges[1:])]
+        rng.shuffle(slices)
+        published = {n + 1: s for n, s in enumerate(slices) if n == 0 or rng.random() < 0.5}  # none: a new plan
+        marks = {f"first.{n}": s.first_value("id", 9) for n, s in published.items()}
+        while True:
+            state = committed("integer", marks, "t")
+            if state.first is None:
+                assert state.high == 9 and len(marks) >= 1
+                break
+            missing = state.first.missing()
+            holders = [*published.values(), *missing]
+            for k in probes:
+                inside = [s for s in holders if (s.lo is None or k > s.lo) and (s.hi is None or k <= s.hi)]
+                assert len(inside) == 1, (k, published, missing)
+            slot = next(state.first.free_slots())
+            assert slot not in published
+            published[slot] = missing[0]
+            marks[f"first.{slot}"] = missing[0].first_value("id", 9)
