@@ -8,7 +8,7 @@ import pytest
 from jdbc.jdbc_jobs import jdbc_job, read_output
 from support.jobs import write_job
 
-from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind, committed
+from gobblin_py.builtin.sources.jdbc.ranges import FirstLoad, KeyRange, Range, WatermarkKind, committed
 from gobblin_py.config import load_job
 from gobblin_py.errors import SourceError
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
@@ -81,3 +81,60 @@ def test_commit_policy_successful_never_skips_a_failed_sub_range(tmp_path: Path,
     assert ids == list(range(1, 501))
     state = committed(INT, StateStore(tmp_path / "work", "j").watermarks()["public.t"], "t")
     assert (state.high, state.holes()) == (500, [])
+
+
+def test_a_key_split_first_load_is_complete_only_when_its_slices_chain_over_the_whole_key() -> None:
+    """`first.<n>` slices: `high` is their high once they chain from the least to the greatest key, never before; the
+    slices missing are the gaps, whichever slices failed."""
+    def value(lo: int | None, hi: int | None) -> str:
+        return KeyRange(lo, hi).first_value("id", 50)
+
+    partial = committed("integer", {"first.1": value(None, 10), "first.3": value(20, 30)}, "orders")
+    assert partial.high is None and partial.first is not None and partial.first.high == 50
+    assert partial.first.missing() == [KeyRange(10, 20), KeyRange(30, None)]
+    assert list(zip(range(2), partial.first.free_slots())) == [(0, 2), (1, 4)]
+    assert FirstLoad("id", 50, {}).missing() == [KeyRange(None, None)]
+    assert FirstLoad("id", 50, {2: KeyRange(10, None)}).missing() == [KeyRange(None, 10)]
+    whole = {"first.1": value(None, 10), "first.2": value(10, 30), "first.3": value(30, None)}
+    done = committed("integer", whole, "orders")
+    assert (done.high, done.first) == (50, None)
+    later = committed("integer", {**whole, "high": 80}, "orders")  # an incremental run's high: the slices are history
+    assert (later.high, later.first) == (80, None)
+
+
+def test_slices_of_two_first_loads_or_a_bad_slice_value_fail_naming_the_key() -> None:
+    mixed = {"first.1": KeyRange(None, 10).first_value("id", 50), "first.2": KeyRange(10, None).first_value("id", 60)}
+    with pytest.raises(SourceError, match=r"first\.2"):
+        committed("integer", mixed, "dataset orders")
+    with pytest.raises(SourceError, match=r"'first\.1'.*reset the dataset"):
+        committed("integer", {"first.1": "id 1 to 2"}, "dataset orders")
+
+
+def test_the_missing_slices_and_the_published_ones_tile_the_key_once_whichever_were_published() -> None:
+    """Random first loads (boundaries, then any subset of slices published, in any slot order, and the missing ones
+    planned and published in turn): every key is in exactly one slice, and the load completes only when all are in."""
+    import random
+
+    rng = random.Random(47)
+    probes = [-10**6, *range(-5, 120), 10**6]
+    for _ in range(300):
+        bounds = sorted(rng.sample(range(0, 100), rng.randint(0, 6)))
+        edges = [None, *bounds, None]
+        slices = [KeyRange(a, b) for a, b in zip(edges, edges[1:])]
+        rng.shuffle(slices)
+        published = {n + 1: s for n, s in enumerate(slices) if n == 0 or rng.random() < 0.5}  # none: a new plan
+        marks = {f"first.{n}": s.first_value("id", 9) for n, s in published.items()}
+        while True:
+            state = committed("integer", marks, "t")
+            if state.first is None:
+                assert state.high == 9 and len(marks) >= 1
+                break
+            missing = state.first.missing()
+            holders = [*published.values(), *missing]
+            for k in probes:
+                inside = [s for s in holders if (s.lo is None or k > s.lo) and (s.hi is None or k <= s.hi)]
+                assert len(inside) == 1, (k, published, missing)
+            slot = next(state.first.free_slots())
+            assert slot not in published
+            published[slot] = missing[0]
+            marks[f"first.{slot}"] = missing[0].first_value("id", 9)

@@ -68,7 +68,7 @@ def test_sub_ranges_follow_the_distribution_not_equal_widths(tmp_path: Path, mar
                   "INSERT INTO events " + SEQ.format(n=20000) + "SELECT i, UTC_TIMESTAMP(6) - INTERVAL 2 HOUR + "
                   "INTERVAL (i % 3600) SECOND FROM seq WHERE i > 2000")
     job = mysql_job(tmp_path, maria, mdb, [{"table": "events", "watermark_column": "ts", "primary_key": "id"}],
-                    partitions=4)
+                    partitions=4, first_load_split="watermark")  # the watermark split, as incremental runs have it
     spec = load_job(write_job(tmp_path, job))
     units = plan(spec, StateStore(tmp_path / "work", "j")).workunits
     assert len(units) == 4
@@ -178,7 +178,8 @@ def test_a_big_ranges_split_comes_from_a_sample_and_every_row_is_read_once(tmp_p
     _create_orders(maria, mdb)
     maria.execute(mdb, "INSERT INTO orders SELECT seq, seq, 'v1', UTC_TIMESTAMP(6) - INTERVAL 1 DAY + INTERVAL seq SECOND "
                        "FROM seq_1_to_20000")  # MariaDB's Sequence engine
-    job = mysql_job(tmp_path, maria, mdb, [{**ORDERS, "watermark_zone": "UTC"}], partitions=4)
+    job = mysql_job(tmp_path, maria, mdb, [{**ORDERS, "watermark_zone": "UTC"}], partitions=4,
+                    first_load_split="watermark")  # the watermark split (a first load's default is the key's)
     spec = load_job(write_job(tmp_path, job))
     units = plan(spec, StateStore(spec.job.work_dir, spec.name)).workunits
     assert len(units) == 4 and sum(JdbcSplit.of(u).estimated_rows for u in units) == 20000  # the count is exact

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from gobblin_py.builtin.sources.jdbc.bounds import Bound
 from gobblin_py.builtin.sources.jdbc.columns import Column
-from gobblin_py.builtin.sources.jdbc.ranges import Range
+from gobblin_py.builtin.sources.jdbc.ranges import KeyRange, Range
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError
 
 
@@ -140,6 +140,20 @@ class TableQueries(ABC):
     @abstractmethod
     def select(self, r: Range) -> tuple[Any, list[Any]]:
         """The extraction query of one sub-range `(lo, hi]`, ordered by watermark and primary key."""
+
+    def key_column(self, conn: Any) -> str | None:
+        """The table's primary key when a first load can be read in slices of it: one integer column, the job's
+        `primary_key`, the table's clustered index (InnoDB); None where it cannot (the split is then the watermark's)."""
+        return None
+
+    def key_split(self, conn: Any, column: str, parts: int) -> list[int]:
+        """Up to `parts - 1` inner boundaries of `column`'s values (strictly increasing), found without a scan."""
+        raise NotImplementedError
+
+    def select_keys(self, r: Range, keys: KeyRange) -> tuple[Any, list[Any]]:
+        """The extraction query of one slice of a first load: the rows of watermark range `r` whose key lies in `keys`,
+        a range scan of the clustered index in key order."""
+        raise NotImplementedError
 
     def select_after(self, conn: Any, r: Range, last: list[Any]) -> tuple[Any, list[Any]] | None:
         """The rows of sub-range `r` that `select` gives after `last` (the watermark and primary key values of a row

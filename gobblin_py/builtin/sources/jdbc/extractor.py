@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+from gobblin_py import crashpoints
 from gobblin_py.api import TaskContext, WorkUnit
 from gobblin_py.api.batches import BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
 from gobblin_py.builtin.schemas.arrow_rows import conform, is_decimal, last_row, rebatch, row_schema
 from gobblin_py.builtin.sources.jdbc.dialect import REMEDY, Failure, NativeReadError, timeout_error
-from gobblin_py.builtin.sources.jdbc.ranges import Range, decode
+from gobblin_py.builtin.sources.jdbc.ranges import KeyRange, Range, decode
 from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings
 from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
 from gobblin_py.errors import ConfigError, SourceError, UnreachableError
@@ -40,6 +41,7 @@ class JdbcExtractor(BatchExtractor):
         self.table = p.table
         [self.table_settings] = [t for t in settings.tables if t.table == self.table]
         self.range = Range(decode(p.kind, p.lo, self.table), decode(p.kind, p.hi, self.table))
+        self.keys = KeyRange(p.key_lo, p.key_hi) if p.key_column is not None else None  # a first load's slice
         self.dialect = settings.dialect
         self.queries = self.dialect.queries(self.table_settings, p.schema_name, p.table_name, p.columns,
                                             p.kind, self.table, p.casts)
@@ -59,7 +61,9 @@ class JdbcExtractor(BatchExtractor):
     def location(self) -> str:
         t = self.table_settings
         if self.last is None:
-            return f"{self.table} ({self.split.lo}, {self.split.hi}]"
+            p = self.split
+            sliced = "" if p.key_column is None else f" {p.key_column} ({p.key_lo}, {p.key_hi}]"
+            return f"{self.table} ({p.lo}, {p.hi}]{sliced}"
         keys = ", ".join(f"{k}={self.last.get(k)!r}" for k in t.key_columns)
         return f"{self.table} row {self.rows} ({t.watermark_column}={self.last.get(t.watermark_column)!s}, {keys})"
 
@@ -69,7 +73,7 @@ class JdbcExtractor(BatchExtractor):
     def read_batches(self) -> Iterator[RawBatch]:
         s = self.settings
         self.conn = conn = self.dialect.connect(s, in_task=True)
-        query, params = self.queries.select(self.range)
+        query, params = self._select()
         names = self.split.columns
         try:
             if self.native:
@@ -85,6 +89,7 @@ class JdbcExtractor(BatchExtractor):
                 yield RawBatch("rows", rows)
                 self.rows = before + len(rows)  # whichever path took the batch
                 self.last = dict(zip(names, rows[-1]))
+                crashpoints.crash_point("jdbc.batch_read")  # a test's kill mid-read (N-th batch)
         except Exception as exc:
             failure = exc.failure if isinstance(exc, NativeReadError) else self.dialect.failure(exc)
             if failure is None:
@@ -101,6 +106,13 @@ class JdbcExtractor(BatchExtractor):
             self.rows = before + arrow.num_rows
             self.last = last_row(arrow)
             self._taken = arrow
+            crashpoints.crash_point("jdbc.batch_read")
+
+    def _select(self) -> tuple[Any, list[Any]]:
+        """The sub-range's query: a slice of the primary key (a first load's) or a range of the watermark column."""
+        if self.keys is not None:
+            return self.queries.select_keys(self.range, self.keys)
+        return self.queries.select(self.range)
 
     def _rest_by_rows(self, conn: Any, exc: NativeReadError) -> tuple[Any, list[Any]]:
         """Under `reader: auto`, a value the native reader cannot read (a zero date) does not fail the task: the rest
@@ -109,14 +121,16 @@ class JdbcExtractor(BatchExtractor):
         if self.settings.reader != "auto" or exc.failure is not Failure.BAD_VALUE:
             raise exc
         t = self.table_settings
-        order = [t.watermark_column, *t.key_columns]
+        order = [t.watermark_column, *t.key_columns] if self.keys is None else [self.split.key_column]
         last = None
         if self.rows and all(c in self._taken.schema.names for c in order):
             last = last_row(self._taken.select(order))  # as the reader gave them: the values the query compares
         if not self.rows:
-            rest = self.queries.select(self.range)
+            rest = self._select()
         elif last is None:
             rest = None
+        elif self.keys is not None:  # a slice in key order: the rest is the slice after the last key taken
+            rest = self.queries.select_keys(self.range, KeyRange(int(last[order[0]]), self.keys.hi))
         else:
             rest = self.queries.select_after(conn, self.range, [last[c] for c in order])
         if rest is None:

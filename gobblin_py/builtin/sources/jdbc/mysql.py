@@ -1,6 +1,6 @@
 """MySQL 8 and MariaDB 10.2+ for the jdbc source, through PyMySQL: connect (session in UTC, the statement timeout),
 information_schema columns, the SQL (`NTILE(n) OVER (ORDER BY wm)` and the maximum of each tile for the split, as
-there is no percentile_disc), and rows streamed through an unbuffered cursor (`SSCursor`), `fetch_rows` at a time; or, as the native reader for a
+there is no percentile_disc; a first load's slices of the integer primary key, from its MIN and MAX), and rows streamed through an unbuffered cursor (`SSCursor`), `fetch_rows` at a time; or, as the native reader for a
 table of plainly typed columns, ConnectorX's binary-protocol reader straight into Arrow in Rust."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from gobblin_py.builtin.sources.jdbc.dialect import (
     scrub,
 )
 from gobblin_py.builtin.sources.jdbc.mysql_columns import read_columns, watermark_kind
-from gobblin_py.builtin.sources.jdbc.ranges import Range, WatermarkKind
+from gobblin_py.builtin.sources.jdbc.ranges import KeyRange, Range, WatermarkKind
 from gobblin_py.errors import ConfigError
 
 ACCESS_DENIED = 1045
@@ -211,6 +211,9 @@ NATIVE_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint", "year", "fl
                 "mediumblob", "longblob", "date", "datetime"}
 """The MySQL types whose ConnectorX Arrow values are the row path's values (cast, where need be, to the same type)."""
 
+INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint"}
+"""The key types a first load is sliced by (`key_split`)."""
+
 NATIVE_FAILURES = (("max_statement_time", Failure.TIMEOUT), ("max_execution_time", Failure.TIMEOUT),
                    ("interrupted", Failure.TIMEOUT), ("unknown column", Failure.UNKNOWN_COLUMN),
                    ("doesn't exist", Failure.UNKNOWN_COLUMN), ("lost connection", Failure.CONNECTION_LOST),
@@ -326,6 +329,45 @@ class MySqlQueries(TableQueries):
         columns = ", ".join(quote(c) for c in self.columns)
         order = ", ".join(quote(c) for c in [t.watermark_column, *t.key_columns])
         return f"SELECT {columns} FROM {self.table} WHERE {cond}{self.where} ORDER BY {order}", params
+
+    def key_column(self, conn: Any) -> str | None:
+        """The job's `primary_key` when it is the table's whole PRIMARY KEY and an integer column (InnoDB clusters the
+        rows by it, so a slice of it is a range scan of its own rows)."""
+        keys = self.settings.key_columns
+        with conn.cursor() as cur:
+            cur.execute("SELECT s.column_name, c.data_type FROM information_schema.statistics s JOIN "
+                        "information_schema.columns c ON c.table_schema = s.table_schema AND c.table_name = s.table_name "
+                        "AND c.column_name = s.column_name WHERE s.table_schema = %s AND s.table_name = %s AND "
+                        "s.index_name = 'PRIMARY'", [self.schema_name, self.table_name])
+            rows = [tuple(v.decode() if isinstance(v, bytes) else v for v in row) for row in cur.fetchall()]
+        if len(keys) != 1 or len(rows) != 1 or rows[0][0] != keys[0] or str(rows[0][1]).lower() not in INTEGER_TYPES:
+            return None
+        return keys[0]
+
+    def key_split(self, conn: Any, column: str, parts: int) -> list[int]:
+        """Equal widths between the key's least and greatest values (the ends of the clustered index: two lookups, no
+        scan, no count): an auto-increment key's slices then hold about as many rows each."""
+        lo, hi = self._one(conn, f"SELECT MIN({quote(column)}), MAX({quote(column)}) FROM {self.table}", [])
+        if lo is None or parts < 2:
+            return []
+        lo, hi = int(lo), int(hi)
+        bounds: list[int] = []
+        for i in range(1, parts):
+            b = lo + (hi - lo) * i // parts
+            if b > lo and b < hi and (not bounds or b > bounds[-1]):
+                bounds.append(b)
+        return bounds
+
+    def select_keys(self, r: Range, keys: KeyRange) -> tuple[Any, list[Any]]:
+        """A slice of a first load: `key > lo AND key <= hi` on the PRIMARY index (a range scan of its own rows, in key
+        order), the watermark range's condition checked on each row."""
+        cond, params = self.range_condition(r)
+        key = quote(self.settings.key_columns[0])
+        on_key = [(f"{key} > %s", keys.lo), (f"{key} <= %s", keys.hi)]
+        where = " AND ".join([c for c, v in on_key if v is not None] + [cond])
+        columns = ", ".join(quote(c) for c in self.columns)
+        return (f"SELECT {columns} FROM {self.table} FORCE INDEX (PRIMARY) WHERE {where}{self.where} ORDER BY {key}",
+                [*(v for _, v in on_key if v is not None), *params])
 
     def select_after(self, conn: Any, r: Range, last: list[Any]) -> tuple[Any, list[Any]] | None:
         """`select`'s rows after `last` by a row comparison in its order (NULL watermarks sort first, as they are

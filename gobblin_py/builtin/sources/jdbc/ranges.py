@@ -12,6 +12,11 @@ Planning extends `high` through the `done` ranges that follow it without a gap; 
 (their slots are not reused) and the holes between them are extracted again. A `done` range planned from a position
 above the committed `high` (the operator reset the state below it) is ignored, so a reset re-extracts everything
 after it. Under `commit_policy: full` every run ends with `high` plus `done` ranges that chain to the run's upper bound.
+
+A first load split on the table's integer primary key (`source.first_load_split: key`) reads the watermark range
+`(start, H]` in slices of the key, `H` taken before any slice is read; each slice reports `first.<n>`:
+`<key column> (lo, hi] to high=H`. While `high` is unset, planning reads the slices not yet published with the same
+`H`; once the slices chain over the whole key, `high` is `H` (the first load is complete) and `first` keys are ignored.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from gobblin_py.errors import SourceError
 HIGH = "high"
 DONE_PREFIX = "done."
 _DONE = re.compile(r"^\((.*), (.*)\] planned at high=(.*)$")
+FIRST_PREFIX = "first."
+_FIRST = re.compile(r"^(.*) \((-?\d+|none), (-?\d+|none)\] to high=(.*)$")
 NONE = "none"
 
 
@@ -86,11 +93,56 @@ def _text(value: Any) -> str:
 
 
 @dataclass(frozen=True)
+class KeyRange:
+    """Primary-key values `(lo, hi]` of a first load's slice; None: unbounded on that side."""
+
+    lo: int | None
+    hi: int | None
+
+    def first_value(self, column: str, high: Any) -> str:
+        """The `first.<n>` value of this slice of a first load up to watermark `high`."""
+        return f"{column} ({_text(self.lo)}, {_text(self.hi)}] to high={_text(high)}"
+
+
+@dataclass(frozen=True)
+class FirstLoad:
+    """A first load split on the key, not complete yet: its key column, its high watermark and the slices published."""
+
+    column: str
+    high: Any
+    slices: dict[int, KeyRange]
+
+    def missing(self) -> list[KeyRange]:
+        """The key ranges no published slice holds, lowest first (the whole key: from and to unbounded)."""
+        out: list[KeyRange] = []
+        at: int | None = None
+        first = True
+        for r in sorted(self.slices.values(), key=lambda r: (r.lo is not None, r.lo)):
+            if (first and r.lo is not None) or (not first and at is not None and r.lo is not None and at < r.lo):
+                out.append(KeyRange(at, r.lo))
+            first = False
+            if r.hi is None:
+                return out
+            at = r.hi if at is None else max(at, r.hi)
+        return [*out, KeyRange(at, None)]
+
+    def free_slots(self) -> Any:
+        """`first.<n>` slot numbers not published yet, lowest first."""
+        n = 1
+        while True:
+            if n not in self.slices:
+                yield n
+            n += 1
+
+
+@dataclass(frozen=True)
 class Committed:
-    """What a table's watermark keys say: everything up to `high`, plus the `islands` above it (slot → range)."""
+    """What a table's watermark keys say: everything up to `high`, plus the `islands` above it (slot → range), and a
+    first load split on the key that is still partly read (`first`)."""
 
     high: Any
     islands: dict[int, Range]
+    first: FirstLoad | None = None
 
     @property
     def top(self) -> Any:
@@ -129,9 +181,33 @@ def committed(kind: str, marks: dict[str, WatermarkValue], where: str) -> Commit
                               "state (`gobblin-py state reset`)")
         lo, hi, planned = (decode(kind, v, f"{where} key {key!r}") for v in m.groups())
         ranges[int(slot)] = (Range(lo, hi), planned)
+    first = None if high is not None else _first_load(kind, marks, where)
+    if first is not None and not first.missing():
+        high, first = first.high, None  # every slice published: the first load is complete up to its high
     live = {slot: r for slot, (r, planned) in ranges.items()
             if r.lo is not None and (planned is None or (high is not None and planned <= high))}
     for _slot, r in sorted(live.items(), key=lambda item: item[1].lo):  # extend high through what follows it
         if high is not None and r.lo <= high:
             high = max(high, r.hi)
-    return Committed(high, {slot: r for slot, r in live.items() if high is None or r.hi > high})
+    return Committed(high, {slot: r for slot, r in live.items() if high is None or r.hi > high}, first)
+
+
+def _first_load(kind: str, marks: dict[str, WatermarkValue], where: str) -> FirstLoad | None:
+    """The `first.<n>` keys of a first load split on the key; a value of another form, or slices of two first loads
+    (another column or high), fail naming the key."""
+    column, high, slices = None, None, {}
+    for key, value in marks.items():
+        if not key.startswith(FIRST_PREFIX):
+            continue
+        m, slot = _FIRST.match(str(value)), key[len(FIRST_PREFIX):]
+        if not m or not slot.isdigit():
+            raise SourceError(f"{where} key {key!r}: {value!r} is not `<column> (lo, hi] to high=H`; reset the "
+                              "dataset's state (`gobblin-py state reset`)")
+        col, lo, hi, top = m.groups()
+        top = decode(kind, top, f"{where} key {key!r}")
+        if column is not None and (col, top) != (column, high):
+            raise SourceError(f"{where} key {key!r}: a slice of a first load by {col} to {top}, another is by {column} "
+                              f"to {high}; reset the dataset's state (`gobblin-py state reset`)")
+        column, high = col, top
+        slices[int(slot)] = KeyRange(None if lo == NONE else int(lo), None if hi == NONE else int(hi))
+    return None if column is None else FirstLoad(column, high, slices)

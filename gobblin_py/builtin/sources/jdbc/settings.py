@@ -81,6 +81,12 @@ class JdbcSettings(Settings):
                                     "rows reads them as Python rows (psycopg, pymysql); auto is native, and where "
                                     "ConnectorX cannot read a value (a MySQL zero date) reads the rest of the sub-range "
                                     "as rows from the row after the last one taken; native fails the task there")
+    first_load_split: Literal["key", "watermark"] = Field(
+        default="key", description="how a first load is split into tasks: key (MySQL/MariaDB) slices it by the table's "
+                                   "primary key when that is one integer column, the job's primary_key (InnoDB keeps "
+                                   "the rows in its order: each slice is a range scan of its own rows, found without a "
+                                   "count), up to a high watermark taken before any slice is read; watermark splits it "
+                                   "on the watermark column as incremental runs are (PostgreSQL always)")
     statement_timeout: str | int = Field(default="15min", description="timeout of every query: 300ms, 30s, 15min (0: none)")
     connect_timeout_s: int = Field(default=10, ge=1, description="seconds to wait for a connection to the database")
     lag_count_rows: bool = Field(

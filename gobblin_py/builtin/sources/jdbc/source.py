@@ -4,7 +4,9 @@ A run extracts the rows whose watermark lies in `(committed, high]`, split into 
 row counts (PostgreSQL `percentile_disc`, MySQL `NTILE` over the range: boundaries follow the column's distribution,
 not equal widths), one WorkUnit (Spark task) each, ordered by watermark and primary key, streamed through a
 server-side (PostgreSQL) or unbuffered (MySQL) cursor. What differs per database is in its dialect (`dialect.py`);
-this module's planning loop and `extractor`'s read loop serve both.
+this module's planning loop and `extractor`'s read loop serve both. A MySQL/MariaDB first load is split on the table's
+integer primary key instead (`first_load_split: key`, `_plan_by_key`): each slice is a range scan of InnoDB's clustered
+index, every slice bounded by one high watermark taken before any is read (`ranges.FirstLoad`).
 
 Why `watermark_lag`: a row becomes visible when its transaction commits, not when its watermark value was taken.
 A transaction that stamped `updated_at = now()` at 10:00:00 and commits at 10:00:03 is invisible to a run that
@@ -31,6 +33,7 @@ policies: `full` commits them together; `successful` never lets a failed sub-ran
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,8 +45,18 @@ from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind
 from gobblin_py.builtin.sources.jdbc.bounds import far_from_clock
 from gobblin_py.builtin.sources.jdbc.columns import Column, avro_schema, check_mapped
-from gobblin_py.builtin.sources.jdbc.dialect import Failure, first_line, timeout_error
-from gobblin_py.builtin.sources.jdbc.ranges import DONE_PREFIX, HIGH, Committed, Range, WatermarkKind, committed, encode
+from gobblin_py.builtin.sources.jdbc.dialect import Failure, TableQueries, first_line, timeout_error
+from gobblin_py.builtin.sources.jdbc.ranges import (
+    DONE_PREFIX,
+    FIRST_PREFIX,
+    HIGH,
+    Committed,
+    KeyRange,
+    Range,
+    WatermarkKind,
+    committed,
+    encode,
+)
 from gobblin_py.builtin.sources.jdbc.settings import JdbcSettings, TableSettings
 from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
 from gobblin_py.builtin.sources.packing import worst_fit_decreasing
@@ -222,7 +235,8 @@ class JdbcSource(Source):
         t = plan.settings
         done = committed(plan.kind, state.watermarks(plan.dataset), f"dataset {plan.dataset}")
         identity = s.dialect.identity(conn, plan.schema_name, plan.table_name)
-        changed = _changed_identity(plan, state.kept(plan.dataset).get(IDENTITY), identity) if done.high is not None else None
+        started = done.high is not None or done.first is not None
+        changed = _changed_identity(plan, state.kept(plan.dataset).get(IDENTITY), identity) if started else None
         if changed is not None:
             state.report_input_problem(plan.dataset, changed)
             return []
@@ -256,6 +270,10 @@ class JdbcSource(Source):
         fresh = Range(top, high) if high is not None and (top is None or high > top) else None
         schema = avro_schema(t.table, plan.columns)
         parts = t.partitions or s.partitions
+        if done.high is None and not done.islands and (done.first is not None or s.first_load_split == "key"):
+            by_key = self._plan_by_key(conn, plan, q, done, high, schema, parts, identity)
+            if by_key is not None:
+                return by_key
         slots = done.free_slots()
         subs: list[tuple[Range, str, float]] = []  # (sub-range, its key, its estimated rows)
         ranges: list[Range] = []
@@ -277,6 +295,33 @@ class JdbcSource(Source):
         units = [self._workunit(plan, sub, key, done, schema, rows, identity, per_row) for sub, key, rows in subs]
         log.info("%s: extracting %s in %d work unit(s)", plan.where_label,
                  ", ".join(f"({encode(r.lo)}, {encode(r.hi)}]" for r in ranges), len(units))
+        return units
+
+    def _plan_by_key(self, conn: Any, plan: TablePlan, q: TableQueries, done: Committed, high: Any, schema: dict, parts: int,
+                     identity: Any) -> list[WorkUnit] | None:
+        """A first load in `parts` slices of the table's integer primary key (a range scan each, no count), every row
+        with a watermark up to `high` (taken before any slice is read) or none; a first load left partly published goes
+        on with its own high and the slices not yet published. None: no such key (the watermark split is used)."""
+        column, first = q.key_column(conn), done.first
+        if first is not None:
+            if column != first.column:
+                raise SourceError(f"{plan.where_label}: its first load was split on {first.column}, and "
+                                  f"{column or 'no single integer column'} is the table's primary key now: the slices "
+                                  "not yet published cannot be read; load the table again with `gobblin-py state reset "
+                                  f"JOB.yaml --dataset {plan.dataset}`")
+            top, slices, slots = first.high, first.missing(), first.free_slots()
+        else:
+            if column is None or high is None:
+                return None
+            edges = [None, *q.key_split(conn, column, parts), None]
+            top, slices, slots = high, [KeyRange(a, b) for a, b in zip(edges, edges[1:])], itertools.count(1)
+        size = q.table_size(conn)
+        rows = size[1] if size is not None else 0.0
+        per_row = catalog_row_bytes(size, int(rows))
+        units = [self._workunit(plan, Range(None, top), f"{FIRST_PREFIX}{next(slots)}", done, schema,
+                                rows / max(parts, len(slices)), identity, per_row, keys=(column, k)) for k in slices]
+        log.info("%s: first load up to %s=%s in %d slice(s) of %s", plan.where_label, plan.settings.watermark_column,
+                 encode(top), len(units), column)
         return units
 
     def _unextracted(self, plan: TablePlan, state: SourceState, message: str) -> None:
@@ -303,23 +348,27 @@ class JdbcSource(Source):
                                               "its columns setting): not in the files from now on")
 
     def _workunit(self, plan: TablePlan, r: Range, key: str, done: Committed, schema: dict, rows: float,
-                  identity: Any, per_row: float | None) -> WorkUnit:
-        """The WorkUnit of `r`, named by database, table, selection and range; its key's value is what it publishes.
-        The dataset state keeps the table's identity and its columns (the next plan compares both)."""
+                  identity: Any, per_row: float | None, keys: tuple[str, KeyRange] | None = None) -> WorkUnit:
+        """The WorkUnit of `r` (of its slice `keys` of the primary key, a first load's), named by database, table,
+        selection and range; its key's value is what it publishes. The dataset state keeps the table's identity and
+        its columns (the next plan compares both)."""
         s: JdbcSettings = self.settings
         t = plan.settings
         lo, hi = encode(r.lo), encode(r.hi)
         columns = [c.name for c in plan.columns]
-        wu_id = workunit_id(f"{t.table}.{lo if lo is not None else 'start'}-{hi}", "jdbc", s.endpoint, s.database,
+        column, k = keys if keys is not None else (None, KeyRange(None, None))
+        sliced = "" if column is None else f".{column}.{k.lo if k.lo is not None else 'start'}-{k.hi if k.hi is not None else 'end'}"
+        wu_id = workunit_id(f"{t.table}.{lo if lo is not None else 'start'}-{hi}{sliced}", "jdbc", s.endpoint, s.database,
                             plan.schema_name, plan.table_name, t.watermark_column, ",".join(columns), t.where or "",
-                            str(lo), str(hi))
-        value = hi if key == HIGH else r.done_value(done.high)
+                            str(lo), str(hi), *([] if column is None else [column, str(k.lo), str(k.hi)]))
+        value = (k.first_value(column, r.hi) if column is not None else hi if key == HIGH else r.done_value(done.high))
         return WorkUnit(id=wu_id, dataset=plan.dataset, watermark_key=key, low_watermark=lo, expected_high_watermark=value,
                         props={f"state.{IDENTITY}": identity, "state.columns": columns},
                         split=JdbcSplit(table=t.table, schema_name=plan.schema_name, table_name=plan.table_name,
                                         columns=columns, casts={c.name: c.cast for c in plan.columns if c.cast},
                                         native=s.dialect.native_reads(plan.columns), kind=plan.kind, lo=lo, hi=hi,
-                                        avro_schema=schema, estimated_rows=rows, catalog_row_bytes=per_row).packed())
+                                        avro_schema=schema, estimated_rows=rows, catalog_row_bytes=per_row,
+                                        key_column=column, key_lo=k.lo, key_hi=k.hi).packed())
 
     def endpoints(self, workunit: WorkUnit) -> list[str]:
         """The database every task reads from: once a task gives up on it, the run's others do not try."""

@@ -24,3 +24,6 @@ class JdbcSplit(Split):
     avro_schema: dict[str, Any]
     estimated_rows: float = 0.0
     catalog_row_bytes: float | None = None  # a first load's bytes per row by the catalog (no extraction statistics yet)
+    key_column: str | None = None  # a first load's slice of the primary key: `key_lo < key_column <= key_hi`
+    key_lo: int | None = None  # None: unbounded
+    key_hi: int | None = None
