@@ -115,9 +115,8 @@ class CdcHistory(TaskFailures, KeyedHistory):
         db = self.server.create_database(f"w{self.seed % 10**8}_{uuid.uuid4().hex[:8]}")
         world = CdcWorld(root, server=self.server, db=db, slot=f"s_{db}", conn=self.server.connect(db))
         self._world = world
-        if self.leased:  # two hosts share a catalog service, not a SQLite file (a frozen driver holds its write lock)
-            os.environ["PGPASSWORD"] = PASSWORD  # the catalog's password, from libpq's environment
-            world.catalog_db = self.server.create_database(f"{db}_cat")
+        if self.leased:
+            self.shared_catalog(world, self.server, f"{db}_cat")
         tables = [f"public.t{k}" for k in range(self.rng.randint(2, 3))]
         for table in tables:
             self.create_table(world, table)
@@ -145,16 +144,8 @@ class CdcHistory(TaskFailures, KeyedHistory):
                           "mode": "upsert", "key": ["id"], "order_by": ["_lsn", "_seq"],
                           "delete_when": {"column": "_op", "equals": ["delete"]},
                           "truncate_when": {"column": "_op", "equals": ["truncate"]},
-                          **({"catalog": {"name": "shared", "type": "sql", "uri": self.catalog_uri(world)}}
-                             if world.catalog_db else {})},
+                          **self.catalog_setting(world)},
         }
-
-    def catalog_uri(self, world: CdcWorld, password: bool = False) -> str:
-        """The SQLAlchemy URL of a leased history's catalog database (with the password: the oracle's own reader)."""
-        from gobblin_py.demo.pg_server import PASSWORD, USER
-
-        uri = self.server.url(world.catalog_db).replace("postgresql://", "postgresql+psycopg://")
-        return uri.replace(f"//{USER}@", f"//{USER}:{PASSWORD}@") if password else uri
 
     def rules(self) -> list[tuple[int, Rule]]:
         rules = [(6, self.dml), (1, self.large_transaction), (1, self.toast), (2, self.spanning), (1, self.key_update),

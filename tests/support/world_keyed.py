@@ -10,6 +10,7 @@ chunked snapshot (`snapshotting`), and what its refusals may name and the world 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -36,6 +37,7 @@ class KeyedWorld(World):
     published: set[str] = field(default_factory=set)      # tables the job reads now
     disturbed: list[str] = field(default_factory=list)    # what changed since the last clean run that a run may name
     catalog_db: str = ""                                  # a leased history's Iceberg catalog database ("": SQLite)
+    catalog_server: Any = None                            # the PostgreSQL holding `catalog_db`
     next_key: int = 1000
     next_column: int = 1
     clean: bool = False                                   # the step's last run exited 0: hold it to the oracle
@@ -86,8 +88,25 @@ class KeyedHistory(History):
         """The remedies other than `state reset` a refusal named, applied; what they were."""
         return []
 
+    def shared_catalog(self, world: KeyedWorld, server: Any, name: str) -> None:
+        """A leased history's catalog: database `name` of PostgreSQL `server` (two hosts share a catalog service, not a
+        SQLite file: a frozen driver holds its write lock), its password in libpq's environment for the CLI children."""
+        from gobblin_py.demo.pg_server import PASSWORD
+
+        os.environ["PGPASSWORD"] = PASSWORD
+        world.catalog_server = server
+        world.catalog_db = server.create_database(name)
+
+    def catalog_setting(self, world: KeyedWorld) -> dict[str, Any]:
+        """The publisher's `catalog` setting of a leased history ({} otherwise: the embedded SQLite catalog)."""
+        return {"catalog": {"name": "shared", "type": "sql", "uri": self.catalog_uri(world)}} if world.catalog_db else {}
+
     def catalog_uri(self, world: KeyedWorld, password: bool = False) -> str:
-        raise NotImplementedError
+        """The SQLAlchemy URL of a leased history's catalog database (with the password: the oracle's own reader)."""
+        from gobblin_py.demo.pg_server import PASSWORD, USER
+
+        uri = world.catalog_server.url(world.catalog_db).replace("postgresql://", "postgresql+psycopg://")
+        return uri.replace(f"//{USER}@", f"//{USER}:{PASSWORD}@") if password else uri
 
     # --- the oracle -----------------------------------------------------------------------------------------------
 

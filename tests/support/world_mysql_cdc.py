@@ -94,7 +94,6 @@ class MysqlWorld(KeyedWorld):
 
     server: Any = None
     db: str = ""
-    catalog_server: Any = None  # a leased history's PostgreSQL, holding its Iceberg catalog database
     torn: set[str] = field(default_factory=set)  # truncated while their snapshot was not streamed yet: refused until
     # their first stream (the truncate lies between their chunks), however many clean runs come before it
 
@@ -134,14 +133,10 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
         db = self.server.create_database(f"w{self.seed % 10**8}_{uuid.uuid4().hex[:8]}")
         world = MysqlWorld(root, server=self.server, db=db, conn=Session(self.server.connect(db)))
         self._world = world
-        if self.leased:  # two hosts share a catalog service, not a SQLite file (a frozen driver holds its write lock)
-            from gobblin_py.demo.pg_server import PASSWORD
-
+        if self.leased:
             if self.catalog is None:
                 raise ValueError(f"seed {self.seed} draws a leased history: it needs a PostgreSQL for its catalog (catalog=)")
-            os.environ["PGPASSWORD"] = PASSWORD  # the catalog's password, from libpq's environment
-            world.catalog_server = self.catalog()
-            world.catalog_db = world.catalog_server.create_database(f"{db}_cat")
+            self.shared_catalog(world, self.catalog(), f"{db}_cat")
         for k in range(self.rng.randint(2, 3)):
             self.create_table(world, f"{db}.t{k}")
         world.published = set(world.columns)
@@ -168,17 +163,8 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
                           "mode": "upsert", "key": ["id"], "order_by": ["_pos", "_seq"],
                           "delete_when": {"column": "_op", "equals": ["delete"]},
                           "truncate_when": {"column": "_op", "equals": ["truncate"]},
-                          **({"catalog": {"name": "shared", "type": "sql", "uri": self.catalog_uri(world)}}
-                             if world.catalog_db else {})},
+                          **self.catalog_setting(world)},
         }
-
-    def catalog_uri(self, world: KeyedWorld, password: bool = False) -> str:
-        """The SQLAlchemy URL of a leased history's catalog database (with the password: the oracle's own reader)."""
-        from gobblin_py.demo.pg_server import PASSWORD, USER
-
-        assert isinstance(world, MysqlWorld)
-        uri = world.catalog_server.url(world.catalog_db).replace("postgresql://", "postgresql+psycopg://")
-        return uri.replace(f"//{USER}@", f"//{USER}:{PASSWORD}@") if password else uri
 
     def write_job(self, world: MysqlWorld) -> None:
         (world.root / "job.yaml").write_text(yaml.safe_dump(self.with_lease(world, self.job(world)), sort_keys=False))
