@@ -41,7 +41,14 @@ from typing import Any
 from gobblin_py.api import TaskContext, WorkUnit
 from gobblin_py.api.batches import BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.builtin.schemas.arrow_rows import conform, is_decimal, row_schema
+from gobblin_py.builtin.schemas.arrow_rows import (
+    RECORDS,
+    conform,
+    is_decimal,
+    record_batches,
+    records_arrow,
+    row_schema,
+)
 from gobblin_py.builtin.sources.postgres_cdc import decode, native, pgoutput
 from gobblin_py.builtin.sources.postgres_cdc.chunks import ChunkFilter
 from gobblin_py.builtin.sources.postgres_cdc.settings import (
@@ -82,8 +89,6 @@ class SnapshotRows(RawBatch):
     first: int = 0
 
 
-RECORDS = "records"
-"""The format of a batch of records already made (`values`: (record, where it came from) pairs): the row path."""
 CHANGES_PER_BATCH = 1000
 
 
@@ -173,14 +178,7 @@ class PostgresCdcExtractor(BatchExtractor):
                                                        None), "chunked snapshot start")])
             if self.split.snapshot:
                 seen = yield from self._snapshot(conn)
-            held: list[tuple[Record, str]] = []
-            for record in self._changes(conn, seen):
-                held.append((record, self.at))
-                if len(held) == CHANGES_PER_BATCH:
-                    yield RawBatch(RECORDS, held)
-                    held = []
-            if held:
-                yield RawBatch(RECORDS, held)
+            yield from record_batches(((record, self.at) for record in self._changes(conn, seen)), CHANGES_PER_BATCH)
             self._read_whole = True
         except psycopg.OperationalError as exc:
             raise UnreachableError(f"{s.endpoint}: lost the connection reading {self.table}: {describe(exc)}",
@@ -222,12 +220,7 @@ class PostgresCdcExtractor(BatchExtractor):
         import pyarrow as pa
 
         if not isinstance(batch, SnapshotRows):
-            if batch.format != RECORDS:
-                return None
-            try:
-                return pa.RecordBatch.from_pylist([record for record, _ in batch.values], schema=self._schema())
-            except (pa.ArrowException, ValueError, TypeError, OverflowError):
-                return None
+            return records_arrow(batch, self._schema())
         schema = self._schema()
         width = len(self.names)
         columns = conform(batch.values, pa.schema(list(schema)[:width]))
