@@ -88,10 +88,16 @@ def _time(value: Any) -> Any:
 
 
 def _bool(value: Any) -> Any:
+    """BIT(1): PyMySQL's bytes, or the binlog's text of binary digits ('0' is False: `bool('0')` is not)."""
+    if isinstance(value, str):
+        return _bits(value) != 0
     return any(value) if isinstance(value, (bytes, bytearray)) else bool(value)
 
 
 def _bits(value: Any) -> Any:
+    """BIT(n): PyMySQL's bytes (big-endian), or the binlog's text of binary digits, as its number."""
+    if isinstance(value, str) and value and set(value) <= {"0", "1"}:
+        return int(value, 2)
     return int.from_bytes(value, "big") if isinstance(value, (bytes, bytearray)) else value
 
 
