@@ -14,7 +14,6 @@ from mysql_cdc.test_mysql_cdc_rows import FAST, LIBRARY
 OUT_OF_RANGE = ("dt", "dtm", "ts", "tm")
 """Zero dates and TIME outside a day are bad records by design (docs/sources/jdbc.md): left out here."""
 DIFFER = {
-    "f": "FLOAT: the SELECT's text rounds to 6 digits, the binlog has the stored float exactly",
     "e": "ENUM with a non-ASCII label: the binlog's value comes back empty",
     "st": "SET, empty: the binlog's value comes back NULL",
 }

@@ -116,7 +116,9 @@ class MysqlCdcExtractor(BatchExtractor):
             yield self._record(None, "truncate", p.low, -1, None, None), self.at
         conn = connect(s, in_task=True)
         try:
-            high, rows = read_chunk(s, conn, p.database, p.table_name, self.names, p.key, lo, hi)
+            floats = frozenset(f["name"] for f in p.avro_schema["fields"]
+                               if f["type"] == "float" or (isinstance(f["type"], list) and "float" in f["type"]))
+            high, rows = read_chunk(s, conn, p.database, p.table_name, self.names, p.key, lo, hi, floats)
         finally:
             conn.close()
         for n, row in enumerate(rows):

@@ -96,11 +96,13 @@ def _snapshot_position(conn: Any) -> position.Position | None:
 
 
 def read_chunk(s: MysqlCdcSettings, conn: Any, database: str, table: str, columns: list[str], key: list[str],
-               lo: Key | None, hi: Key | None) -> tuple[int, list[dict[str, Any]]]:
-    """(high, the chunk's rows as of high, in key order)."""
+               lo: Key | None, hi: Key | None, floats: frozenset[str] = frozenset()) -> tuple[int, list[dict[str, Any]]]:
+    """(high, the chunk's rows as of high, in key order). `floats`: FLOAT columns, selected as DOUBLE: the text
+    protocol prints a FLOAT to 6 digits, which is not the stored value (the binlog's, which the stream reads)."""
     where, args = _where(key, lo, None if hi is None else hi)
     keys = ", ".join(quote(k) for k in key)
-    sql = f"SELECT {', '.join(quote(c) for c in columns)} FROM {quote(database)}.{quote(table)}{where} ORDER BY {keys}"
+    select = ", ".join(f"CAST({quote(c)} AS DOUBLE) AS {quote(c)}" if c in floats else quote(c) for c in columns)
+    sql = f"SELECT {select} FROM {quote(database)}.{quote(table)}{where} ORDER BY {keys}"
     before = position.current(conn)
     try:
         with conn.cursor() as cur:
