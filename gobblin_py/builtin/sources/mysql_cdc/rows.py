@@ -215,43 +215,55 @@ def _image(data: bytes, at: int, plan: list[tuple[Any, ...]]) -> tuple[dict[str,
     return values, at
 
 
-def decode(event: RowsEvent) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]] | None:
-    """The (before, after) images of the event's rows, or None when mysql-replication must decode them (`event.rows`
-    then reads the same bytes)."""
-    columns = event.columns
+def plan_of(columns: list[Any]) -> list[tuple[Any, ...]] | None:
+    """The decode plan of a table map's columns (made once per table map), or None when the library must decode."""
     cached = _plans.get(id(columns))
     if cached is None or cached[0] is not columns:
         cached = _plans[id(columns)] = (columns, _plan(columns))
         if len(_plans) > 4096:
             _plans.clear()
-    plan = cached[1]
+    return cached[1]
+
+
+def images(data: bytes, at: int, end: int, plan: list[tuple[Any, ...]], kind: type
+           ) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+    """The (before, after) images of a row event of `kind` whose row images are data[at:end]; ValueError (or any
+    error of reading past the bytes) when they do not parse to exactly that span."""
+    rows: list[tuple[dict[str, Any] | None, dict[str, Any] | None]] = []
+    update, write = kind is UpdateRowsEvent, kind is WriteRowsEvent
+    while at < end:
+        first, at = _image(data, at, plan)
+        if update:
+            after, at = _image(data, at, plan)
+            rows.append((first, after))
+        elif write:
+            rows.append((None, first))
+        else:
+            rows.append((first, None))
+    if at != end:
+        raise ValueError("the rows run past the event")
+    return rows
+
+
+def decode(event: RowsEvent) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]] | None:
+    """The (before, after) images of the event's rows, or None when mysql-replication must decode them (`event.rows`
+    then reads the same bytes)."""
+    columns = event.columns
+    plan = plan_of(columns)
     update = isinstance(event, UpdateRowsEvent)
     if (plan is None or type(event) not in _KINDS or not event.complete or event.number_of_columns != len(columns)
-            or not _all(event.columns_present_bitmap, len(columns))
-            or (update and not _all(event.columns_present_bitmap2, len(columns)))):
+            or not full(event.columns_present_bitmap, len(columns))
+            or (update and not full(event.columns_present_bitmap2, len(columns)))):
         return None
     packet = event.packet
     data = packet.read(event.event_size - packet.read_bytes)
     try:
-        rows: list[tuple[dict[str, Any] | None, dict[str, Any] | None]] = []
-        at = 0
-        while at < len(data):
-            first, at = _image(data, at, plan)
-            if update:
-                after, at = _image(data, at, plan)
-                rows.append((first, after))
-            elif isinstance(event, WriteRowsEvent):
-                rows.append((None, first))
-            else:
-                rows.append((first, None))
-        if at != len(data):
-            raise ValueError("the rows run past the event")
+        return images(data, 0, len(data), plan, type(event))
     except Exception:  # noqa: BLE001 - whatever this decode cannot read, the library reads (or reports)
         packet.unread(data)
         return None
-    return rows
 
 
-def _all(bitmap: bytes, n: int) -> bool:
+def full(bitmap: bytes, n: int) -> bool:
     """Whether a columns-present bitmap names every one of the `n` columns (a full row image)."""
     return int.from_bytes(bitmap, "little") & ((1 << n) - 1) == (1 << n) - 1
