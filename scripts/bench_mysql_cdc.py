@@ -2,7 +2,8 @@
 start it: tests/jdbc_mysql/mariadb_server.py).
 
 - `--phase snapshot`: a table of `--rows` rows read by the first run of mysql_cdc (its chunked snapshot, one task per
-  chunk) against the jdbc source's full load of the same table, both into Parquet, both read back by id.
+  chunk of `--chunk-rows`) against the jdbc source's full load of the same table, both into Parquet, in turn
+  `--repeat` times, every output read back with pyarrow and its ids counted (each of 1..rows once).
 - `--phase stream`: `--changes` changes (inserts and updates of rows already there, in transactions of `--per-txn`)
   written after the table's snapshot, then one run applies them into an Iceberg table in upsert mode. Reported:
   changes applied a second (the run's wall time, process start included). The table is read back with pyiceberg and
@@ -80,36 +81,55 @@ def fill(maria: LocalMariaDB, rows: int, db: str = "bench") -> None:
 
 
 def snapshot(args: argparse.Namespace) -> dict[str, Any]:
-    import pyarrow.parquet as pq
-
+    """mysql_cdc's first run (its chunked snapshot) against the jdbc source's full load, in turn `--repeat` times."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-"))
-    out: dict[str, Any] = {"phase": "snapshot", "rows": args.rows}
+    out: dict[str, Any] = {"phase": "snapshot", "rows": args.rows, "chunk_rows": args.chunk_rows,
+                           "repeat": args.repeat}
     with LocalMariaDB(binlog=True) as maria:
         fill(maria, args.rows)
-        jobs = {
-            "mysql_cdc": cdc_job(tmp / "mysql_cdc", maria, {"final_dir": str(tmp / "mysql_cdc" / "output")}),
-            "jdbc": {"job": {"name": "bench", "work_dir": str(tmp / "jdbc" / "work")},
-                     "source": {"class": "jdbc", "url": maria.url("bench"), "password_env": PASSWORD_ENV,
-                                "tables": [{"table": "bench.acct", "watermark_column": "updated_at",
-                                            "primary_key": ["id"]}]},
-                     "writer": {"class": "parquet"}, "publisher": {"final_dir": str(tmp / "jdbc" / "output")},
-                     "spark": {"master": "local[2]"}},
-        }
-        for tool, job in jobs.items():
-            where = tmp / tool
-            where.mkdir(parents=True, exist_ok=True)
-            (where / "job.yaml").write_text(yaml.safe_dump(job))
-            code, took, text = gobblin(["run", "job.yaml"], where)
-            ids: list[int] = []
-            for f in sorted((where / "output").rglob("*.parquet")):
-                ids += pq.read_table(f, columns=["id"]).column("id").to_pylist()
-            ids = [i for i in ids if i is not None]  # the snapshot's leading truncate record has no key
-            out[tool] = {"seconds": round(took, 1), "rows_per_s": round(len(ids) / took), "exit": code,
-                         "rows_read_back": len(ids),
-                         "ok": code == 0 and sorted(ids) == list(range(1, args.rows + 1))}
-            if not out[tool]["ok"]:
-                print(text[-3000:], file=sys.stderr)
+        for r in range(args.repeat):
+            cdc = cdc_job(tmp / f"mysql_cdc-{r}", maria, {"final_dir": str(tmp / f"mysql_cdc-{r}" / "output")})
+            cdc["source"]["snapshot"].update(chunk_rows=args.chunk_rows,  # the whole table in its first run
+                                             chunks_per_run=max(64, -(-args.rows // args.chunk_rows)))
+            jobs = {
+                "mysql_cdc": cdc,
+                "jdbc": {"job": {"name": "bench", "work_dir": str(tmp / f"jdbc-{r}" / "work")},
+                         "source": {"class": "jdbc", "url": maria.url("bench"), "password_env": PASSWORD_ENV,
+                                    "tables": [{"table": "bench.acct", "watermark_column": "updated_at",
+                                                "primary_key": ["id"]}]},
+                         "writer": {"class": "parquet"}, "publisher": {"final_dir": str(tmp / f"jdbc-{r}" / "output")},
+                         "spark": {"master": "local[2]"}},
+            }
+            for tool, job in jobs.items():
+                where = tmp / f"{tool}-{r}"
+                where.mkdir(parents=True, exist_ok=True)
+                (where / "job.yaml").write_text(yaml.safe_dump(job))
+                code, took, text = gobblin(["run", "job.yaml"], where)
+                ids = _ids(where / "output")
+                out.setdefault(tool, []).append({"seconds": round(took, 1), "rows_per_s": round(ids["rows"] / took),
+                                                 "exit": code, "read_back": ids,
+                                                 "ok": code == 0 and ids == {"rows": args.rows, "distinct": args.rows,
+                                                                             "min": 1, "max": args.rows}})
+                print(json.dumps({tool: out[tool][-1]}), file=sys.stderr)
+                if not out[tool][-1]["ok"]:
+                    print(text[-3000:], file=sys.stderr)
+    out["mysql_cdc_over_jdbc_rows_per_s"] = [round(a["rows_per_s"] / b["rows_per_s"], 2)
+                                             for a, b in zip(out["mysql_cdc"], out["jdbc"])]
     return out
+
+
+def _ids(output: Path) -> dict[str, int]:
+    """The ids of every Parquet file under `output`, read back with pyarrow: rows, distinct ids, least and greatest
+    (ids 1..n each once is rows = distinct = max = n, min = 1)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    ids = pa.chunked_array([pq.read_table(f, columns=["id"]).column("id").cast(pa.int64())
+                            for f in sorted(output.rglob("*.parquet"))], type=pa.int64())
+    ids = ids.drop_null()  # the snapshot's leading truncate record has no key
+    return {"rows": len(ids), "distinct": pc.count_distinct(ids).as_py(), "min": pc.min(ids).as_py() or 0,
+            "max": pc.max(ids).as_py() or 0}
 
 
 def write_changes(maria: LocalMariaDB, changes: int, per_txn: int, initial: int, db: str = "bench") -> int:
@@ -425,11 +445,12 @@ def main() -> None:
     parser.add_argument("--rates", default="10000,30000,50000", help="--phase offered: changes offered a second")
     parser.add_argument("--seconds", type=int, default=60, help="--phase offered: how long each rate is offered")
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--chunk-rows", type=int, default=100_000, help="--phase snapshot: mysql_cdc's snapshot chunk")
     parser.add_argument("--initial", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--per-txn", type=int, default=10)
     parser.add_argument("--tables", type=int, default=50, help="--phase tables: the many-table job's tables")
-    parser.add_argument("--repeat", type=int, default=2, help="--phase tables, stream, read: measurements of each case")
+    parser.add_argument("--repeat", type=int, default=2, help="--phase snapshot, tables, stream, read: measurements of each case")
     parser.add_argument("--baseline", help="--phase tables, stream, read: a checkout whose code is measured too, for comparison")
     args = parser.parse_args()
     result = {"snapshot": snapshot, "stream": stream, "read": read, "tables": tables,
