@@ -2,7 +2,8 @@
 start it: tests/jdbc_mysql/mariadb_server.py).
 
 - `--phase snapshot`: a table of `--rows` rows read by the first run of mysql_cdc (its chunked snapshot, one task per
-  chunk) against the jdbc source's full load of the same table, both into Parquet, both read back by id.
+  chunk of `--chunk-rows`) against the jdbc source's full load of the same table, both into Parquet, in turn
+  `--repeat` times, every output read back with pyarrow and its ids counted (each of 1..rows once).
 - `--phase stream`: `--changes` changes (inserts and updates of rows already there, in transactions of `--per-txn`)
   written after the table's snapshot, then one run applies them into an Iceberg table in upsert mode. Reported:
   changes applied a second (the run's wall time, process start included). The table is read back with pyiceberg and
@@ -11,6 +12,10 @@ start it: tests/jdbc_mysql/mariadb_server.py).
 - `--phase offered`: `run --continuous` while changes are offered at each of `--rates` a second for `--seconds`:
   changes applied a second and each transaction's lag to the Iceberg snapshot that holds it, p50/p99 (as
   bench_cdc.py's stream phase for postgres_cdc); the table compared with `SELECT` afterwards.
+- `--phase read`: the binlog read alone (`binlog.read` of `--changes` changes to the table, as `--phase stream` writes
+  them, every change counted), in a process of its own per read, this checkout, `--baseline DIR`'s, and this
+  checkout with every event and value left to mysql-replication (`library`), in turn `--repeat` times on the same
+  server: changes read a second and the ratios to this checkout's read in the same round.
 - `--phase tables`: the same `--changes` (inserts and updates, in transactions of `--per-txn`, each in one table, the
   tables in turn) written to one table, then to `--tables` tables, each after the tables' snapshot; one run (tasks in
   the driver, `--in-process`, so no executor start weighs on either) reads them into Avro change files. Reported: each
@@ -21,6 +26,7 @@ start it: tests/jdbc_mysql/mariadb_server.py).
 
     python scripts/bench_mysql_cdc.py --phase snapshot --rows 1000000
     python scripts/bench_mysql_cdc.py --phase stream --changes 100000 --baseline /tmp/base
+    python scripts/bench_mysql_cdc.py --phase read --changes 100000 --repeat 3 --baseline /tmp/base
     python scripts/bench_mysql_cdc.py --phase offered --rates 10000,30000,50000 --seconds 60
     python scripts/bench_mysql_cdc.py --phase tables --tables 50 --changes 20000 --baseline /tmp/base
 """
@@ -75,36 +81,55 @@ def fill(maria: LocalMariaDB, rows: int, db: str = "bench") -> None:
 
 
 def snapshot(args: argparse.Namespace) -> dict[str, Any]:
-    import pyarrow.parquet as pq
-
+    """mysql_cdc's first run (its chunked snapshot) against the jdbc source's full load, in turn `--repeat` times."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-"))
-    out: dict[str, Any] = {"phase": "snapshot", "rows": args.rows}
+    out: dict[str, Any] = {"phase": "snapshot", "rows": args.rows, "chunk_rows": args.chunk_rows,
+                           "repeat": args.repeat}
     with LocalMariaDB(binlog=True) as maria:
         fill(maria, args.rows)
-        jobs = {
-            "mysql_cdc": cdc_job(tmp / "mysql_cdc", maria, {"final_dir": str(tmp / "mysql_cdc" / "output")}),
-            "jdbc": {"job": {"name": "bench", "work_dir": str(tmp / "jdbc" / "work")},
-                     "source": {"class": "jdbc", "url": maria.url("bench"), "password_env": PASSWORD_ENV,
-                                "tables": [{"table": "bench.acct", "watermark_column": "updated_at",
-                                            "primary_key": ["id"]}]},
-                     "writer": {"class": "parquet"}, "publisher": {"final_dir": str(tmp / "jdbc" / "output")},
-                     "spark": {"master": "local[2]"}},
-        }
-        for tool, job in jobs.items():
-            where = tmp / tool
-            where.mkdir(parents=True, exist_ok=True)
-            (where / "job.yaml").write_text(yaml.safe_dump(job))
-            code, took, text = gobblin(["run", "job.yaml"], where)
-            ids: list[int] = []
-            for f in sorted((where / "output").rglob("*.parquet")):
-                ids += pq.read_table(f, columns=["id"]).column("id").to_pylist()
-            ids = [i for i in ids if i is not None]  # the snapshot's leading truncate record has no key
-            out[tool] = {"seconds": round(took, 1), "rows_per_s": round(len(ids) / took), "exit": code,
-                         "rows_read_back": len(ids),
-                         "ok": code == 0 and sorted(ids) == list(range(1, args.rows + 1))}
-            if not out[tool]["ok"]:
-                print(text[-3000:], file=sys.stderr)
+        for r in range(args.repeat):
+            cdc = cdc_job(tmp / f"mysql_cdc-{r}", maria, {"final_dir": str(tmp / f"mysql_cdc-{r}" / "output")})
+            cdc["source"]["snapshot"].update(chunk_rows=args.chunk_rows,  # the whole table in its first run
+                                             chunks_per_run=max(64, -(-args.rows // args.chunk_rows)))
+            jobs = {
+                "mysql_cdc": cdc,
+                "jdbc": {"job": {"name": "bench", "work_dir": str(tmp / f"jdbc-{r}" / "work")},
+                         "source": {"class": "jdbc", "url": maria.url("bench"), "password_env": PASSWORD_ENV,
+                                    "tables": [{"table": "bench.acct", "watermark_column": "updated_at",
+                                                "primary_key": ["id"]}]},
+                         "writer": {"class": "parquet"}, "publisher": {"final_dir": str(tmp / f"jdbc-{r}" / "output")},
+                         "spark": {"master": "local[2]"}},
+            }
+            for tool, job in jobs.items():
+                where = tmp / f"{tool}-{r}"
+                where.mkdir(parents=True, exist_ok=True)
+                (where / "job.yaml").write_text(yaml.safe_dump(job))
+                code, took, text = gobblin(["run", "job.yaml"], where)
+                ids = _ids(where / "output")
+                out.setdefault(tool, []).append({"seconds": round(took, 1), "rows_per_s": round(ids["rows"] / took),
+                                                 "exit": code, "read_back": ids,
+                                                 "ok": code == 0 and ids == {"rows": args.rows, "distinct": args.rows,
+                                                                             "min": 1, "max": args.rows}})
+                print(json.dumps({tool: out[tool][-1]}), file=sys.stderr)
+                if not out[tool][-1]["ok"]:
+                    print(text[-3000:], file=sys.stderr)
+    out["mysql_cdc_over_jdbc_rows_per_s"] = [round(a["rows_per_s"] / b["rows_per_s"], 2)
+                                             for a, b in zip(out["mysql_cdc"], out["jdbc"])]
     return out
+
+
+def _ids(output: Path) -> dict[str, int]:
+    """The ids of every Parquet file under `output`, read back with pyarrow: rows, distinct ids, least and greatest
+    (ids 1..n each once is rows = distinct = max = n, min = 1)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    ids = pa.chunked_array([pq.read_table(f, columns=["id"]).column("id").cast(pa.int64())
+                            for f in sorted(output.rglob("*.parquet"))], type=pa.int64())
+    ids = ids.drop_null()  # the snapshot's leading truncate record has no key
+    return {"rows": len(ids), "distinct": pc.count_distinct(ids).as_py(), "min": pc.min(ids).as_py() or 0,
+            "max": pc.max(ids).as_py() or 0}
 
 
 def write_changes(maria: LocalMariaDB, changes: int, per_txn: int, initial: int, db: str = "bench") -> int:
@@ -166,6 +191,58 @@ def stream(args: argparse.Namespace) -> dict[str, Any]:
     if args.baseline:
         out["this_over_baseline_per_s"] = [round(a["applied_per_s"] / b["applied_per_s"], 2)
                                            for a, b in zip(out["this"], out["baseline"])]
+    return out
+
+
+READ = """
+import json, os, sys, time
+from gobblin_py.builtin.sources.mysql_cdc import binlog
+from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings
+a = json.loads(sys.argv[1])
+s = MysqlCdcSettings(url=a["url"], password_env=a["env"], tables=["bench.acct"])
+started = time.monotonic()
+parts = binlog.scan(s, ["bench.acct"], a["low"], a["end"], a["base"], a["width"], fast=a["fast"])
+n = sum(1 for _ in binlog.changes(parts, "bench.acct", a["columns"], a["low"], a["end"], a["base"]))
+print(json.dumps({"changes": n, "seconds": time.monotonic() - started, "code": binlog.__file__}))
+"""
+
+
+def read(args: argparse.Namespace) -> dict[str, Any]:
+    """The binlog read alone of the same changes, each checkout's in a process of its own, in turn."""
+    from gobblin_py.builtin.sources.mysql_cdc import position
+    from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect
+
+    out: dict[str, Any] = {"phase": "read", "changes": args.changes, "per_txn": args.per_txn, "repeat": args.repeat}
+    codes = {"this": ROOT, **({"baseline": Path(args.baseline).resolve()} if args.baseline else {})}
+    os.environ[PASSWORD_ENV] = PASSWORD
+    with LocalMariaDB(binlog=True) as maria:
+        fill(maria, args.initial)
+        conn = connect(MysqlCdcSettings(url=maria.url("bench", "mysql"), password_env=PASSWORD_ENV,
+                                        tables=["bench.acct"]))
+        low = position.current(conn)
+        changes = write_changes(maria, args.changes, args.per_txn, args.initial)
+        end = position.current(conn).value()
+        conn.close()
+        given = {"url": maria.url("bench", "mysql"), "env": PASSWORD_ENV, "low": low.value(), "end": end,
+                 "base": low.base, "width": low.width,
+                 "columns": ["id", "owner", "balance", "note", "updated_at"]}
+        cases = {**{name: (code, True) for name, code in codes.items()}, "library": (ROOT, False)}
+        for _ in range(args.repeat):
+            for name, (code, fast) in cases.items():
+                done = subprocess.run([sys.executable, "-c", READ, json.dumps({**given, "fast": fast})], text=True,
+                                      capture_output=True, env={**os.environ, "PYTHONPATH": str(code)},
+                                      cwd=code)  # `-c` puts the working directory first on the path
+                if done.returncode:
+                    raise SystemExit(done.stderr[-3000:])
+                got = json.loads(done.stdout)
+                out.setdefault(name, []).append({"seconds": round(got["seconds"], 2),
+                                                 "read_per_s": round(got["changes"] / got["seconds"]),
+                                                 "all_read": got["changes"] == changes, "code": got["code"]})
+                print(json.dumps({name: out[name][-1]}), file=sys.stderr)
+    for other in ("baseline", "library"):
+        if other in out:
+            out[f"this_over_{other}_per_s"] = [round(a["read_per_s"] / b["read_per_s"], 2)
+                                               for a, b in zip(out["this"], out[other])]
     return out
 
 
@@ -364,18 +441,20 @@ def tables(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--phase", choices=["snapshot", "stream", "tables", "offered"], required=True)
+    parser.add_argument("--phase", choices=["snapshot", "stream", "read", "tables", "offered"], required=True)
     parser.add_argument("--rates", default="10000,30000,50000", help="--phase offered: changes offered a second")
     parser.add_argument("--seconds", type=int, default=60, help="--phase offered: how long each rate is offered")
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--chunk-rows", type=int, default=100_000, help="--phase snapshot: mysql_cdc's snapshot chunk")
     parser.add_argument("--initial", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--per-txn", type=int, default=10)
     parser.add_argument("--tables", type=int, default=50, help="--phase tables: the many-table job's tables")
-    parser.add_argument("--repeat", type=int, default=2, help="--phase tables, stream: measurements of each case")
-    parser.add_argument("--baseline", help="--phase tables, stream: a checkout whose code is measured too, for comparison")
+    parser.add_argument("--repeat", type=int, default=2, help="--phase snapshot, tables, stream, read: measurements of each case")
+    parser.add_argument("--baseline", help="--phase tables, stream, read: a checkout whose code is measured too, for comparison")
     args = parser.parse_args()
-    result = {"snapshot": snapshot, "stream": stream, "tables": tables, "offered": offered}[args.phase](args)
+    result = {"snapshot": snapshot, "stream": stream, "read": read, "tables": tables,
+              "offered": offered}[args.phase](args)
     result["date"] = time.strftime("%Y-%m-%d")
     print(json.dumps(result, indent=2))
     RESULTS.mkdir(exist_ok=True)

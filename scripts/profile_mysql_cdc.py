@@ -23,8 +23,10 @@ from bench_mysql_cdc import PASSWORD, PASSWORD_ENV, LocalMariaDB, cdc_job, fill,
 from profile_cdc import sample_in_process, summary
 
 STAGES = {  # (file part, function): the samples with it on the stack
-    "decode: binlog read (mysql-replication) + rows": ("mysql_cdc/binlog.py", "scan"),
-    "  of which the row values decoded here": ("mysql_cdc/rows.py", "decode"),
+    "decode: binlog read (events.py, mysql-replication) + rows": ("mysql_cdc/binlog.py", "scan"),
+    "  socket reads, anywhere (mostly the binlog)": ("/socket.py", "readinto"),
+    "  of which row events parsed from the packets": ("mysql_cdc/events.py", "_rows"),
+    "  of which the row values decoded here": ("mysql_cdc/rows.py", "images"),
     "records (extractor, decode included)": ("mysql_cdc/extractor.py", "read_batches"),
     "record pipeline (task: rows → Arrow, writer)": ("runtime/task/pipeline.py", "run"),
     "publish: upsert commit (whole)": ("iceberg/upsert_commit.py", "commit_upsert"),

@@ -130,11 +130,13 @@ def scan(s: MysqlCdcSettings, tables: list[str], low: int, end: int, base: str, 
     names one definition while the server runs. Ids start again after a restart, which always begins a new binlog
     file, so the parsed maps are dropped at every RotateEvent (the library drops them only at a timestamped one, which
     a restart does not write). The rows' values are decoded by `rows.decode` where it is proven equal to the library
-    (`fast`; False leaves every row to the library, as the equality test compares)."""
+    (`fast`), and the common events are parsed from the packets by `events.BinlogReader` (`fast`; False leaves every
+    event and row to the library, as the equality test compares)."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import QueryEvent, RotateEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+    from gobblin_py.builtin.sources.mysql_cdc.events import BinlogReader, ParsedRows
     from gobblin_py.builtin.sources.mysql_cdc.rows import decode as rows_decode
 
     if end <= low:
@@ -142,13 +144,12 @@ def scan(s: MysqlCdcSettings, tables: list[str], low: int, end: int, base: str, 
     wanted = set(tables)
     start = position.of_value(low, base, width)
     args = s.connection_args()
-    stream = BinLogStreamReader(connection_settings=args, server_id=s.server_id + random.randrange(1 << 20),
-                                blocking=False, resume_stream=True, log_file=start.file, log_pos=start.offset,
-                                only_events=[RotateEvent, XidEvent, QueryEvent, WriteRowsEvent, UpdateRowsEvent,
-                                             DeleteRowsEvent],
-                                only_schemas=sorted({t.split(".")[0] for t in tables}),
-                                only_tables=sorted({t.split(".")[1] for t in tables}), enable_logging=False,
-                                freeze_schema=True)
+    options = dict(connection_settings=args, server_id=s.server_id + random.randrange(1 << 20), blocking=False,
+                   resume_stream=True, log_file=start.file, log_pos=start.offset,
+                   only_events=[RotateEvent, XidEvent, QueryEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+                   only_schemas=sorted({t.split(".")[0] for t in tables}),
+                   only_tables=sorted({t.split(".")[1] for t in tables}), enable_logging=False, freeze_schema=True)
+    stream = BinlogReader(wanted, **options) if fast else BinLogStreamReader(**options)
     log.info("binlog of %s read from %s to %s for %d table(s)", s.endpoint, position.text(low, base),
              position.text(end, base), len(wanted))
     held: dict[str, list[tuple[int, list[str | None], list[Any]]]] = {}
@@ -164,14 +165,15 @@ def scan(s: MysqlCdcSettings, tables: list[str], low: int, end: int, base: str, 
                 if here > end and not held:
                     break
                 continue
-            if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+            parsed = type(event) is ParsedRows
+            if parsed or isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 dataset = f"{event.schema}.{event.table}"
                 if dataset not in wanted:
                     continue
-                images = rows_decode(event) if fast else None
+                images = event.images if parsed else rows_decode(event) if fast else None
                 if images is not None:
-                    op = "insert" if isinstance(event, WriteRowsEvent) else (
-                        "update" if isinstance(event, UpdateRowsEvent) else "delete")
+                    kind = event.kind if parsed else type(event)
+                    op = "insert" if kind is WriteRowsEvent else "update" if kind is UpdateRowsEvent else "delete"
                     rows = [(op, before, after) for before, after in images]
                 elif isinstance(event, WriteRowsEvent):
                     rows = [("insert", None, row["values"]) for row in event.rows]
