@@ -11,8 +11,10 @@ from typing import Any
 from mysql_cdc.mysql_cdc_jobs import cdc_job, read_changes, run
 from mysql_cdc.test_mysql_cdc_rows import FAST, LIBRARY
 
-OUT_OF_RANGE = ("dt", "dtm", "ts", "tm")
-"""Zero dates and TIME outside a day are bad records by design (docs/sources/jdbc.md): left out here."""
+OUT_OF_RANGE = ("dt", "dtm", "ts", "g", "bt64")
+"""Zero dates, TIME outside a day (every TIME column) and BIT(64) values from 2^63 (BIT(n) is an Avro long) are bad
+records on both paths (docs/sources/jdbc.md), and geometry has no Avro mapping (a table with it is refused): left
+out here."""
 DIFFER = {
     "e": "ENUM with a non-ASCII label: the binlog's value comes back empty",
     "st": "SET, empty: the binlog's value comes back NULL",
@@ -25,7 +27,8 @@ def test_a_row_read_by_the_snapshot_and_from_the_binlog_gives_one_record(tmp_pat
     """Issue 45: BIT(1) 0 read from the binlog was written True (the library gives the text '0'), and every BIT(n)
     change went to the error file (its text of digits): both now read as the snapshot reads them."""
     maria = binlog_maria
-    types = {c: t for c, t in {**FAST, **LIBRARY}.items() if c not in OUT_OF_RANGE}
+    types = {c: t for c, t in {**FAST, **LIBRARY}.items()
+             if c not in OUT_OF_RANGE and not (t[0].startswith("time") and not t[0].startswith("timestamp"))}
     r = random.Random(3)
     rows = [[None if r.random() < 0.1 else make(r) for _, make in types.values()] for _ in range(40)]
     rows.append([make(r) for _, make in types.values()])  # none NULL
