@@ -18,7 +18,7 @@ from builtin.test_iceberg_upsert import catalog, expected, read_back, upsert_job
 from commit.test_iceberg_upsert_crash import STEPS
 from support.jobs import write_job
 
-from gobblin_py.builtin.publishers.iceberg.first_snapshot import COPIED_POINT, PREFIX
+from gobblin_py.builtin.publishers.iceberg.first_snapshot import COPIED_POINT, ISOLATION, PREFIX
 from gobblin_py.builtin.publishers.iceberg.upsert import WRITTEN_POINT
 from gobblin_py.crashpoints import ENV, PAUSE_ENV
 from gobblin_py.state.store import StateStore
@@ -99,6 +99,25 @@ def test_a_row_added_between_the_commits_load_and_its_commit_makes_it_rewrite(tm
     assert not any(f.startswith(PREFIX) for f in _names(tmp)), "the rewrite, not the files as written"
     on_disk = {p.name for p in (tmp / "warehouse" / "db" / "customers" / "data").rglob("*.parquet")}
     assert not any(n.startswith(PREFIX) for n in on_disk), "the attempt's copies removed"
+
+
+def test_a_table_whose_isolation_would_let_a_concurrent_add_through_is_rewritten(tmp_path: Path) -> None:
+    """`write.delete.isolation-level: snapshot` makes pyiceberg skip the check that no file was added since the
+    commit's load of the table: the files are not added as written (the rewrite, which reads the table it commits)."""
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+    write_changes(tmp, "c-000.jsonl", DELETES)
+    write_job(tmp, upsert_job(tmp))
+    _ok(tmp, "the run that creates the table empty")
+    table = catalog(tmp).load_table("db.customers")
+    with table.transaction() as tx:
+        tx.set_properties(**{ISOLATION: "snapshot"})
+    for name, rows in FILES.items():
+        write_changes(tmp, name, rows)
+    _ok(tmp, "a snapshot into the empty table")
+    assert read_back(catalog(tmp).load_table("db.customers")) == expected(BATCH)
+    names = _names(tmp)
+    assert names and not any(f.startswith(PREFIX) for f in names), names
 
 
 def _equal_once(tmp: Path, point: str) -> None:

@@ -16,7 +16,8 @@ single file starts with its truncate) is not added as it is: that commit takes t
 What it assumes, each checked at commit time, where failing any means the rewrite path (never a guess):
 - the table, as the transaction being committed loaded it, has no live data or delete file (no snapshot, or only
   empty ones); a writer that adds one between that load and the commit makes the commit conflict (the snapshot
-  producer validates that no data file was added since, serializable), and the retry reloads and rewrites;
+  producer validates that no data file was added since: the table's `write.delete.isolation-level` must be
+  `serializable`, pyiceberg's default), and the retry reloads and rewrites;
 - the reduction (on the key, order and marker columns only) repeated no key, deleted none, and each file's rows apply
   all (`Changes.per_file` equals its row count) or none;
 - the table is unpartitioned (a task's file holds rows of any partition) and every added file is Parquet whose
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 COPIED_POINT = "iceberg.first_snapshot_copied"
 """Crash point: one of a first snapshot's files copied into the table's data directory (N-th file), not yet added."""
 PREFIX = "snapshot-"
+ISOLATION = "write.delete.isolation-level"
+"""The table property pyiceberg validates an append's concurrent commits by: `serializable` (its default) refuses a
+data file added since the commit's load of the table."""
 
 
 def why_not(table: Any | None, tx: Any, changes: Changes, rows: Sequence[int], schemas: Sequence[Any]) -> str | None:
@@ -58,6 +62,8 @@ def why_not(table: Any | None, tx: Any, changes: Changes, rows: Sequence[int], s
         return "a file's rows apply only in part (a truncate or a delete among them)"
     if not tx.table_metadata.spec().is_unpartitioned():
         return "the table is partitioned"
+    if tx.table_metadata.properties.get(ISOLATION, "serializable") != "serializable":
+        return f"the table's {ISOLATION} is not serializable: a file another writer adds before the commit would not conflict"
     target = _arrow(tx.table_metadata.schema())
     for schema, n in zip(schemas, changes.per_file, strict=True):
         if n and (not _fits(_arrow(schema), target) or any(f.metadata and b"PARQUET:field_id" in f.metadata for f in schema)):
