@@ -11,7 +11,8 @@ is a bad commit); two changes of one key in one commit are ordered (by `order_by
 without it, only within one file by position); the table holds no delete files (they would have to be rewritten too);
 the key is still the column the job committed (field ids, as append mode checks every column). The files it writes
 are named from the commit id (`00000-<n>-<uuid5(commit id)>.parquet`), so an attempt's leftovers are overwritten by
-the replay and a commit whose snapshot was expired is found by them. pyiceberg is imported inside the functions."""
+the replay and a commit whose snapshot was expired is found by them. A first snapshot into an empty table adds the
+change files as they are instead, when they qualify (`first_snapshot.py`). pyiceberg is imported inside the functions."""
 
 from __future__ import annotations
 
