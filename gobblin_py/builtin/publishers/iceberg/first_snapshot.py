@@ -27,7 +27,6 @@ What it assumes, each checked at commit time, where failing any means the rewrit
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -39,8 +38,6 @@ from gobblin_py.builtin.publishers.iceberg import snapshots as s
 from gobblin_py.builtin.publishers.iceberg.upsert import Applied, write_uuid
 from gobblin_py.crashpoints import crash_point
 from gobblin_py.durable import fsync_dir, fsync_file
-
-log = logging.getLogger(__name__)
 
 COPIED_POINT = "iceberg.first_snapshot_copied"
 """Crash point: one of a first snapshot's files copied into the table's data directory (N-th file), not yet added."""
