@@ -101,6 +101,30 @@ def test_a_row_added_between_the_commits_load_and_its_commit_makes_it_rewrite(tm
     assert not any(n.startswith(PREFIX) for n in on_disk), "the attempt's copies removed"
 
 
+def test_a_killed_first_snapshot_replayed_into_a_table_another_writer_filled_meanwhile_leaves_no_copy(tmp_path: Path) -> None:
+    """Killed with its files copied into the table and not added; another writer adds rows; the replay finds the
+    table holding them and rewrites: the copies the killed attempt left (named from the commit) are removed."""
+    import pyarrow as pa
+
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+    write_changes(tmp, "c-000.jsonl", DELETES)
+    write_job(tmp, upsert_job(tmp))
+    _ok(tmp, "the run that creates the table empty")
+    for name, rows in FILES.items():
+        write_changes(tmp, name, rows)
+    _ok(tmp, WRITTEN_POINT, crash_at=WRITTEN_POINT)
+    data = tmp / "warehouse" / "db" / "customers" / "data"
+    assert len(list(data.glob(f"{PREFIX}*"))) == 3, "the killed attempt's copies"
+    table = catalog(tmp).load_table("db.customers")
+    other = [{"id": 1, "name": "other", "city": "x", "op": "c", "updated_at": 9},
+             {"id": 999, "name": "other", "city": "x", "op": "c", "updated_at": 9}]
+    table.append(pa.Table.from_pylist(other, schema=table.schema().as_arrow()))
+    _ok(tmp, "the replay")
+    assert read_back(catalog(tmp).load_table("db.customers")) == {**expected(BATCH), 999: other[1]}
+    assert not list(data.glob(f"{PREFIX}*")), "the copies no snapshot lists removed"
+
+
 def test_a_table_whose_isolation_would_let_a_concurrent_add_through_is_rewritten(tmp_path: Path) -> None:
     """`write.delete.isolation-level: snapshot` makes pyiceberg skip the check that no file was added since the
     commit's load of the table: the files are not added as written (the rewrite, which reads the table it commits)."""

@@ -94,17 +94,23 @@ def add(tx: Any, io: Any, sources: Sequence[tuple[str, str]], changes: Changes, 
     assert changes.per_file is not None
     if tx.table_metadata.name_mapping() is None:  # the files carry no field ids: readers map their columns by name
         tx.set_properties(**{TableProperties.DEFAULT_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
-    mark = write_uuid(commit_id)
     added = []
     for i, ((uri, _), n) in enumerate(zip(sources, changes.per_file, strict=True)):
         if not n:
             continue
-        target = f"{table_dir.rstrip('/')}/data/{PREFIX}{i:05d}-{mark}.parquet"
+        target = copy_names(table_dir, len(sources), commit_id)[i]
         written(target)
         _copy(io, uri, target)
         crash_point(COPIED_POINT)
         added.append(parquet_file_to_data_file(io, tx.table_metadata, target))
     return Applied([], added, 0)
+
+
+def copy_names(table_dir: str, files: int, commit_id: str) -> list[str]:
+    """Where `add` puts each of a commit's `files` change files in the table at `table_dir`: a pure function of the
+    commit id and the file's place, so an attempt's leftovers are known without listing the directory."""
+    mark = write_uuid(commit_id)
+    return [f"{table_dir.rstrip('/')}/data/{PREFIX}{i:05d}-{mark}.parquet" for i in range(files)]
 
 
 def _copy(io: Any, src: str, dst: str) -> None:

@@ -68,6 +68,8 @@ def commit_upsert(catalog: Any, settings: IcebergPublisherSettings, name: str, t
                     "run re-extracts their range")
             tx = evolving_transaction(table, output)
             table_io = table.io
+        written.update(first_snapshot.copy_names(tx.table_metadata.location, len(sources), commit.commit_id))  # a
+        # killed attempt's copies, which a replay that rewrites does not add: removed with the attempt's other files
         why = "the key columns do not decide" if keyed is None else \
             first_snapshot.why_not(table, tx, keyed, [m.num_rows for m in footers], [m.schema.to_arrow_schema() for m in footers])
         if why is None and keyed is not None:
@@ -140,5 +142,7 @@ def _remove_unreferenced(io: Any, paths: list[str], table: str) -> None:
     for path in paths:
         try:
             io.delete(path)
+        except FileNotFoundError:
+            continue  # a name an attempt may have written and did not
         except OSError as exc:
             log.warning("table %s: could not remove %s, which no snapshot references: %s", table, path, exc)
