@@ -371,6 +371,7 @@ def main() -> None:
                    "one change a table), not the first run after the snapshot")
     p.add_argument("--publisher", choices=["parquet", "iceberg"], default="parquet",
                    help="--phase snapshot: into Parquet files, or into an Iceberg upsert table by id")
+    p.add_argument("--out", default=None, help="the results file's name under scripts/results (default: by phase)")
     args = p.parse_args()
     if args.phase == "stream" and args.rates:
         result: dict[str, Any] = {"phase": "stream", "runs": []}
@@ -384,6 +385,7 @@ def main() -> None:
            f"{'_warm' if args.phase == 'tables' and args.warm else ''}.json"
     if args.phase == "snapshot" and args.chunk_rows:
         name = f"bench_cdc_snapshot_chunked_{args.rows // 1_000_000}M_{args.publisher}.json"
+    name = args.out or name
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gobblin_py.builtin.publishers.iceberg.first_snapshot import COPIED_POINT
 from gobblin_py.builtin.publishers.iceberg.upsert import WRITTEN_POINT
 from support.world import CRASH_POINTS, Rule, World
 from support.world_faults import TaskFailures
@@ -93,7 +94,7 @@ class CdcHistory(TaskFailures, KeyedHistory):
     kind = "cdc"
     leased_share = 0.5  # half the histories: two drivers of the work directory kept apart by the lease alone
     pause_weight = 1
-    crash_points = (*CRASH_POINTS, WRITTEN_POINT)
+    crash_points = (*CRASH_POINTS, WRITTEN_POINT, COPIED_POINT)  # the last: a first snapshot added as written
 
     def __init__(self, seed: int, steps: int, server: Any, include: tuple[str, ...] = (),
                  disabled: frozenset[str] = DISABLED, pauses: tuple[int, ...] = (), chunked: bool | None = None) -> None:

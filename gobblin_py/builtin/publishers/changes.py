@@ -127,6 +127,9 @@ class Changes:
     deleted: int
     truncated: bool = False  # a truncate came first: every row the table held before this commit goes
     deleted_keys: Any = None  # pa.Table of the deleted keys' key columns
+    per_file: tuple[int, ...] | None = None
+    """No key repeated (nothing was reduced): how many of `upserts` came from each file, in commit order (a file
+    whose count is its row count is applied whole, as it is); None when some key changed twice."""
 
     @property
     def empty(self) -> bool:
@@ -179,6 +182,15 @@ def check_reduced(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec:
     return _reduce(tables, files, spec, where, complete=False) is not None
 
 
+def reduce_columns(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec: UpsertSpec, where: str) -> Changes | None:
+    """`reduce_changes` of `tables` read with only the columns `spec.columns()`: the counts, keys and `per_file` a
+    commit decides by without the files' other columns (its `upserts` hold those columns only); None where `check_reduced`
+    is False (read whole)."""
+    if any(c not in t.column_names for t in tables for c in spec.columns()):
+        return None
+    return _reduce(tables, files, spec, where, complete=False)
+
+
 def _reduce(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec: UpsertSpec, where: str,
             complete: bool) -> Changes | None:
     """`reduce_changes`; with `complete` False (the tables hold only the spec's columns), None where a tie on
@@ -211,21 +223,26 @@ def _reduce(tables: Sequence[Any], files: Sequence[tuple[str, str]], spec: Upser
                                   + _null_advice(changes.slice(at, 1).to_pylist()[0], c, role, spec))
     if changes.num_rows == 0:
         keys = changes.select(list(spec.key))
-        return Changes(changes.drop_columns([_FILE, _ROW]), keys, received, 0, truncated, keys)
+        return Changes(changes.drop_columns([_FILE, _ROW]), keys, received, 0, truncated, keys, (0,) * len(tables))
     if _distinct(changes, spec.key):  # one change per key (a snapshot): nothing to order, tie or reduce
-        winners = changes.drop_columns([_FILE, _ROW])
+        winners = changes
     else:
         winners = _last_per_key(changes, files, spec, where, complete)
         if winners is None:
             return None
     keys = winners.select(list(spec.key))
+    count, deleted_keys = 0, keys.slice(0, 0)
     if spec.delete_column is not None:
         deleted = _marked(winners, spec.delete_column, spec.delete_values, "delete_when", where)
         count = int(pc.sum(deleted.cast("int64")).as_py() or 0)
         if count:
-            return Changes(winners.filter(pc.invert(deleted)), keys, received, count, truncated,
-                           winners.filter(deleted).select(list(spec.key)))
-    return Changes(winners, keys, received, 0, truncated, keys.slice(0, 0))
+            deleted_keys = winners.filter(deleted).select(list(spec.key))
+            winners = winners.filter(pc.invert(deleted))
+    per_file = None
+    if _FILE in winners.column_names:  # nothing reduced: the helper columns are still there
+        per_file = tuple(int(n) for n in np.bincount(winners[_FILE].to_numpy(), minlength=len(tables)))
+        winners = winners.drop_columns([_FILE, _ROW])
+    return Changes(winners, keys, received, count, truncated, deleted_keys, per_file)
 
 
 def _distinct(t: Any, key: Sequence[str]) -> bool:

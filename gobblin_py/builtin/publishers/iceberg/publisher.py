@@ -51,7 +51,7 @@ writer but `parquet`.
 This module is the plugin the job file names; each part of the above lives in a module of its own: `settings.py` (the
 keys), `catalog.py` (the catalog, its faults, conflict retries), `snapshots.py` (what a commit's snapshot records, and
 finding it again), `identity.py` (the table is the one committed to), `schema.py` (the files against the table's
-schema), `table_commit.py` and `upsert_commit.py` (the commit of each mode), `compaction.py` and `upkeep.py`.
+schema), `table_commit.py` and `upsert_commit.py` (the commit of each mode; `first_snapshot.py`, upsert's first snapshot added as written), `compaction.py` and `upkeep.py`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ is a bad commit); two changes of one key in one commit are ordered (by `order_by
 without it, only within one file by position); the table holds no delete files (they would have to be rewritten too);
 the key is still the column the job committed (field ids, as append mode checks every column). The files it writes
 are named from the commit id (`00000-<n>-<uuid5(commit id)>.parquet`), so an attempt's leftovers are overwritten by
-the replay and a commit whose snapshot was expired is found by them. pyiceberg is imported inside the functions."""
+the replay and a commit whose snapshot was expired is found by them. A first snapshot into an empty table adds the
+change files as they are instead, when they qualify (`first_snapshot.py`). pyiceberg is imported inside the functions."""
 
 from __future__ import annotations
 
@@ -23,7 +24,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gobblin_py.builtin.publishers.changes import _ROW, Changes, UpsertSpec, check_reduced, reduce_changes
+from gobblin_py.builtin.publishers.changes import (
+    _ROW,
+    Changes,
+    UpsertSpec,
+    check_reduced,
+    reduce_changes,
+    reduce_columns,
+)
 from gobblin_py.crashpoints import crash_point
 from gobblin_py.errors import CommitError
 
@@ -51,6 +59,23 @@ def check_changes(io: Any, files: Sequence[tuple[str, str]], spec: UpsertSpec, w
     columns the reduction needs (`changes.check_reduced`), the whole files only where those cannot decide."""
     if not check_reduced(_read(io, files, spec.columns()), files, spec, where):
         read_changes(io, files, spec, where)
+
+
+def reduce_keys(io: Any, files: Sequence[tuple[str, str]], spec: UpsertSpec, where: str) -> Changes | None:
+    """The changes in `files` reduced on the key, order and marker columns only (`changes.reduce_columns`): counts,
+    keys and what each file contributes, without the rows; None where those columns cannot decide."""
+    return reduce_columns(_read(io, files, spec.columns()), files, spec, where)
+
+
+def footers(io: Any, files: Sequence[tuple[str, str]]) -> list[Any]:
+    """Each Parquet file's footer (`pq.FileMetaData`: its row count and schema), read through the FileIO `io`."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for uri, _ in files:
+        with io.new_input(uri).open() as stream:
+            out.append(pq.read_metadata(stream))
+    return out
 
 
 def _read(io: Any, files: Sequence[tuple[str, str]], columns: list[str] | None) -> list[Any]:

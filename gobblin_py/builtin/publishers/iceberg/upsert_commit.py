@@ -7,6 +7,8 @@ import logging
 from typing import Any
 
 from gobblin_py.api import DatasetCommit
+from gobblin_py.builtin.publishers.changes import Changes
+from gobblin_py.builtin.publishers.iceberg import first_snapshot
 from gobblin_py.builtin.publishers.iceberg import snapshots as s
 from gobblin_py.builtin.publishers.iceberg import upsert as u
 from gobblin_py.builtin.publishers.iceberg.catalog import load_table, table_uri, with_retries
@@ -32,7 +34,16 @@ def commit_upsert(catalog: Any, settings: IcebergPublisherSettings, name: str, t
     io = load_file_io(catalog.properties, sources[0][0])
     output = read_schemas(io, [uri for uri, _ in sources])
     spec = settings.upsert_spec()
-    changes = u.read_changes(io, sources, spec, f"table {name} (dataset {d})")
+    where = f"table {name} (dataset {d})"
+    footers = u.footers(io, sources)
+    keyed = u.reduce_keys(io, sources, spec, where)  # enough to count, and to know a snapshot into an empty table
+    whole: list[Changes] = []
+
+    def changes() -> Changes:  # the files read whole: only for the rewrite
+        if not whole:
+            whole.append(u.read_changes(io, sources, spec, where))
+        return whole[0]
+
     properties = summary(commit, name)
     written: set[str] = set()
     committed: list[str] = []
@@ -57,12 +68,23 @@ def commit_upsert(catalog: Any, settings: IcebergPublisherSettings, name: str, t
                     "run re-extracts their range")
             tx = evolving_transaction(table, output)
             table_io = table.io
-        applied = u.rewrite(tx, table, changes, spec, table_io, commit.commit_id, name, written.add)
+        written.update(first_snapshot.copy_names(tx.table_metadata.location, len(sources), commit.commit_id))  # a
+        # killed attempt's copies, which a replay that rewrites does not add: removed with the attempt's other files
+        why = "the key columns do not decide" if keyed is None else \
+            first_snapshot.why_not(table, tx, keyed, [m.num_rows for m in footers], [m.schema.to_arrow_schema() for m in footers])
+        if why is None and keyed is not None:
+            applied, counted = first_snapshot.add(tx, io, sources, keyed, tx.table_metadata.location, commit.commit_id,
+                                                 written.add), keyed
+        else:
+            counted = changes()
+            applied = u.rewrite(tx, table, counted, spec, table_io, commit.commit_id, name, written.add)
         u.commit_snapshot(tx, table_io, applied, {**properties, s.FIELD_IDS: s.field_ids(tx.table_metadata.schema(), output.names),
-                                                  u.UPSERT: u.counts(changes, applied)}, name)
+                                                  u.UPSERT: u.counts(counted, applied)}, name)
         committed.extend(f.file_path for f in applied.added)
-        log.info("table %s: commit %s applied %d change(s) of %d key(s) (%d deleted), rewriting %d data file(s)",
-                 name, commit.commit_id, changes.received, changes.keys.num_rows, changes.deleted, len(applied.deleted))
+        log.info("table %s: commit %s applied %d change(s) of %d key(s) (%d deleted), rewriting %d data file(s), %s",
+                 name, commit.commit_id, counted.received, counted.keys.num_rows, counted.deleted, len(applied.deleted),
+                 f"its {len(applied.added)} file(s) added as written (a first snapshot)" if why is None else
+                 f"writing {len(applied.added)} ({why})")
 
     try:
         with_retries(f"table {name}: commit {commit.commit_id}", settings.commit_attempts, attempt)
@@ -120,5 +142,7 @@ def _remove_unreferenced(io: Any, paths: list[str], table: str) -> None:
     for path in paths:
         try:
             io.delete(path)
+        except FileNotFoundError:
+            continue  # a name an attempt may have written and did not
         except OSError as exc:
             log.warning("table %s: could not remove %s, which no snapshot references: %s", table, path, exc)
