@@ -133,10 +133,10 @@ def scan(s: MysqlCdcSettings, tables: list[str], low: int, end: int, base: str, 
     (`fast`), and the common events are parsed from the packets by `events.BinlogReader` (`fast`; False leaves every
     event and row to the library, as the equality test compares)."""
     from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import QueryEvent, RotateEvent, XidEvent
+    from pymysqlreplication.event import NotImplementedEvent, QueryEvent, RotateEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-    from gobblin_py.builtin.sources.mysql_cdc.events import BinlogReader, ParsedRows
+    from gobblin_py.builtin.sources.mysql_cdc.events import COMPRESSED, BinlogReader, ParsedRows, compressed_error
     from gobblin_py.builtin.sources.mysql_cdc.rows import decode as rows_decode
 
     if end <= low:
@@ -146,7 +146,9 @@ def scan(s: MysqlCdcSettings, tables: list[str], low: int, end: int, base: str, 
     args = s.connection_args()
     options = dict(connection_settings=args, server_id=s.server_id + random.randrange(1 << 20), blocking=False,
                    resume_stream=True, log_file=start.file, log_pos=start.offset,
-                   only_events=[RotateEvent, XidEvent, QueryEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+                   # unknown events too: the library would pass over a compressed row event as one, losing its changes
+                   only_events=[RotateEvent, XidEvent, QueryEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent,
+                                NotImplementedEvent], filter_non_implemented_events=False,
                    only_schemas=sorted({t.split(".")[0] for t in tables}),
                    only_tables=sorted({t.split(".")[1] for t in tables}), enable_logging=False, freeze_schema=True)
     stream = BinlogReader(wanted, **options) if fast else BinLogStreamReader(**options)
@@ -164,6 +166,10 @@ def scan(s: MysqlCdcSettings, tables: list[str], low: int, end: int, base: str, 
                 stream.table_map.clear()  # a new file: its table ids may name other tables (see `scan`)
                 if here > end and not held:
                     break
+                continue
+            if isinstance(event, NotImplementedEvent):
+                if event.event_type in COMPRESSED:
+                    raise SourceError(compressed_error(event.event_type, position.text(here, base)))
                 continue
             parsed = type(event) is ParsedRows
             if parsed or isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):

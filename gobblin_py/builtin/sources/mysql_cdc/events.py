@@ -33,6 +33,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from gobblin_py.builtin.sources.mysql_cdc import rows
+from gobblin_py.errors import SourceError
 
 _ROWS: dict[int, tuple[type, int]] = {  # event type → (the library's event class, its post-header length)
     BINLOG.WRITE_ROWS_EVENT_V1: (WriteRowsEvent, 8), BINLOG.UPDATE_ROWS_EVENT_V1: (UpdateRowsEvent, 8),
@@ -41,6 +42,18 @@ _ROWS: dict[int, tuple[type, int]] = {  # event type → (the library's event cl
 }
 _EVENT_CLASSES: dict[int, type] = BinLogPacketWrapper._BinLogPacketWrapper__event_map  # type: ignore[attr-defined]
 _SKIP = object()  # a packet passed over (the position moved)
+COMPRESSED = {40: "TRANSACTION_PAYLOAD (MySQL binlog_transaction_compression)",
+              **{k: "compressed (MariaDB log_bin_compress)" for k in range(165, 172)}}
+"""Compressed events, which mysql-replication passes over as unknown ones: a read meeting one fails, naming it, and
+commits nothing (the planning check refuses the settings that write them, `server.COMPRESSION`)."""
+
+
+def compressed_error(kind: int, where: str) -> str:
+    """What a read that met a compressed event says."""
+    return (f"the binlog holds a {COMPRESSED[kind]} event ending at {where}, which this source cannot read: nothing "
+            "after it is committed. Turn compression off (SET GLOBAL log_bin_compress = OFF; MySQL: "
+            "binlog_transaction_compression = OFF), then reset the tables whose changes it holds (`gobblin-py state "
+            "reset JOB.yaml --dataset db.table --yes`)")
 
 
 @dataclass(slots=True)
@@ -105,6 +118,8 @@ class BinlogReader(BinLogStreamReader):
             return None
         kind = data[5]
         log_pos = int.from_bytes(data[14:18], "little")
+        if kind in COMPRESSED:
+            raise SourceError(compressed_error(kind, f"{self.log_file}:{log_pos}"))
         me = "_BinLogStreamReader__"
         if kind == BINLOG.TABLE_MAP_EVENT:
             if not (getattr(self, me + "freeze_schema") and int.from_bytes(data[20:26], "little") in self.table_map):

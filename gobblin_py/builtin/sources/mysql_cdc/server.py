@@ -4,7 +4,9 @@ Refused with the setting and its fix: no binlog (`log_bin`), `binlog_format` not
 (updates and deletes would not carry whole rows, so an upsert table could not be kept), `binlog_row_metadata` not FULL
 (without it the binlog's row events carry no column names, and the reader would name their values by the table's
 columns as they are when it reads: a column added or dropped between a change and its read would shift every value
-into the wrong column).
+into the wrong column), and compressed binlog events on (MariaDB's `log_bin_compress`, MySQL's
+`binlog_transaction_compression`): mysql-replication passes over a compressed row event as an unknown one, so its
+changes would be lost without a word (the reader also fails on one, `events.COMPRESSED`, should it be turned on later).
 
 Identity (`state.server`): the server's `@@server_uuid` (MySQL; MariaDB has none), `@@server_id`, and the binlog's
 base name. A position means something only in the binlog history it was taken from: another server (a failover to a
@@ -26,19 +28,25 @@ from gobblin_py.builtin.sources.mysql_cdc.settings import query
 from gobblin_py.errors import ConfigError, SourceError
 
 REQUIRED = {"binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL"}
+COMPRESSION = ("log_bin_compress", "binlog_transaction_compression")
+"""MariaDB's and MySQL's compressed binlog events, which must be off."""
 NO_BOUNDARY = "(no event starts there)"
 """What `gtid_at` gives for a position inside an event or past the binlog: never a committed position of this binlog."""
 
 WHY = {"binlog_format": "row events are the only ones this source reads (a statement cannot be replayed by key)",
        "binlog_row_image": "updates and deletes must carry the whole row, or an upsert table would lose columns",
        "binlog_row_metadata": "row events must carry their column names, or a column added or dropped between a change "
-                              "and its read would shift values into the wrong columns"}
+                              "and its read would shift values into the wrong columns",
+       "log_bin_compress": "compressed row events are not read by the binlog reader (their changes would be lost)",
+       "binlog_transaction_compression": "compressed transactions are not read by the binlog reader (their changes "
+                                         "would be lost)"}
 
 
 def variables(conn: Any) -> dict[str, str]:
     """The server variables the checks read (lower-case names)."""
     rows = query(conn, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('log_bin', 'binlog_format', 'binlog_row_image', "
-                       "'binlog_row_metadata', 'server_id', 'server_uuid', 'log_bin_basename', 'version')")
+                       "'binlog_row_metadata', 'server_id', 'server_uuid', 'log_bin_basename', 'version', "
+                       "'log_bin_compress', 'binlog_transaction_compression')")
     return {str(k).lower(): str(v) for k, v in rows}
 
 
@@ -49,6 +57,7 @@ def check_settings(found: dict[str, str], endpoint: str) -> None:
                           "server's configuration and restart it")
     wrong = [(k, found.get(k, "(not set: the server is too old)"), v) for k, v in REQUIRED.items()
              if found.get(k, "").upper() != v]
+    wrong += [(k, found[k], "OFF") for k in COMPRESSION if found.get(k, "OFF").upper() not in ("OFF", "0")]
     if wrong:
         raise ConfigError(f"{endpoint}: " + "; ".join(f"{k} is {have}, and this source needs {want}: {WHY[k]}. "
                                                       f"SET GLOBAL {k} = '{want}' (and in the configuration file)"
