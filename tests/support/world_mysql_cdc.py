@@ -12,7 +12,9 @@ between changes: MySQL commits the changes before it); ALTER TABLE (a column add
 retyped to bigint or `v` widened), which a run must refuse naming the table, its remedy `state reset` of it; a table
 added to the job's `tables`; a table taken out of them and changed while out (half the time added back at once, else
 by a later `add_table`: its own committed position is then older than the others'); the binlog rotated (`FLUSH BINARY LOGS` between changes); `PURGE BINARY LOGS` past every
-committed position (changes, `FLUSH BINARY LOGS`, changes, the purge: the first changes are gone), refused naming a table, its remedy `state reset`; runs of
+committed position (changes, `FLUSH BINARY LOGS`, changes, the purge: the first changes are gone), refused naming a table, its remedy `state reset`;
+changes written with `log_bin_compress` on (compressed row events, which the binlog reader cannot read), the read
+refused naming every table it reads and `state reset` of each; runs of
 the real CLI in a child process, SIGKILLed at each commit point (the Iceberg upsert's among them) or at a random time,
 `recover`, `recover --abandon` (docs/publishers/iceberg.md), a `state reset` the user asks for, and a run under
 `job.commit_policy: successful` (job-successful.yaml, the same job), and one under it whose tasks of one table (all,
@@ -174,7 +176,7 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
                 (3, self.run_killed_at_point), (1, self.run_killed_at_random), (1, self.run_successful),
                 (1, self.recover), (1, self.abandon), (1, self.state_reset), (1, self.add_table), (1, self.add_column),
                 (1, self.drop_column), (1, self.retype), (1, self.rotate), (1, self.purge),
-                (1, self.run_task_fails), (1, self.remove_table)]
+                (1, self.run_task_fails), (1, self.remove_table), (1, self.compress)]
 
     def run(self, root: Path) -> World:
         try:
@@ -337,3 +339,23 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
             raise AssertionError(f"PURGE BINARY LOGS TO '{newest}' left {first}: the world's purge did not happen")
         world.disturbed.append(f"binlog purged to {newest}")
         world.log.append(f"{step} binlog purged to {newest}")
+
+    def compress(self, world: World, step: int) -> None:
+        """`log_bin_compress` on (`log_bin_compress_min_len` 10: every event compressed), an update of every row of a
+        table and random changes, then off: the read that meets the compressed events must fail naming
+        the tables it reads and `state reset` of each, committing nothing after them (mysql-replication passed over
+        them as unknown events, and the run exited 0 without their changes)."""
+        assert isinstance(world, MysqlWorld)
+        table = self.pick(world)
+        world.sql("SET GLOBAL log_bin_compress_min_len = 10")  # every event compressed, however few its rows
+        world.sql("SET GLOBAL log_bin_compress = ON")
+        try:
+            with world.conn.transaction():
+                world.conn.execute(f"UPDATE {table} SET n = n + 1")
+                self.changes(world, world.conn, table, self.rng.randint(1, 4))
+        finally:
+            world.sql("SET GLOBAL log_bin_compress = OFF")
+            world.sql("SET GLOBAL log_bin_compress_min_len = 256")
+        world.disturbed.append(f"compressed changes of {table}")
+        world.log.append(f"{step} compressed binlog events: changes of {table} written with log_bin_compress on")
+

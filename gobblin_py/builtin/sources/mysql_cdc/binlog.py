@@ -169,7 +169,7 @@ def scan(s: MysqlCdcSettings, tables: list[str], low: int, end: int, base: str, 
                 continue
             if isinstance(event, NotImplementedEvent):
                 if event.event_type in COMPRESSED:
-                    raise SourceError(compressed_error(event.event_type, position.text(here, base)))
+                    raise SourceError(compressed_error(event.event_type, position.text(here, base), sorted(wanted)))
                 continue
             parsed = type(event) is ParsedRows
             if parsed or isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):

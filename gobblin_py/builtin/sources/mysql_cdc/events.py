@@ -48,12 +48,14 @@ COMPRESSED = {40: "TRANSACTION_PAYLOAD (MySQL binlog_transaction_compression)",
 commits nothing (the planning check refuses the settings that write them, `server.COMPRESSION`)."""
 
 
-def compressed_error(kind: int, where: str) -> str:
-    """What a read that met a compressed event says."""
-    return (f"the binlog holds a {COMPRESSED[kind]} event ending at {where}, which this source cannot read: nothing "
-            "after it is committed. Turn compression off (SET GLOBAL log_bin_compress = OFF; MySQL: "
-            "binlog_transaction_compression = OFF), then reset the tables whose changes it holds (`gobblin-py state "
-            "reset JOB.yaml --dataset db.table --yes`)")
+def compressed_error(kind: int, where: str, tables: list[str]) -> str:
+    """What a read of `tables` that met a compressed event says: which event, and a reset of each table it may hold
+    changes of (a compressed event's table is not known without reading it)."""
+    resets = "; ".join(f"`gobblin-py state reset JOB.yaml --dataset {t} --yes`" for t in tables)
+    return (f"the binlog holds a {COMPRESSED[kind]} event ending at {where}, which this source cannot read, so the "
+            f"changes of table(s) {', '.join(tables)} after it are not committed. Turn compression off (SET GLOBAL "
+            f"log_bin_compress = OFF; MySQL: binlog_transaction_compression = OFF), then reset each table (its next "
+            f"run snapshots it again): {resets}")
 
 
 @dataclass(slots=True)
@@ -119,7 +121,7 @@ class BinlogReader(BinLogStreamReader):
         kind = data[5]
         log_pos = int.from_bytes(data[14:18], "little")
         if kind in COMPRESSED:
-            raise SourceError(compressed_error(kind, f"{self.log_file}:{log_pos}"))
+            raise SourceError(compressed_error(kind, f"{self.log_file}:{log_pos}", sorted(self._wanted)))
         me = "_BinLogStreamReader__"
         if kind == BINLOG.TABLE_MAP_EVENT:
             if not (getattr(self, me + "freeze_schema") and int.from_bytes(data[20:26], "little") in self.table_map):
