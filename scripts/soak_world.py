@@ -4,8 +4,8 @@ breaks a rule, which `--world W --seed N` (with the same `--steps`) replays. `--
 a Kafka, upsert or registry world runs against a local Tansu broker the soak starts (a registry world starts its
 own schema-registry test server), a CDC world against a local PostgreSQL with logical decoding the soak starts (a
 database of its own per history), a MySQL CDC world against a local MariaDB writing a row-based binlog the soak starts
-(a database of its own per history), a jdbc world against a local MariaDB the soak starts (a database of its own per
-history). `--cdc-enable all` (or a comma-separated list of rules) also draws the CDC world's
+(a database of its own per history), a jdbc world against a local MariaDB (or, for half the seeds, PostgreSQL) the soak starts (a database of its
+own per history). `--cdc-enable all` (or a comma-separated list of rules) also draws the CDC world's
 rules that are off by default (support.world_cdc.DISABLED).
 
     .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|upsert_delta|registry|cdc|mysql_cdc|jdbc|mix] [--histories 1000]
@@ -40,7 +40,7 @@ def history(world: str, seed: int, steps: int, broker: Any, postgres: Any, cdc_e
     if world == "jdbc":
         from support.world_jdbc import JdbcHistory
 
-        return JdbcHistory(seed, steps, maria())
+        return JdbcHistory(seed, steps, maria(), postgres=postgres)  # PostgreSQL for half the seeds
     if world == "mysql_cdc":
         from support.world_mysql_cdc import MysqlCdcHistory
 

@@ -36,6 +36,7 @@ from support.world import JOB, RUN, History, Rule, Violation, World, reap, start
 from support.world_faults import FLAKY
 
 PASSWORD_ENV = "GOBBLIN_TEST_MYSQL_PASSWORD"
+PG_PASSWORD_ENV = "GOBBLIN_TEST_PG_PASSWORD"
 FAR = 1_000_000
 """Keys this far above the others: the key slices (equal spans of [min, max]) are uneven."""
 
@@ -63,28 +64,44 @@ class JdbcHistory(History):
 
     kind = "jdbc"
 
-    def __init__(self, seed: int, steps: int, server: Any, include: tuple[str, ...] = ()) -> None:
+    def __init__(self, seed: int, steps: int, server: Any, include: tuple[str, ...] = (),
+                 postgres: Callable[[], Any] | None = None) -> None:
+        """`server` a LocalMariaDB; `postgres` (a LocalPostgres started on first use) draws it for half the seeds, by a
+        generator of its own so that a seed draws every other step as it does without it."""
         super().__init__(seed, steps, include)
-        from jdbc_mysql.mariadb_server import PASSWORD
+        self.engine = "postgres" if postgres is not None and random.Random(f"{seed}/engine").random() < 0.5 else "mariadb"
+        if self.engine == "postgres":
+            from gobblin_py.demo.pg_server import PASSWORD as PG_PASSWORD
 
-        os.environ[PASSWORD_ENV] = PASSWORD  # the CLI children inherit it
-        self.server = server
+            os.environ[PG_PASSWORD_ENV] = PG_PASSWORD  # the CLI children inherit it
+            assert postgres is not None
+            self.server: Any = PostgresTables(postgres())
+            self.password_env = PG_PASSWORD_ENV
+        else:
+            from jdbc_mysql.mariadb_server import PASSWORD
+
+            os.environ[PASSWORD_ENV] = PASSWORD
+            self.server = server
+            self.password_env = PASSWORD_ENV
         shape = random.Random(f"{seed}/shape")  # the job's shape, by a generator of its own
         self.tables = [f"t{n}" for n in range(1, shape.randint(1, 3) + 1)]
         self.partitions = shape.randint(2, 4)
         self.split = shape.choice(("key", "watermark"))
         self.format = shape.choice(("avro", "parquet"))
+        if self.engine == "postgres":
+            self.split = "watermark"  # PostgreSQL's first loads are always split on the watermark
 
     # --- the job and its world ------------------------------------------------------------------------------
 
     def new_world(self, root: Path) -> World:
         root.mkdir(parents=True, exist_ok=True)
-        world = JdbcWorld(root, db=self.server.create_database(f"w{self.seed}_{os.getpid()}_{root.name}"[:60]))
+        name = f"w{self.seed}_{os.getpid()}_{root.name}".lower().replace("-", "_")[:60]
+        world = JdbcWorld(root, db=self.server.create_database(name))
         for table in self.tables:
             self.server.execute(world.db, f"CREATE TABLE {table} (id bigint PRIMARY KEY, ver bigint NOT NULL, "
-                                          "payload varchar(64), KEY v (ver))")
+                                          "payload varchar(64))", f"CREATE INDEX {table}_v ON {table} (ver)")
             world.rows[table] = {}
-        world.log.append(f"0 tables {self.tables}, partitions {self.partitions}, first_load_split {self.split}, "
+        world.log.append(f"0 {self.engine} tables {self.tables}, partitions {self.partitions}, first_load_split {self.split}, "
                          f"{self.format} files")
         return world
 
@@ -95,7 +112,7 @@ class JdbcHistory(History):
         return {
             "job": {"name": JOB, "work_dir": str(world.root / "work"), "max_task_retries": 0, "commit_parallelism": 1,
                     "commit_max_attempts": 100},
-            "source": {"class": "jdbc", "url": self.server.url(world.db), "password_env": PASSWORD_ENV,
+            "source": {"class": "jdbc", "url": self.server.url(world.db), "password_env": self.password_env,
                        "tables": tables, "partitions": self.partitions, "first_load_split": self.split,
                        "fetch_rows": 7},
             "writer": writer,
@@ -283,3 +300,21 @@ class JdbcHistory(History):
         assert isinstance(world, JdbcWorld)
         table = self.rng.choice(self.tables)
         return ["--dataset", table], lambda: set(world.rows[table].values())
+
+
+class PostgresTables:
+    """A LocalPostgres with LocalMariaDB's `execute` (each statement committed at once), `url` and `create_database`."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    def url(self, database: str) -> str:
+        return self.server.url(database)
+
+    def create_database(self, name: str) -> str:
+        return self.server.create_database(name)
+
+    def execute(self, database: str, *statements: str) -> None:
+        with self.server.connect(database) as conn:
+            for statement in statements:
+                conn.execute(statement)
