@@ -4,10 +4,11 @@ breaks a rule, which `--world W --seed N` (with the same `--steps`) replays. `--
 a Kafka, upsert or registry world runs against a local Tansu broker the soak starts (a registry world starts its
 own schema-registry test server), a CDC world against a local PostgreSQL with logical decoding the soak starts (a
 database of its own per history), a MySQL CDC world against a local MariaDB writing a row-based binlog the soak starts
-(a database of its own per history). `--cdc-enable all` (or a comma-separated list of rules) also draws the CDC world's
+(a database of its own per history), a jdbc world against a local MariaDB (or, for half the seeds, PostgreSQL) the soak starts (a database of its
+own per history). `--cdc-enable all` (or a comma-separated list of rules) also draws the CDC world's
 rules that are off by default (support.world_cdc.DISABLED).
 
-    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|upsert_delta|registry|cdc|mysql_cdc|mix] [--histories 1000]
+    .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|upsert_delta|registry|cdc|mysql_cdc|jdbc|mix] [--histories 1000]
                                            [--steps 20] [--minutes 600] [--seed N] [--cdc-enable all|RULE,…]
 """
 
@@ -29,13 +30,17 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from support.world import History, Violation  # noqa: E402  (tests/ is put on sys.path first)
 
-WORLDS = ("files", "kafka", "iceberg", "delta", "upsert", "upsert_delta", "registry", "cdc", "mysql_cdc")
+WORLDS = ("files", "kafka", "iceberg", "delta", "upsert", "upsert_delta", "registry", "cdc", "mysql_cdc", "jdbc")
 
 
 def history(world: str, seed: int, steps: int, broker: Any, postgres: Any, cdc_enable: str = "",
             maria: Any = None) -> History:
     """The history of `world` for `seed`; a Kafka, upsert or registry one on `broker`, a CDC one on `postgres`, a MySQL
-    CDC one on `maria`, each started on first use."""
+    CDC or jdbc one on `maria`, each started on first use."""
+    if world == "jdbc":
+        from support.world_jdbc import JdbcHistory
+
+        return JdbcHistory(seed, steps, maria(), postgres=postgres)  # PostgreSQL for half the seeds
     if world == "mysql_cdc":
         from support.world_mysql_cdc import MysqlCdcHistory
 

@@ -83,9 +83,11 @@ class LocalMariaDB:
     def _launch(self) -> None:
         """Starts the server on the data directory and waits until root can connect."""
         log = open(self.dir / "server.log", "ab")
+        tmp = self.dir / "tmp"  # its own: in the shared /tmp another server's temp table files collided with its own
+        tmp.mkdir(exist_ok=True)
         self.process = subprocess.Popen(
             [self.server, "--no-defaults", f"--datadir={self.data}", f"--socket={self.socket}", f"--port={self.port}",
-             f"--bind-address={self.host}", f"--pid-file={self.dir / 'pid'}", "--skip-name-resolve", *self.binlog,
+             f"--bind-address={self.host}", f"--pid-file={self.dir / 'pid'}", f"--tmpdir={tmp}", "--skip-name-resolve", *self.binlog,
              "--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=0", "--performance-schema=OFF",
              *self.as_root], stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
         log.close()
