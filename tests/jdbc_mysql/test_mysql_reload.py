@@ -1,17 +1,16 @@
 """Reloading a table (`state reset --dataset D`, the documented way) after rows below its committed high were deleted:
-the reload's first load split on the key plans the very key slices of the first (same high, same keys), so its files get the
-first load's names with other bytes, and the publisher refuses to replace them ("the destination already holds a
-different file ... which this job did not write"): every run fails until the user moves the files away. The
-watermark split fails alike when its sub-range boundaries do not move (soak seed 313887733 of `--world jdbc`); here
-they follow the rows' distribution, which the delete moves, so only the key split is tested. Found by the jdbc world (tests/support/world_jdbc.py, seed 1 with the forced
-steps of an earlier test_world_jdbc: delete, state reset, run)."""
+the reload's first load split on the key plans the very key slices of the first (same high, same keys), so its files
+get the first load's names with other bytes. The publisher refused to replace them ("the destination already holds a
+different file ... which this job did not write"), every run, until the user moved the files away; it now publishes
+such a file beside the first, named by its checksum (the reset asked for one more copy). The watermark split met it
+alike when its sub-range boundaries did not move (soak seed 313887733 of `--world jdbc`). Found by the jdbc world
+(tests/support/world_jdbc.py: delete, state reset, run)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import pytest
 from jdbc.jdbc_jobs import read_output
 from jdbc_mysql.mysql_jobs import mysql_job
 from support.jobs import write_job
@@ -22,8 +21,6 @@ RUN = ["run", "job.yaml", "--in-process"]
 TABLE = {"table": "t", "watermark_column": "ver", "primary_key": ["id"]}
 
 
-@pytest.mark.xfail(strict=True, reason="product defect found by the jdbc world, not fixed yet: a reload after a delete "
-                                       "fails publishing a file of the first load's name (see the module docstring)")
 def test_a_reload_after_a_delete_reads_the_table_again(tmp_path: Path, maria: Any, mdb: str) -> None:
     maria.execute(mdb, "CREATE TABLE t (id bigint PRIMARY KEY, ver bigint NOT NULL, payload varchar(16))",
                   "INSERT INTO t SELECT seq * 5, seq, CONCAT('p', seq) FROM seq_1_to_40")
@@ -34,7 +31,7 @@ def test_a_reload_after_a_delete_reads_the_table_again(tmp_path: Path, maria: An
     reset = cli(["state", "reset", "job.yaml", "--dataset", "t", "--yes"], tmp_path)
     assert reset.returncode == 0, reset.stdout + reset.stderr
     reload = cli(RUN, tmp_path)
-    assert reload.returncode == 0, reload.stdout + reload.stderr  # fails: "the destination already holds a different file"
+    assert reload.returncode == 0, reload.stdout + reload.stderr  # failed: "the destination already holds a different file"
     pairs = [(r["id"], r["ver"]) for r in read_output(tmp_path / "output", "t")]
     rows = maria.query(mdb, "SELECT id, ver FROM t")
     assert {tuple(r) for r in rows} <= set(pairs)  # every row read again

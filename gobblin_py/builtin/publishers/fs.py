@@ -2,6 +2,11 @@
 renames atomically, else copied, verified by checksum, and its source deleted. A job's `final_dir` belongs to the work
 directory that first published to it (`<final_dir>/_gobblin-py/claims/<job>.json`, created only if absent).
 
+A range read again after `state reset` lands on its first read's file names; where the source changed meanwhile (a
+row deleted), the bytes differ, and a step would refuse to replace the file. Such a file is published beside it
+instead, named by its checksum (`<name>.r<crc32c>.<ext>`, so a replay lands on the same name): the reset asked for
+one more copy, and nothing published is replaced (`free_destination`).
+
 Its publish steps live in the filesystem layer (`gobblin_py/fs/publish_steps.py`), not here: the Delta and Iceberg
 publishers and compaction publish files with the same steps, and a plugin may not import another plugin."""
 
@@ -15,6 +20,7 @@ from pydantic import Field
 
 from gobblin_py.api import Claimant, CommitStep, DataPublisher, OutputFile, Settings
 from gobblin_py.errors import CommitError, StateStoreError
+from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.fs.conditional import Conflict, open_blobs
 from gobblin_py.fs.paths import FsLocation
 from gobblin_py.fs.publish_steps import publish_step
@@ -36,7 +42,7 @@ class FsPublisher(DataPublisher):
 
     def commit_steps(self, dataset: str, files: list[OutputFile]) -> list[CommitStep]:
         final = self.settings.final_dir
-        return [publish_step(f.path, final / f.rel_path, f.size, f.checksum) for f in files]
+        return [publish_step(f.path, free_destination(final / f.rel_path, f), f.size, f.checksum) for f in files]
 
     def claim(self, job: str, claimant: Claimant, make: bool) -> None:
         """The job's claim on `final_dir`, made by the first run to publish there (`make`); a run from another work
@@ -79,3 +85,23 @@ class FsPublisher(DataPublisher):
                 f"share, and job.lease.url). If that directory is gone for good, set this one's positions to what "
                 f"{final} holds (`gobblin-py state reset`), then delete {blobs.locate(key)}")
         raise CommitError(f"{blobs.locate(key)}: the claim of job {job!r} kept changing; try again")
+
+
+SUFFIXES = (".errors.jsonl",)
+"""File name endings kept whole when a checksum is put before them (readers find error files by it)."""
+
+
+def free_destination(dst: Location, f: OutputFile) -> Location:
+    """`dst`, unless it holds another file than `f` (the read of a range after `state reset`, its source changed):
+    then `<name>.r<f's crc32c>.<ext>` beside it, a name of `f`'s bytes alone (see the module's docstring)."""
+    fs = filesystem_for(dst)
+    if not fs.exists(dst) or (fs.size(dst) == f.size and fs.checksum(dst) == f.checksum):
+        return dst
+    name = str(dst).rsplit("/", 1)[-1]
+    ext = next((x for x in SUFFIXES if name.endswith(x)), "." + name.rsplit(".", 1)[-1] if "." in name else "")
+    stem = name[: len(name) - len(ext)] if ext else name
+    beside = Location(f"{str(dst)[: len(str(dst)) - len(name)]}{stem}.r{f.checksum}{ext}")
+    log.info("%s holds another file than this commit's (a range read again after state reset): published as %s",
+             dst, beside)
+    return beside
+
