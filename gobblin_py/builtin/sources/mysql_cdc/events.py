@@ -58,8 +58,8 @@ class ParsedRows:
 
 
 class _Connection(Connection):
-    """The reader's connection, able to hand a packet read here back to the library's reader; it keeps the last table
-    map packet of each table id (`maps`), read here or by the library, for `rows.relabel`."""
+    """The reader's connection, able to hand a packet read here back to the library's reader; it keeps the table map
+    packets the library reads (`keep`), for `rows.relabel` (`BinlogReader` reads its own with `read_own`)."""
 
     held: Any = None
     maps: dict[int, bytes]
@@ -69,12 +69,22 @@ class _Connection(Connection):
             packet, self.held = self.held, None
             return packet
         packet = super()._read_packet(packet_type)
-        data = packet.get_all_data()
+        self.keep(packet.get_all_data())
+        return packet
+
+    def read_own(self) -> Any:
+        """The next packet, for `BinlogReader` (which keeps the table maps it reads itself)."""
+        if self.held is not None:
+            packet, self.held = self.held, None
+            return packet
+        return super()._read_packet()
+
+    def keep(self, data: bytes) -> None:
+        """Keep `data` when it is a table map packet: the last one of each table id."""
         if len(data) > 28 and data[0] == 0 and data[5] == BINLOG.TABLE_MAP_EVENT:
             if not hasattr(self, "maps"):
                 self.maps = {}
             self.maps[int.from_bytes(data[20:26], "little")] = data
-        return packet
 
 
 class BinlogReader(BinLogStreamReader):
@@ -93,7 +103,7 @@ class BinlogReader(BinLogStreamReader):
         while getattr(self, me + "connected_stream") and getattr(self, me + "connected_ctl"):
             conn = self._stream_connection
             try:
-                packet = conn._read_packet()
+                packet = conn.read_own()
             except pymysql.OperationalError as error:
                 if error.args[0] not in MYSQL_EXPECTED_ERROR_CODES:
                     raise
@@ -135,6 +145,7 @@ class BinlogReader(BinLogStreamReader):
         log_pos = int.from_bytes(data[14:18], "little")
         me = "_BinLogStreamReader__"
         if kind == BINLOG.TABLE_MAP_EVENT:
+            self._stream_connection.keep(data)
             if not (getattr(self, me + "freeze_schema") and int.from_bytes(data[20:26], "little") in self.table_map):
                 return None
             got: Any = _SKIP
