@@ -131,13 +131,19 @@ def scan(s: MysqlCdcSettings, tables: list[str], low: int, end: int, base: str, 
     file, so the parsed maps are dropped at every RotateEvent (the library drops them only at a timestamped one, which
     a restart does not write). The rows' values are decoded by `rows.decode` where it is proven equal to the library
     (`fast`), and the common events are parsed from the packets by `events.BinlogReader` (`fast`; False leaves every
-    event and row to the library, as the equality test compares)."""
+    event and row to the library, as the equality test compares). With `fast`, the library's rows are made what
+    `rows.decode` gives (ENUM and SET labels in the column's charset, a SET as the snapshot's text: `rows.relabel`,
+    `rows.library_image`)."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import NotImplementedEvent, QueryEvent, RotateEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
     from gobblin_py.builtin.sources.mysql_cdc.events import COMPRESSED, BinlogReader, ParsedRows, compressed_error
     from gobblin_py.builtin.sources.mysql_cdc.rows import decode as rows_decode
+    from gobblin_py.builtin.sources.mysql_cdc.rows import library_image
+
+    def lib(image: dict[str, Any], nones: dict[str, str], columns: list[Any]) -> dict[str, Any]:
+        return library_image(image, nones, columns) if fast else image
 
     if end <= low:
         return
@@ -182,11 +188,14 @@ def scan(s: MysqlCdcSettings, tables: list[str], low: int, end: int, base: str, 
                     op = "insert" if kind is WriteRowsEvent else "update" if kind is UpdateRowsEvent else "delete"
                     rows = [(op, before, after) for before, after in images]
                 elif isinstance(event, WriteRowsEvent):
-                    rows = [("insert", None, row["values"]) for row in event.rows]
+                    rows = [("insert", None, lib(row["values"], row["none_sources"], event.columns))
+                            for row in event.rows]
                 elif isinstance(event, UpdateRowsEvent):
-                    rows = [("update", row["before_values"], row["after_values"]) for row in event.rows]
+                    rows = [("update", lib(row["before_values"], row["before_none_sources"], event.columns),
+                             lib(row["after_values"], row["after_none_sources"], event.columns)) for row in event.rows]
                 else:
-                    rows = [("delete", row["values"], None) for row in event.rows]
+                    rows = [("delete", lib(row["values"], row["none_sources"], event.columns), None)
+                            for row in event.rows]
                 held.setdefault(dataset, []).append((here, [c.name for c in event.columns], rows))
                 continue
             commit = isinstance(event, XidEvent)

@@ -10,7 +10,9 @@ at here, and
   library would drop unparsed (not asked for), are passed over, moving the reader's position as the library does;
 - everything else — rotate, format description, GTID, query, XID, new table maps, a row event of an unknown table,
   any packet this module cannot read — goes to the library untouched (the packet is handed back to its reader), as
-  does an error while reading the connection.
+  does an error while reading the connection;
+- each table's ENUM and SET labels are taken again from its table map's bytes, decoded with the column's charset
+  (`rows.relabel`), before any row of it is decoded, here or by the library.
 The reader's position (`log_file`, `log_pos`) is moved exactly as the library moves it, so nothing here changes what
 a read commits. `tests/mysql_cdc/test_mysql_cdc_rows.py` requires the read to give the library's events and values
 over random DML of every decoded type (multi-row events, update images, other tables between).
@@ -30,7 +32,7 @@ from pymysqlreplication.binlogstream import MYSQL_EXPECTED_ERROR_CODES
 from pymysqlreplication.constants import BINLOG
 from pymysqlreplication.event import NotImplementedEvent
 from pymysqlreplication.packet import BinLogPacketWrapper
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from gobblin_py.builtin.sources.mysql_cdc import rows
 from gobblin_py.errors import SourceError
@@ -71,15 +73,33 @@ class ParsedRows:
 
 
 class _Connection(Connection):
-    """The reader's connection, able to hand a packet read here back to the library's reader."""
+    """The reader's connection, able to hand a packet read here back to the library's reader; it keeps the table map
+    packets the library reads (`keep`), for `rows.relabel` (`BinlogReader` reads its own with `read_own`)."""
 
     held: Any = None
+    maps: dict[int, bytes]
 
     def _read_packet(self, packet_type: Any = MysqlPacket) -> Any:
         if self.held is not None:
             packet, self.held = self.held, None
             return packet
-        return super()._read_packet(packet_type)
+        packet = super()._read_packet(packet_type)
+        self.keep(packet.get_all_data())
+        return packet
+
+    def read_own(self) -> Any:
+        """The next packet, for `BinlogReader` (which keeps the table maps it reads itself)."""
+        if self.held is not None:
+            packet, self.held = self.held, None
+            return packet
+        return super()._read_packet()
+
+    def keep(self, data: bytes) -> None:
+        """Keep `data` when it is a table map packet: the last one of each table id."""
+        if len(data) > 28 and data[0] == 0 and data[5] == BINLOG.TABLE_MAP_EVENT:
+            if not hasattr(self, "maps"):
+                self.maps = {}
+            self.maps[int.from_bytes(data[20:26], "little")] = data
 
 
 class BinlogReader(BinLogStreamReader):
@@ -91,13 +111,14 @@ class BinlogReader(BinLogStreamReader):
             raise ValueError("BinlogReader: end_log_pos, skip_to_timestamp and verify_checksum are the library's")
         super().__init__(pymysql_wrapper=_Connection, **kwargs)
         self._wanted = wanted
+        self._labelled: dict[int, list[Any]] = {}  # table id → the columns `rows.relabel` gave their labels
 
     def fetchone(self) -> Any:
         me = "_BinLogStreamReader__"
         while getattr(self, me + "connected_stream") and getattr(self, me + "connected_ctl"):
             conn = self._stream_connection
             try:
-                packet = conn._read_packet()
+                packet = conn.read_own()
             except pymysql.OperationalError as error:
                 if error.args[0] not in MYSQL_EXPECTED_ERROR_CODES:
                     raise
@@ -111,7 +132,24 @@ class BinlogReader(BinLogStreamReader):
                 return got
             conn.held = packet
             break
-        return super().fetchone()
+        event = super().fetchone()
+        if isinstance(event, RowsEvent):  # decoded by the library, or by `rows.decode`, after this
+            self._labels(event.table_id, event.columns)
+        return event
+
+    def _labels(self, table_id: int, columns: list[Any]) -> None:
+        """Give a table's ENUM and SET columns the labels of its table map, decoded with their charsets
+        (`rows.relabel`), once per table map the library keeps, before any of its rows is decoded."""
+        if self._labelled.get(table_id) is columns:
+            return
+        me = "_BinLogStreamReader__"
+        raw = getattr(self._stream_connection, "maps", {}).get(table_id)
+        lengths = getattr(self, me + "post_header_lengths")
+        post = lengths[BINLOG.TABLE_MAP_EVENT - 1] if lengths and len(lengths) > BINLOG.TABLE_MAP_EVENT - 1 else 8
+        if raw is not None and post == 8:
+            end = 20 + int.from_bytes(raw[10:14], "little") - 19 - (4 if getattr(self, me + "use_checksum") else 0)
+            rows.relabel(columns, raw, min(end, len(raw)))
+        self._labelled[table_id] = columns
 
     def _parse(self, packet: Any) -> Any:
         """The packet's ParsedRows, _SKIP for one passed over, or None for the library to read."""
@@ -124,6 +162,7 @@ class BinlogReader(BinLogStreamReader):
             raise SourceError(compressed_error(kind, f"{self.log_file}:{log_pos}", sorted(self._wanted)))
         me = "_BinLogStreamReader__"
         if kind == BINLOG.TABLE_MAP_EVENT:
+            self._stream_connection.keep(data)
             if not (getattr(self, me + "freeze_schema") and int.from_bytes(data[20:26], "little") in self.table_map):
                 return None
             got: Any = _SKIP
@@ -143,7 +182,8 @@ class BinlogReader(BinLogStreamReader):
     def _rows(self, data: bytes, kind: int) -> Any:
         """A row event's ParsedRows, _SKIP for another table's, or None for the library to read."""
         cls, known = _ROWS[kind]
-        table = self.table_map.get(int.from_bytes(data[20:26], "little"))
+        table_id = int.from_bytes(data[20:26], "little")
+        table = self.table_map.get(table_id)
         if table is None:
             return None
         if f"{table.schema}.{table.table}" not in self._wanted:
@@ -156,6 +196,7 @@ class BinlogReader(BinLogStreamReader):
         end = 20 + int.from_bytes(data[10:14], "little") - 19 - (4 if getattr(self, me + "use_checksum") else 0)
         at = 20 + declared
         columns = table.columns
+        self._labels(table_id, columns)
         n = len(columns)
         if end > len(data) or at >= end or data[at] != n or n >= 251:
             return None

@@ -7,8 +7,9 @@ columns are turned once into a plan, and each row image is read from the event's
 Only what is proven equal to mysql-replication's decode is decoded here: tinyint/smallint/mediumint/int/bigint
 (signed and unsigned), float, double, year, char/varchar/binary/varbinary, the text and blob types (MariaDB's json is a
 longtext), date, datetime(0-6) and timestamp(0-6) in their current formats (DATETIME2, TIMESTAMP2), decimal (NEWDECIMAL,
-from the library's digit text), time(0-6) (TIME2, negative too), enum and set by the names of the table map, bit(1-64)
-as text of bits, and NULLs, in row events with every column present (binlog_row_image FULL).
+from the library's digit text), time(0-6) (TIME2, negative too), enum and set by the labels of the table map (decoded
+with the column's charset by `relabel`, where the library decodes them as UTF-8; a set as the snapshot's text,
+`members`), bit(1-64) as text of bits, and NULLs, in row events with every column present (binlog_row_image FULL).
 `tests/mysql_cdc/test_mysql_cdc_rows.py` reads random rows of every such type from a real MariaDB both ways and
 requires the same values of the same types, and the same written files. Anything else — a table with a geometry or
 MySQL binary json column, an older format, an enum or set without names, a partial image, an event the library marks
@@ -24,7 +25,7 @@ import decimal
 import struct
 from typing import Any
 
-from pymysqlreplication.constants import FIELD_TYPE
+from pymysqlreplication.constants import FIELD_TYPE, NONE_SOURCE
 from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 _FIXED = {  # column type → (signed format, unsigned format, size)
@@ -205,14 +206,106 @@ def _image(data: bytes, at: int, plan: list[tuple[Any, ...]]) -> tuple[dict[str,
         elif kind == _SET:
             size, names = arg
             bits = int.from_bytes(data[at:at + size], "little")
-            chosen = {v for i, v in enumerate(names) if bits & (1 << i)}
-            values[name] = chosen or None  # as the library: an empty set is None
+            values[name] = members(names, bits)
             at += size
         else:  # _BIT: the column's bits as text of '0' and '1', most significant first
             size, mask, fmt = arg
             values[name] = format(int.from_bytes(data[at:at + size], "big") & mask, fmt)
             at += size
     return values, at
+
+
+def members(names: list[str], bits: int) -> str:
+    """A SET value as the snapshot's SELECT gives it: its members in the column's order, comma-separated; '' for the
+    empty set, which is not NULL (mysql-replication gives None for both, and an unordered set)."""
+    return ",".join(v for i, v in enumerate(names) if bits >> i & 1)
+
+
+def library_image(image: dict[str, Any], nones: dict[str, str], columns: list[Any]) -> dict[str, Any]:
+    """A row image mysql-replication decoded, its SET values made `members` (the null bitmap, in `nones`, tells an
+    empty set from NULL), so the library's fallback gives what this module's decode gives."""
+    for c in columns:
+        if c.type == FIELD_TYPE.SET and c.set_values and c.name in image:
+            value = image[c.name]
+            if value is not None:
+                image[c.name] = members(c.set_values, sum(1 << i for i, v in enumerate(c.set_values) if v in value))
+            elif nones.get(c.name) == NONE_SOURCE.EMPTY_SET:
+                image[c.name] = ""
+    return image
+
+
+def relabel(columns: list[Any], data: bytes, end: int) -> None:
+    """Give a table map's ENUM and SET columns their labels decoded with each column's own charset (the table map's
+    ENUM_AND_SET charsets, which the library reads), from the map's optional metadata in `data` (the packet, the
+    event's end at `end`): mysql-replication decodes them as UTF-8 and makes '' of a label that fails (a latin1 'ç').
+
+    Why the table map and not information_schema's COLUMN_TYPE at planning: the map describes the very rows that
+    follow it, while a definition read at planning may be another one (an ALTER between the planned end and the read
+    of information_schema). Left as the library made them when the metadata does not parse or a charset is unknown."""
+    try:
+        labels = _labels(data, end)
+    except (IndexError, ValueError):
+        return
+    for kind, lists in labels.items():
+        cols = [c for c in columns if c.type == kind]
+        if len(cols) != len(lists):
+            return
+        for c, raw in zip(cols, lists):
+            encoding, known = _encoding(c)
+            if not known:
+                continue
+            try:
+                names = [b.decode(encoding) for b in raw]
+            except UnicodeDecodeError:
+                continue
+            if kind == FIELD_TYPE.ENUM:
+                c.enum_values = ["", *names]
+            else:
+                c.set_values = names
+
+
+def _lenenc(data: bytes, at: int) -> tuple[int, int]:
+    """A length-encoded integer at `at` and where it ends."""
+    first = data[at]
+    if first < 251:
+        return first, at + 1
+    size = {252: 2, 253: 3, 254: 8}.get(first)
+    if size is None or at + 1 + size > len(data):
+        raise ValueError("not a length-encoded integer")
+    return int.from_bytes(data[at + 1:at + 1 + size], "little"), at + 1 + size
+
+
+def _labels(data: bytes, end: int) -> dict[int, list[list[bytes]]]:
+    """The raw ENUM and SET labels (FIELD_TYPE.ENUM/SET → each such column's labels, in column order) of a table map
+    packet (the OK byte, the header, an 8-byte post-header) whose optional metadata ends at `end`."""
+    at = 28 + data[28] + 2  # the database name (length, name, NUL)
+    at += data[at] + 2  # the table name
+    n, at = _lenenc(data, at)
+    at += n
+    size, at = _lenenc(data, at)
+    at += size + (n + 7) // 8  # the columns' metadata, the null bitmap
+    out: dict[int, list[list[bytes]]] = {}
+    while at < end:
+        kind = data[at]
+        length, at = _lenenc(data, at + 1)
+        stop = at + length
+        if stop > end:
+            raise ValueError("optional metadata runs past the event")
+        if kind in (5, 6):  # SET_STR_VALUE, ENUM_STR_VALUE
+            lists = []
+            while at < stop:
+                count, at = _lenenc(data, at)
+                names = []
+                for _ in range(count):
+                    k, at = _lenenc(data, at)
+                    names.append(data[at:at + k])
+                    at += k
+                lists.append(names)
+            if at != stop:
+                raise ValueError("labels run past their field")
+            out[FIELD_TYPE.SET if kind == 5 else FIELD_TYPE.ENUM] = lists
+        at = stop
+    return out
 
 
 def plan_of(columns: list[Any]) -> list[tuple[Any, ...]] | None:
