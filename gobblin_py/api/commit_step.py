@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import abc
+import contextvars
 import dataclasses
 import enum
 from typing import Any, ClassVar
+
+WRITING_EPOCH: contextvars.ContextVar[int | None] = contextvars.ContextVar("gobblin_py_writing_epoch", default=None)
+"""The lease epoch the commit protocol runs a sequence's steps under on this thread (None: no lease); set by
+`state.store.writing_at`."""
+
+
+def writing_epoch() -> int | None:
+    """The lease epoch the steps running on this thread are committed under (None outside the commit protocol, or
+    without a lease): what a step may key what it learns by, as only a later epoch's holder may undo what this
+    epoch's commits did (a `state reset` takes the lease at a new epoch)."""
+    return WRITING_EPOCH.get()
 
 
 class StepStatus(str, enum.Enum):

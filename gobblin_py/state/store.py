@@ -10,7 +10,6 @@ back, and no conditional write could stop it (it reads the files as they are onc
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from gobblin_py import checked_json
+from gobblin_py.api.commit_step import WRITING_EPOCH
 from gobblin_py.api.types import WatermarkValue
 from gobblin_py.errors import LeaseLostError, StateStoreError
 from gobblin_py.fs.conditional import Conflict
@@ -36,7 +36,6 @@ def dataset_from_file_name(name: str) -> str:
 
 EPOCH_KEY = "lease_epoch"
 """The key of a state record that names the lease epoch whose commit step wrote it (absent: written without a lease)."""
-_writing_epoch: contextvars.ContextVar[int | None] = contextvars.ContextVar("gobblin_py_writing_epoch", default=None)
 
 
 @contextlib.contextmanager
@@ -45,18 +44,12 @@ def writing_at(epoch: int | None) -> Iterator[None]:
     one a later epoch wrote (`_StateRecord.replace`), as numbered versions in a local directory (`numbered_versions`:
     a writer frozen between its check and its write cannot win later); the commit protocol runs a sequence's steps
     inside."""
-    token = _writing_epoch.set(epoch)
+    token = WRITING_EPOCH.set(epoch)
     try:
         with numbered_versions() if epoch is not None else contextlib.nullcontext():
             yield
     finally:
-        _writing_epoch.reset(token)
-
-
-def writing_epoch() -> int | None:
-    """The lease epoch the commit protocol is writing at on this thread (`writing_at`); None outside it, or without a
-    lease."""
-    return _writing_epoch.get()
+        WRITING_EPOCH.reset(token)
 
 
 def _epoch_in(data: bytes) -> int | None:
@@ -104,7 +97,7 @@ class _StateRecord:
         moved it on meanwhile (on an object store, refused by the store itself). Inside `writing_at(E)` the record
         names epoch E, and one that names a later epoch is not written over (LeaseLostError): its version is the one
         read, so no conditional write would stop this driver."""
-        epoch = _writing_epoch.get()
+        epoch = WRITING_EPOCH.get()
         if epoch is not None:
             found = self.files.get(self.key) if version is not None else None
             later = _epoch_in(found.data) if found is not None and found.version == version else None

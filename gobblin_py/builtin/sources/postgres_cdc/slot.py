@@ -28,11 +28,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from gobblin_py.api.commit_step import CommitStep
+from gobblin_py.api.commit_step import CommitStep, writing_epoch
 from gobblin_py.builtin.sources.postgres_cdc.settings import connect, lsn_int, lsn_text
 from gobblin_py.errors import CommitError, GobblinError
 from gobblin_py.fs.records import read_record, record_files
-from gobblin_py.state.store import writing_epoch
 
 log = logging.getLogger(__name__)
 
