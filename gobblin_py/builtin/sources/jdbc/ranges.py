@@ -21,7 +21,9 @@ A first load split on the table's integer primary key (`source.first_load_split:
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -126,13 +128,9 @@ class FirstLoad:
             at = r.hi if at is None else max(at, r.hi)
         return [*out, KeyRange(at, None)]
 
-    def free_slots(self) -> Any:
+    def free_slots(self) -> Iterator[int]:
         """`first.<n>` slot numbers not published yet, lowest first."""
-        n = 1
-        while True:
-            if n not in self.slices:
-                yield n
-            n += 1
+        return _free(self.slices)
 
 
 @dataclass(frozen=True)
@@ -158,13 +156,14 @@ class Committed:
             at = r.hi
         return out
 
-    def free_slots(self) -> Any:
+    def free_slots(self) -> Iterator[int]:
         """`done.<n>` slot numbers not held by a live island, lowest first."""
-        n = 1
-        while True:
-            if n not in self.islands:
-                yield n
-            n += 1
+        return _free(self.islands)
+
+
+def _free(held: Container[int]) -> Iterator[int]:
+    """Slot numbers from 1 up that `held` does not hold, lowest first, without end."""
+    return (n for n in itertools.count(1) if n not in held)
 
 
 def committed(kind: str, marks: dict[str, WatermarkValue], where: str) -> Committed:
