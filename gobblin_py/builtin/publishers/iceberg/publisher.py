@@ -355,14 +355,13 @@ class IcebergPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep)
     def changed_since_written(self, table: str) -> str | None:
         """A column the job's commits recorded (by field id) that another writer renamed or dropped since: merged
         files carry the job's names, as its runs' files do, so the table is refused as a run's commit would be. And a
-        table kept by key: its files are pyiceberg's (with field ids, without the parquet writer's footer), which the
-        writer's merge cannot rewrite as written."""
+        table kept by key: its upsert commits rewrite files through pyiceberg (with field ids, without the parquet
+        writer's footer) and add a first snapshot's files as the tasks wrote them, and no merge of those is built."""
         from types import SimpleNamespace
 
         if self.settings.mode == "upsert":
-            return ("it is kept by key (publisher.mode: upsert): its data files are written by pyiceberg, which the "
-                    "merge cannot rewrite (not built yet); each upsert commit already rewrites the files holding a "
-                    "changed key")
+            return ("it is kept by key (publisher.mode: upsert): compaction does not merge such a table's files (not "
+                    "built yet); each upsert commit already rewrites the files holding a changed key")
 
         found = load_table(self.catalog(), table)
         recorded = s.recorded_field_ids(found) if found is not None else {}
