@@ -7,6 +7,9 @@ The world owns the version counter: every insert or update sets `ver` to the nex
 versions are strictly rising and unique across tables (no late commit). A version is the model's id: `World.expected`
 counts versions, and the reader checks that each (id, ver) it finds is the row the world wrote with that version.
 
+A second host (world.py): half the histories are leased (`job.lease`; the files publisher needs no shared service
+beyond the work directory), and `paused_past_lease` freezes a driver at a commit point while a second one takes over.
+
 Its rules, besides runs in the driver, runs killed at a commit point or at random, recover, recover --abandon, two
 runs at once and `state reset --dataset T`: inserts (keys spread, some far above the largest, so key slices are
 uneven), updates (a new version: a later run must read it; the old one is owed only as published then), deletes (the
@@ -63,12 +66,14 @@ class JdbcHistory(History):
     """A history of a MariaDB → jdbc → files job (see the module's docstring)."""
 
     kind = "jdbc"
+    leased_share = 0.5  # half the histories: two drivers of the work directory kept apart by the lease alone
+    pause_weight = 1
 
     def __init__(self, seed: int, steps: int, server: Any, include: tuple[str, ...] = (),
-                 postgres: Callable[[], Any] | None = None) -> None:
+                 postgres: Callable[[], Any] | None = None, pauses: tuple[int, ...] = ()) -> None:
         """`server` a LocalMariaDB; `postgres` (a LocalPostgres started on first use) draws it for half the seeds, by a
         generator of its own so that a seed draws every other step as it does without it."""
-        super().__init__(seed, steps, include)
+        super().__init__(seed, steps, include, pauses)
         self.engine = "postgres" if postgres is not None and random.Random(f"{seed}/engine").random() < 0.5 else "mariadb"
         if self.engine == "postgres":
             from gobblin_py.demo.pg_server import PASSWORD as PG_PASSWORD
@@ -281,7 +286,7 @@ class JdbcHistory(History):
         job["converters"] = [{"class": FLAKY, "fail_attempts": 99, "only_workunit_matching": target}]
         path = world.root / "job.yaml"
         kept = path.read_text()
-        path.write_text(yaml.safe_dump(job, sort_keys=False))
+        path.write_text(yaml.safe_dump(self.with_lease(world, job), sort_keys=False))
         try:
             done = self.cli(world, RUN, step, f"run, tasks of {target!r} failing", ok=(0, 1))
         finally:
@@ -294,6 +299,11 @@ class JdbcHistory(History):
         proc = start(world, RUN)
         time.sleep(self.rng.uniform(0.3, 3.0))
         world.log.append(f"{step} run killed at random -> {reap(proc, kill=True)}")
+
+    def settle(self, world: World, step: int) -> None:
+        """Before a pause: new rows in a table, so that the paused run has something to commit (a run with nothing new
+        ends before most commit points)."""
+        self.produce(world, step)
 
     def reset_to(self, world: World) -> tuple[list[str], Callable[[], set[int]]]:
         """Drop one table's watermarks: the next run reads every row it holds then again."""
