@@ -139,6 +139,7 @@ class KeyedHistory(History):
         """No key twice in any Iceberg table; after a run that exited 0, each published table's Iceberg table equals
         the source by key."""
         assert isinstance(world, KeyedWorld)
+        streamed = 0  # rows the oracle held to their source that a change from the log wrote (not a snapshot's read)
         for dataset in sorted(world.columns):
             read = self.iceberg_rows(world, dataset, step, rule)
             if read is None:
@@ -155,6 +156,7 @@ class KeyedHistory(History):
             if not world.clean or dataset not in world.published or dataset in self.snapshotting(world):
                 continue
             columns = world.columns[dataset]
+            streamed += sum(1 for r in rows if r.get("_op", "read") != "read")
             source = {r[0]: r for r in world.sql(f"SELECT {', '.join(columns)} FROM {dataset}")}
             table = {r["id"]: tuple(r.get(c) if c in names else None for c in columns) for r in rows}
             if table != source:
@@ -167,7 +169,7 @@ class KeyedHistory(History):
                                 + "; ".join(f"{k}: {short(table[k])} (source {short(source[k])})" for k in wrong[:3]))
         if world.clean:
             world.log.append(f"{step}   oracle: {', '.join(f'{d}={len(world.keys(d))} rows' for d in sorted(world.published))}"
-                             " equal")
+                             f" equal ({streamed} written from the log)")
         world.clean = False
 
     # --- runs, judged -----------------------------------------------------------------------------------------------
@@ -301,7 +303,7 @@ class KeyedHistory(History):
                 done.append("update")
             elif dice < 0.7:
                 key = self.rng.choice(keys)  # v left as it is (a TOASTed v unchanged)
-                sets = ", ".join(["n = n + 1", *(f"{c} = {self.rng.randint(0, 9)}" for c in extra[:1])])
+                sets = ", ".join(["n = n + 1", *(f"{c} = {self.number(c)}" for c in extra[:1])])
                 conn.execute(f"UPDATE {table} SET {sets} WHERE id = %s", (key,))
                 done.append("update n")
             elif dice < 0.88:
@@ -314,6 +316,10 @@ class KeyedHistory(History):
                 conn.execute(f"INSERT INTO {table} (id, v, n) VALUES (%s, %s, %s)", (key, f"again{key}.{world.key()}", -1))
                 done.append("delete+insert")
         return done
+
+    def number(self, column: str) -> int:
+        """A value `changes` sets an added column to: 0–9."""
+        return self.rng.randint(0, 9)
 
     def produce(self, world: World, step: int) -> None:
         self.dml(world, step)

@@ -1,6 +1,7 @@
 """The MySQL CDC world of the model-based test (see world.py, issue 45): a real MariaDB writing a row-based binlog
 (tests/jdbc_mysql/mariadb_server.py with `binlog=True`: log_bin, binlog_format ROW, binlog_row_image and
-binlog_row_metadata FULL), a database of two or three tables per history, and a mysql_cdc job publishing each table
+binlog_row_metadata FULL), a database of two or three tables per history (each with a SET and an ENUM column of
+latin1 labels, non-ASCII among them: the table map's labels are decoded in the column's charset), and a mysql_cdc job publishing each table
 to an Iceberg table kept by key (`mode: upsert`, the embedded pyiceberg SQL catalog), as docs/sources/mysql_cdc.md
 shows it. The oracle, the runs and their remedies are the CDC worlds' (world_keyed.py).
 
@@ -105,6 +106,12 @@ class MysqlWorld(KeyedWorld):
         return -self.next_key if self.next_key % 3 == 0 else self.next_key
 
 
+SET_COLUMN = "s SET('ç', 'a', 'b', 'é') NOT NULL DEFAULT 'ç,b'"
+"""The first column the shared rules set besides v and n (to a number 0–9: a set of these members, 0 the empty one)."""
+ENUM_COLUMN = "e ENUM('x', 'ñ', 'y') DEFAULT 'ñ'"
+"""Set as a number 1–3 (its members), once the SET column was dropped; its default otherwise."""
+
+
 class MysqlCdcHistory(TaskFailures, KeyedHistory):
     """A history of a mysql_cdc → Iceberg upsert job (see the module's docstring). `server` is a started LocalMariaDB
     with the binlog on; each history has a database of its own."""
@@ -147,9 +154,12 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
         return world
 
     def create_table(self, world: MysqlWorld, table: str) -> None:
-        world.sql(f"CREATE TABLE {table} (id int PRIMARY KEY, v varchar(200), n int)")
-        world.sql(f"INSERT INTO {table} SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_{self.rng.randint(5, 30)}")
-        world.columns[table] = ["id", "v", "n"]
+        """A latin1 table of the world: besides id, v and n, a SET and an ENUM column of non-ASCII labels (the binlog's
+        table map names them in the table's charset), set by the shared rules as numbers (`s = 0` is the empty set)."""
+        world.sql(f"CREATE TABLE {table} (id int PRIMARY KEY, v varchar(200), n int, {SET_COLUMN}, {ENUM_COLUMN}) "
+                  "DEFAULT CHARSET latin1")
+        world.sql(f"INSERT INTO {table} (id, v, n) SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_{self.rng.randint(5, 30)}")
+        world.columns[table] = ["id", "v", "n", "s", "e"]
 
     def job(self, world: World, policy: str | None = None) -> dict[str, Any]:
         assert isinstance(world, MysqlWorld)
@@ -167,6 +177,10 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
                           "truncate_when": {"column": "_op", "equals": ["truncate"]},
                           **self.catalog_setting(world)},
         }
+
+    def number(self, column: str) -> int:
+        """As the other worlds' (a SET takes 0–9: a set of its members), but 1–3 for the ENUM (its members' numbers)."""
+        return self.rng.randint(1, 3) if column == "e" else super().number(column)
 
     def write_job(self, world: MysqlWorld) -> None:
         (world.root / "job.yaml").write_text(yaml.safe_dump(self.with_lease(world, self.job(world)), sort_keys=False))

@@ -74,6 +74,11 @@ HISTORIES = (
                 "drop_column", "abandon", "rotate", "run_successful", "run_killed_at_random", "add_table", "compress")),
 )
 
+# A short history of DML and runs alone (steps 1–6 forced): the histories above remedy so many refusals with
+# `state reset` that their tables are read again by snapshots, and the oracle must also hold rows the log wrote (the
+# ENUM and SET labels of a latin1 table were '' from the log alone: a soak found it, these histories did not).
+STREAMED = (5, 7, ("run_job", "dml", "run_job", "key_update", "dml", "run_job"))
+
 
 def test_mysql_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_every_clean_run(
         tmp_path: Path, server: Any, catalog: Callable[[], Any]) -> None:
@@ -85,12 +90,14 @@ def test_mysql_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_e
         leased = MysqlCdcHistory(seed, STEPS, server).leased
         log += MysqlCdcHistory(seed, STEPS, server, include=include, chunked=chunked, pauses=(1,) if leased else (),
                                catalog=catalog).run(tmp_path / str(seed)).log
+    seed, steps, include = STREAMED
+    log += MysqlCdcHistory(seed, steps, server, include=include, chunked=False, catalog=catalog).run(tmp_path / "streamed").log
     print("\n".join(log))  # shown with -s: what the histories did
     # every rule did something, runs were killed, refusals were remedied and the oracle held after clean runs
-    rules = [r"spanning transaction committed", r"column c\d+ added to \S+$", r"column c\d+ dropped", r"retype: ",
+    rules = [r"spanning transaction committed", r"column c\d+ added to \S+$", r"column (c\d+|s|e) dropped", r"retype: ",
              r"truncate \S+ (alone|between changes)", r"created and added to the job", r"binlog purged to", r"binlog rotated to",
              r"run killed: .* -> -9$", r"run killed at random", r"run, commit_policy successful: .* -> [01]$",
-             r"oracle: .* equal", r"said: .*ALTER TABLE", r"said: .*(no longer holds its committed position|PURGE BINARY LOGS|keep binlogs longer)",
+             r"oracle: .* equal", r"oracle: .* equal \([1-9]\d* written from the log\)", r"said: .*ALTER TABLE", r"said: .*(no longer holds its committed position|PURGE BINARY LOGS|keep binlogs longer)",
              r"remedy: state reset", r"state reset: .* -> 0$", r"abandon: ", r"key update on .* -> -\d+",
              r"chunked snapshots: ", r"chunked snapshot of .* goes on", r"run, tasks of .* failing: .* -> [01]$",
              r"removed from the job's tables", r"0 leased: ", r"paused past its lease",
