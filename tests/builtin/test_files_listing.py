@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from gobblin_py.api import SourceState
+from gobblin_py.builtin.sources.files.compression import split_compression
+from gobblin_py.builtin.sources.files.reading import _FORMATS, _format_of_suffixes, format_of
+from gobblin_py.builtin.sources.files.settings import DEFAULT_INCLUDE
 from gobblin_py.builtin.sources.files.source import FilesSource
 from gobblin_py.builtin.sources.files.split import FileSplit
 from gobblin_py.fs import Location, filesystem_for
@@ -53,7 +56,7 @@ def _tree(root: Path, seed: int) -> None:
             (parent / f"{rng.choice(stems)}{i}{rng.choice(exts)}").write_bytes(b"{}\n" * rng.randrange(1, 4))
 
 
-@pytest.mark.parametrize("include", [["*"], ["*.jsonl", "*.csv*"], ["[a_]*", "*.JSONL"], ["*[!l]"], ["a?.b*", "*é*"]])
+@pytest.mark.parametrize("include", [DEFAULT_INCLUDE, [], ["*"], ["*.jsonl", "*.csv*"], ["[a_]*", "*.JSONL"], ["*[!l]"], ["a?.b*", "*é*"]])
 @pytest.mark.parametrize("seed", range(3))
 def test_the_listing_keeps_the_files_the_per_file_checks_kept(tmp_path: Path, seed: int, include: list[str]) -> None:
     root = tmp_path / "in"
@@ -61,6 +64,23 @@ def test_the_listing_keeps_the_files_the_per_file_checks_kept(tmp_path: Path, se
     _tree(root, seed)
     inputs = _source(root, include=include)._inputs(Location(root), SourceState({}))
     assert [(i.dataset, i.rel, str(i.file), i.size) for i in inputs] == _kept_before(root, include, "in")
+
+
+def _format_before(name: str) -> tuple[object, object]:
+    """`format_of` at 69b162b, worked out for each name."""
+    inner, compression = split_compression(name)
+    _, dot, ext = inner.rpartition(".")
+    return (_FORMATS.get(ext.lower()) if dot else None), compression
+
+
+def test_a_file_format_kept_per_suffix_pair_is_the_one_worked_out_per_name() -> None:
+    rng = random.Random(47)
+    names = ["", ".", "..", "a", ".gz", "x.gz", "jsonl.gz", ".jsonl", "a..gz", "a.JSONL.GZ", "a.b.c.csv.zst", "a.gz.jsonl"]
+    names += ["".join(rng.choice("ab.._jsonlcvgzstJSONLGZx") for _ in range(rng.randrange(1, 14))) for _ in range(5000)]
+    _format_of_suffixes.cache_clear()
+    for name in names:
+        assert format_of(name) == _format_before(name), name
+        assert format_of(name) == _format_before(name), name  # the kept answer too
 
 
 def test_a_plan_over_many_committed_files_finds_the_new_ones_with_their_watermarks(tmp_path: Path) -> None:
