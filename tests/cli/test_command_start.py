@@ -1,6 +1,6 @@
 """A command's start: a run that finds nothing new, `status` and `history` import none of the heavy libraries a run
-that stays in the driver without data never uses (Spark, Arrow, the table formats, numpy, croniter), so what they cost
-is their own work, not a second of imports (issue 47: a no-data run over 50,000 committed files in ≤ 1 s)."""
+that stays in the driver without data never uses (Spark, Arrow, the table formats, numpy, croniter, SMTP), so what
+they cost is their own work, not a second of imports (issue 47: a no-data run over 50,000 committed files ≤ 1 s)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from support.jobs import example_job, write_job
 from gobblin_py.testing.crash import cli
 
 HEAVY = ("pyspark", "py4j", "pyarrow", "pyiceberg", "deltalake", "numpy", "pandas", "polars", "duckdb", "croniter",
-         "sqlalchemy", "confluent_kafka", "connectorx", "fsspec")
+         "sqlalchemy", "confluent_kafka", "connectorx", "fsspec", "smtplib", "ssl")
 IMPORTED = """
 import runpy, sys
 sys.argv = ["gobblin-py", *sys.argv[1:]]
