@@ -24,8 +24,6 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from croniter import CroniterBadDateError, CroniterError, croniter
-
 _MONTHS = {m: i + 1 for i, m in enumerate(["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"])}
 _DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
 _ITEM = re.compile(r"^(?P<a>\*|\w+?)(?:-(?P<b>\w+))?(?:/(?P<step>\w+))?$")
@@ -141,6 +139,7 @@ class Cron:
         if (dom_special and dow not in ("*", "?")) or (dow_special and dom not in ("*", "?")):
             raise CronError(f"{text!r}: with L, W or # in one day field the other must be '?' or '*'")
         expr = " ".join(out)
+        from croniter import CroniterError, croniter  # here, not at the top: its import runs `file` on the interpreter
         try:
             croniter.expand(expr, second_at_beginning=True)
         except CroniterError as exc:
@@ -148,6 +147,8 @@ class Cron:
         return cls(text, expr)
 
     def next_after(self, t: dt.datetime) -> dt.datetime:
+        from croniter import CroniterBadDateError, croniter  # see `parse`
+
         try:
             fire: dt.datetime = croniter(self.expr, t, second_at_beginning=True).get_next(dt.datetime)
         except CroniterBadDateError:

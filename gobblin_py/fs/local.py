@@ -63,22 +63,45 @@ class LocalFileSystem(FileSystem):
             return []
 
     def find(self, root: Location) -> dict[Location, int]:
-        def unlistable(exc: OSError) -> None:
-            if not isinstance(exc, FileNotFoundError):  # gone since its parent was listed: nothing to read there
-                raise FileSystemError(f"cannot list directory {exc.filename}: {exc.strerror}")
-
-        found: dict[Location, int] = {}
-        for d, _, names in os.walk(root, onerror=unlistable):
-            for n in names:
-                p = os.path.join(d, n)
+        """As `os.walk` (symlinked directories listed but not entered) with a stat of each file, relative to its open
+        directory (a third cheaper than by full path); the paths are made `Location`s as listed (the root's location
+        joined with entry names), not parsed again: a listing of 50,000 files spent 0.7 s of its 1.2 s parsing them."""
+        found: dict[str, int] = {}
+        todo = [str(root)]
+        while todo:
+            directory = todo.pop()
+            try:
+                fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                continue  # gone since its parent was listed (or no root): nothing to read there
+            except OSError as exc:
+                raise FileSystemError(f"cannot list directory {exc.filename or directory}: {exc.strerror}") from exc
+            try:
                 try:
-                    st = os.stat(p)
-                except FileNotFoundError:
-                    if os.path.islink(p):
-                        found[Location(p)] = NOT_A_FILE
-                    continue  # else gone since listed
-                found[Location(p)] = st.st_size if stat.S_ISREG(st.st_mode) else NOT_A_FILE
-        return dict(sorted(found.items()))
+                    with os.scandir(fd) as entries:
+                        listed = list(entries)
+                except OSError as exc:
+                    raise FileSystemError(f"cannot list directory {directory}: {exc.strerror}") from exc
+                prefix = directory if directory.endswith("/") else directory + "/"
+                for entry in listed:
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    if is_dir:
+                        if not entry.is_symlink():
+                            todo.append(prefix + entry.name)
+                        continue
+                    try:
+                        st = os.stat(entry.name, dir_fd=fd)
+                    except FileNotFoundError:
+                        if entry.is_symlink():
+                            found[prefix + entry.name] = NOT_A_FILE
+                        continue  # else gone since listed
+                    found[prefix + entry.name] = st.st_size if stat.S_ISREG(st.st_mode) else NOT_A_FILE
+            finally:
+                os.close(fd)
+        return {Location.listed(path): size for path, size in sorted(found.items())}
 
     def is_dir(self, path: Location) -> bool:
         return os.path.isdir(path)

@@ -38,6 +38,12 @@ class Location(str):
             text = f"{m['scheme'].lower()}://{m['rest'].rstrip('/') or m['rest']}"
         return super().__new__(cls, text)
 
+    @classmethod
+    def listed(cls, path: str) -> Location:
+        """A path a listing gave under a Location (its text joined with entry names by `/`): already in normal form,
+        so taken as it is, not parsed again (the parse is most of listing many files)."""
+        return str.__new__(cls, path)
+
     @property
     def scheme(self) -> str:
         """`file` for a local path, else the URL's scheme (`s3`, `hdfs`, `gs`, …)."""

@@ -10,11 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import shlex
-import smtplib
 import socket
-import ssl
 import subprocess
-from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +86,8 @@ class FailureTracker:
                    else f"gobblin-py job {self.job} succeeded again")
         body = f"job: {self.job}\nrun: {run_id}\nhost: {socket.gethostname()}\n" + (f"error: {error}\n" if error else "")
         if self.settings.email is not None:
+            import smtplib  # here: smtplib, ssl and email cost every command's start ~15 ms, and only an alert needs them
+
             try:
                 _email(self.settings.email, subject, body)
                 log.info("alert sent to %s: %s", ", ".join(self.settings.email.to), subject)
@@ -107,6 +106,10 @@ class FailureTracker:
 
 
 def _email(settings: EmailAlert, subject: str, body: str) -> None:
+    import smtplib
+    import ssl
+    from email.message import EmailMessage
+
     msg = EmailMessage()
     msg["From"], msg["To"], msg["Subject"] = settings.from_, ", ".join(settings.to), subject
     msg.set_content(body)

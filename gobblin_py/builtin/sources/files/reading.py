@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import io
 import itertools
 from collections.abc import Iterator
@@ -42,7 +43,18 @@ KNOWN_EXTENSIONS = tuple(f".{ext}" for ext in _FORMATS)
 
 
 def format_of(name: str) -> tuple[FileFormat | None, Compression]:
-    """The format from the extension under any compression suffix (`x.csv.gz` is CSV); None when unknown."""
+    """The format from the extension under any compression suffix (`x.csv.gz` is CSV); None when unknown. Only the
+    name's last two suffixes count, so the answer is kept per pair (a listing of 50,000 files asks 50,000 times)."""
+    last = name.rfind(".")
+    if last < 0:
+        return None, Compression.NONE
+    before = name.rfind(".", 0, last)
+    return _format_of_suffixes("x" + name[before if before >= 0 else last:])  # `x.<last two suffixes>`: the same answer
+
+
+@functools.lru_cache(maxsize=4096)
+def _format_of_suffixes(name: str) -> tuple[FileFormat | None, Compression]:
+    """`format_of` worked out, for a name of at most two suffixes."""
     inner, compression = split_compression(name)
     _, dot, ext = inner.rpartition(".")
     return (_FORMATS.get(ext.lower()) if dot else None), compression
