@@ -253,6 +253,7 @@ def offered(args: argparse.Namespace) -> dict[str, Any]:
     first upsert snapshot whose committed binlog position is past it), p50/p99; the table read back and compared."""
     rates = [int(r) for r in args.rates.split(",")]
     out: dict[str, Any] = {"phase": "offered", "seconds": args.seconds, "per_txn": args.per_txn,
+                           "sessions": args.sessions,
                            "initial_rows": args.initial, "runs": []}
     with LocalMariaDB(binlog=True) as maria:
         for rate in rates:
@@ -281,17 +282,22 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
     commits: list[tuple[int, float, int]] = []  # (binlog position after the commit, wall time, changes)
     stop = threading.Event()
 
-    def offer() -> None:
+    def offer(session: int) -> None:
+        """One of `--sessions` sessions, each offering `rate / sessions` a second: a multi-row INSERT of new keys (its
+        own range) and an UPDATE … WHERE id IN of keys of its own (id % sessions), `--per-txn` changes a commit."""
+        sessions = args.sessions
         with maria.connect(db, autocommit=False) as conn, conn.cursor() as cur:
-            next_id, t = args.initial + 1, 0
-            period, due = args.per_txn / rate, time.monotonic()
+            next_id, t = args.initial + 1 + session * 1_000_000_000, 0
+            period, due = args.per_txn * sessions / rate, time.monotonic()
             while not stop.is_set():
                 inserts = (args.per_txn + 1) // 2
-                updated = sorted({1 + ((t * args.per_txn + i) * 7919) % args.initial for i in range(args.per_txn - inserts)})
-                cur.executemany("INSERT INTO acct VALUES (%s, 'n', 0, NULL, NOW(6))",
-                                [(k,) for k in range(next_id, next_id + inserts)])
-                cur.execute("UPDATE acct SET balance = balance + 1, note = 'u' WHERE id IN (%s)"
-                            % ",".join(map(str, updated)))
+                updated = sorted({1 + (((t * args.per_txn + i) * 7919) % (args.initial // sessions)) * sessions + session
+                                  for i in range(args.per_txn - inserts)})
+                cur.execute("INSERT INTO acct VALUES " + ",".join(
+                    "(%d, 'n', 0, NULL, NOW(6))" % k for k in range(next_id, next_id + inserts)))
+                if updated:
+                    cur.execute("UPDATE acct SET balance = balance + 1, note = 'u' WHERE id IN (%s)"
+                                % ",".join(map(str, updated)))
                 conn.commit()
                 cur.execute("SHOW MASTER STATUS")
                 file, offset = cur.fetchone()[:2]
@@ -301,22 +307,30 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
                 time.sleep(max(0.0, due - time.monotonic()))
 
     log = open(tmp / "continuous.log", "w")
-    runner = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--continuous"], cwd=tmp,
+    spy = [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--format", "raw", "--rate", "50",
+           "-o", str(Path(args.py_spy).resolve().with_suffix(f".{rate}.txt")), "--"] if args.py_spy else []
+    runner = subprocess.Popen([*spy, sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--continuous"], cwd=tmp,
                               env={**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": str(ROOT)}, text=True,
                               stdout=log, stderr=subprocess.STDOUT)
-    thread = threading.Thread(target=offer)
+    threads = [threading.Thread(target=offer, args=(s,)) for s in range(args.sessions)]
     started = time.time()
-    thread.start()
+    for thread in threads:
+        thread.start()
     visible = _watch(tmp, lambda: time.time() - started < args.seconds)
     stop.set()
-    thread.join()
-    end = commits[-1][0] if commits else 0
+    for thread in threads:
+        thread.join()
+    end = max((c[0] for c in commits), default=0)
     deadline = time.time() + 180
     while (not visible or visible[-1][1] < end) and time.time() < deadline:  # drain what was offered
         visible += _watch(tmp, lambda: False, {v[0] for v in visible})
         time.sleep(1)
     drained = time.time()
-    runner.send_signal(signal.SIGINT)
+    if spy:  # the run stops, then py-spy writes its samples and exits
+        for child in Path(f"/proc/{runner.pid}/task/{runner.pid}/children").read_text().split():
+            os.kill(int(child), signal.SIGINT)
+    else:
+        runner.send_signal(signal.SIGINT)
     runner.wait(timeout=120)
     log.close()
     lags = sorted(next((seen - at for _, mark, seen in visible if mark >= pos), float("inf")) for pos, at, _ in commits)
@@ -449,6 +463,9 @@ def main() -> None:
     parser.add_argument("--initial", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--per-txn", type=int, default=10)
+    parser.add_argument("--sessions", type=int, default=4, help="--phase offered: sessions offering the changes")
+    parser.add_argument("--py-spy", help="--phase offered: the continuous run sampled by py-spy (--subprocesses), its "
+                                         "collapsed stacks written to this path with the rate before the suffix")
     parser.add_argument("--tables", type=int, default=50, help="--phase tables: the many-table job's tables")
     parser.add_argument("--repeat", type=int, default=2, help="--phase snapshot, tables, stream, read: measurements of each case")
     parser.add_argument("--baseline", help="--phase tables, stream, read: a checkout whose code is measured too, for comparison")
