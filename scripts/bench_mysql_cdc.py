@@ -9,8 +9,9 @@ start it: tests/jdbc_mysql/mariadb_server.py).
   changes applied a second (the run's wall time, process start included). The table is read back with pyiceberg and
   compared with `SELECT` by key: a run that lost or doubled a row is reported as wrong, never as fast. With
   `--baseline DIR`, the same with that checkout's code, the two in turn `--repeat` times on the same server.
-- `--phase offered`: `run --continuous` while changes are offered at each of `--rates` a second for `--seconds`:
-  changes applied a second and each transaction's lag to the Iceberg snapshot that holds it, p50/p99 (as
+- `--phase offered`: `run --continuous` while `--sessions` sessions offer changes (multi-row INSERT and UPDATE … IN,
+  `--per-txn` a transaction) at each of `--rates` a second for `--seconds`, with `--baseline DIR` that checkout's run
+  too, in turn at each rate `--repeat` times: changes applied a second and each transaction's lag to the Iceberg snapshot that holds it, p50/p99 (as
   bench_cdc.py's stream phase for postgres_cdc); the table compared with `SELECT` afterwards.
 - `--phase read`: the binlog read alone (`binlog.read` of `--changes` changes to the table, as `--phase stream` writes
   them, every change counted), in a process of its own per read, this checkout, `--baseline DIR`'s, and this
@@ -255,19 +256,22 @@ def offered(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"phase": "offered", "seconds": args.seconds, "per_txn": args.per_txn,
                            "sessions": args.sessions,
                            "initial_rows": args.initial, "runs": []}
+    codes = {"this": ROOT, **({"baseline": Path(args.baseline).resolve()} if args.baseline else {})}
     with LocalMariaDB(binlog=True) as maria:
-        for rate in rates:
-            tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-offered-"))
-            out["runs"].append(_one_offered(maria, tmp, rate, args))
-            print(json.dumps(out["runs"][-1]), file=sys.stderr)
+        for r in range(args.repeat if args.baseline else 1):
+            for rate in rates:
+                for name, code in codes.items():  # the checkouts in turn at each rate, on the same server
+                    tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-offered-"))
+                    out["runs"].append({"code": name, "round": r, **_one_offered(maria, tmp, rate, args, code)})
+                    print(json.dumps(out["runs"][-1]), file=sys.stderr)
     return out
 
 
-def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Namespace) -> dict[str, Any]:
+def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Namespace, code: Path = ROOT) -> dict[str, Any]:
     import signal
     import threading
 
-    db = f"o{rate}"
+    db = f"o{rate}_{tmp.name.rsplit('-', 1)[-1]}"
     fill(maria, args.initial, db)
     publisher = {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
                  "key": ["id"], "order_by": ["_pos", "_seq"], "delete_when": {"column": "_op", "equals": ["delete"]},
@@ -276,7 +280,7 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
     job["job"]["checkpoint_interval"] = "1s"  # as bench_cdc.py's stream phase
     (tmp / "job.yaml").write_text(yaml.safe_dump(job))
     for _ in range(2):  # the snapshot's chunks, then the stream that follows them
-        code_, _, text = gobblin(["run", "job.yaml"], tmp)
+        code_, _, text = gobblin(["run", "job.yaml"], tmp, code)
         if code_:
             raise SystemExit(f"a first run failed: {text[-2000:]}")
     commits: list[tuple[int, float, int]] = []  # (binlog position after the commit, wall time, changes)
@@ -310,7 +314,7 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
     spy = [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--format", "raw", "--rate", "50",
            "-o", str(Path(args.py_spy).resolve().with_suffix(f".{rate}.txt")), "--"] if args.py_spy else []
     runner = subprocess.Popen([*spy, sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--continuous"], cwd=tmp,
-                              env={**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": str(ROOT)}, text=True,
+                              env={**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": str(code)}, text=True,
                               stdout=log, stderr=subprocess.STDOUT)
     threads = [threading.Thread(target=offer, args=(s,)) for s in range(args.sessions)]
     started = time.time()
@@ -468,7 +472,7 @@ def main() -> None:
                                          "collapsed stacks written to this path with the rate before the suffix")
     parser.add_argument("--tables", type=int, default=50, help="--phase tables: the many-table job's tables")
     parser.add_argument("--repeat", type=int, default=2, help="--phase snapshot, tables, stream, read: measurements of each case")
-    parser.add_argument("--baseline", help="--phase tables, stream, read: a checkout whose code is measured too, for comparison")
+    parser.add_argument("--baseline", help="--phase tables, stream, read, offered: a checkout whose code is measured too, for comparison")
     args = parser.parse_args()
     result = {"snapshot": snapshot, "stream": stream, "read": read, "tables": tables,
               "offered": offered}[args.phase](args)
