@@ -118,3 +118,28 @@ def test_a_failed_chunk_commits_none_of_its_runs_chunks_under_commit_policy_succ
     reads = [r["id"] for r in rows if r["_op"] == "read"]
     assert sorted(reads) == list(range(1, 46))
     assert replay(rows, "id", "v") == dict(maria.query(mdb, "SELECT id, v FROM t"))
+
+
+def test_a_chunk_takes_mariadbs_exact_snapshot_position(binlog_maria: Any, mdb: str) -> None:
+    """A chunk's low is MariaDB's `Binlog_snapshot_position`, exact for its read view. The status names come
+    capitalized, and the lower-case look-up found none: every chunk took `SHOW MASTER STATUS` before its transaction,
+    whose window (a transaction in the binlog before it but not yet visible to the view) lost a change of the chunk."""
+    from gobblin_py.builtin.sources.mysql_cdc import position
+    from gobblin_py.builtin.sources.mysql_cdc.snapshot import _snapshot_position
+
+    maria = binlog_maria
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+    s = MysqlCdcSettings(url=maria.url(mdb, "mysql"), password_env=PASSWORD_ENV, tables=[f"{mdb}.t"])
+    conn = connect(s)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            maria.execute(mdb, "INSERT INTO t VALUES (2)")  # committed after the view: past its position
+            cur.execute("SHOW STATUS LIKE 'Binlog_snapshot_position'")
+            exact = int(cur.fetchone()[1])
+            got = _snapshot_position(conn)
+        assert got is not None and got.offset == exact
+        assert got.value() < position.current(conn).value()
+    finally:
+        conn.rollback()
+        conn.close()

@@ -89,7 +89,7 @@ def boundaries(s: MysqlCdcSettings, conn: Any, database: str, table: str, key: l
 
 def _snapshot_position(conn: Any) -> position.Position | None:
     """MariaDB's binlog position of the current consistent snapshot; None where the server has none (MySQL)."""
-    found = dict(query(conn, "SHOW STATUS LIKE 'binlog_snapshot_%'"))
+    found = {str(k).lower(): v for k, v in query(conn, "SHOW STATUS LIKE 'binlog_snapshot_%'")}  # `Binlog_snapshot_file`
     if found.get("binlog_snapshot_file"):
         return position.parse(str(found["binlog_snapshot_file"]), int(found["binlog_snapshot_position"]))
     return None
