@@ -119,3 +119,60 @@ def test_a_snapshot_chunk_made_a_column_at_a_time_equals_its_records(tmp_path: P
     job["writer"] = {"class": "parquet"}
     assert run(tmp_path / "u", job).succeeded
     assert compared and all(got for got, _ in compared), compared  # the columnar path taken
+
+
+def test_a_chunk_read_by_connectorx_equals_the_chunk_read_by_rows(tmp_path: Path, binlog_maria: Any, mdb: str,
+                                                                   monkeypatch: Any) -> None:
+    """Issue 45: a chunk whose columns ConnectorX reads as PyMySQL does is read by it (`read_chunk_native`): the same
+    Arrow batches (schema and values) and the same records on the row path as the chunk read by PyMySQL, every such
+    column type, `timestamp` included with the server's zone not UTC (the session's is set to UTC)."""
+    import pyarrow as pa
+
+    from gobblin_py.builtin.sources.mysql_cdc import extractor
+    from gobblin_py.builtin.sources.mysql_cdc.extractor import ChunkRows, MysqlCdcExtractor
+
+    maria = binlog_maria
+    types = {c: FAST[c] for c in ("ti", "tiu", "si", "siu", "mi", "miu", "i", "iu", "bi", "f", "d", "y", "c", "vc",
+                                  "lat", "bn", "vb", "tt", "t", "mt", "lt", "tb", "bl", "mb", "dtm1", "dtm3", "dtm6",
+                                  "ts2", "ts6", "dm", "dm9", "dmf")}
+    r = random.Random(7)
+    rows = [[k, *[None if r.random() < 0.1 else make(r) for _, make in types.values()]] for k in range(2500)]
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY, " + ", ".join(f"{c} {d}" for c, (d, _) in types.items())
+                  + ") DEFAULT CHARSET utf8mb4")
+    with maria.connect(mdb) as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = '', time_zone = '+00:00'")
+        cur.executemany(f"INSERT INTO t (id, {', '.join(types)}) VALUES (%s, " + ", ".join(["%s"] * len(types)) + ")",
+                        rows)
+    real, seen = MysqlCdcExtractor.to_arrow, []
+
+    def both(self: Any, batch: Any) -> Any:
+        got = real(self, batch)
+        if isinstance(batch.values, ChunkRows):
+            seen.append((batch.values.arrow is not None, got, list(self.records_of(batch))))
+        return got
+
+    monkeypatch.setattr(MysqlCdcExtractor, "to_arrow", both)
+    maria.root_execute("SET GLOBAL time_zone = '+05:00'")  # ConnectorX's session starts in the server's zone
+    try:
+        out = {}
+        for way in ("rows", "native"):
+            seen.clear()
+            if way == "rows":
+                monkeypatch.setattr(extractor, "read_chunk_native", lambda *a, **k: None)
+            else:
+                monkeypatch.undo()
+                monkeypatch.setattr(MysqlCdcExtractor, "to_arrow", both)
+            (tmp_path / way).mkdir()
+            job = cdc_job(tmp_path / way, maria, mdb, ["t"], snapshot={"chunk_rows": 1200})
+            job["writer"] = {"class": "parquet"}
+            assert run(tmp_path / way, job).succeeded
+            assert {native for native, _, _ in seen} == {way == "native"}, way
+            assert all(got is not None for _, got, _ in seen), way  # every batch took the columnar path
+            out[way] = (pa.Table.from_batches([got for _, got, _ in seen]), [rec for _, _, recs in seen for rec in recs])
+    finally:
+        maria.root_execute("SET GLOBAL time_zone = 'SYSTEM'")
+    (rows_arrow, rows_records), (native_arrow, native_records) = out["rows"], out["native"]
+    assert native_arrow.num_rows == 2500 and native_arrow.schema == rows_arrow.schema
+    differ = [c for c in rows_arrow.column_names if not native_arrow.column(c).equals(rows_arrow.column(c))]
+    assert not differ, differ
+    assert native_records == rows_records

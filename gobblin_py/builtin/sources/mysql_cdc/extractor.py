@@ -24,11 +24,11 @@ from typing import Any
 from gobblin_py.api import TaskContext, WorkUnit
 from gobblin_py.api.batches import BatchExtractor, RawBatch
 from gobblin_py.api.types import Record, Schema, WatermarkValue
-from gobblin_py.builtin.schemas.arrow_rows import record_batches, records_arrow, row_schema
+from gobblin_py.builtin.schemas.arrow_rows import conform, record_batches, records_arrow, row_schema
 from gobblin_py.builtin.schemas.mysql_columns import CONVERT
 from gobblin_py.builtin.sources.mysql_cdc import binlog, decode, position
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, connect
-from gobblin_py.builtin.sources.mysql_cdc.snapshot import Chunks, read_chunk
+from gobblin_py.builtin.sources.mysql_cdc.snapshot import Chunks, read_chunk, read_chunk_native
 from gobblin_py.builtin.sources.mysql_cdc.split import MysqlCdcSplit
 from gobblin_py.errors import SourceError, UnreachableError, describe
 
@@ -38,11 +38,16 @@ CHUNK, CHUNK_BATCH = "mysql_cdc.chunk", 1000  # a batch of a snapshot chunk's ro
 
 
 class ChunkRows(list):  # type: ignore[type-arg]
-    """Consecutive rows of a snapshot chunk (dicts by column), numbered from `first`, as of binlog position `high`."""
+    """Consecutive rows of a snapshot chunk (dicts by column), numbered from `first`, as of binlog position `high`;
+    `arrow`: the same rows as ConnectorX read them (`snapshot.read_chunk_native`), whose Python values are the row
+    path's (`mysql_columns.native_reads`), made dicts only where a batch takes the row path."""
 
-    def __init__(self, rows: list[dict[str, Any]], first: int, high: int) -> None:
+    def __init__(self, rows: list[dict[str, Any]], first: int, high: int, arrow: Any = None) -> None:
         super().__init__(rows)
-        self.first, self.high = first, high
+        self.first, self.high, self.arrow = first, high, arrow
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return self.arrow.to_pylist() if self.arrow is not None else self
 
 
 class MysqlCdcExtractor(BatchExtractor):
@@ -56,12 +61,16 @@ class MysqlCdcExtractor(BatchExtractor):
         self.names: list[str] = p.columns
         self.end = p.end
         self.at: str | tuple[str, int] = ""  # where the reader is: text, or a change's (op, position)
+        self._columnar = False
         self._ts: tuple[int | None, datetime | None] = (None, None)  # the last commit second and its datetime
         self.seq = 0
         self._convert: list[tuple[str, Callable[[Any], Any]]] = [(c, CONVERT[k]) for c, k in p.casts.items()]
         self._arrow: Any = None  # the Arrow mapping of the records' schema
         self._binary = [f["name"] for f in p.avro_schema["fields"]
                         if f["type"] == "bytes" or (isinstance(f["type"], list) and "bytes" in f["type"])]
+
+    def columnar_path(self) -> None:
+        self._columnar = True  # a chunk may then be read by ConnectorX (`split.native`), its batches Arrow already
 
     def get_schema(self) -> Schema:
         return self.split.avro_schema
@@ -99,7 +108,7 @@ class MysqlCdcExtractor(BatchExtractor):
     def records_of(self, batch: RawBatch) -> Iterator[Record]:
         if isinstance(batch.values, ChunkRows):
             rows, p = batch.values, self.split
-            for n, row in enumerate(rows, rows.first):
+            for n, row in enumerate(rows.dicts(), rows.first):
                 self.at = f"snapshot chunk {p.chunk} row {n}"
                 yield self._record(row, "read", rows.high, (p.chunk << 32) + n, None, None)  # type: ignore[operator]
             return
@@ -120,15 +129,22 @@ class MysqlCdcExtractor(BatchExtractor):
         of a chunk's time after its SELECT (issue 45). None where pyarrow refuses a value: the row path decides."""
         import pyarrow as pa
 
-        p, n = self.split, len(rows)
+        p, n = self.split, len(rows) if rows.arrow is None else rows.arrow.num_rows
         converts = dict(self._convert)
         binary = set(self._binary)
         fixed: dict[str, Any] = {"_op": ["read"] * n, "_pos": [rows.high] * n, "_commit_ts": [None] * n,
                                  "_xid": [None] * n,
                                  "_seq": range((p.chunk << 32) + rows.first, (p.chunk << 32) + rows.first + n)}  # type: ignore[operator]
         arrays = []
+        native = conform(rows.arrow.select(self.names), pa.schema([self._arrow.field(c) for c in self.names])) \
+            if rows.arrow is not None else None
+        if rows.arrow is not None and native is None:
+            return None  # a value that does not cast exactly: the row path decides
         try:
             for field in self._arrow:
+                if native is not None and field.name in self.names:
+                    arrays.append(native.column(field.name))
+                    continue
                 if field.name in fixed:
                     values: Any = fixed[field.name]
                 elif field.name in self.names:
@@ -170,9 +186,22 @@ class MysqlCdcExtractor(BatchExtractor):
         try:
             floats = frozenset(f["name"] for f in p.avro_schema["fields"]
                                if f["type"] == "float" or (isinstance(f["type"], list) and "float" in f["type"]))
-            high, rows = read_chunk(s, conn, p.database, p.table_name, self.names, p.key, lo, hi, floats)
+            native = read_chunk_native(s, conn, p.database, p.table_name, self.names, p.key, lo, hi, floats) \
+                if p.native and self._columnar else None
+            if native is not None:
+                high, table = native
+            else:
+                high, rows = read_chunk(s, conn, p.database, p.table_name, self.names, p.key, lo, hi, floats)
         finally:
             conn.close()
+        if native is not None:
+            first = 0
+            for batch in table.to_batches(CHUNK_BATCH):
+                self.at = f"snapshot chunk {p.chunk} row {first}"
+                yield RawBatch(CHUNK, ChunkRows([], first, high, batch))
+                first += batch.num_rows
+            self.end = high
+            return
         for first in range(0, len(rows), CHUNK_BATCH):
             self.at = f"snapshot chunk {p.chunk} row {first}"
             yield RawBatch(CHUNK, ChunkRows(rows[first:first + CHUNK_BATCH], first, high))
