@@ -3,7 +3,8 @@ start it: tests/jdbc_mysql/mariadb_server.py).
 
 - `--phase snapshot`: a table of `--rows` rows read by the first run of mysql_cdc (its chunked snapshot, one task per
   chunk of `--chunk-rows`) against the jdbc source's full load of the same table, both into Parquet, in turn
-  `--repeat` times, every output read back with pyarrow and its ids counted (each of 1..rows once).
+  `--repeat` times, every output read back with pyarrow and its ids counted (each of 1..rows once); with `--baseline
+  DIR`, mysql_cdc's first run with that checkout's code too, in the same turn.
 - `--phase stream`: `--changes` changes (inserts and updates of rows already there, in transactions of `--per-txn`)
   written after the table's snapshot, then one run applies them into an Iceberg table in upsert mode. Reported:
   changes applied a second (the run's wall time, process start included). The table is read back with pyiceberg and
@@ -101,11 +102,14 @@ def snapshot(args: argparse.Namespace) -> dict[str, Any]:
                          "writer": {"class": "parquet"}, "publisher": {"final_dir": str(tmp / f"jdbc-{r}" / "output")},
                          "spark": {"master": "local[2]"}},
             }
+            if args.baseline:  # the same first run with that checkout's code
+                jobs["mysql_cdc_baseline"] = json.loads(json.dumps(cdc).replace(f"mysql_cdc-{r}", f"mysql_cdc_baseline-{r}"))
             for tool, job in jobs.items():
                 where = tmp / f"{tool}-{r}"
                 where.mkdir(parents=True, exist_ok=True)
                 (where / "job.yaml").write_text(yaml.safe_dump(job))
-                code, took, text = gobblin(["run", "job.yaml"], where)
+                code, took, text = gobblin(["run", "job.yaml"], where,
+                                           Path(args.baseline).resolve() if tool.endswith("_baseline") else ROOT)
                 ids = _ids(where / "output")
                 out.setdefault(tool, []).append({"seconds": round(took, 1), "rows_per_s": round(ids["rows"] / took),
                                                  "exit": code, "read_back": ids,
@@ -116,6 +120,11 @@ def snapshot(args: argparse.Namespace) -> dict[str, Any]:
                     print(text[-3000:], file=sys.stderr)
     out["mysql_cdc_over_jdbc_rows_per_s"] = [round(a["rows_per_s"] / b["rows_per_s"], 2)
                                              for a, b in zip(out["mysql_cdc"], out["jdbc"])]
+    if args.baseline:
+        out["baseline_over_jdbc_rows_per_s"] = [round(a["rows_per_s"] / b["rows_per_s"], 2)
+                                                for a, b in zip(out["mysql_cdc_baseline"], out["jdbc"])]
+        out["mysql_cdc_over_baseline_rows_per_s"] = [round(a["rows_per_s"] / b["rows_per_s"], 2)
+                                                     for a, b in zip(out["mysql_cdc"], out["mysql_cdc_baseline"])]
     return out
 
 
@@ -472,7 +481,7 @@ def main() -> None:
                                          "collapsed stacks written to this path with the rate before the suffix")
     parser.add_argument("--tables", type=int, default=50, help="--phase tables: the many-table job's tables")
     parser.add_argument("--repeat", type=int, default=2, help="--phase snapshot, tables, stream, read: measurements of each case")
-    parser.add_argument("--baseline", help="--phase tables, stream, read, offered: a checkout whose code is measured too, for comparison")
+    parser.add_argument("--baseline", help="--phase snapshot, tables, stream, read, offered: a checkout whose code is measured too, for comparison")
     args = parser.parse_args()
     result = {"snapshot": snapshot, "stream": stream, "read": read, "tables": tables,
               "offered": offered}[args.phase](args)
