@@ -3,14 +3,16 @@ start it: tests/jdbc_mysql/mariadb_server.py).
 
 - `--phase snapshot`: a table of `--rows` rows read by the first run of mysql_cdc (its chunked snapshot, one task per
   chunk of `--chunk-rows`) against the jdbc source's full load of the same table, both into Parquet, in turn
-  `--repeat` times, every output read back with pyarrow and its ids counted (each of 1..rows once).
+  `--repeat` times, every output read back with pyarrow and its ids counted (each of 1..rows once); with `--baseline
+  DIR`, mysql_cdc's first run with that checkout's code too, in the same turn.
 - `--phase stream`: `--changes` changes (inserts and updates of rows already there, in transactions of `--per-txn`)
   written after the table's snapshot, then one run applies them into an Iceberg table in upsert mode. Reported:
   changes applied a second (the run's wall time, process start included). The table is read back with pyiceberg and
   compared with `SELECT` by key: a run that lost or doubled a row is reported as wrong, never as fast. With
   `--baseline DIR`, the same with that checkout's code, the two in turn `--repeat` times on the same server.
-- `--phase offered`: `run --continuous` while changes are offered at each of `--rates` a second for `--seconds`:
-  changes applied a second and each transaction's lag to the Iceberg snapshot that holds it, p50/p99 (as
+- `--phase offered`: `run --continuous` while `--sessions` sessions offer changes (multi-row INSERT and UPDATE … IN,
+  `--per-txn` a transaction) at each of `--rates` a second for `--seconds`, with `--baseline DIR` that checkout's run
+  too, in turn at each rate `--repeat` times: changes applied a second and each transaction's lag to the Iceberg snapshot that holds it, p50/p99 (as
   bench_cdc.py's stream phase for postgres_cdc); the table compared with `SELECT` afterwards.
 - `--phase read`: the binlog read alone (`binlog.read` of `--changes` changes to the table, as `--phase stream` writes
   them, every change counted), in a process of its own per read, this checkout, `--baseline DIR`'s, and this
@@ -100,11 +102,14 @@ def snapshot(args: argparse.Namespace) -> dict[str, Any]:
                          "writer": {"class": "parquet"}, "publisher": {"final_dir": str(tmp / f"jdbc-{r}" / "output")},
                          "spark": {"master": "local[2]"}},
             }
+            if args.baseline:  # the same first run with that checkout's code
+                jobs["mysql_cdc_baseline"] = json.loads(json.dumps(cdc).replace(f"mysql_cdc-{r}", f"mysql_cdc_baseline-{r}"))
             for tool, job in jobs.items():
                 where = tmp / f"{tool}-{r}"
                 where.mkdir(parents=True, exist_ok=True)
                 (where / "job.yaml").write_text(yaml.safe_dump(job))
-                code, took, text = gobblin(["run", "job.yaml"], where)
+                code, took, text = gobblin(["run", "job.yaml"], where,
+                                           Path(args.baseline).resolve() if tool.endswith("_baseline") else ROOT)
                 ids = _ids(where / "output")
                 out.setdefault(tool, []).append({"seconds": round(took, 1), "rows_per_s": round(ids["rows"] / took),
                                                  "exit": code, "read_back": ids,
@@ -115,6 +120,11 @@ def snapshot(args: argparse.Namespace) -> dict[str, Any]:
                     print(text[-3000:], file=sys.stderr)
     out["mysql_cdc_over_jdbc_rows_per_s"] = [round(a["rows_per_s"] / b["rows_per_s"], 2)
                                              for a, b in zip(out["mysql_cdc"], out["jdbc"])]
+    if args.baseline:
+        out["baseline_over_jdbc_rows_per_s"] = [round(a["rows_per_s"] / b["rows_per_s"], 2)
+                                                for a, b in zip(out["mysql_cdc_baseline"], out["jdbc"])]
+        out["mysql_cdc_over_baseline_rows_per_s"] = [round(a["rows_per_s"] / b["rows_per_s"], 2)
+                                                     for a, b in zip(out["mysql_cdc"], out["mysql_cdc_baseline"])]
     return out
 
 
@@ -253,20 +263,24 @@ def offered(args: argparse.Namespace) -> dict[str, Any]:
     first upsert snapshot whose committed binlog position is past it), p50/p99; the table read back and compared."""
     rates = [int(r) for r in args.rates.split(",")]
     out: dict[str, Any] = {"phase": "offered", "seconds": args.seconds, "per_txn": args.per_txn,
+                           "sessions": args.sessions,
                            "initial_rows": args.initial, "runs": []}
+    codes = {"this": ROOT, **({"baseline": Path(args.baseline).resolve()} if args.baseline else {})}
     with LocalMariaDB(binlog=True) as maria:
-        for rate in rates:
-            tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-offered-"))
-            out["runs"].append(_one_offered(maria, tmp, rate, args))
-            print(json.dumps(out["runs"][-1]), file=sys.stderr)
+        for r in range(args.repeat if args.baseline else 1):
+            for rate in rates:
+                for name, code in codes.items():  # the checkouts in turn at each rate, on the same server
+                    tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-offered-"))
+                    out["runs"].append({"code": name, "round": r, **_one_offered(maria, tmp, rate, args, code)})
+                    print(json.dumps(out["runs"][-1]), file=sys.stderr)
     return out
 
 
-def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Namespace) -> dict[str, Any]:
+def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Namespace, code: Path = ROOT) -> dict[str, Any]:
     import signal
     import threading
 
-    db = f"o{rate}"
+    db = f"o{rate}_{tmp.name.rsplit('-', 1)[-1]}"
     fill(maria, args.initial, db)
     publisher = {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
                  "key": ["id"], "order_by": ["_pos", "_seq"], "delete_when": {"column": "_op", "equals": ["delete"]},
@@ -275,23 +289,28 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
     job["job"]["checkpoint_interval"] = "1s"  # as bench_cdc.py's stream phase
     (tmp / "job.yaml").write_text(yaml.safe_dump(job))
     for _ in range(2):  # the snapshot's chunks, then the stream that follows them
-        code_, _, text = gobblin(["run", "job.yaml"], tmp)
+        code_, _, text = gobblin(["run", "job.yaml"], tmp, code)
         if code_:
             raise SystemExit(f"a first run failed: {text[-2000:]}")
     commits: list[tuple[int, float, int]] = []  # (binlog position after the commit, wall time, changes)
     stop = threading.Event()
 
-    def offer() -> None:
+    def offer(session: int) -> None:
+        """One of `--sessions` sessions, each offering `rate / sessions` a second: a multi-row INSERT of new keys (its
+        own range) and an UPDATE … WHERE id IN of keys of its own (id % sessions), `--per-txn` changes a commit."""
+        sessions = args.sessions
         with maria.connect(db, autocommit=False) as conn, conn.cursor() as cur:
-            next_id, t = args.initial + 1, 0
-            period, due = args.per_txn / rate, time.monotonic()
+            next_id, t = args.initial + 1 + session * 1_000_000_000, 0
+            period, due = args.per_txn * sessions / rate, time.monotonic()
             while not stop.is_set():
                 inserts = (args.per_txn + 1) // 2
-                updated = sorted({1 + ((t * args.per_txn + i) * 7919) % args.initial for i in range(args.per_txn - inserts)})
-                cur.executemany("INSERT INTO acct VALUES (%s, 'n', 0, NULL, NOW(6))",
-                                [(k,) for k in range(next_id, next_id + inserts)])
-                cur.execute("UPDATE acct SET balance = balance + 1, note = 'u' WHERE id IN (%s)"
-                            % ",".join(map(str, updated)))
+                updated = sorted({1 + (((t * args.per_txn + i) * 7919) % (args.initial // sessions)) * sessions + session
+                                  for i in range(args.per_txn - inserts)})
+                cur.execute("INSERT INTO acct VALUES " + ",".join(
+                    "(%d, 'n', 0, NULL, NOW(6))" % k for k in range(next_id, next_id + inserts)))
+                if updated:
+                    cur.execute("UPDATE acct SET balance = balance + 1, note = 'u' WHERE id IN (%s)"
+                                % ",".join(map(str, updated)))
                 conn.commit()
                 cur.execute("SHOW MASTER STATUS")
                 file, offset = cur.fetchone()[:2]
@@ -301,22 +320,30 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
                 time.sleep(max(0.0, due - time.monotonic()))
 
     log = open(tmp / "continuous.log", "w")
-    runner = subprocess.Popen([sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--continuous"], cwd=tmp,
-                              env={**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": str(ROOT)}, text=True,
+    spy = [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "--format", "raw", "--rate", "50",
+           "-o", str(Path(args.py_spy).resolve().with_suffix(f".{rate}.txt")), "--"] if args.py_spy else []
+    runner = subprocess.Popen([*spy, sys.executable, "-m", "gobblin_py.cli.main", "run", "job.yaml", "--continuous"], cwd=tmp,
+                              env={**os.environ, PASSWORD_ENV: PASSWORD, "PYTHONPATH": str(code)}, text=True,
                               stdout=log, stderr=subprocess.STDOUT)
-    thread = threading.Thread(target=offer)
+    threads = [threading.Thread(target=offer, args=(s,)) for s in range(args.sessions)]
     started = time.time()
-    thread.start()
+    for thread in threads:
+        thread.start()
     visible = _watch(tmp, lambda: time.time() - started < args.seconds)
     stop.set()
-    thread.join()
-    end = commits[-1][0] if commits else 0
+    for thread in threads:
+        thread.join()
+    end = max((c[0] for c in commits), default=0)
     deadline = time.time() + 180
     while (not visible or visible[-1][1] < end) and time.time() < deadline:  # drain what was offered
         visible += _watch(tmp, lambda: False, {v[0] for v in visible})
         time.sleep(1)
     drained = time.time()
-    runner.send_signal(signal.SIGINT)
+    if spy:  # the run stops, then py-spy writes its samples and exits
+        for child in Path(f"/proc/{runner.pid}/task/{runner.pid}/children").read_text().split():
+            os.kill(int(child), signal.SIGINT)
+    else:
+        runner.send_signal(signal.SIGINT)
     runner.wait(timeout=120)
     log.close()
     lags = sorted(next((seen - at for _, mark, seen in visible if mark >= pos), float("inf")) for pos, at, _ in commits)
@@ -449,9 +476,12 @@ def main() -> None:
     parser.add_argument("--initial", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--per-txn", type=int, default=10)
+    parser.add_argument("--sessions", type=int, default=4, help="--phase offered: sessions offering the changes")
+    parser.add_argument("--py-spy", help="--phase offered: the continuous run sampled by py-spy (--subprocesses), its "
+                                         "collapsed stacks written to this path with the rate before the suffix")
     parser.add_argument("--tables", type=int, default=50, help="--phase tables: the many-table job's tables")
     parser.add_argument("--repeat", type=int, default=2, help="--phase snapshot, tables, stream, read: measurements of each case")
-    parser.add_argument("--baseline", help="--phase tables, stream, read: a checkout whose code is measured too, for comparison")
+    parser.add_argument("--baseline", help="--phase snapshot, tables, stream, read, offered: a checkout whose code is measured too, for comparison")
     args = parser.parse_args()
     result = {"snapshot": snapshot, "stream": stream, "read": read, "tables": tables,
               "offered": offered}[args.phase](args)

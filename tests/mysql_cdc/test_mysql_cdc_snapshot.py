@@ -118,3 +118,61 @@ def test_a_failed_chunk_commits_none_of_its_runs_chunks_under_commit_policy_succ
     reads = [r["id"] for r in rows if r["_op"] == "read"]
     assert sorted(reads) == list(range(1, 46))
     assert replay(rows, "id", "v") == dict(maria.query(mdb, "SELECT id, v FROM t"))
+
+
+def test_a_chunk_takes_mariadbs_exact_snapshot_position(binlog_maria: Any, mdb: str) -> None:
+    """A chunk's low is MariaDB's `Binlog_snapshot_position`, exact for its read view. The status names come
+    capitalized, and the lower-case look-up found none: every chunk took `SHOW MASTER STATUS` before its transaction,
+    whose window (a transaction in the binlog before it but not yet visible to the view) lost a change of the chunk."""
+    from gobblin_py.builtin.sources.mysql_cdc import position
+    from gobblin_py.builtin.sources.mysql_cdc.snapshot import _snapshot_position
+
+    maria = binlog_maria
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+    s = MysqlCdcSettings(url=maria.url(mdb, "mysql"), password_env=PASSWORD_ENV, tables=[f"{mdb}.t"])
+    conn = connect(s)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            maria.execute(mdb, "INSERT INTO t VALUES (2)")  # committed after the view: past its position
+            cur.execute("SHOW STATUS LIKE 'Binlog_snapshot_position'")
+            exact = int(cur.fetchone()[1])
+            got = _snapshot_position(conn)
+        assert got is not None and got.offset == exact
+        assert got.value() < position.current(conn).value()
+    finally:
+        conn.rollback()
+        conn.close()
+
+
+def test_a_chunk_read_by_connectorx_changed_in_its_window_is_read_again_by_rows(binlog_maria: Any, mdb: str,
+                                                                                 monkeypatch: Any) -> None:
+    """ConnectorX's SELECT sees the chunk somewhere in (low, high]: a change of one of its keys committed after the
+    SELECT, before `high`, would be published as of `high` with the old value (lost). Such a chunk is left to the
+    rows path (None); a change of a key outside the chunk leaves ConnectorX's rows as they are."""
+    import connectorx
+
+    from gobblin_py.builtin.sources.mysql_cdc.snapshot import read_chunk_native
+
+    maria = binlog_maria
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY, v text)", "INSERT INTO t SELECT seq, 'v' FROM seq_1_to_30")
+    s = MysqlCdcSettings(url=maria.url(mdb, "mysql"), password_env=PASSWORD_ENV, tables=[f"{mdb}.t"])
+    real, late = connectorx.read_sql, []
+
+    def then_change(*args: Any, **kwargs: Any) -> Any:
+        got = real(*args, **kwargs)
+        maria.execute(mdb, late.pop())  # committed after the SELECT, before the chunk's high
+        return got
+
+    monkeypatch.setattr(connectorx, "read_sql", then_change)
+    conn = connect(s)
+    try:
+        late.append("UPDATE t SET v = 'outside' WHERE id = 25")
+        high, arrow = read_chunk_native(s, conn, mdb, "t", ["id", "v"], ["id"], None, (10,))
+        assert arrow.to_pylist() == [{"id": k, "v": "v"} for k in range(1, 11)] and high == position.current(conn).value()
+        late.append("UPDATE t SET v = 'late' WHERE id = 5")
+        assert read_chunk_native(s, conn, mdb, "t", ["id", "v"], ["id"], None, (10,)) is None
+        _, rows = read_chunk(s, conn, mdb, "t", ["id", "v"], ["id"], None, (10,))
+        assert rows[4] == {"id": 5, "v": "late"}
+    finally:
+        conn.close()

@@ -70,3 +70,109 @@ def test_a_row_read_by_the_snapshot_and_from_the_binlog_gives_one_record(tmp_pat
                 assert types[c][0].isascii() or any(v and not v.isascii() for v in seen), (name, c, seen)
     bits = [c["bt"] for c in read_changes(tmp_path / "output", f"{mdb}.t") if c["_op"] == "read"]
     assert False in bits and True in bits  # both BIT(1) values drawn
+
+
+def test_a_snapshot_chunk_made_a_column_at_a_time_equals_its_records(tmp_path: Path, binlog_maria: Any, mdb: str,
+                                                                     monkeypatch: Any) -> None:
+    """Issue 45: a chunk's rows go to the writer as Arrow made a column at a time (`_chunk_arrow`), not record by
+    record: every chunk batch must equal the row path's records of it made Arrow (`records_arrow`), schema and values,
+    for every mapped column type, and be refused where the row path's conversion is refused."""
+
+    from gobblin_py.api.batches import RawBatch
+    from gobblin_py.builtin.schemas.arrow_rows import RECORDS, records_arrow
+    from gobblin_py.builtin.sources.mysql_cdc.extractor import ChunkRows, MysqlCdcExtractor
+
+    maria = binlog_maria
+    types = {c: t for c, t in {**FAST, **LIBRARY}.items() if c not in ("g", "bt64")}  # geometry has no mapping
+    r = random.Random(5)
+    rows = [[None if r.random() < 0.1 else make(r) for _, make in types.values()] for _ in range(2500)]
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY, " + ", ".join(f"{c} {d}" for c, (d, _) in types.items())
+                  + ") DEFAULT CHARSET utf8mb4")
+    with maria.connect(mdb) as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = '', time_zone = '+00:00'")
+        cur.executemany(f"INSERT INTO t (id, {', '.join(types)}) VALUES (%s, " + ", ".join(["%s"] * len(types)) + ")",
+                        [[k, *row] for k, row in enumerate(rows)])
+    real, compared = MysqlCdcExtractor.to_arrow, []
+
+    def both(self: Any, batch: Any) -> Any:
+        got = real(self, batch)
+        if isinstance(batch.values, ChunkRows):
+            want = records_arrow(RawBatch(RECORDS, [(rec, "") for rec in self.records_of(batch)]), self._arrow)
+            compared.append((got is not None, want is not None))
+            assert (got is None) == (want is None)
+            assert got is None or (got.schema == want.schema and got.equals(want)), (got.schema, want.schema)
+        return got
+
+    monkeypatch.setattr(MysqlCdcExtractor, "to_arrow", both)
+    job = cdc_job(tmp_path, maria, mdb, ["t"], snapshot={"chunk_rows": 1200})
+    job["writer"] = {"class": "parquet"}
+    assert run(tmp_path, job).succeeded
+    assert len(compared) == 5, compared  # chunks of 1,200, 1,200 and 100 rows, a thousand rows a batch
+    # zero dates and TIME outside a day are bad records on both paths: batches holding them go record by record
+    no_time = {c: t for c, t in types.items() if c not in OUT_OF_RANGE
+               and (not t[0].startswith("time") or t[0].startswith("timestamp"))}
+    maria.execute(mdb, f"CREATE TABLE u (id int PRIMARY KEY, {', '.join(f'{c} {d}' for c, (d, _) in no_time.items())})"
+                  " DEFAULT CHARSET utf8mb4", f"INSERT INTO u SELECT id, {', '.join(no_time)} FROM t")
+    compared.clear()
+    (tmp_path / "u").mkdir()
+    job = cdc_job(tmp_path / "u", maria, mdb, ["u"], snapshot={"chunk_rows": 1200})
+    job["writer"] = {"class": "parquet"}
+    assert run(tmp_path / "u", job).succeeded
+    assert compared and all(got for got, _ in compared), compared  # the columnar path taken
+
+
+def test_a_chunk_read_by_connectorx_equals_the_chunk_read_by_rows(tmp_path: Path, binlog_maria: Any, mdb: str,
+                                                                   monkeypatch: Any) -> None:
+    """Issue 45: a chunk whose columns ConnectorX reads as PyMySQL does is read by it (`read_chunk_native`): the same
+    Arrow batches (schema and values) and the same records on the row path as the chunk read by PyMySQL, every such
+    column type, `timestamp` included with the server's zone not UTC (the session's is set to UTC)."""
+    import pyarrow as pa
+
+    from gobblin_py.builtin.sources.mysql_cdc import extractor
+    from gobblin_py.builtin.sources.mysql_cdc.extractor import ChunkRows, MysqlCdcExtractor
+
+    maria = binlog_maria
+    types = {c: FAST[c] for c in ("ti", "tiu", "si", "siu", "mi", "miu", "i", "iu", "bi", "f", "d", "y", "c", "vc",
+                                  "lat", "bn", "vb", "tt", "t", "mt", "lt", "tb", "bl", "mb", "dtm1", "dtm3", "dtm6",
+                                  "ts2", "ts6", "dm", "dm9", "dmf")}
+    r = random.Random(7)
+    rows = [[k, *[None if r.random() < 0.1 else make(r) for _, make in types.values()]] for k in range(2500)]
+    maria.execute(mdb, "CREATE TABLE t (id int PRIMARY KEY, " + ", ".join(f"{c} {d}" for c, (d, _) in types.items())
+                  + ") DEFAULT CHARSET utf8mb4")
+    with maria.connect(mdb) as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = '', time_zone = '+00:00'")
+        cur.executemany(f"INSERT INTO t (id, {', '.join(types)}) VALUES (%s, " + ", ".join(["%s"] * len(types)) + ")",
+                        rows)
+    real, seen = MysqlCdcExtractor.to_arrow, []
+
+    def both(self: Any, batch: Any) -> Any:
+        got = real(self, batch)
+        if isinstance(batch.values, ChunkRows):
+            seen.append((batch.values.arrow is not None, got, list(self.records_of(batch))))
+        return got
+
+    monkeypatch.setattr(MysqlCdcExtractor, "to_arrow", both)
+    maria.root_execute("SET GLOBAL time_zone = '+05:00'")  # ConnectorX's session starts in the server's zone
+    try:
+        out = {}
+        for way in ("rows", "native"):
+            seen.clear()
+            if way == "rows":
+                monkeypatch.setattr(extractor, "read_chunk_native", lambda *a, **k: None)
+            else:
+                monkeypatch.undo()
+                monkeypatch.setattr(MysqlCdcExtractor, "to_arrow", both)
+            (tmp_path / way).mkdir()
+            job = cdc_job(tmp_path / way, maria, mdb, ["t"], snapshot={"chunk_rows": 1200})
+            job["writer"] = {"class": "parquet"}
+            assert run(tmp_path / way, job).succeeded
+            assert {native for native, _, _ in seen} == {way == "native"}, way
+            assert all(got is not None for _, got, _ in seen), way  # every batch took the columnar path
+            out[way] = (pa.Table.from_batches([got for _, got, _ in seen]), [rec for _, _, recs in seen for rec in recs])
+    finally:
+        maria.root_execute("SET GLOBAL time_zone = 'SYSTEM'")
+    (rows_arrow, rows_records), (native_arrow, native_records) = out["rows"], out["native"]
+    assert native_arrow.num_rows == 2500 and native_arrow.schema == rows_arrow.schema
+    differ = [c for c in rows_arrow.column_names if not native_arrow.column(c).equals(rows_arrow.column(c))]
+    assert not differ, differ
+    assert native_records == rows_records

@@ -112,3 +112,25 @@ def _members(value: Any) -> Any:
 CONVERT: dict[str, Callable[[Any], Any]] = {"time": _time, "bool": _bool, "bits": _bits, "decimal": _decimal,
                                             "text": _members}
 """`Column.cast` → the conversion of the driver's value to what the Avro writer takes."""
+
+
+NATIVE_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint", "year", "float", "double", "decimal", "char",
+                "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "binary", "varbinary", "tinyblob", "blob",
+                "mediumblob", "longblob", "date", "datetime"}
+"""The MySQL types whose ConnectorX Arrow values are the row path's values (cast, where need be, to the same type)."""
+
+
+def native_reads(columns: list[Column], also: frozenset[str] = frozenset()) -> bool:
+    """Whether ConnectorX reads every column exactly as PyMySQL does (the jdbc source's and mysql_cdc's native
+    readers): no TIME, BIT, SET, unsigned BIGINT or JSON (converted here, or read otherwise), no decimal beyond
+    ConnectorX's (38,10); `also`: types a reader has proven for itself (mysql_cdc: `timestamp`, its session in UTC)."""
+    return all(c.cast is None and (c.type_name in NATIVE_TYPES or c.type_name in also) and _fits_native(c)
+               for c in columns)
+
+
+def _fits_native(c: Column) -> bool:
+    """ConnectorX reads a decimal as decimal(38,10): exact only for a scale ≤ 10 and ≤ 28 digits before the point."""
+    avro = c.avro
+    if isinstance(avro, dict) and avro.get("logicalType") == "decimal":
+        return avro["scale"] <= 10 and avro["precision"] - avro["scale"] <= 28
+    return True

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote as url_quote
 from urllib.parse import unquote, urlsplit
 
-from gobblin_py.builtin.schemas.mysql_columns import CONVERT
+from gobblin_py.builtin.schemas.mysql_columns import CONVERT, native_reads
 from gobblin_py.builtin.sources.jdbc.bounds import Bound, as_utc, time_bound
 from gobblin_py.builtin.sources.jdbc.columns import Column
 from gobblin_py.builtin.sources.jdbc.dialect import (
@@ -146,7 +146,7 @@ class MySqlDialect(Dialect):
     def native_reads(self, columns: list[Column]) -> bool:
         """Only columns ConnectorX reads exactly as PyMySQL does: no TIME, BIT, SET, unsigned BIGINT or JSON (converted
         here, or read otherwise), no `timestamp` (its zone is the session's), no decimal beyond ConnectorX's (38,10)."""
-        return all(c.cast is None and c.type_name in NATIVE_TYPES and _fits_native(c) for c in columns)
+        return native_reads(columns)
 
     def read_arrow(self, conn: Any, s: ConnectionSettings, query: Any, params: list[Any]) -> Iterator[Any]:
         import connectorx
@@ -206,11 +206,6 @@ class MySqlDialect(Dialect):
             pass  # the connection is lost: nothing left to end
 
 
-NATIVE_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint", "year", "float", "double", "decimal", "char",
-                "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "binary", "varbinary", "tinyblob", "blob",
-                "mediumblob", "longblob", "date", "datetime"}
-"""The MySQL types whose ConnectorX Arrow values are the row path's values (cast, where need be, to the same type)."""
-
 INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint"}
 """The key types a first load is sliced by (`key_split`)."""
 
@@ -220,14 +215,6 @@ NATIVE_FAILURES = (("max_statement_time", Failure.TIMEOUT), ("max_execution_time
                    ("gone away", Failure.CONNECTION_LOST), ("connection", Failure.CONNECTION_LOST),
                    ("broken pipe", Failure.CONNECTION_LOST), ("io error", Failure.CONNECTION_LOST))
 """The server's and ConnectorX's words for each failure."""
-
-
-def _fits_native(c: Column) -> bool:
-    """ConnectorX reads a decimal as decimal(38,10): exact only for a scale ≤ 10 and ≤ 28 digits before the point."""
-    avro = c.avro
-    if isinstance(avro, dict) and avro.get("logicalType") == "decimal":
-        return avro["scale"] <= 10 and avro["precision"] - avro["scale"] <= 28
-    return True
 
 
 class MariaDbDialect(MySqlDialect):

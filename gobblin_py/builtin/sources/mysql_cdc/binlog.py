@@ -17,7 +17,7 @@ import random
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gobblin_py.builtin.sources.mysql_cdc import position
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings
@@ -31,9 +31,9 @@ DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(alter\s+(?:online\s+|ignore\s+)*table|t
 NAME = re.compile(r"\s*((?:`[^`]+`|[\w$]+)(?:\s*\.\s*(?:`[^`]+`|[\w$]+))?)")
 
 
-@dataclass(frozen=True)
-class Change:
-    """One row change of the table: `op` insert, update, delete or truncate; `before`/`after` the row images."""
+class Change(NamedTuple):
+    """One row change of the table: `op` insert, update, delete or truncate; `before`/`after` the row images. A
+    named tuple, one a changed row: a frozen dataclass's construction was ~3 % of a continuous run's samples."""
 
     op: str
     before: dict[str, Any] | None

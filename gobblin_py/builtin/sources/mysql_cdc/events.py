@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pymysql
-from pymysql.connections import Connection
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.binlogstream import MYSQL_EXPECTED_ERROR_CODES
@@ -35,6 +34,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from gobblin_py.builtin.sources.mysql_cdc import rows
+from gobblin_py.builtin.sources.mysql_cdc.tls import PreferredTls
 from gobblin_py.errors import SourceError
 
 _ROWS: dict[int, tuple[type, int]] = {  # event type → (the library's event class, its post-header length)
@@ -72,7 +72,7 @@ class ParsedRows:
     images: list[tuple[dict[str, Any] | None, dict[str, Any] | None]]
 
 
-class _Connection(Connection):
+class _Connection(PreferredTls):
     """The reader's connection, able to hand a packet read here back to the library's reader; it keeps the table map
     packets the library reads (`keep`), for `rows.relabel` (`BinlogReader` reads its own with `read_own`)."""
 

@@ -98,10 +98,12 @@ def connect(s: MysqlCdcSettings, in_task: bool = False) -> Any:
     of every message: unreachable in a task is an UnreachableError (retried), else a SourceError."""
     import pymysql
 
+    from gobblin_py.builtin.sources.mysql_cdc.tls import PreferredTls
+
     args = s.connection_args()
     password = args.pop("password")
     try:
-        return pymysql.connect(password=password, autocommit=True, charset="utf8mb4", init_command="SET time_zone = '+00:00'",
+        return PreferredTls(password=password, autocommit=True, charset="utf8mb4", init_command="SET time_zone = '+00:00'",
                                program_name="gobblin-py mysql_cdc", **args)
     except pymysql.err.Error as exc:
         text = str(exc).replace(password, "***") if password else str(exc)

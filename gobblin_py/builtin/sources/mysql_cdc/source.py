@@ -29,7 +29,7 @@ from typing import Any
 from gobblin_py.api import Extractor, MultiWorkUnit, Source, SourceState, TaskContext, WorkUnit
 from gobblin_py.api.names import workunit_id
 from gobblin_py.api.types import SchemaKind
-from gobblin_py.builtin.schemas.mysql_columns import read_columns
+from gobblin_py.builtin.schemas.mysql_columns import native_reads, read_columns
 from gobblin_py.builtin.schemas.postgres_columns import avro_schema, check_mapped
 from gobblin_py.builtin.sources.mysql_cdc import position, server
 from gobblin_py.builtin.sources.mysql_cdc.decode import route
@@ -207,7 +207,8 @@ class MysqlCdcSource(Source):
                               casts={c.name: c.cast for c in t.columns if c.cast}, key=t.key, avro_schema=schema,
                               low=low, end=stop, base=t.end.base, width=t.end.width, chunk=n, chunk_lo=as_list(lo),
                               chunk_hi=as_list(hi), chunks=[(as_list(a), as_list(b), at) for a, b, at in chunks or []],
-                              read_bytes=read_bytes)
+                              read_bytes=read_bytes,
+                              native=chunk is not None and native_reads(t.columns, frozenset({"timestamp"})))
         props: dict[str, Any] = {"state.columns": types, "state.key": t.key, "state.server": t.identity}
         if chunk is not None:
             props["state.chunks"] = {str(n): [as_list(lo), as_list(hi)]}

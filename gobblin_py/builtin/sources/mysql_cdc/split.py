@@ -28,6 +28,7 @@ class MysqlCdcSplit(Split):
     chunk_lo: list[Any] | None = None
     chunk_hi: list[Any] | None = None
     chunks: list[tuple[list[Any] | None, list[Any] | None, int]] = []
+    native: bool = False  # a chunk whose columns ConnectorX reads as PyMySQL does (`snapshot.read_chunk_native`)
     read_bytes: int = 0  # about what the task reads: a chunk's rows, or the binlog of the range (all tables' events)
     routed: list[str] = []  # the run's tables one read of the binlog over (decode_low, end] serves (`decode.py`)
     decode_low: int = 0
