@@ -5,7 +5,7 @@ GOBBLIN_PY_CRASH_WINDOW_S=SECONDS makes every point pause, widening the commit p
 kills at random times land inside it. GOBBLIN_PY_PAUSE_AT=NAME[:N] stops the process there with SIGSTOP (a driver
 frozen past its lease, until the test sends SIGCONT). `POINTS` lists the commit path's points so a test can enumerate
 them; `COPY_POINTS`, `BATCH_POINTS` and `FENCE_POINTS` those of a cross-filesystem copy, of a batch of records
-written together and of the lease's check before each step.
+written together and of the lease's check before each step; `TASK_POINTS` those of a task, before the commit path.
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ BATCH_POINTS: tuple[str, ...] = (
 FENCE_POINTS: tuple[str, ...] = (
     "commit.step_fenced",            # the lease checked before a step (N-th step), the step not begun: where a paused
 )                                    # driver wakes inside a step after losing its lease
+
+TASK_POINTS: tuple[str, ...] = (
+    "task.before_outputs_synced",    # every work unit of a task ran, its files moved into task output but not yet
+)                                    # fsynced, no result handed on (`runtime.task.attempt.run_task`)
 
 _hits: dict[str, int] = {}
 

@@ -66,6 +66,7 @@ def main() -> None:
     p.add_argument("--initial", type=int, default=100_000)
     p.add_argument("--top", type=int, default=35)
     p.add_argument("--tables", type=int, default=0, help="profile bench_cdc.py's --phase tables run over N tables")
+    p.add_argument("--warm", action="store_true", help="--tables: profile a run in steady state (bench_cdc.py --warm)")
     p.add_argument("--raw", default=None, help="only sum up py-spy raw samples already taken (bench_cdc.py --profile)")
     args = p.parse_args()
     if args.raw:
@@ -166,9 +167,10 @@ def tables(args: argparse.Namespace) -> None:
     prof = Path(tempfile.mkdtemp(prefix="profile-cdc-tables-")) / "run.txt"
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     with LocalPostgres({"wal_level": "logical", "max_replication_slots": 10, "max_wal_senders": 10}) as pg:
-        out = one_run(pg, args.tables, args.changes, 100,
+        out = one_run(pg, args.tables, args.changes, 100, warm=args.warm,
                       prefix=[spy, "record", "--subprocesses", "--format", "raw", "--rate", "200", "--output", str(prof), "--"])
-    summary(prof, f"run over {args.tables} tables: {out['run_s']} s wall (under py-spy) for {args.changes} changes, every "
+    print(f"py-spy's raw samples: {prof}")
+    summary(prof, f"run over {args.tables} tables{' (warm)' if args.warm else ''}: {out['run_s']} s wall (under py-spy) for {args.changes} changes, every "
                   f"table equals its source: {out['every_table_equals_source']}; ", args.top, TABLE_STAGES)
 
 

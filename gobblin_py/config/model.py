@@ -107,7 +107,7 @@ class JobSection(_Strict):
                                   "with each (attempts at 0, 1 and 3 minutes); a dataset quarantined by a fault of its "
                                   "environment (a full or read-only disk, a permission, a catalog down) is retried after it "
                                   "too, at most an hour apart. 0: at once, and a quarantine waits for `gobblin-py recover`")
-    commit_parallelism: int = Field(default=4, ge=1, description="datasets committed, and recovered, at the same time in the driver")
+    commit_parallelism: int = Field(default=16, ge=1, description="datasets committed, and recovered, at the same time in the driver (a dataset's commit mostly waits on fsyncs, so threads are cheap)")
     commit_on_executors_from: int | None = Field(
         default=None, ge=0, description="datasets from which commits run as Spark tasks (0: never; unset: 64 on a cluster, never in local mode)")
     retention_runs: int = Field(default=50, ge=1, description="run records kept per job (history)")

@@ -11,6 +11,7 @@ import pytest
 from cdc.cdc_jobs import cdc_job, read_changes, slot_position
 from support.jobs import write_job
 
+from gobblin_py.crashpoints import TASK_POINTS
 from gobblin_py.state.store import StateStore
 from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
 
@@ -48,8 +49,9 @@ def _check(tmp: Path, conn: Any, slot: str) -> None:
 
 @pytest.mark.parametrize("in_snapshot", [False, True], ids=["changes", "first-run"])
 def test_kill_at_every_commit_point(tmp_path_factory: Any, pg: Any, in_snapshot: bool) -> None:
-    """Killed in the run that reads changes, or in the first run (the snapshot; the rerun finds the slot made)."""
-    points = commit_points(8) + ["recovery.before_commit"]
+    """Killed in the run that reads changes, or in the first run (the snapshot; the rerun finds the slot made); also
+    where the task (both tables: one MultiWorkUnit) moved its files into task output but has not fsynced them."""
+    points = list(TASK_POINTS) + commit_points(8) + ["recovery.before_commit"]
     dirs = [tmp_path_factory.mktemp("cp") for _ in points]
     dbs = [pg.create_database(f"crash_{int(in_snapshot)}_{n}") for n in range(len(points))]
 

@@ -1,7 +1,8 @@
 """One task's attempts: `run_task(spec)` is what a Spark executor (or the in-process executor) calls.
 
 Each attempt runs a `Pipeline` under its own attempt directory; only the files listed in the returned result are
-ever published, so a failed, retried or duplicated attempt never publishes twice."""
+ever published, so a failed, retried or duplicated attempt never publishes twice. The files of the task's work units
+are fsynced together once the last one ran, before any result leaves the task (`committables`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from pathlib import Path
 
 from gobblin_py.api import TaskResources, WorkUnit
 from gobblin_py.config.model import JobSpec
-from gobblin_py.errors import UnreachableError, describe, is_retriable
+from gobblin_py.crashpoints import crash_point
+from gobblin_py.durable import fsync_all
+from gobblin_py.errors import UnreachableError, describe, is_retriable, os_fault
 from gobblin_py.fs import Location, filesystem_for
 from gobblin_py.fs import configure as configure_filesystems
 from gobblin_py.runtime.task.giveups import GiveUps
@@ -24,14 +27,38 @@ from gobblin_py.runtime.task.spec import TaskSpec
 
 
 def run_task(spec: TaskSpec) -> list[WorkUnitResult]:
-    """Run every WorkUnit of the task, each retried up to `job.max_task_retries` times."""
+    """Run every WorkUnit of the task, each retried up to `job.max_task_retries` times; the files every result names
+    are durable when it returns."""
     _quiet_client_logs()
     configure_filesystems(spec.job.job.filesystems)
     resources = TaskResources()  # a MultiWorkUnit's extractors share connections; closed when the task ends
+    unsynced: list[list[Path]] = []  # per result, the fsyncs its files still need
     try:
-        return [_run_with_retries(spec, wu, resources) for wu in spec.workunits]
+        results = [_run_with_retries(spec, wu, resources, unsynced) for wu in spec.workunits]  # one list each
     finally:
         resources.close()
+    return _synced(results, unsynced)
+
+
+def _synced(results: list[WorkUnitResult], unsynced: list[list[Path]]) -> list[WorkUnitResult]:
+    """`results` once the files each names are durable: one round of fsyncs for the whole task (concurrent fsyncs
+    share the disk's cache flush). Where that round fails, each result's files are fsynced on their own, and a result
+    whose fsync fails is failed, naming the file: a commit record never names a file that is not durable."""
+    crash_point("task.before_outputs_synced")  # the files moved into task output, not yet durable, no result out
+    try:
+        fsync_all(p for paths in unsynced for p in paths)
+        return results
+    except OSError:
+        pass
+    out = []
+    for result, paths in zip(results, unsynced):
+        try:
+            fsync_all(paths)
+            out.append(result)
+        except OSError as exc:
+            out.append(_failed(result.workunit, [], f"task output of work unit {result.workunit.id} could not be made "
+                                                    f"durable: {os_fault(exc)}", time.monotonic() - result.duration_s))
+    return out
 
 
 def _quiet_client_logs() -> None:
@@ -47,9 +74,13 @@ def attempt_dirs(job: JobSpec, run_id: str, wu: WorkUnit, attempt_id: str) -> tu
     return (job.job.job_staging / run_id / wu.id / attempt_id, job.job.job_task_output / run_id / wu.id / attempt_id)
 
 
-def _run_with_retries(spec: TaskSpec, wu: WorkUnit, resources: TaskResources | None = None) -> WorkUnitResult:
+def _run_with_retries(spec: TaskSpec, wu: WorkUnit, resources: TaskResources | None,
+                      unsynced: list[list[Path]]) -> WorkUnitResult:
     """Attempts of one WorkUnit until one succeeds; a failure that would repeat (see `is_retriable`) ends them at once,
-    and so does a service this task needs that a task of this run already gave up on (see `giveups`)."""
+    and so does a service this task needs that a task of this run already gave up on (see `giveups`). The fsyncs the
+    result's files still need are appended to `unsynced` as one list (empty for a failed WorkUnit)."""
+    paths: list[Path] = []
+    unsynced.append(paths)
     job = spec.job
     errors: list[str] = []
     started = time.monotonic()
@@ -65,6 +96,7 @@ def _run_with_retries(spec: TaskSpec, wu: WorkUnit, resources: TaskResources | N
         pipeline = Pipeline(spec, wu, attempt, staging, output, resources)
         try:
             result = pipeline.run()
+            paths.extend(pipeline.unsynced)  # a failed attempt's files are deleted with its directory, never synced
             result.attempts = attempt
             result.warnings[:0] = [f"attempt {i + 1} failed: {e}" for i, e in enumerate(errors)]
             result.duration_s = time.monotonic() - started

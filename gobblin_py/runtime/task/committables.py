@@ -1,5 +1,10 @@
 """Committables: a writer's closed staged files moved into task output (fsynced there, or uploaded and checked)
-and described as `OutputFile`s, the one path for data files and error files alike."""
+and described as `OutputFile`s, the one path for data files and error files alike.
+
+A task of many work units (a slot's tables) defers the fsyncs: each work unit's moved files and new directories go
+on an `unsynced` list, fsynced all at once when the task ends (`attempt.run_task`), before any result naming them
+leaves the task: a commit record names a file only once the driver has the result, so the order is kept, with one
+round of fsyncs a task instead of one a work unit."""
 
 from __future__ import annotations
 
@@ -12,9 +17,10 @@ from gobblin_py.fs import Location, filesystem_for
 
 
 def commit_staged(staged: Path, dest: Location | Path | str, rel_path: str, records: int, kind: str = "data",
-                  dataset: str = "", branch: str = "") -> OutputFile:
+                  dataset: str = "", branch: str = "", unsynced: list[Path] | None = None) -> OutputFile:
     """Move a closed staged file into task output (fsynced there, or uploaded to a remote store and checked),
-    and describe it as a committable."""
+    and describe it as a committable. `unsynced`: a local file's fsyncs (the file, its directory, each directory made
+    for it) are appended there instead, for the caller to `fsync_all` before the committable leaves the task."""
     dest = Location(dest)
     size, checksum = staged.stat().st_size, file_checksum(staged)
     if dest.is_local:
@@ -24,7 +30,11 @@ def commit_staged(staged: Path, dest: Location | Path | str, rel_path: str, reco
         # the content, the entry and each new directory's entry durable before a commit record names the file, all at
         # once (one cache flush, not five one after another): until then no record names it, and a crash leaves it to
         # the orphan clean-up
-        fsync_all([dest.path, dest.path.parent, *new_dirs])
+        synced = [dest.path, dest.path.parent, *new_dirs]
+        if unsynced is not None:
+            unsynced.extend(synced)
+        else:
+            fsync_all(synced)
     else:
         fs = filesystem_for(dest)
         fs.put(staged, dest)
@@ -36,17 +46,20 @@ def commit_staged(staged: Path, dest: Location | Path | str, rel_path: str, reco
                       dataset=dataset, branch=branch)
 
 
-def commit_writer(writer: DataWriter, target: WriterTarget) -> list[OutputFile]:
-    """Close the writer, then move every staged file it returns into task output as a committable."""
-    return commit_closed(writer.close(), target)
+def commit_writer(writer: DataWriter, target: WriterTarget, unsynced: list[Path] | None = None) -> list[OutputFile]:
+    """Close the writer, then move every staged file it returns into task output as a committable (`unsynced`: as
+    `commit_staged`)."""
+    return commit_closed(writer.close(), target, unsynced)
 
 
-def commit_closed(closed: list[tuple[Path, int]], target: WriterTarget) -> list[OutputFile]:
+def commit_closed(closed: list[tuple[Path, int]], target: WriterTarget,
+                  unsynced: list[Path] | None = None) -> list[OutputFile]:
     """Move closed staged files under `target.staging_dir` (with their records, as `DataWriter.close` returns them)
-    into task output as committables."""
+    into task output as committables (`unsynced`: as `commit_staged`)."""
     out: list[OutputFile] = []
     root = Location(target.task_output_dir)
     for staged, records in closed:
         rel = staged.relative_to(target.staging_dir)
-        out.append(commit_staged(staged, root / rel, rel.as_posix(), records, dataset=target.dataset, branch=target.branch))
+        out.append(commit_staged(staged, root / rel, rel.as_posix(), records, dataset=target.dataset, branch=target.branch,
+                                  unsynced=unsynced))
     return out

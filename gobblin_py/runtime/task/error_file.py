@@ -48,13 +48,14 @@ class ErrorFile:
         self._f.write(line)
         self.count += 1
 
-    def commit(self, task_output_dir: Location) -> list[OutputFile]:
-        """Close and move into task output, as a committable published beside the data."""
+    def commit(self, task_output_dir: Location, unsynced: list[Path] | None = None) -> list[OutputFile]:
+        """Close and move into task output, as a committable published beside the data (`unsynced`: as
+        `committables.commit_staged`)."""
         if self._f is None:
             return []
         self._f.close()
         return [commit_staged(self.path, task_output_dir / self.rel_path, self.rel_path, self.count, kind="errors",
-                              dataset=self.dataset)]
+                              dataset=self.dataset, unsynced=unsynced)]
 
     def close(self) -> None:
         if self._f is not None:

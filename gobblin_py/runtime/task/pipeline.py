@@ -183,6 +183,7 @@ class Pipeline:
         self.branches: list[_Branch] = []
         self.writer_ends: list[_Segment] = []  # each branch's last segment, whose end is its writer
         self.columnar = 0  # records that took the columnar path
+        self.unsynced: list[Path] = []  # its committables' fsyncs, done by the task before its results leave it
         self._shared = len(spec.job.branches) > 1  # top-level writer and publisher named per branch
 
     def abort(self) -> None:
@@ -416,7 +417,7 @@ class Pipeline:
         for seg in self.writer_ends:
             seg.settle()
         for branch in branches:
-            committed = commit_writer(branch.writer, branch.target)
+            committed = commit_writer(branch.writer, branch.target, self.unsynced)
             files.extend(committed)
             branch.stats.bytes_written = sum(f.size for f in committed)
             written = sum(f.records for f in committed)
@@ -431,7 +432,7 @@ class Pipeline:
                 warnings.append(f"task policy {cfg.plugin.label} (OPTIONAL): {why}")
             metrics[branch.name] = BranchMetrics(branch.stats.records_in, branch.stats.records_written,
                                                  branch.stats.bytes_written, len(committed))
-        files.extend(self.errors.commit(self.output))
+        files.extend(self.errors.commit(self.output, self.unsynced))
         return WorkUnitResult(workunit=self.wu, status=TaskStatus.SUCCEEDED, attempts=1, files=files,
                               actual_high_watermark=high, records_extracted=extracted, records_columnar=self.columnar, rejected=dict(self.rejected),
                               branches=metrics, warnings=warnings, attempt_dir=str(self.output),
