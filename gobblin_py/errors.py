@@ -226,3 +226,13 @@ def spark_failure(exc: BaseException) -> str:
     if aborted is not None:
         return aborted.rsplit("Exception: ", 1)[-1].split(". Consider", 1)[0]
     return lines[0] if lines else type(exc).__name__
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """`text` with `secret` cut out, as written and as a URL carries it (percent-quoted: a driver's error may repeat
+    the connection URL it was given), whatever a library put in it."""
+    if not secret:
+        return text
+    from urllib.parse import quote
+
+    return text.replace(secret, "***").replace(quote(secret, safe=""), "***")

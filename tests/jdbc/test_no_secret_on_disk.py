@@ -48,3 +48,14 @@ def test_no_secret_in_any_file_the_job_writes_or_in_its_output(tmp_path: Path, p
     assert not any(s in done.stdout + done.stderr + killed.stdout + killed.stderr for s in secrets)
     assert not _leaks(tmp_path, secrets), _leaks(tmp_path, secrets)
     assert list((tmp_path / "warehouse").rglob("*.parquet")), "the job published its rows"
+
+
+def test_a_password_is_cut_from_a_drivers_message_also_as_its_connection_url_carries_it() -> None:
+    """ConnectorX takes the password inside a URL, percent-quoted; a message repeating that URL kept a password with
+    a character URLs quote (`@`, `/`, `%`) whole, since only its plain form was cut."""
+    from gobblin_py.errors import scrub
+
+    password = "p@ss/w%rd"
+    said = "cannot connect to mysql://gobblin:p%40ss%2Fw%25rd@127.0.0.1:3306/db; password p@ss/w%rd refused"
+    assert scrub(said, password) == "cannot connect to mysql://gobblin:***@127.0.0.1:3306/db; password *** refused"
+    assert scrub(said, None) == said

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from gobblin_py.builtin.sources.jdbc.bounds import Bound
 from gobblin_py.builtin.sources.jdbc.columns import Column
 from gobblin_py.builtin.sources.jdbc.ranges import KeyRange, Range
-from gobblin_py.errors import ConfigError, SourceError, UnreachableError
+from gobblin_py.errors import ConfigError, SourceError, UnreachableError, scrub
 
 
 class ConnectionSettings(Protocol):
@@ -283,11 +283,6 @@ def dialect_for(url: str) -> Dialect:
         raise ConfigError(f"source.url: scheme {scheme!r} is not supported; give one of {', '.join(DIALECTS)}")
     module, cls = target.split(":")
     return getattr(importlib.import_module(module), cls)()
-
-
-def scrub(text: str, password: str | None) -> str:
-    """`text` with the password cut out, whatever a library put in it."""
-    return text.replace(password, "***") if password else text
 
 
 def first_line(text: str) -> str:

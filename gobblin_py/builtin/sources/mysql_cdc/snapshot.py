@@ -23,6 +23,7 @@ from urllib.parse import quote as url_quote
 
 from gobblin_py.builtin.sources.mysql_cdc import binlog, position
 from gobblin_py.builtin.sources.mysql_cdc.settings import MysqlCdcSettings, query
+from gobblin_py.errors import scrub
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ def read_chunk_native(s: MysqlCdcSettings, conn: Any, database: str, table: str,
         raise
     except BaseException as exc:  # noqa: BLE001 - ConnectorX's errors and Rust panics: the rows path reads the chunk
         log.info("%s.%s: chunk (%s, %s] read by rows: ConnectorX: %s", database, table, lo, hi,
-                 str(exc).replace(given["password"], "***")[:300] if given["password"] else str(exc)[:300])
+                 scrub(str(exc), given["password"])[:300])
         return None
     high = position.current(conn)
     for c in binlog.read(s, database, table, columns, low.value(), high.value(), high.base, high.width):
