@@ -111,7 +111,7 @@ class MysqlWorld(KeyedWorld):
 SET_COLUMN = "s SET('ç', 'a', 'b', 'é') NOT NULL DEFAULT 'ç,b'"
 """The first column the shared rules set besides v and n (to a number 0–9: a set of these members, 0 the empty one)."""
 ENUM_COLUMN = "e ENUM('x', 'ñ', 'y') DEFAULT 'ñ'"
-"""Set as a number 1–3 (its members), once the SET column was dropped; its default otherwise."""
+"""Set as a number 1–3 (its members) where it is the first column the shared rules set; its default otherwise."""
 
 
 class MysqlCdcHistory(TaskFailures, KeyedHistory):
@@ -156,12 +156,15 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
         return world
 
     def create_table(self, world: MysqlWorld, table: str) -> None:
-        """A latin1 table of the world: besides id, v and n, a SET and an ENUM column of non-ASCII labels (the binlog's
-        table map names them in the table's charset), set by the shared rules as numbers (`s = 0` is the empty set)."""
-        world.sql(f"CREATE TABLE {table} (id int PRIMARY KEY, v varchar(200), n int, {SET_COLUMN}, {ENUM_COLUMN}) "
-                  "DEFAULT CHARSET latin1")
+        """A latin1 table of the world: besides id, v and n, an ENUM column and, for half the tables, a SET column of
+        non-ASCII labels (the binlog's table map names them in the table's charset), set by the shared rules as numbers
+        (`s = 0` is the empty set). A table without the SET has only columns ConnectorX reads as PyMySQL does, so its
+        chunks take `snapshot.read_chunk_native`; one with it, the rows path. Drawn by the table's name alone."""
+        with_set = random.Random(f"{self.seed}/{table.rsplit('.', 1)[-1]}/set").random() < 0.5
+        world.sql(f"CREATE TABLE {table} (id int PRIMARY KEY, v varchar(200), n int, "
+                  f"{SET_COLUMN + ', ' if with_set else ''}{ENUM_COLUMN}) DEFAULT CHARSET latin1")
         world.sql(f"INSERT INTO {table} (id, v, n) SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_{self.rng.randint(5, 30)}")
-        world.columns[table] = ["id", "v", "n", "s", "e"]
+        world.columns[table] = ["id", "v", "n", *(["s"] if with_set else []), "e"]
 
     def job(self, world: World, policy: str | None = None) -> dict[str, Any]:
         assert isinstance(world, MysqlWorld)
