@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -100,6 +101,7 @@ class LocalSparkCluster:
                     except ProcessLookupError:
                         pass
                     proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)  # its logs and the workers' directories: nothing left behind
 
     def __enter__(self) -> LocalSparkCluster:
         return self.start()
