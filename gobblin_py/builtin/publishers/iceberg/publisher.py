@@ -16,8 +16,9 @@ snapshots of the table's current state, as Flink's Iceberg committer looks for i
 replay after a crash never appends twice; once snapshots were expired (the current one's ancestry no longer reaches
 the table's first), by the commit's files instead: all of them live in the table means committed, some of them is a
 CommitError naming the table. A range read again (`state reset`) writes files of the names the table already lists,
-which publishing found byte-identical: those are not added again, only the rest, and an abandon of that commit leaves
-them (their publish steps record that they found them there). The watermark step still comes after.
+which publishing found byte-identical: those are not added again, only the rest (all of them there: a snapshot adding
+no file, so the table still names the dataset's last commit), and an abandon of that commit leaves them (their
+publish steps record that they found them there). The watermark step still comes after.
 
 The table's identities are recorded and checked. The files carry no Iceberg field ids (`add_files` takes none), so
 readers map their columns to the table's by name (its name mapping); each snapshot records the field id of every

@@ -52,9 +52,12 @@ def commit_append(catalog: Any, settings: IcebergPublisherSettings, name: str, t
         if table is not None:  # a re-read of a range the table holds (`state reset`) writes files of the same
             live = s.live_data_paths(table)  # names, which publishing found byte-identical: they are in already
             fresh = [p for p in paths if p not in live]
-            if not fresh:
+            if not fresh:  # still a snapshot of its own, with no file: the job's newest commit of the dataset in the
+                # table is then this one, as the work directory's is (`identity.pin` compares the two), and a replay
+                # finds it by its id
                 log.info("table %s: the %d file(s) of commit %s are in the table already (a range read again); "
-                         "nothing to add", name, len(paths), commit.commit_id)
+                         "committed as a snapshot adding no file", name, len(paths), commit.commit_id)
+                _mark(table.transaction(), properties)
                 return
         if table is None:
             tx = create_transaction(catalog, name, output, commit, settings.partition, table_dir)
@@ -113,6 +116,14 @@ def summary(commit: DatasetCommit, table: str) -> dict[str, str]:
             log.info("table %s: commit %s keeps %d bytes of source state, more than a snapshot summary holds here; it "
                      "is in the dataset's state only", table, commit.commit_id, len(kept))
     return properties
+
+
+def _mark(tx: Any, properties: dict[str, str]) -> None:
+    """Commit a snapshot that adds no file and carries `properties` (the commit's summary; no `FIELD_IDS`, which the
+    snapshots that added the files keep)."""
+    with tx.update_snapshot(snapshot_properties=properties).fast_append():
+        pass
+    tx.commit_transaction()
 
 
 def _add(tx: Any, paths: list[str], properties: dict[str, str], table: str) -> None:
