@@ -16,7 +16,8 @@ start it: tests/jdbc_mysql/mariadb_server.py).
   bench_cdc.py's stream phase for postgres_cdc); the table compared with `SELECT` afterwards. The run starts with
   the offer, so its start (process, imports, a first commit ~3 s slower) is in the figures; `--warmup S` offers S
   seconds more first and counts only what committed after them (the steady state a long-lived run sees). Each run's
-  record says whether Spark started (its log's "starting Spark") and its checkpoints' longest duration.
+  record says whether Spark started (its log's "starting Spark"), its checkpoints' longest duration, and the run's
+  own CPU seconds per 1,000 changes (what a change costs, less sensitive than the lag to a shared machine's load).
 - `--phase read`: the binlog read alone (`binlog.read` of `--changes` changes to the table, as `--phase stream` writes
   them, every change counted), in a process of its own per read, this checkout, `--baseline DIR`'s, and this
   checkout with every event and value left to mysql-replication (`library`), in turn `--repeat` times on the same
@@ -345,6 +346,7 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
         visible += _watch(tmp, lambda: False, {v[0] for v in visible})
         time.sleep(1)
     drained = time.time()
+    cpu = None if spy else _cpu_s(runner.pid)  # the run's own CPU: what a change costs, whatever the machine's load
     if spy:  # the run stops, then py-spy writes its samples and exits
         for child in Path(f"/proc/{runner.pid}/task/{runner.pid}/children").read_text().split():
             os.kill(int(child), signal.SIGINT)
@@ -362,7 +364,14 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
             "applied_per_s": round(changes / (drained - started - args.warmup)), "lag_p50_s": round(lags[len(lags) // 2], 2),
             "lag_p99_s": round(lags[int(len(lags) * 0.99)], 2), "lag_max_s": round(lags[-1], 2), "snapshots": len(visible),
             "table_equals_source": same, "spark_started": "starting Spark" in text,
-            "checkpoint_longest_s": max(took, default=None), "checkpoints": len(took)}
+            "checkpoint_longest_s": max(took, default=None), "checkpoints": len(took), "runner_cpu_s": cpu,
+            "cpu_ms_per_1000_changes": round(1e6 * cpu / sum(n for _, _, n in commits), 1) if cpu else None}
+
+
+def _cpu_s(pid: int) -> float:
+    """User and system CPU seconds process `pid` has used (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _position(file: str, offset: int) -> int:
