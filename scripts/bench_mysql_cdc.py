@@ -13,7 +13,11 @@ start it: tests/jdbc_mysql/mariadb_server.py).
 - `--phase offered`: `run --continuous` while `--sessions` sessions offer changes (multi-row INSERT and UPDATE … IN,
   `--per-txn` a transaction) at each of `--rates` a second for `--seconds`, with `--baseline DIR` that checkout's run
   too, in turn at each rate `--repeat` times: changes applied a second and each transaction's lag to the Iceberg snapshot that holds it, p50/p99 (as
-  bench_cdc.py's stream phase for postgres_cdc); the table compared with `SELECT` afterwards.
+  bench_cdc.py's stream phase for postgres_cdc); the table compared with `SELECT` afterwards. The run starts with
+  the offer, so its start (process, imports, a first commit ~3 s slower) is in the figures; `--warmup S` offers S
+  seconds more first and counts only what committed after them (the steady state a long-lived run sees). Each run's
+  record says whether Spark started (its log's "starting Spark"), its checkpoints' longest duration, and the run's
+  own CPU seconds per 1,000 changes (what a change costs, less sensitive than the lag to a shared machine's load).
 - `--phase read`: the binlog read alone (`binlog.read` of `--changes` changes to the table, as `--phase stream` writes
   them, every change counted), in a process of its own per read, this checkout, `--baseline DIR`'s, and this
   checkout with every event and value left to mysql-replication (`library`), in turn `--repeat` times on the same
@@ -38,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -263,7 +268,7 @@ def offered(args: argparse.Namespace) -> dict[str, Any]:
     first upsert snapshot whose committed binlog position is past it), p50/p99; the table read back and compared."""
     rates = [int(r) for r in args.rates.split(",")]
     out: dict[str, Any] = {"phase": "offered", "seconds": args.seconds, "per_txn": args.per_txn,
-                           "sessions": args.sessions,
+                           "sessions": args.sessions, "warmup_s": args.warmup, "load_before": os.getloadavg(),
                            "initial_rows": args.initial, "runs": []}
     codes = {"this": ROOT, **({"baseline": Path(args.baseline).resolve()} if args.baseline else {})}
     with LocalMariaDB(binlog=True) as maria:
@@ -271,7 +276,9 @@ def offered(args: argparse.Namespace) -> dict[str, Any]:
             for rate in rates:
                 for name, code in codes.items():  # the checkouts in turn at each rate, on the same server
                     tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-offered-"))
-                    out["runs"].append({"code": name, "round": r, **_one_offered(maria, tmp, rate, args, code)})
+                    load = os.getloadavg()[0]
+                    out["runs"].append({"code": name, "round": r, **_one_offered(maria, tmp, rate, args, code),
+                                        "load_1m": [round(load, 2), round(os.getloadavg()[0], 2)]})
                     print(json.dumps(out["runs"][-1]), file=sys.stderr)
     return out
 
@@ -329,7 +336,7 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
     started = time.time()
     for thread in threads:
         thread.start()
-    visible = _watch(tmp, lambda: time.time() - started < args.seconds)
+    visible = _watch(tmp, lambda: time.time() - started < args.warmup + args.seconds)
     stop.set()
     for thread in threads:
         thread.join()
@@ -339,6 +346,7 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
         visible += _watch(tmp, lambda: False, {v[0] for v in visible})
         time.sleep(1)
     drained = time.time()
+    cpu = None if spy else _cpu_s(runner.pid)  # the run's own CPU: what a change costs, whatever the machine's load
     if spy:  # the run stops, then py-spy writes its samples and exits
         for child in Path(f"/proc/{runner.pid}/task/{runner.pid}/children").read_text().split():
             os.kill(int(child), signal.SIGINT)
@@ -346,12 +354,24 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
         runner.send_signal(signal.SIGINT)
     runner.wait(timeout=120)
     log.close()
-    lags = sorted(next((seen - at for _, mark, seen in visible if mark >= pos), float("inf")) for pos, at, _ in commits)
-    changes = sum(n for _, _, n in commits)
+    counted = [c for c in commits if c[1] >= started + args.warmup]  # --warmup: the run's start not counted
+    lags = sorted(next((seen - at for _, mark, seen in visible if mark >= pos), float("inf")) for pos, at, _ in counted)
+    changes = sum(n for _, _, n in counted)
     same = _table_rows(tmp) == sorted(maria.query(db, "SELECT id, owner, balance, note FROM acct"))
+    text = (tmp / "continuous.log").read_text(errors="replace")
+    took = [float(t) for t in re.findall(r"checkpoint \d+ committed at [\d:]+: \d+ records in ([\d.]+)s", text)]
     return {"offered_per_s": rate, "offered_per_s_achieved": round(changes / args.seconds), "changes": changes,
-            "applied_per_s": round(changes / (drained - started)), "lag_p50_s": round(lags[len(lags) // 2], 2),
-            "lag_p99_s": round(lags[int(len(lags) * 0.99)], 2), "snapshots": len(visible), "table_equals_source": same}
+            "applied_per_s": round(changes / (drained - started - args.warmup)), "lag_p50_s": round(lags[len(lags) // 2], 2),
+            "lag_p99_s": round(lags[int(len(lags) * 0.99)], 2), "lag_max_s": round(lags[-1], 2), "snapshots": len(visible),
+            "table_equals_source": same, "spark_started": "starting Spark" in text,
+            "checkpoint_longest_s": max(took, default=None), "checkpoints": len(took), "runner_cpu_s": cpu,
+            "cpu_ms_per_1000_changes": round(1e6 * cpu / sum(n for _, _, n in commits), 1) if cpu else None}
+
+
+def _cpu_s(pid: int) -> float:
+    """User and system CPU seconds process `pid` has used (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _position(file: str, offset: int) -> int:
@@ -477,6 +497,8 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--per-txn", type=int, default=10)
     parser.add_argument("--sessions", type=int, default=4, help="--phase offered: sessions offering the changes")
+    parser.add_argument("--warmup", type=int, default=0, help="--phase offered: seconds offered first and not counted "
+                                                              "(the run's start)")
     parser.add_argument("--py-spy", help="--phase offered: the continuous run sampled by py-spy (--subprocesses), its "
                                          "collapsed stacks written to this path with the rate before the suffix")
     parser.add_argument("--tables", type=int, default=50, help="--phase tables: the many-table job's tables")

@@ -26,7 +26,7 @@ def plan_command(
     from gobblin_py.cli.output import fail, out
     from gobblin_py.commit.store import CommitStepStore
     from gobblin_py.config import load_job
-    from gobblin_py.runtime.executors.base import held_bytes, in_driver_why, local_cores, small_plan_bytes
+    from gobblin_py.runtime.executors.base import in_driver_why, local_cores, plan_held_bytes, small_plan_bytes
     from gobblin_py.runtime.planning import plan
     from gobblin_py.state.store import StateStore
     from gobblin_py.units import shown
@@ -48,7 +48,8 @@ def plan_command(
             for w in members]})
     limit = job.spark.in_driver_limit
     slots = local_cores(job.spark.master, os.cpu_count() or 1)
-    small = small_plan_bytes([held_bytes(t["estimated_bytes"], t["native_share"], slots) for t in tasks], limit)
+    small = small_plan_bytes([plan_held_bytes([t["estimated_bytes"] for t in tasks], [t["native_share"] for t in tasks],
+                                              slots)], limit)
     total = sum(t["estimated_bytes"] or 0.0 for t in tasks)
     view = {"job": job.name, "runs_in": "driver" if small is not None else job.spark.master, "tasks": tasks,
             "workunits": sum(len(t["workunits"]) for t in tasks),

@@ -230,8 +230,8 @@ class SparkSection(_Strict):
         default=None,
         description="a run whose Source estimates its work under this size runs its tasks in the driver, as many at "
                     "once as a local master has cores, and never starts Spark; work a native reader does outside "
-                    "Python's lock weighs less (docs/performance.md); 0 or off: always on Spark (unset: 16MiB on a "
-                    "local master, off on a cluster)")
+                    "Python's lock, and work Spark's slots cannot spread (a plan of one task), weighs less "
+                    "(docs/operating.md); 0 or off: always on Spark (unset: 16MiB on a local master, off on a cluster)")
 
     class_archive: bool = Field(
         default=True, description="keep a class-data-sharing archive of the driver JVM's classes (Java AppCDS, about 100 MB "

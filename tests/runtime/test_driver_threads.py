@@ -1,6 +1,7 @@
 """A run kept in the driver runs its tasks on threads, as many at once as the local master has cores; work a Source
 reads natively (outside Python's lock) weighs less against `spark.in_driver_below`, since the threads do it as fast
-as a local Spark would; Ctrl-C stops the threads' tasks."""
+as a local Spark would, and so does a plan's largest task, which Spark runs no faster than a thread (a plan of one
+task stays in the driver); Ctrl-C stops the threads' tasks."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from support.jobs import example_job, write_job
 
 from gobblin_py.config import load_job
 from gobblin_py.runtime import interrupt
-from gobblin_py.runtime.executors.base import held_bytes, local_cores
+from gobblin_py.runtime.executors.base import held_bytes, local_cores, plan_held_bytes
 from gobblin_py.runtime.executors.in_process import InProcessExecutor
 from gobblin_py.runtime.executors.spark import SparkExecutor
 from gobblin_py.runtime.runner import JobRunner
@@ -33,6 +34,7 @@ from gobblin_py.runtime import interrupt
 TOGETHER = threading.Barrier(2, timeout=20)  # each task waits here for the other: only threads at once get past
 SHARE = {share}
 MODE = "{mode}"
+COUNT = {count}
 SCHEMA = {{"type": "record", "name": "r", "fields": [{{"name": "id", "type": "long"}}]}}
 
 
@@ -66,11 +68,11 @@ class Extractor(BatchExtractor):
 
 
 class BigNativeSource(Source):
-    """Two work units the Source sizes at 1 GiB each, read natively (SHARE of their work outside Python's lock)."""
+    """COUNT work units the Source sizes at 1 GiB each, read natively (SHARE of their work outside Python's lock)."""
 
     def get_workunits(self, state):
         return [WorkUnit(id=f"w{{i}}", dataset="things", watermark_key=str(i), low_watermark=0, expected_high_watermark=1)
-                for i in range(2)]
+                for i in range(COUNT)]
 
     def get_extractor(self, workunit, context):
         return Extractor(workunit)
@@ -83,8 +85,8 @@ class BigNativeSource(Source):
 '''
 
 
-def _job(tmp: Path, monkeypatch: pytest.MonkeyPatch, share: float, mode: str = "together") -> object:
-    (tmp / "big_native.py").write_text(_PLUGIN.format(share=share, mode=mode))
+def _job(tmp: Path, monkeypatch: pytest.MonkeyPatch, share: float, mode: str = "together", count: int = 2) -> object:
+    (tmp / "big_native.py").write_text(_PLUGIN.format(share=share, mode=mode, count=count))
     monkeypatch.syspath_prepend(str(tmp))
     monkeypatch.delitem(__import__("sys").modules, "big_native", raising=False)
     job = example_job(tmp, source={"class": "big_native:BigNativeSource"}, converters=None, quality=None,
@@ -111,7 +113,7 @@ def test_a_large_plan_read_natively_runs_in_the_driver_two_tasks_at_once_and_com
     assert result.succeeded, result.error  # each task waited for the other at a barrier: they ran at once
     assert executor._thread is None and executor._session is None  # Spark was never asked to start
     said = [r.getMessage() for r in caplog.records if "in the driver" in r.getMessage()]
-    assert said and "2 at a time" in said[0] and "about 2.0 GiB, read natively enough that about 0 B count" in said[0], said
+    assert said and "2 at a time" in said[0] and "about 2.0 GiB, read natively or in tasks too few for Spark's slots, so that about 0 B count" in said[0], said
     ids = sorted(pq.read_table(tmp_path / "output" / "things").column("id").to_pylist())
     assert ids == list(range(0, 1000)) + list(range(1000, 2000))
 
@@ -121,7 +123,35 @@ def test_the_same_plan_read_in_python_goes_to_spark(tmp_path: Path, monkeypatch:
     specs = [TaskSpec(job=spec, run_id="r", unit=u, estimated_bytes=GiB, native_share=0.0) for u in ("a", "b")]  # type: ignore[arg-type]
     executor = SparkExecutor(spec)  # type: ignore[arg-type]
     weighed = [held_bytes(t.estimated_bytes, t.native_share, local_cores(str(executor.master), 2)) for t in specs]
-    assert weighed == [GiB, GiB]  # 2 GiB against 16 MiB: Spark (not started here)
+    assert weighed == [GiB, GiB]
+    assert plan_held_bytes([GiB, GiB], [0.0, 0.0], 2) == 2 * GiB  # 2 GiB against 16 MiB: Spark (not started here)
+
+
+def test_spark_gains_nothing_on_a_plans_largest_task_so_a_plan_of_one_task_weighs_nothing() -> None:
+    """Spark on 2 slots takes F + max(W/2, largest), the driver's threads max(W, largest) for work that holds the lock."""
+    assert plan_held_bytes([GiB], [0.0], 2) == 0.0  # one task: one thread is as fast as one of Spark's slots
+    assert plan_held_bytes([GiB], [0.0], 16) == 0.0
+    assert plan_held_bytes([GiB, GiB], [0.0, 0.0], 2) == 2 * GiB  # two even tasks: Spark's two slots halve it
+    assert plan_held_bytes([GiB, 0.5 * GiB], [0.0, 0.0], 2) == pytest.approx(GiB)  # 1.5 GiB; Spark's 1 GiB at best
+    assert plan_held_bytes([GiB, GiB], [0.9, 0.9], 2) == 0.0  # read natively, as before
+    assert plan_held_bytes([GiB], [0.0], 1) == GiB  # one slot (a cluster): weighed whole, as before
+    assert plan_held_bytes([GiB, None], [0.0, 0.0], 2) is None  # a task without an estimate: never small
+
+
+def test_a_plan_of_one_large_task_read_in_python_runs_in_the_driver_and_never_starts_spark(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A continuous stream of one table (mysql_cdc, postgres_cdc) plans one task a checkpoint: once its estimate
+    crossed the limit, Spark started mid-stream and that checkpoint waited ~3 s for it (issue 45's p99)."""
+    spec = _job(tmp_path, monkeypatch, 0.0, mode="alone", count=1)
+    executor = SparkExecutor(spec)  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO, logger="gobblin_py"):
+        result = JobRunner(spec, executor).run()  # type: ignore[arg-type]
+    executor.stop(exiting=True)
+    assert result.succeeded, result.error
+    assert executor._thread is None and executor._session is None  # 1 GiB, all of it in Python: Spark never started
+    said = [r.getMessage() for r in caplog.records if "in the driver" in r.getMessage()]
+    assert said and "running 1 task(s) in the driver" in said[0] and "about 1.0 GiB" in said[0], said
+    assert sorted(pq.read_table(tmp_path / "output" / "things").column("id").to_pylist()) == list(range(0, 1000))
 
 
 def test_ctrl_c_stops_the_tasks_running_on_driver_threads_and_publishes_nothing(

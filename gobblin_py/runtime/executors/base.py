@@ -73,10 +73,30 @@ def held_bytes(estimate: float | None, native_share: float, slots: int) -> float
     return estimate * max(0.0, 1.0 - native_share - 1.0 / slots) * slots / (slots - 1)
 
 
+def plan_held_bytes(estimates: Sequence[float | None], shares: Sequence[float], slots: int) -> float | None:
+    """What of a plan's estimated work weighs against `spark.in_driver_below`: its tasks' `held_bytes`, less what
+    Spark's slots cannot gain while its largest task runs (Spark runs no task faster than one of the driver's
+    threads), so a plan of one task, a continuous stream's checkpoint of one table, weighs nothing on a local master
+    of several slots and never starts Spark mid-stream. None when a task has no estimate.
+
+    On `slots` slots Spark takes F + max(W/slots, largest) for W in all, the threads about max(Σ held share of each
+    task's work, W/slots, largest): the held bytes Spark's idle slots leave, (largest − W/slots)·slots/(slots−1) at
+    the limit's scale, come off."""
+    held = [held_bytes(e, s, slots) for e, s in zip(estimates, shares, strict=True)]
+    if not held or any(h is None for h in held):
+        return None
+    total = sum(h or 0.0 for h in held)
+    if slots <= 1:
+        return total
+    work = [e or 0.0 for e in estimates]
+    idle = max(0.0, max(work) - sum(work) / slots) * slots / (slots - 1)
+    return max(0.0, total - idle)
+
+
 def small_plan_bytes(estimates: Sequence[float | None], limit: int | None) -> float | None:
     """The tasks' estimated bytes when every task has one and together they stay under `limit` (no limit: None).
-    A run that small takes less time in the driver than Spark takes to start; the estimates are weighed by what of
-    their work holds Python's lock (`held_bytes`)."""
+    A run that small takes less time in the driver than Spark takes to start; a run's tasks are weighed first by
+    what of their work holds Python's lock and what Spark's slots could gain on them (`plan_held_bytes`)."""
     if limit is None or not estimates or any(e is None for e in estimates):
         return None
     total = sum(e or 0.0 for e in estimates)
@@ -88,5 +108,5 @@ def in_driver_why(held: float, limit: int, total: float | None = None) -> str:
     bytes, `held` weigh (see `held_bytes`)."""
     if total is None or total - held < 1:
         return f"about {shown(held)}, under spark.in_driver_below ({shown(limit)})"
-    return (f"about {shown(total)}, read natively enough that about {shown(held)} count against "
-            f"spark.in_driver_below ({shown(limit)})")
+    return (f"about {shown(total)}, read natively or in tasks too few for Spark's slots, so that about {shown(held)} "
+            f"count against spark.in_driver_below ({shown(limit)})")

@@ -2,7 +2,8 @@
 
 Spark starts (in a background thread) only when a run has tasks for it: a run with no new data never starts it,
 and a plan the Source estimates under `spark.in_driver_below` runs in the driver's threads, sparing Spark's start
-(~3 s), weighed by what of its work holds Python's lock (`base.held_bytes`).
+(~3 s), weighed by what of its work holds Python's lock and what Spark's slots could gain on it
+(`base.plan_held_bytes`: a plan of one task stays in the driver on a local master).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from gobblin_py.fs import Location
 from gobblin_py.runtime.executors.base import (
     ProgressCallback,
     SessionSource,
-    held_bytes,
     in_driver_why,
     local_cores,
+    plan_held_bytes,
     small_plan_bytes,
 )
 from gobblin_py.runtime.executors.class_archive import java_options
@@ -191,8 +192,8 @@ class SparkExecutor:
         in the driver instead, and Spark never starts."""
         limit = self.job.spark.in_driver_limit
         cores = local_cores(str(self.master), os.cpu_count() or 1)
-        held = [held_bytes(t.estimated_bytes, t.native_share, cores) for t in tasks]
-        small = small_plan_bytes(held, limit) if not self._used else None
+        held = plan_held_bytes([t.estimated_bytes for t in tasks], [t.native_share for t in tasks], cores)
+        small = small_plan_bytes([held], limit) if not self._used else None
         if small is not None and limit is not None:
             first, self._said_in_driver = not self._said_in_driver, True  # said once, not at every checkpoint
             total = sum(t.estimated_bytes or 0.0 for t in tasks)
