@@ -316,6 +316,7 @@ def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int, prefix: list[
                 rows = [(i, i) for i in ids if i % n == k]
                 if rows:
                     cur.executemany(f"INSERT INTO {t} VALUES (%s, 'n', %s, NULL)", rows)
+    load = os.getloadavg()[0]  # the machine's load as the run starts: a shared machine's rounds differ by it
     started, cpu = time.monotonic(), _children_cpu()
     done = gobblin(["run", "job.yaml"], tmp, prefix, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     text = done.communicate()[0]
@@ -330,7 +331,7 @@ def one_run(pg: LocalPostgres, n: int, changes: int, per_txn: int, prefix: list[
         want = [r[0] for r in conn.execute(f"SELECT id FROM {t} ORDER BY id").fetchall()]
         ok = ok and sorted(ids) == want
     conn.close()
-    return {"tables": n, "run_s": round(took, 2), "cpu_s": round(cpu, 2), "exit": done.returncode,
+    return {"tables": n, "run_s": round(took, 2), "cpu_s": round(cpu, 2), "load": round(load, 2), "exit": done.returncode,
             "every_table_equals_source": ok, "phases": run_phases(tmp / "work")}
 
 

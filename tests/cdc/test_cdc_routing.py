@@ -4,6 +4,7 @@ the routed decode, or between two tables reading it, leaves every change once af
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,46 @@ def test_kill_in_the_routed_decode(tmp_path_factory: Any, pg: Any) -> None:
         conn.close()
 
     each_point(points, check)
+
+
+def _catalog_reads(pg: Any, db: str, job: dict[str, Any], tmp: Path) -> int:
+    """The statements reading columns or indexes (pg_attribute, pg_index) the job's run sent to `db` (the server logs
+    every statement, with its database)."""
+    log = pg.dir / "log"
+    start = len(log.read_text(errors="replace"))
+    assert run(tmp, job).succeeded
+    entries = re.split(r"\n(?=\d{4}-\d\d-\d\d )", log.read_text(errors="replace")[start:])
+    sent = [e for e in entries if f"db={db} " in e and ("statement: " in e or "execute " in e)]  # simple or extended
+    return sum(1 for e in sent if "pg_attribute" in e or "pg_index" in e)
+
+
+def test_planning_reads_the_catalog_once_for_all_tables(tmp_path: Path, pg: Any) -> None:
+    """Issue 45: a run over 6 tables reads the catalog's columns and keys in as many statements as over 1 table (one
+    query each for all tables at planning, the primary key carried to the extractors), not four or five a table."""
+    with pg.connect("postgres") as admin:
+        admin.execute("ALTER SYSTEM SET log_statement = 'all'")
+        admin.execute("ALTER SYSTEM SET log_line_prefix = '%m [%p] db=%d '")
+        admin.execute("SELECT pg_reload_conf()")
+    try:
+        reads = {}
+        for n in (1, 6):
+            db = pg.create_database(f"cat{n}_{tmp_path.name[-8:].lower()}")
+            conn = pg.connect(db)
+            names = [f"public.t{i}" for i in range(n)]
+            _tables(conn, *names)
+            conn.execute(f"CREATE PUBLICATION pub FOR TABLE {', '.join(names)}")
+            (tmp_path / str(n)).mkdir()
+            job = cdc_job(tmp_path / str(n), pg, db, tables=names, create_slot=True)
+            assert run(tmp_path / str(n), job).succeeded
+            _interleaved(conn, names, 100)
+            reads[n] = _catalog_reads(pg, db, job, tmp_path / str(n))
+            for table in names:
+                _equal(tmp_path / str(n), conn, table)
+            conn.execute("SELECT pg_drop_replication_slot('s1')")
+            conn.close()
+        assert 0 < reads[6] == reads[1], reads
+    finally:
+        with pg.connect("postgres") as admin:
+            admin.execute("ALTER SYSTEM RESET log_statement")
+            admin.execute("ALTER SYSTEM RESET log_line_prefix")
+            admin.execute("SELECT pg_reload_conf()")

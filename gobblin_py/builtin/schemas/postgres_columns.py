@@ -20,14 +20,14 @@ from typing import Any
 from gobblin_py.errors import ConfigError
 
 COLUMNS_SQL = """
-SELECT a.attname, a.attnotnull, t.typname, t.typtype, t.typcategory, e.typname, e.typtype, a.atttypmod,
+SELECT a.attrelid, a.attname, a.attnotnull, t.typname, t.typtype, t.typcategory, e.typname, e.typtype, a.atttypmod,
        format_type(a.atttypid, a.atttypmod)
 FROM pg_attribute a
 JOIN pg_type t0 ON t0.oid = a.atttypid
 JOIN pg_type t ON t.oid = CASE WHEN t0.typtype = 'd' THEN t0.typbasetype ELSE t0.oid END
 LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
-WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attnum
+WHERE a.attrelid = ANY(%s::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attrelid, a.attnum
 """
 
 SIMPLE: dict[str, Any] = {
@@ -82,15 +82,22 @@ def _avro_type(typname: str, typtype: str, typmod: int) -> tuple[Any, bool] | No
 
 def read_columns(conn: Any, table_oid: int) -> list[Column]:
     """Every column of the table with its Avro type (None where it has none: see `check_mapped`)."""
-    out: list[Column] = []
-    for name, not_null, typname, typtype, category, elem, elem_type, typmod, declared in conn.execute(COLUMNS_SQL, (table_oid,)):
+    return read_columns_of(conn, [table_oid]).get(table_oid, [])
+
+
+def read_columns_of(conn: Any, table_oids: list[int]) -> dict[int, list[Column]]:
+    """`read_columns` of many tables in one catalog query (a CDC source plans every table of a publication)."""
+    out: dict[int, list[Column]] = {oid: [] for oid in table_oids}
+    for oid, name, not_null, typname, typtype, category, elem, elem_type, typmod, declared in conn.execute(
+            COLUMNS_SQL, (list(table_oids),)):
         if category == "A" and elem is not None:
             mapped = _avro_type(elem, elem_type, typmod)
             avro = {"type": "array", "items": ["null", mapped[0]]} if mapped is not None else None
-            out.append(Column(name, not_null, typname, declared, avro, "text[]" if mapped is not None and mapped[1] else None))
+            column = Column(name, not_null, typname, declared, avro, "text[]" if mapped is not None and mapped[1] else None)
         else:
             avro, as_text = _avro_type(typname, typtype, typmod) or (None, False)
-            out.append(Column(name, not_null, typname, declared, avro, "text" if as_text else None))
+            column = Column(name, not_null, typname, declared, avro, "text" if as_text else None)
+        out.setdefault(int(oid), []).append(column)
     return out
 
 

@@ -17,6 +17,7 @@ from gobblin_py.builtin.sources.postgres_cdc.chunks import (
     ChunkPlan,
     key_expressions,
 )
+from gobblin_py.builtin.sources.postgres_cdc.columns import primary_keys
 from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, lsn_text
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
 from gobblin_py.builtin.sources.postgres_cdc.visibility import Snapshot
@@ -24,16 +25,9 @@ from gobblin_py.errors import ConfigError, SourceError
 
 log = logging.getLogger(__name__)
 
-PRIMARY_KEY_SQL = """
-SELECT a.attname FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
-JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.n
-"""
-
-
 def chunk_key(conn: Any, split: CdcSplit) -> list[list[Any]]:
     """The table's primary key as [[column, base type oid], …]; ConfigError naming the table when it cannot chunk it."""
-    names = [r[0] for r in conn.execute(PRIMARY_KEY_SQL, (split.oid,)).fetchall()]
+    names = split.primary if split.primary is not None else primary_keys(conn, [split.oid])[split.oid]
     if not names:
         raise ConfigError(f"table {split.table} has no primary key, and a chunked snapshot splits a table by it: add "
                           "one, or leave source.snapshot_chunk_rows unset (the table is then snapshotted in one "

@@ -19,22 +19,41 @@ from __future__ import annotations
 from typing import Any
 
 SHAPE_SQL = """
-SELECT a.attnum, a.attname, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod), a.atthasmissing,
+SELECT a.attrelid, a.attnum, a.attname, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod), a.atthasmissing,
        a.atthasdef, a.xmin::text, pg_get_expr(d.adbin, d.adrelid), c.relfilenode
 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
+WHERE a.attrelid = ANY(%s::oid[]) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attrelid, a.attnum
 """
 
 
-def read_shape(conn: Any, table_oid: int) -> dict[str, Any]:
-    """The table's shape now, as a commit records it (`state.shape`): its relfilenode and its columns."""
-    rows = conn.execute(SHAPE_SQL, (table_oid,)).fetchall()
-    columns = [{"attnum": int(num), "name": name, "type": int(oid), "typmod": int(mod), "type_name": shown,
-                "missing": bool(missing), "default": bool(has_default), "xmin": str(xmin),
-                **({"default_expr": expr} if expr is not None else {})}
-               for num, name, oid, mod, shown, missing, has_default, xmin, expr, _ in rows]
-    return {"relfilenode": int(rows[0][9]) if rows else 0, "columns": columns}
+PRIMARY_KEYS_SQL = """
+SELECT i.indrelid, a.attname FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+WHERE i.indrelid = ANY(%s::oid[]) AND i.indisprimary ORDER BY i.indrelid, k.n
+"""
+
+
+def primary_keys(conn: Any, table_oids: list[int]) -> dict[int, list[str]]:
+    """Each table's primary key columns in key order (empty: none), every table in one catalog query."""
+    out: dict[int, list[str]] = {oid: [] for oid in table_oids}
+    for oid, name in conn.execute(PRIMARY_KEYS_SQL, (list(table_oids),)).fetchall():
+        out.setdefault(int(oid), []).append(name)
+    return out
+
+
+def read_shapes(conn: Any, table_oids: list[int]) -> dict[int, dict[str, Any]]:
+    """Each table's shape now, as a commit records it (`state.shape`): its relfilenode and its columns; every table
+    of the publication in one catalog query."""
+    rows: dict[int, list[Any]] = {oid: [] for oid in table_oids}
+    for row in conn.execute(SHAPE_SQL, (list(table_oids),)).fetchall():
+        rows.setdefault(int(row[0]), []).append(row[1:])
+    return {oid: {"relfilenode": int(found[0][9]) if found else 0,
+                  "columns": [{"attnum": int(num), "name": name, "type": int(oid_), "typmod": int(mod), "type_name": shown,
+                               "missing": bool(missing), "default": bool(has_default), "xmin": str(xmin),
+                               **({"default_expr": expr} if expr is not None else {})}
+                              for num, name, oid_, mod, shown, missing, has_default, xmin, expr, _ in found]}
+            for oid, found in rows.items()}
 
 
 def silent_changes(kept: Any, now: dict[str, Any]) -> list[str]:

@@ -7,7 +7,9 @@ directory; every table then reads its own spool and keeps, as before, only the t
 [L, T). Routing reads no more of a message than its relation id: the parse stays in the table's extractor.
 
 The spools (`builtin/sources/spool.py`, shared with mysql_cdc): whole once a `complete` marker is written, decoded
-again by the next reader otherwise, each deleted once read whole, memory bounded. Crash points
+again by the next reader otherwise, each deleted once read whole, memory bounded. The routed tables are the work units
+of the slot's one MultiWorkUnit, so their readers run in the decoding process: a decode of up to `FLUSH_BYTES` is
+handed to them in memory, with no spool file (`in_process`; why that keeps every guarantee: `spool.py`). Crash points
 `postgres_cdc.decode_midway` (at the N-th transaction routed) and `postgres_cdc.spool_read` (after the N-th table's
 spool) let a test kill the run there. Nothing here moves the slot: a crash anywhere replays the range in the next run,
 which has a run id, hence a spool directory, of its own.
@@ -100,7 +102,7 @@ class RoutedDecode:
     def __init__(self, root: Path, s: PostgresCdcSettings, tables: list[str], low: int, end: int) -> None:
         self.settings, self.low, self.end = s, low, end
         self.spools = TableSpools(root, "postgres_cdc", [s.endpoint, s.database, s.slot, s.publication, str(low),
-                                                         str(end)], tables)
+                                                         str(end)], tables, in_process=True)
         self.tables, self.dir = self.spools.tables, self.spools.dir
 
     def messages(self, conn: Any, table: str) -> Iterator[bytes]:
@@ -111,7 +113,7 @@ class RoutedDecode:
         """Every message of the slot up to `end` whose transaction commits in [low, end), to its table's spool."""
         spools = self.spools
         spools.start()
-        by_oid: dict[int, bytearray | None] = {}  # relation id → its table's spool (None: a table not routed)
+        by_oid: dict[int, list[bytes] | None] = {}  # relation id → its table's spool (None: a table not routed)
         begin, keep, touched = b"", False, set()
         count = 0
         for data in peek(conn, self.settings, self.end, f"gobblin_cdc_{self.dir.name[-32:]}"):

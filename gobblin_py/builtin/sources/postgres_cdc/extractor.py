@@ -51,6 +51,7 @@ from gobblin_py.builtin.schemas.arrow_rows import (
 )
 from gobblin_py.builtin.sources.postgres_cdc import decode, native, pgoutput
 from gobblin_py.builtin.sources.postgres_cdc.chunks import ChunkFilter
+from gobblin_py.builtin.sources.postgres_cdc.columns import primary_keys
 from gobblin_py.builtin.sources.postgres_cdc.settings import (
     PostgresCdcSettings,
     flushed_after_sync_commit,
@@ -65,13 +66,6 @@ from gobblin_py.errors import SourceError, UnreachableError, describe
 log = logging.getLogger(__name__)
 
 TEXT_OID, TEXT_ARRAY_OID = 25, 1009
-
-PRIMARY_KEY_SQL = """
-SELECT a.attname FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
-JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.n
-"""
-
 
 class BadValue(ValueError):
     """A change's value that psycopg's loader of its type cannot read (PostgreSQL's `infinity` dates, years > 9999)."""
@@ -168,7 +162,8 @@ class PostgresCdcExtractor(BatchExtractor):
         self.conn = conn = self._open()
         self._loaders = [self._loader(conn, i) for i in range(len(self.names))]
         try:
-            self._primary = [r[0] for r in conn.execute(PRIMARY_KEY_SQL, (self.split.oid,)).fetchall()]
+            p = self.split  # the key as planned for every table at once, else read here
+            self._primary = p.primary if p.primary is not None else primary_keys(conn, [p.oid])[p.oid]
             seen = None
             if self.split.chunk is not None:
                 self._chunk_seen = yield from self._chunk(conn)

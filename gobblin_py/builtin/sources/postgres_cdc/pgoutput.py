@@ -158,8 +158,14 @@ class _Reader:
         return tuple(values)
 
 
+_BEGIN = struct.Struct("!qqI")
+
+
 def decode(data: bytes) -> Message:
     """One pgoutput message."""
+    if data[:1] == b"B" and len(data) >= 1 + _BEGIN.size:  # a routed table reads one a transaction: no reader for it
+        lsn, ts, xid = _BEGIN.unpack_from(data, 1)
+        return Begin(lsn, ts + PG_EPOCH_US, xid)
     r = _Reader(data)
     kind = r.byte()
     if kind == "B":

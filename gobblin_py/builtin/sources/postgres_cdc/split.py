@@ -18,6 +18,7 @@ class CdcSplit(Split):
     oid: int
     columns: list[str]
     types: list[list[int]]  # per column: [declared type oid, typmod, base type oid]
+    primary: list[str] | None = None  # its primary key's columns as planned (None: read by the extractor)
     casts: dict[str, str] = {}  # column → the SQL cast it is read through
     avro_schema: dict[str, Any]
     low: int
