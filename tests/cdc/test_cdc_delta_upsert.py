@@ -195,3 +195,29 @@ def test_after_a_retype_and_a_state_reset_the_snapshot_replaces_the_table_with_i
     assert_equal(tmp_path, conn)
     applied = merges(tmp_path)
     assert len({h["gobblin-py.commit-id"] for h in applied}) == len(applied)
+
+
+@pytest.mark.crash
+def test_killed_between_the_columns_commit_and_the_merge_the_next_run_merges_once(tmp_path: Path, pg: Any, db: str) -> None:
+    """A column added at the source: the commit adds it to the table in a metadata commit of its own, then merges.
+    SIGKILLed between the two (`delta.columns_added`), the next run finds the column there, merges the changes once,
+    and the table equals the source with the new column."""
+    from gobblin_py.builtin.publishers.delta.publisher import COLUMNS_POINT
+    from gobblin_py.testing.crash import SIGKILLED
+
+    conn = pg.connect(db)
+    conn.execute(SETUP)
+    write_job(tmp_path, upsert_job(tmp_path, pg, db))
+    env = {PASSWORD_ENV: PASSWORD}
+    assert run_cli("run", "job.yaml", "--in-process", cwd=tmp_path, env=env).returncode == 0
+    conn.execute("ALTER TABLE public.acct ADD COLUMN extra int")
+    conn.execute("UPDATE public.acct SET extra = id * 2, balance = 0 WHERE id <= 5; DELETE FROM public.acct WHERE id = 9")
+    killed = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path, env={**env, "GOBBLIN_PY_CRASH_AT": COLUMNS_POINT})
+    assert killed.returncode == SIGKILLED, killed.stdout + killed.stderr
+    assert "extra" in [f.name for f in table(tmp_path).schema().fields] and len(merges(tmp_path)) == 1  # added, not merged
+    again = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    rows = {r["id"]: (r["owner"], r["balance"], r["extra"]) for r in _all_rows(tmp_path)}
+    assert rows == {r[0]: tuple(r[1:]) for r in conn.execute("SELECT id, owner, balance, extra FROM public.acct").fetchall()}
+    ids = [h["gobblin-py.commit-id"] for h in merges(tmp_path)]
+    assert len(ids) == 2 == len(set(ids))

@@ -74,11 +74,14 @@ from gobblin_py.builtin.publishers.delta.compaction import (
 )
 from gobblin_py.builtin.publishers.delta.settings import DeltaPublisherSettings
 from gobblin_py.builtin.publishers.delta.upkeep import UPKEEP_STEPS, plan_upkeep
+from gobblin_py.crashpoints import crash_point
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location
 from gobblin_py.fs.publish_steps import publish_step
 
 log = logging.getLogger(__name__)
+COLUMNS_POINT = "delta.columns_added"
+"""The crash point between a commit's metadata commit adding the output's new columns and its data's commit."""
 
 
 class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
@@ -358,6 +361,7 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
                     return
                 if new:
                     self._add_columns(table, output, new, metadata)
+                    crash_point(COLUMNS_POINT)  # the columns' commit done, the data's not: a replay finds none new
                     table = self._open(d)
                 if changes is not None:
                     self._keyed(table, name)
