@@ -6,10 +6,13 @@ own schema-registry test server), a CDC world against a local PostgreSQL with lo
 database of its own per history), a MySQL CDC world against a local MariaDB writing a row-based binlog the soak starts
 (a database of its own per history), a jdbc world against a local MariaDB (or, for half the seeds, PostgreSQL) the soak starts (a database of its
 own per history). `--cdc-enable all` (or a comma-separated list of rules) also draws the CDC world's
-rules that are off by default (support.world_cdc.DISABLED).
+rules that are off by default (support.world_cdc.DISABLED). `--sink` is the CDC worlds' (cdc, mysql_cdc): their
+upsert tables in Iceberg or Delta, or (`mix`, the default) drawn per history, half and half, so that `--seed N`
+replays the sink the soak drew.
 
     .venv/bin/python scripts/soak_world.py [--world files|kafka|iceberg|delta|upsert|upsert_delta|registry|cdc|mysql_cdc|jdbc|mix] [--histories 1000]
                                            [--steps 20] [--minutes 600] [--seed N] [--cdc-enable all|RULE,…]
+                                           [--sink iceberg|delta|mix]
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ WORLDS = ("files", "kafka", "iceberg", "delta", "upsert", "upsert_delta", "regis
 
 
 def history(world: str, seed: int, steps: int, broker: Any, postgres: Any, cdc_enable: str = "",
-            maria: Any = None) -> History:
+            maria: Any = None, sink: str = "mix") -> History:
     """The history of `world` for `seed`; a Kafka, upsert or registry one on `broker`, a CDC one on `postgres`, a MySQL
-    CDC or jdbc one on `maria`, each started on first use."""
+    CDC or jdbc one on `maria`, each started on first use; a CDC one into `sink` (`mix`: drawn by the seed)."""
+    from support.world_keyed import drawn_sink
+
+    sink = drawn_sink(seed) if sink == "mix" else sink
     if world == "jdbc":
         from support.world_jdbc import JdbcHistory
 
@@ -44,12 +50,12 @@ def history(world: str, seed: int, steps: int, broker: Any, postgres: Any, cdc_e
     if world == "mysql_cdc":
         from support.world_mysql_cdc import MysqlCdcHistory
 
-        return MysqlCdcHistory(seed, steps, maria(), catalog=postgres)  # a leased history's catalog service
+        return MysqlCdcHistory(seed, steps, maria(), catalog=postgres, sink=sink)  # postgres: a leased history's catalog
     if world == "cdc":
         from support.world_cdc import DISABLED, CdcHistory
 
         enabled = set(DISABLED) if cdc_enable == "all" else {r for r in cdc_enable.split(",") if r}
-        return CdcHistory(seed, steps, postgres(), disabled=DISABLED - enabled)
+        return CdcHistory(seed, steps, postgres(), disabled=DISABLED - enabled, sink=sink)
     if world == "registry":
         from support.world_registry import RegistryHistory
 
@@ -88,6 +94,8 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=None, help="replay one history")
     p.add_argument("--cdc-enable", default="", help="the CDC world also draws these of its rules off by default: "
                                                     "all, or a comma-separated list (support.world_cdc.DISABLED)")
+    p.add_argument("--sink", choices=["iceberg", "delta", "mix"], default="mix",
+                   help="the CDC worlds' upsert tables: Iceberg, Delta, or drawn per history (mix)")
     args = p.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the servers it started are stopped too
     system = random.SystemRandom()
@@ -131,12 +139,14 @@ def main() -> int:
             world = system.choice(WORLDS) if args.world == "mix" else args.world
             root = Path(tempfile.mkdtemp(prefix=f"soak-{world}-{seed}-"))
             ran[world] += 1
+            drawn = history(world, seed, args.steps, broker, postgres, args.cdc_enable, maria, args.sink)
             try:
-                history(world, seed, args.steps, broker, postgres, args.cdc_enable, maria).run(root)
+                drawn.run(root)
             except Violation as exc:
                 failed[world] += 1
                 steps = "\n    ".join(exc.log)
-                print(f"VIOLATION --world {world} --seed {seed}: {exc} (kept in {root})\n    {steps}", flush=True)
+                sink = f" --sink {drawn.sink}" if hasattr(drawn, "sink") else ""
+                print(f"VIOLATION --world {world} --seed {seed}{sink}: {exc} (kept in {root})\n    {steps}", flush=True)
                 continue
             shutil.rmtree(root, ignore_errors=True)
             if sum(ran.values()) % 10 == 0:

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdc.cdc_jobs import cdc_job, run
+from cdc.cdc_jobs import PASSWORD_ENV, cdc_job, run
 from cdc.test_cdc_iceberg_upsert import SETUP, equal_after_every_run, killed_at_each_boundary, truncates_apply
 from cdc.test_cdc_iceberg_upsert import assert_equal as equal
-from support.jobs import write_job
+from support.jobs import run_cli, write_job
 
+from gobblin_py.demo.pg_server import PASSWORD
 from gobblin_py.state.store import StateStore
 
 deltalake = pytest.importorskip("deltalake")
@@ -138,3 +139,85 @@ def test_another_key_or_mode_than_the_last_commits_is_refused(tmp_path: Path, pg
     done = run(tmp_path, upsert_job(tmp_path, pg, db))
     assert done.succeeded, done.error
     assert_equal(tmp_path, conn)
+
+
+def _all_rows(tmp: Path) -> list[dict[str, Any]]:
+    """Every column of every row, as delta-rs reads the table."""
+    return sorted(table(tmp).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+
+
+def test_a_column_dropped_at_the_source_stays_in_the_table_and_the_changes_after_it_merge(
+        tmp_path: Path, pg: Any, db: str) -> None:
+    """The source drops a column (postgres_cdc goes on with the others, as an Iceberg upsert table keeps it): the
+    Delta table keeps it too, NULL in every row a later change wrote, and the changes after the drop are merged.
+    Before the fix every later commit of the table was refused ("column 'note' is not in this run's output … drop it
+    from the table first", which delta-rs cannot do without column mapping): the table stayed behind its source for
+    good, no remedy of the CLI's applying (the CDC world into Delta, seed 1047426155)."""
+    conn = pg.connect(db)
+    conn.execute(SETUP)
+    conn.execute("UPDATE public.acct SET note = 'kept' WHERE id <= 3")
+    assert run(tmp_path, upsert_job(tmp_path, pg, db)).succeeded
+    conn.execute("ALTER TABLE public.acct DROP COLUMN note")
+    conn.execute("UPDATE public.acct SET balance = -1 WHERE id IN (1, 7); DELETE FROM public.acct WHERE id = 8;"
+                 "INSERT INTO public.acct VALUES (99, 'new', 5)")
+    done = run(tmp_path, upsert_job(tmp_path, pg, db))
+    assert done.succeeded, [(d.dataset, d.message) for d in done.datasets]
+    rows = _all_rows(tmp_path)
+    source = [tuple(r) for r in conn.execute("SELECT id, owner, balance FROM public.acct ORDER BY id").fetchall()]
+    assert [(r["id"], r["owner"], r["balance"]) for r in rows] == source
+    notes = {r["id"]: r["note"] for r in rows}
+    assert notes[1] is None and notes[99] is None and notes[2] == "kept"  # changed rows NULL, the others as they were
+
+
+def test_after_a_retype_and_a_state_reset_the_snapshot_replaces_the_table_with_its_columns(
+        tmp_path: Path, pg: Any, db: str) -> None:
+    """`ALTER COLUMN … TYPE` is refused by postgres_cdc naming `state reset`; the reset's snapshot begins with a
+    truncate, so its commit replaces every row, and the table takes the run's columns with it (a bigint where it held
+    an int), values past the old type's range included. Before the fix the commit was refused ("a type change is not
+    merged") after the remedy the source named, and no remedy of the CLI's could bring the table back (the CDC worlds
+    into Delta, seeds 266110108 and 2205141734)."""
+    conn = pg.connect(db)
+    conn.execute(SETUP.replace("balance bigint", "balance int"))
+    assert run(tmp_path, upsert_job(tmp_path, pg, db)).succeeded
+    conn.execute("ALTER TABLE public.acct ALTER COLUMN balance TYPE bigint")
+    conn.execute(f"UPDATE public.acct SET balance = {2**40} WHERE id = 4")
+    done = run(tmp_path, upsert_job(tmp_path, pg, db))
+    assert not done.succeeded and "state reset JOB.yaml --dataset public.acct" in repr(done.datasets[0])
+    reset = run_cli("state", "reset", "job.yaml", "--dataset", "public.acct", "--yes", cwd=tmp_path,
+                    env={PASSWORD_ENV: PASSWORD})
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    done = run(tmp_path, upsert_job(tmp_path, pg, db))
+    assert done.succeeded, [(d.dataset, d.message) for d in done.datasets]
+    assert_equal(tmp_path, conn)
+    assert {f.name: str(f.type) for f in table(tmp_path).schema().fields}["balance"] == 'PrimitiveType("long")'
+    conn.execute("UPDATE public.acct SET balance = balance + 1 WHERE id = 4")  # the stream goes on into the new column
+    assert run(tmp_path, upsert_job(tmp_path, pg, db)).succeeded
+    assert_equal(tmp_path, conn)
+    applied = merges(tmp_path)
+    assert len({h["gobblin-py.commit-id"] for h in applied}) == len(applied)
+
+
+@pytest.mark.crash
+def test_killed_between_the_columns_commit_and_the_merge_the_next_run_merges_once(tmp_path: Path, pg: Any, db: str) -> None:
+    """A column added at the source: the commit adds it to the table in a metadata commit of its own, then merges.
+    SIGKILLed between the two (`delta.columns_added`), the next run finds the column there, merges the changes once,
+    and the table equals the source with the new column."""
+    from gobblin_py.builtin.publishers.delta.publisher import COLUMNS_POINT
+    from gobblin_py.testing.crash import SIGKILLED
+
+    conn = pg.connect(db)
+    conn.execute(SETUP)
+    write_job(tmp_path, upsert_job(tmp_path, pg, db))
+    env = {PASSWORD_ENV: PASSWORD}
+    assert run_cli("run", "job.yaml", "--in-process", cwd=tmp_path, env=env).returncode == 0
+    conn.execute("ALTER TABLE public.acct ADD COLUMN extra int")
+    conn.execute("UPDATE public.acct SET extra = id * 2, balance = 0 WHERE id <= 5; DELETE FROM public.acct WHERE id = 9")
+    killed = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path, env={**env, "GOBBLIN_PY_CRASH_AT": COLUMNS_POINT})
+    assert killed.returncode == SIGKILLED, killed.stdout + killed.stderr
+    assert "extra" in [f.name for f in table(tmp_path).schema().fields] and len(merges(tmp_path)) == 1  # added, not merged
+    again = run_cli("run", "job.yaml", "--in-process", cwd=tmp_path, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    rows = {r["id"]: (r["owner"], r["balance"], r["extra"]) for r in _all_rows(tmp_path)}
+    assert rows == {r[0]: tuple(r[1:]) for r in conn.execute("SELECT id, owner, balance, extra FROM public.acct").fetchall()}
+    ids = [h["gobblin-py.commit-id"] for h in merges(tmp_path)]
+    assert len(ids) == 2 == len(set(ids))

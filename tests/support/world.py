@@ -5,7 +5,7 @@ subclasses `History`: world_files.py (files → Avro), world_kafka.py (Kafka →
 world_iceberg.py (files → an Iceberg table), world_delta.py (files → a Delta Lake table, with `maintain`'s vacuum and
 log expiry), world_upsert.py (a keyed Kafka topic with tombstones → an Iceberg table in upsert mode, whose oracle is
 by key, not by id: it overrides `check`), world_cdc.py and world_mysql_cdc.py (postgres_cdc and mysql_cdc into
-Iceberg upsert tables, sharing world_keyed.py), world_jdbc.py (MariaDB tables → jdbc → Avro or Parquet files, whose
+Iceberg or Delta upsert tables, sharing world_keyed.py), world_jdbc.py (MariaDB tables → jdbc → Avro or Parquet files, whose
 oracle counts row versions and checks the committed high); `WORLDS` in `scripts/soak_world.py` names them for the soak.
 
 The oracle: every id has a number of copies the output must hold at the end (one once produced, one more for each

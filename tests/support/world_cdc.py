@@ -1,25 +1,26 @@
 """The CDC world of the model-based test (see world.py, issue 42): a real PostgreSQL 16 with logical decoding (the
 `pgserver` binaries, tests/cdc's server), a publication of two or three tables, and a postgres_cdc job publishing
-each table to an Iceberg table kept by key (`mode: upsert`, the embedded pyiceberg SQL catalog; in a leased history
-pyiceberg's SQL catalog on a database of the same server, as several hosts would share), as
-docs/sources/postgres_cdc.md shows it. The oracle, the runs and their remedies, and the data rules both CDC worlds
-take are world_keyed.py's.
+each table to an upsert table of the history's sink (`sink`): an Iceberg table kept by key (`mode: upsert`, the
+embedded pyiceberg SQL catalog; in a leased history pyiceberg's SQL catalog on a database of the same server, as
+several hosts would share), as docs/sources/postgres_cdc.md shows it, or a Delta table kept by key (`table_uri:
+<world>/lake/{dataset}`, docs/publishers/delta.md "Upsert mode"), read by delta-rs. The oracle, the runs and their
+remedies, and the data rules both CDC worlds take are world_keyed.py's.
 
 Its rules: DML transactions (inserts, updates, a key updated several times in one transaction, deletes, a key deleted
 and inserted again, updates of `n` alone), a large transaction, TOAST-size text values (and later updates that leave
 them unchanged), a transaction begun before a run and committed after it (`spanning`), primary-key updates
 (`UPDATE t SET id = new WHERE id = old`, a key moved and moved back, a key moved and a row inserted at the old one),
 TRUNCATE (alone, or between inserts in one transaction); runs of the real CLI in a child process, runs SIGKILLed at a
-commit point (the Iceberg upsert's own among them) or at a random time, `recover`, `recover --abandon`, a `state
+commit point (the Iceberg upsert's own among them, for an Iceberg sink) or at a random time, `recover`, `recover --abandon`, a `state
 reset` the user asks for; the publication changed (publish flags narrowed, a row filter added, a table removed and
 perhaps added back, a table added); DDL (a column added, with or without a DEFAULT, an added column dropped, `n`
 retyped (to bigint, or rewritten by a USING expression), REPLICA IDENTITY FULL and back to DEFAULT); the slot dropped
 and created again; a run under `commit_policy: successful` whose tasks of one table (or its chunks alone) fail
 (`world_faults.py`).
 
-The oracle: after every step no key is twice in any Iceberg table; after every run that exits 0, every Iceberg table
+The oracle: after every step no key is twice in any table of the sink; after every run that exits 0, every table
 of a published table equals `SELECT * FROM` its source table by primary key (each key once, each column's value
-equal; a column the Iceberg table lacks reads NULL). A run that exits 1 or 2 must follow a change to the world that
+equal; a column the table lacks reads NULL). A run that exits 1 or 2 must follow a change to the world that
 docs/sources/postgres_cdc.md names ("Failure modes, and what to do") and must name the changed table, the
 publication or the slot, and a remedy the page documents; the world then applies that remedy (`ALTER PUBLICATION …`,
 `REPLICA IDENTITY FULL`, the slot's drop, then `state reset … --dataset schema.table` for each table named), and the
@@ -88,17 +89,18 @@ class CdcWorld(KeyedWorld):
 
 
 class CdcHistory(TaskFailures, KeyedHistory):
-    """A history of a postgres_cdc → Iceberg upsert job (see the module's docstring). `server` is a started
+    """A history of a postgres_cdc → Iceberg (or Delta: `sink`) upsert job (see the module's docstring). `server` is a started
     tests/cdc-style LocalPostgres with wal_level=logical; each history has a database and a slot of its own."""
 
     kind = "cdc"
     leased_share = 0.5  # half the histories: two drivers of the work directory kept apart by the lease alone
     pause_weight = 1
-    crash_points = (*CRASH_POINTS, WRITTEN_POINT, COPIED_POINT)  # the last: a first snapshot added as written
+    iceberg_points = (*CRASH_POINTS, WRITTEN_POINT, COPIED_POINT)  # the last: a first snapshot added as written
 
     def __init__(self, seed: int, steps: int, server: Any, include: tuple[str, ...] = (),
-                 disabled: frozenset[str] = DISABLED, pauses: tuple[int, ...] = (), chunked: bool | None = None) -> None:
-        super().__init__(seed, steps, include, pauses)
+                 disabled: frozenset[str] = DISABLED, pauses: tuple[int, ...] = (), chunked: bool | None = None,
+                 sink: str = "iceberg") -> None:
+        super().__init__(seed, steps, include, pauses, sink)
         self.server, self.disabled = server, disabled
         # drawn by a generator of its own, so that a seed draws every other step as it did before
         self.chunked = random.Random(f"{seed}/chunked").random() < 0.5 if chunked is None else chunked
@@ -116,14 +118,14 @@ class CdcHistory(TaskFailures, KeyedHistory):
         db = self.server.create_database(f"w{self.seed % 10**8}_{uuid.uuid4().hex[:8]}")
         world = CdcWorld(root, server=self.server, db=db, slot=f"s_{db}", conn=self.server.connect(db))
         self._world = world
-        if self.leased:
+        if self.needs_catalog():
             self.shared_catalog(world, self.server, f"{db}_cat")
         tables = [f"public.t{k}" for k in range(self.rng.randint(2, 3))]
         for table in tables:
             self.create_table(world, table)
         world.sql(f"CREATE PUBLICATION {PUBLICATION} FOR TABLE {', '.join(tables)}")
         world.published = set(tables)
-        world.log.append(f"0 database {db}: publication {PUBLICATION} of {', '.join(tables)}"
+        world.log.append(f"0 database {db}: publication {PUBLICATION} of {', '.join(tables)} into {self.sink}"
                          + (f" (chunked snapshots: {CHUNK_ROWS} rows, {CHUNKS_PER_RUN} a run)" if self.chunked else ""))
         return world
 
@@ -141,11 +143,7 @@ class CdcHistory(TaskFailures, KeyedHistory):
                        **({"snapshot_chunk_rows": CHUNK_ROWS, "snapshot_chunks_per_run": self.chunks_per_run}
                           if self.chunked else {})},
             "writer": {"class": "parquet"},
-            "publisher": {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(world.root / "warehouse"),
-                          "mode": "upsert", "key": ["id"], "order_by": ["_lsn", "_seq"],
-                          "delete_when": {"column": "_op", "equals": ["delete"]},
-                          "truncate_when": {"column": "_op", "equals": ["truncate"]},
-                          **self.catalog_setting(world)},
+            "publisher": self.publisher(world, ["_lsn", "_seq"]),
         }
 
     def rules(self) -> list[tuple[int, Rule]]:

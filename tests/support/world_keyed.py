@@ -1,5 +1,10 @@
 """What the CDC worlds share (world_cdc.py: postgres_cdc, world_mysql_cdc.py: mysql_cdc), each a database whose
-tables a CDC job keeps in Iceberg upsert tables (`table: db.{dataset}`, pyiceberg's SQL catalog): the oracle by key,
+tables a CDC job keeps in upsert tables of a history's **sink**: Iceberg (`publisher: {class: iceberg, table:
+db.{dataset}}`, pyiceberg's SQL catalog) or Delta (`publisher: {class: delta, table_uri: <world>/lake/{dataset}}`),
+the same key, `order_by`, `delete_when` and `truncate_when` either way. The CI histories keep Iceberg unless they say
+otherwise; the soak draws the sink per history (`drawn_sink`). The oracle by key (each sink read by an engine we did
+not write: pyiceberg, delta-rs), the commit points a run is killed at (each publisher's own only for its sink: the
+Iceberg upsert's written files, the Delta publisher's columns added before its merge),
 runs judged (a refusal names the changed table and a documented remedy, which the world applies), `state reset` of a
 table, the final runs until every snapshot is done, and the changes to the data both databases take alike (DML
 transactions, key updates, TRUNCATE, a transaction open across a run, a column added and dropped).
@@ -11,6 +16,7 @@ chunked snapshot (`snapshotting`), and what its refusals may name and the world 
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import time
@@ -20,12 +26,23 @@ from typing import Any, ClassVar
 
 import yaml
 
+from gobblin_py.builtin.publishers.delta.publisher import COLUMNS_POINT
 from gobblin_py.testing.crash import SIGKILLED
-from support.world import RUN, History, Violation, World, reap, start
+from support.world import CRASH_POINTS, RUN, History, Violation, World, reap, start
 
 JOB_NAME = "c"
 """`job.name` of every CDC world's job."""
 FINAL_CHUNKS_PER_RUN = 10_000
+SINKS = ("iceberg", "delta")
+"""What a CDC world's job publishes into: Iceberg or Delta upsert tables."""
+DELTA_POINTS = (*CRASH_POINTS, COLUMNS_POINT)
+"""Where a run into Delta is killed: the commit protocol's points and the Delta publisher's own (between the commit
+adding new columns and the merge; the merge writes and commits in one delta-rs call)."""
+
+
+def drawn_sink(seed: int) -> str:
+    """The sink of a soak's history, half and half, by a generator of its own (a seed draws every other step alike)."""
+    return SINKS[random.Random(f"{seed}/sink").random() < 0.5]
 
 
 @dataclass
@@ -60,7 +77,18 @@ def dataset_table(dataset: str) -> str:
 
 
 class KeyedHistory(History):
-    """A history of a CDC job into Iceberg upsert tables (see the module's docstring)."""
+    """A history of a CDC job into Iceberg or Delta upsert tables (`sink`, see the module's docstring)."""
+
+    iceberg_points: ClassVar[tuple[str, ...]] = CRASH_POINTS
+    """Where a run into Iceberg is killed: the commit protocol's points and the Iceberg publisher's own."""
+
+    def __init__(self, seed: int, steps: int, include: tuple[str, ...] = (), pauses: tuple[int, ...] = (),
+                 sink: str = "iceberg") -> None:
+        super().__init__(seed, steps, include, pauses)
+        if sink not in SINKS:
+            raise ValueError(f"sink {sink!r}: one of {SINKS}")
+        self.sink = sink
+        self.crash_points = self.iceberg_points if sink == "iceberg" else DELTA_POINTS
 
     remedies: ClassVar[tuple[str, ...]] = ("state reset",)
     """What a refusal must say to be a documented remedy (the source's page, "Failure modes, and what to do")."""
@@ -97,6 +125,21 @@ class KeyedHistory(History):
         world.catalog_server = server
         world.catalog_db = server.create_database(name)
 
+    def publisher(self, world: KeyedWorld, order_by: list[str]) -> dict[str, Any]:
+        """The job's `publisher`: an upsert table per dataset of the history's sink, kept by `id` in `order_by`, the
+        source's deletes and truncates applied."""
+        upsert = {"mode": "upsert", "key": ["id"], "order_by": order_by,
+                  "delete_when": {"column": "_op", "equals": ["delete"]},
+                  "truncate_when": {"column": "_op", "equals": ["truncate"]}}
+        if self.sink == "delta":
+            return {"class": "delta", "table_uri": str(world.root / "lake" / "{dataset}"), **upsert}
+        return {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(world.root / "warehouse"), **upsert,
+                **self.catalog_setting(world)}
+
+    def needs_catalog(self) -> bool:
+        """A leased Iceberg history shares a catalog service; a Delta table needs none."""
+        return self.leased and self.sink == "iceberg"
+
     def catalog_setting(self, world: KeyedWorld) -> dict[str, Any]:
         """The publisher's `catalog` setting of a leased history ({} otherwise: the embedded SQLite catalog)."""
         return {"catalog": {"name": "shared", "type": "sql", "uri": self.catalog_uri(world)}} if world.catalog_db else {}
@@ -112,6 +155,29 @@ class KeyedHistory(History):
 
     def output_ids(self, world: World) -> Any:
         raise NotImplementedError  # the oracle is by key: `check`
+
+    def table_name(self, dataset: str) -> str:
+        """The sink's table of `dataset`, as messages name it."""
+        return f"Delta table lake/{dataset}" if self.sink == "delta" else f"Iceberg table {dataset_table(dataset)}"
+
+    def sink_rows(self, world: KeyedWorld, dataset: str, step: int, rule: str) -> tuple[list[str], list[dict[str, Any]]] | None:
+        """The sink's table of `dataset`: its columns and rows as an independent reader reads them, or None before the
+        job made it."""
+        read = self.delta_rows if self.sink == "delta" else self.iceberg_rows
+        return read(world, dataset, step, rule)
+
+    def delta_rows(self, world: KeyedWorld, dataset: str, step: int, rule: str) -> tuple[list[str], list[dict[str, Any]]] | None:
+        """The Delta table's columns and rows as delta-rs reads them, or None before the job made it."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            table = DeltaTable(str(world.root / "lake" / dataset)).to_pyarrow_table()
+        except TableNotFoundError:
+            return None
+        except Exception as exc:  # what the independent reader raises is the finding, whatever its type
+            raise Violation(self.seed, step, rule, f"the reader failed on {dataset}: {type(exc).__name__}: {exc}") from exc
+        return table.column_names, table.to_pylist()
 
     def iceberg_rows(self, world: KeyedWorld, dataset: str, step: int, rule: str) -> tuple[list[str], list[dict[str, Any]]] | None:
         """The Iceberg table's columns and rows as pyiceberg reads them, or None before the job made it."""
@@ -136,22 +202,22 @@ class KeyedHistory(History):
             raise Violation(self.seed, step, rule, f"the reader failed on {dataset}: {type(exc).__name__}: {exc}") from exc
 
     def check(self, world: World, step: int, rule: str, final: bool) -> None:
-        """No key twice in any Iceberg table; after a run that exited 0, each published table's Iceberg table equals
-        the source by key."""
+        """No key twice in any table of the sink; after a run that exited 0, each published table's table in the sink
+        equals the source by key."""
         assert isinstance(world, KeyedWorld)
         streamed = 0  # rows the oracle held to their source that a change from the log wrote (not a snapshot's read)
         for dataset in sorted(world.columns):
-            read = self.iceberg_rows(world, dataset, step, rule)
+            read = self.sink_rows(world, dataset, step, rule)
             if read is None:
                 if world.clean and dataset in world.published:
-                    raise Violation(self.seed, step, rule, f"{dataset}: no Iceberg table {dataset_table(dataset)} after a "
-                                                           "run that exited 0")
+                    raise Violation(self.seed, step, rule, f"{dataset}: no {self.table_name(dataset)} after a run that "
+                                                           "exited 0")
                 continue
             names, rows = read
             keys = [r["id"] for r in rows]
             twice = sorted({k for k in keys if keys.count(k) > 1})
             if twice or None in keys:
-                raise Violation(self.seed, step, rule, f"{dataset_table(dataset)}: key(s) {twice[:5]} twice (or a null "
+                raise Violation(self.seed, step, rule, f"{self.table_name(dataset)}: key(s) {twice[:5]} twice (or a null "
                                                        f"key: {None in keys})")
             if not world.clean or dataset not in world.published or dataset in self.snapshotting(world):
                 continue
@@ -163,7 +229,7 @@ class KeyedHistory(History):
                 lost = sorted(set(source) - set(table))
                 extra = sorted(set(table) - set(source))
                 wrong = sorted(k for k in set(table) & set(source) if table[k] != source[k])
-                raise Violation(self.seed, step, rule, f"{dataset_table(dataset)} is not {dataset} after a run that exited 0: "
+                raise Violation(self.seed, step, rule, f"{self.table_name(dataset)} is not {dataset} after a run that exited 0: "
                                 f"{len(lost)} key(s) missing {lost[:5]}, {len(extra)} key(s) the source no longer has "
                                 f"{extra[:5]}, {len(wrong)} key(s) with other values, e.g. "
                                 + "; ".join(f"{k}: {short(table[k])} (source {short(source[k])})" for k in wrong[:3]))
@@ -228,10 +294,12 @@ class KeyedHistory(History):
 
     def settle(self, world: World, step: int) -> None:
         """While changes wait that a run may refuse (exit 1 or 2, naming the remedy this world applies in `_run`),
-        runs take them and their remedies (at most three). (The pause judged a refusal of the publication's flags,
-        exit 2, beside a frozen driver as a failure until the soak found it: seed 1414546503.)"""
+        runs take them and their remedies (at most one run per table and two more: a purged binlog is refused one
+        table per run). (The pause judged a refusal of the publication's flags, exit 2, beside a frozen driver as a
+        failure until the soak found it: seed 1414546503; and, with three runs at most, the fourth table's refusal of a
+        purge: mysql_cdc seed 2935234553.)"""
         assert isinstance(world, KeyedWorld)
-        for _ in range(3):
+        for _ in range(len(world.columns) + 2):
             if not self.may_fail(world) or self._run(world, step, "run before a pause", None).returncode == 0:
                 break
 
@@ -241,7 +309,7 @@ class KeyedHistory(History):
         world.log.append(f"{step} run killed at random -> {reap(proc, kill=True)}")
 
     def state_reset(self, world: World, step: int) -> None:
-        """The user snapshots a table again: its Iceberg table's rows are replaced by the snapshot."""
+        """The user snapshots a table again: its table's rows in the sink are replaced by the snapshot."""
         assert isinstance(world, KeyedWorld)
         if world.published:
             self.reset(world, step, "state reset", self.rng.choice(sorted(world.published)))

@@ -2,8 +2,9 @@
 (tests/jdbc_mysql/mariadb_server.py with `binlog=True`: log_bin, binlog_format ROW, binlog_row_image and
 binlog_row_metadata FULL), a database of two or three tables per history (each with a SET and an ENUM column of
 latin1 labels, non-ASCII among them: the table map's labels are decoded in the column's charset), and a mysql_cdc job publishing each table
-to an Iceberg table kept by key (`mode: upsert`, the embedded pyiceberg SQL catalog), as docs/sources/mysql_cdc.md
-shows it. The oracle, the runs and their remedies are the CDC worlds' (world_keyed.py).
+to an upsert table of the history's sink (`sink`): an Iceberg table kept by key (`mode: upsert`, the embedded pyiceberg
+SQL catalog), as docs/sources/mysql_cdc.md shows it, or a Delta table kept by key (`table_uri: <world>/lake/{dataset}`),
+read by delta-rs. The oracle, the runs and their remedies are the CDC worlds' (world_keyed.py).
 
 Its rules, each changing something mysql_cdc assumes: DML transactions of several statements (inserts, updates, a key
 updated several times in one transaction, deletes, a key deleted and inserted again), a transaction begun before a run
@@ -16,7 +17,7 @@ by a later `add_table`: its own committed position is then older than the others
 committed position (changes, `FLUSH BINARY LOGS`, changes, the purge: the first changes are gone), refused naming a table, its remedy `state reset`;
 changes written with `log_bin_compress` on (compressed row events, which the binlog reader cannot read), the read
 refused naming every table it reads and `state reset` of each; runs of
-the real CLI in a child process, SIGKILLed at each commit point (the Iceberg upsert's among them) or at a random time,
+the real CLI in a child process, SIGKILLed at each commit point (the Iceberg upsert's among them, for an Iceberg sink) or at a random time,
 `recover`, `recover --abandon` (docs/publishers/iceberg.md), a `state reset` the user asks for, and a run under
 `job.commit_policy: successful` (job-successful.yaml, the same job), and one under it whose tasks of one table (all,
 its chunks alone or its stream alone) fail (`world_faults.py`): the table's tasks commit all or none.
@@ -26,11 +27,11 @@ chunks_per_run: CHUNKS_PER_RUN}`, so a table's snapshot spans runs while the wor
 its source once its committed state has a stream position (the first stream after the last chunk brings the chunks
 of earlier runs up to date).
 
-The oracle (world_keyed.py): after every step no key is twice in any Iceberg table (read with pyiceberg); after every
-run that exits 0, every Iceberg table of a table the job reads equals `SELECT id, v, n, … FROM` the table by key. A run
+The oracle (world_keyed.py): after every step no key is twice in any table of the sink (read with pyiceberg or
+delta-rs); after every run that exits 0, every table in the sink of a table the job reads equals `SELECT id, v, n, … FROM` the table by key. A run
 that exits 1 or 2 must follow a change to the world and name a table and `state reset`, which the world then runs.
 
-A second host (world.py): half the histories are leased (`job.lease`), their Iceberg catalog pyiceberg's SQL catalog
+A second host (world.py): half the histories are leased (`job.lease`), their Iceberg catalog (an Iceberg sink's) pyiceberg's SQL catalog
 on a PostgreSQL database (`catalog`: a server started on first use) as hosts would share a catalog service (a frozen
 driver's SQLite write lock would stop the other), and `paused_past_lease` freezes a driver mid-run (its binlog
 connection open, its decode's spool lock held) while a second one takes the job over; the frozen one, woken, must
@@ -115,19 +116,19 @@ ENUM_COLUMN = "e ENUM('x', 'ñ', 'y') DEFAULT 'ñ'"
 
 
 class MysqlCdcHistory(TaskFailures, KeyedHistory):
-    """A history of a mysql_cdc → Iceberg upsert job (see the module's docstring). `server` is a started LocalMariaDB
+    """A history of a mysql_cdc → Iceberg (or Delta: `sink`) upsert job (see the module's docstring). `server` is a started LocalMariaDB
     with the binlog on; each history has a database of its own."""
 
     kind = "mysql_cdc"
-    crash_points = (*CRASH_POINTS, WRITTEN_POINT)
+    iceberg_points = (*CRASH_POINTS, WRITTEN_POINT)
     ddl_refused = True
     leased_share = 0.5  # half the histories: two drivers of the work directory kept apart by the lease alone
     pause_weight = 1
 
     def __init__(self, seed: int, steps: int, server: Any, include: tuple[str, ...] = (),
                  chunked: bool | None = None, pauses: tuple[int, ...] = (),
-                 catalog: Callable[[], Any] | None = None) -> None:
-        super().__init__(seed, steps, include, pauses)
+                 catalog: Callable[[], Any] | None = None, sink: str = "iceberg") -> None:
+        super().__init__(seed, steps, include, pauses, sink)
         self.server, self.catalog = server, catalog
         # drawn by a generator of its own, so that a seed draws every other step as it did before
         self.chunked = random.Random(f"{seed}/chunked").random() < 0.5 if chunked is None else chunked
@@ -144,14 +145,14 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
         db = self.server.create_database(f"w{self.seed % 10**8}_{uuid.uuid4().hex[:8]}")
         world = MysqlWorld(root, server=self.server, db=db, conn=Session(self.server.connect(db)))
         self._world = world
-        if self.leased:
+        if self.needs_catalog():
             if self.catalog is None:
                 raise ValueError(f"seed {self.seed} draws a leased history: it needs a PostgreSQL for its catalog (catalog=)")
             self.shared_catalog(world, self.catalog(), f"{db}_cat")
         for k in range(self.rng.randint(2, 3)):
             self.create_table(world, f"{db}.t{k}")
         world.published = set(world.columns)
-        world.log.append(f"0 database {db}: tables {', '.join(sorted(world.published))}"
+        world.log.append(f"0 database {db}: tables {', '.join(sorted(world.published))} into {self.sink}"
                          + (f" (chunked snapshots: {CHUNK_ROWS} rows, {CHUNKS_PER_RUN} a run)" if self.chunked else ""))
         return world
 
@@ -176,11 +177,7 @@ class MysqlCdcHistory(TaskFailures, KeyedHistory):
                        **({"snapshot": {"chunk_rows": CHUNK_ROWS, "chunks_per_run": self.chunks_per_run}}
                           if self.chunked else {})},
             "writer": {"class": "parquet"},
-            "publisher": {"class": "iceberg", "table": "db.{dataset}", "warehouse": str(world.root / "warehouse"),
-                          "mode": "upsert", "key": ["id"], "order_by": ["_pos", "_seq"],
-                          "delete_when": {"column": "_op", "equals": ["delete"]},
-                          "truncate_when": {"column": "_op", "equals": ["truncate"]},
-                          **self.catalog_setting(world)},
+            "publisher": self.publisher(world, ["_pos", "_seq"]),
         }
 
     def number(self, column: str) -> int:

@@ -1,5 +1,5 @@
-"""The model-based test of a PostgreSQL publication captured by postgres_cdc into Iceberg upsert tables
-(tests/support/world_cdc.py, issue 42), for fixed seeds and a bounded number of steps (its long soak:
+"""The model-based test of a PostgreSQL publication captured by postgres_cdc into Iceberg upsert tables (and, in a
+history of its own, Delta upsert tables) (tests/support/world_cdc.py, issue 42), for fixed seeds and a bounded number of steps (its long soak:
 `scripts/soak_world.py --world cdc`): DML of every kind, spanning and large transactions, TOAST values, key updates,
 TRUNCATE, DDL (a column added with a DEFAULT and a column retyped among it), the publication and the slot changed
 under runs that are SIGKILLed and recovered; after every run that exits 0 each Iceberg table equals its source table
@@ -82,5 +82,34 @@ def test_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_every_c
              r"said: .*without a change in the WAL", r"paused past its lease", r"chunked snapshots: ",
              r"chunked snapshot of .* goes on", r"run, tasks of .* failing: .* -> 1$"]
     print("\n".join(log))  # shown with -s: what the histories did
+    missing = [rule for rule in rules if not any(re.search(rule, line) for line in log)]
+    assert not missing, f"no history drew {missing}: pick other seeds"
+
+
+# Into Delta upsert tables (`sink="delta"`, docs/publishers/delta.md "Upsert mode"): the histories above keep their
+# Iceberg sink (drawn for what they cover); these take steps 1–11 forced: DML, clean runs whose oracle holds rows
+# the log wrote, a key update, a truncate, a kill at a commit point, a column added, `n` retyped (refused, then a
+# `state reset`, whose commit replaces the table's columns) and a column dropped (kept in the table).
+DELTA_STEPS = 12
+DELTA_HISTORIES = (
+    (31, False, ("dml", "run_job", "key_update", "truncate", "run_killed_at_point", "run_job", "add_column", "retype",
+                 "run_job", "drop_column", "state_reset")),
+)
+
+
+def test_cdc_histories_into_delta_keep_each_table_equal_to_its_source_after_every_clean_run(tmp_path: Path,
+                                                                                           server: Any) -> None:
+    pytest.importorskip("deltalake")
+    from support.world_cdc import CdcHistory
+
+    log: list[str] = []
+    for seed, chunked, include in DELTA_HISTORIES:
+        assert len(include) < DELTA_STEPS
+        log += CdcHistory(seed, DELTA_STEPS, server, include=include, chunked=chunked, sink="delta").run(
+            tmp_path / str(seed)).log
+    print("\n".join(log))  # shown with -s: what the histories did
+    rules = [r"into delta", r"key update on", r"truncate public", r"run killed: .* -> -9$", r"retype: ",
+             r"column c\d+ added to \S+$", r"column c\d+ dropped", r"remedy: state reset", r"state reset: .* -> 0$",
+             r"oracle: .* equal \([1-9]\d* written from the log\)"]
     missing = [rule for rule in rules if not any(re.search(rule, line) for line in log)]
     assert not missing, f"no history drew {missing}: pick other seeds"

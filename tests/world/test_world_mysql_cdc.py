@@ -1,5 +1,5 @@
-"""The model-based test of MariaDB tables captured from the binlog by mysql_cdc into Iceberg upsert tables
-(tests/support/world_mysql_cdc.py, issue 45), for fixed seeds and a bounded number of steps (its long soak:
+"""The model-based test of MariaDB tables captured from the binlog by mysql_cdc into Iceberg upsert tables (and, in a
+history of its own, Delta upsert tables) (tests/support/world_mysql_cdc.py, issue 45), for fixed seeds and a bounded number of steps (its long soak:
 `scripts/soak_world.py --world mysql_cdc`): DML transactions, a transaction open across a run, key updates moving rows
 between snapshot chunks, TRUNCATE, binlog rotation, ALTER TABLE, a table added to the job, one taken out of it and
 added back, the binlog purged, changes written as compressed binlog events, `state reset`, `recover --abandon`, a run under `commit_policy: successful`, runs
@@ -102,5 +102,34 @@ def test_mysql_cdc_histories_keep_each_iceberg_table_equal_to_its_source_after_e
              r"chunked snapshots: ", r"chunked snapshot of .* goes on", r"run, tasks of .* failing: .* -> [01]$",
              r"removed from the job's tables", r"0 leased: ", r"paused past its lease",
              r"compressed binlog events: ", r"said: .*event ending at \S+, which this source cannot read"]
+    missing = [rule for rule in rules if not any(re.search(rule, line) for line in log)]
+    assert not missing, f"no history drew {missing}: pick other seeds"
+
+
+# Into Delta upsert tables (`sink="delta"`, docs/publishers/delta.md "Upsert mode"): the histories above keep their
+# Iceberg sink (drawn for what they cover); these take steps 1–11 forced: DML, clean runs whose oracle holds rows
+# the log wrote, a key update, a truncate, a kill at a commit point, a column added, a column retyped (refused, then
+# `state reset`, whose commit replaces the table's columns) and a column dropped.
+DELTA_STEPS = 12
+DELTA_HISTORIES = (
+    (31, False, ("dml", "run_job", "key_update", "truncate", "run_killed_at_point", "run_job", "add_column", "retype",
+                 "run_job", "drop_column", "state_reset")),
+)
+
+
+def test_mysql_cdc_histories_into_delta_keep_each_table_equal_to_its_source_after_every_clean_run(
+        tmp_path: Path, server: Any) -> None:
+    pytest.importorskip("deltalake")
+    from support.world_mysql_cdc import MysqlCdcHistory
+
+    log: list[str] = []
+    for seed, chunked, include in DELTA_HISTORIES:
+        assert len(include) < DELTA_STEPS
+        log += MysqlCdcHistory(seed, DELTA_STEPS, server, include=include, chunked=chunked, sink="delta").run(
+            tmp_path / str(seed)).log
+    print("\n".join(log))  # shown with -s: what the histories did
+    rules = [r"into delta", r"key update on", r"truncate \S+ (alone|between changes)", r"run killed: .* -> -9$",
+             r"retype: ", r"column c\d+ added to \S+$", r"column (c\d+|s|e) dropped", r"remedy: state reset",
+             r"oracle: .* equal \([1-9]\d* written from the log\)"]
     missing = [rule for rule in rules if not any(re.search(rule, line) for line in log)]
     assert not missing, f"no history drew {missing}: pick other seeds"

@@ -24,7 +24,8 @@ files' columns and the partition column, when the sequence is built, so its id i
 is the one the last commit left (lower: the log was rewritten or the table replaced; higher: another job commits
 under this job's name), no RESTORE was committed since the last commit (delta-rs's restore keeps `txn` versions, so
 only the history tells), and the columns fit: new columns are added as nullable ones (one metadata commit before the
-add, `alter.add_columns`), a column dropped or of another type fails the dataset naming it.
+add, `alter.add_columns`), a column dropped or of another type fails the dataset naming it (upsert mode: a dropped
+one stays, NULL where the merge writes; a commit whose changes begin with a truncate replaces the columns with its own).
 
 `mode: upsert` (with `key`, `order_by`, `delete_when`, `truncate_when`; `upsert.py`) keeps the table equal to its
 source by key: the data files are changes, read in task output (never published), reduced to the last per key and
@@ -43,6 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gobblin_py.api import (
@@ -72,11 +74,14 @@ from gobblin_py.builtin.publishers.delta.compaction import (
 )
 from gobblin_py.builtin.publishers.delta.settings import DeltaPublisherSettings
 from gobblin_py.builtin.publishers.delta.upkeep import UPKEEP_STEPS, plan_upkeep
+from gobblin_py.crashpoints import crash_point
 from gobblin_py.errors import CommitError
 from gobblin_py.fs import Location
 from gobblin_py.fs.publish_steps import publish_step
 
 log = logging.getLogger(__name__)
+COLUMNS_POINT = "delta.columns_added"
+"""The crash point between a commit's metadata commit adding the output's new columns and its data's commit."""
 
 
 class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
@@ -150,16 +155,24 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
         return [t.read_file(str(self.data_location(commit.dataset, f)) if published else f.path, f"data/{f.rel_path}",
                             self.settings.partition, table) for f in commit.files if f.kind == "data"]
 
-    def _fits(self, table: Any, output: Any, name: str) -> list[str]:
-        """The columns the table gains; CommitError naming a column dropped, retyped, or another partitioning."""
+    def _fits(self, table: Any, output: Any, name: str, truncated: Callable[[], bool] = lambda: False) -> list[str] | None:
+        """The columns the table gains; None where this commit replaces the table's columns with the output's (an
+        upsert commit whose changes begin with a truncate, `truncated()`: no row of the old columns stays, as after a
+        `state reset` of a retyped source table); else CommitError naming a column retyped (in append mode also one
+        dropped), or another partitioning."""
         expected = [self.settings.partition.name] if self.settings.partition else []
         if list(table.metadata().partition_columns) != expected:
             raise CommitError(f"table {name} is partitioned by {list(table.metadata().partition_columns)} and this job's "
                               f"files by {expected} (writer.partition): nothing was added; make them agree")
-        problem, new = t.schema_change(table.schema(), output, name)
-        if problem is not None:
-            raise CommitError(f"{problem}. Nothing was added to the table and the watermarks did not move")
-        return new
+        upsert = self.settings.mode == "upsert"
+        problem, new = t.schema_change(table.schema(), output, name, keeps_missing=upsert)
+        if problem is None:
+            return new
+        if upsert and truncated():
+            return None
+        fix = (" (or, an upsert table, snapshot it again: `gobblin-py state reset JOB.yaml --dataset …`, whose first "
+               "commit replaces every row and takes the new columns)") if upsert else ""
+        raise CommitError(f"{problem}{fix}. Nothing was added to the table and the watermarks did not move")
 
     def check(self, commit: DatasetCommit) -> None:
         """Before any file is published: the files' columns (read from task output) must fit the table if it exists."""
@@ -170,8 +183,9 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
         if self.settings.mode == "upsert":  # a null key, a tie or a key column missing, refused before anything moves
             u.check_changes(*self._change_files(commit))
         if table is not None:
-            self._fits(table, t.output_schema(self._files(commit, published=False), self.settings.partition, name), name)
-            self._keyed(table, name)
+            output = t.output_schema(self._files(commit, published=False), self.settings.partition, name)
+            if self._fits(table, output, name, lambda: self._changes(commit).truncated) is not None:
+                self._keyed(table, name)  # (a table whose columns the commit replaces takes the output's key)
 
     def unapplied_changes(self, markers: Any) -> list[tuple[str, str]]:
         """Upsert mode: a source's deletes and truncates the settings do not mark (`UpsertSettings`)."""
@@ -338,9 +352,16 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
             props = CommitProperties(custom_metadata={**metadata, **upsert, t.TABLE_ID: table.metadata().id},
                                      app_transactions=[Transaction(app, version)])
             try:
-                new = self._fits(table, output, name)
+                new = self._fits(table, output, name, lambda: changes is not None and changes.truncated)
+                if new is None and changes is not None:
+                    u.replace(table, changes, output, props)
+                    log.info("table %s: commit %s replaced the table after a truncate with %d row(s) of the run's "
+                             "columns as transaction version %d of %s", name, commit.commit_id,
+                             changes.upserts.num_rows, version, app)
+                    return
                 if new:
                     self._add_columns(table, output, new, metadata)
+                    crash_point(COLUMNS_POINT)  # the columns' commit done, the data's not: a replay finds none new
                     table = self._open(d)
                 if changes is not None:
                     self._keyed(table, name)

@@ -150,11 +150,15 @@ def _delta_types(schema: Any) -> dict[str, str]:
     return {f.name: str(getattr(f.type, "type", f.type)) for f in fields}  # a PrimitiveType by its name: "double"
 
 
-def schema_change(table_schema: Any, output: Any, table: str) -> tuple[str | None, list[str]]:
+def schema_change(table_schema: Any, output: Any, table: str, keeps_missing: bool = False) -> tuple[str | None, list[str]]:
     """Why files of the Arrow schema `output` cannot go into a table of the Delta `table_schema` (a column dropped or
-    of another type, named), else None; and the columns the table gains (new, nullable)."""
+    of another type, named), else None; and the columns the table gains (new, nullable). `keeps_missing`: a column the
+    output lacks is no reason (upsert mode: the merge writes NULL in it for the keys it changes, as the iceberg
+    upsert does; appended files would read NULL there for every row)."""
     current, new = _delta_types(table_schema), _delta_types(output)
     for name, kind in current.items():
+        if name not in new and keeps_missing:
+            continue
         if name not in new:
             return (f"table {table}: column {name!r} ({kind}) is not in this run's output; files without it would read "
                     "as NULL in it: put it back in the job's output, or drop it from the table first", [])

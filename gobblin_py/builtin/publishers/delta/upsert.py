@@ -65,15 +65,20 @@ def key_missing(table_schema: Any, key: tuple[str, ...], name: str) -> str | Non
     return None
 
 
+def conformed(rows: Any, target: Any) -> list[Any]:
+    """The columns of the Arrow schema `target` from the pa.Table `rows`: cast to its types, one `rows` lacks as nulls."""
+    import pyarrow as pa
+
+    return [rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type) for f in target]
+
+
 def merge_source(changes: Changes, target: Any) -> Any:
     """One row per changed key, of the table's Arrow schema `target` plus `DELETE`: the upserted rows (cast to the
     table's types; a column the changes lack as nulls) and the deleted keys (their other columns null)."""
     import pyarrow as pa
 
     def conform(rows: Any, deleted: bool) -> Any:
-        columns = [rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
-                   for f in target]
-        columns.append(pa.array([deleted] * rows.num_rows, pa.bool_()))
+        columns = [*conformed(rows, target), pa.array([deleted] * rows.num_rows, pa.bool_())]
         return pa.Table.from_arrays(columns, schema=pa.schema([*(f.with_nullable(True) for f in target),
                                                                pa.field(DELETE, pa.bool_())]))
 
@@ -107,6 +112,17 @@ def merge(table: Any, changes: Changes, key: tuple[str, ...], properties: Any) -
         table.create_write_transaction([], "append", target, list(table.metadata().partition_columns),
                                        commit_properties=properties)
     return metrics
+
+
+def replace(table: Any, changes: Changes, output: Any, properties: Any) -> None:
+    """After a truncate (`changes.truncated`: every row the table held goes), the changes' rows as the whole table, of
+    the run's columns (the Arrow schema `output`), in ONE overwrite commit with `properties` that replaces the table's
+    schema too (a column the source retyped): a merge can only keep the table's types. The table keeps its id."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    rows = pa.Table.from_arrays(conformed(changes.upserts, output), schema=output)
+    write_deltalake(table, rows, mode="overwrite", schema_mode="overwrite", commit_properties=properties)
 
 
 def counts(changes: Changes, key: tuple[str, ...]) -> str:
