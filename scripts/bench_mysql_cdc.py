@@ -346,7 +346,7 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
         visible += _watch(tmp, lambda: False, {v[0] for v in visible})
         time.sleep(1)
     drained = time.time()
-    cpu = None if spy else _cpu_s(runner.pid)  # the run's own CPU: what a change costs, whatever the machine's load
+    cpu = None if spy else _cpu_s(runner.pid)  # the run's CPU (Spark's too): what a change costs, whatever the load
     if spy:  # the run stops, then py-spy writes its samples and exits
         for child in Path(f"/proc/{runner.pid}/task/{runner.pid}/children").read_text().split():
             os.kill(int(child), signal.SIGINT)
@@ -369,9 +369,22 @@ def _one_offered(maria: LocalMariaDB, tmp: Path, rate: int, args: argparse.Names
 
 
 def _cpu_s(pid: int) -> float:
-    """User and system CPU seconds process `pid` has used (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User and system CPU seconds process `pid` and every process under it (Spark's JVM and Python workers, when
+    the run started Spark) have used so far (/proc/PID/stat)."""
+    stats: dict[int, tuple[int, float]] = {}  # pid → (parent, CPU seconds)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # ended meanwhile
+            stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    tree, total = {pid}, 0.0
+    for _ in range(8):  # the JVM's Python daemon's workers are a few levels down
+        tree |= {p for p, (parent, _) in stats.items() if parent in tree}
+    for p in tree:
+        total += stats.get(p, (0, 0.0))[1]
+    return total
 
 
 def _position(file: str, offset: int) -> int:
