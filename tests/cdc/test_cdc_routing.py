@@ -94,6 +94,18 @@ def test_tables_at_different_positions_each_get_their_own_changes(tmp_path: Path
     conn.close()
 
 
+def _published(tmp_path: Path, pg: Any, prefix: str, n: int) -> tuple[str, Any, list[str], dict[str, Any]]:
+    """A database of its own with `n` tables in one publication, and the job over them in `tmp_path/<n>` (creating
+    the slot): the database, a connection to it, the tables and the job."""
+    db = pg.create_database(f"{prefix}{n}_{tmp_path.name[-8:].lower()}")
+    conn = pg.connect(db)
+    names = [f"public.t{i}" for i in range(n)]
+    _tables(conn, *names)
+    conn.execute(f"CREATE PUBLICATION pub FOR TABLE {', '.join(names)}")
+    (tmp_path / str(n)).mkdir()
+    return db, conn, names, cdc_job(tmp_path / str(n), pg, db, tables=names, create_slot=True)
+
+
 def _sessions(pg: Any, db: str, job: dict[str, Any], tmp: Path) -> int:
     """The connections the job's run opened to `db` (the server logs each with log_connections on)."""
     log = pg.dir / "log"
@@ -112,13 +124,7 @@ def test_the_tables_of_one_slot_share_one_connection(tmp_path: Path, pg: Any) ->
     try:
         opened = {}
         for n in (1, 6):
-            db = pg.create_database(f"share{n}_{tmp_path.name[-8:].lower()}")
-            conn = pg.connect(db)
-            names = [f"public.t{i}" for i in range(n)]
-            _tables(conn, *names)
-            conn.execute(f"CREATE PUBLICATION pub FOR TABLE {', '.join(names)}")
-            (tmp_path / str(n)).mkdir()
-            job = cdc_job(tmp_path / str(n), pg, db, tables=names, create_slot=True)
+            db, conn, names, job = _published(tmp_path, pg, "share", n)
             job["job"]["commit_parallelism"] = 1  # the slot steps' connections in a fixed order
             assert run(tmp_path / str(n), job).succeeded
             _interleaved(conn, names, 100)
@@ -195,13 +201,7 @@ def test_planning_reads_the_catalog_once_for_all_tables(tmp_path: Path, pg: Any)
     try:
         reads = {}
         for n in (1, 6):
-            db = pg.create_database(f"cat{n}_{tmp_path.name[-8:].lower()}")
-            conn = pg.connect(db)
-            names = [f"public.t{i}" for i in range(n)]
-            _tables(conn, *names)
-            conn.execute(f"CREATE PUBLICATION pub FOR TABLE {', '.join(names)}")
-            (tmp_path / str(n)).mkdir()
-            job = cdc_job(tmp_path / str(n), pg, db, tables=names, create_slot=True)
+            db, conn, names, job = _published(tmp_path, pg, "cat", n)
             assert run(tmp_path / str(n), job).succeeded
             _interleaved(conn, names, 100)
             reads[n] = _catalog_reads(pg, db, job, tmp_path / str(n))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -118,6 +119,13 @@ class World:
         for i, n in self.expected.items():
             if n > 1:
                 self.lowest[i] = min(1, self.lowest.get(i, n))
+
+
+def drew(log: list[str], rules: list[str] | tuple[str, ...]) -> None:
+    """The CI histories' log has a line matching each regular expression of `rules` (what the chosen seeds must
+    cover); else the failure names the rules no history drew."""
+    missing = [rule for rule in rules if not any(re.search(rule, line) for line in log)]
+    assert not missing, f"no history drew {missing}: pick other seeds"
 
 
 def command(args: list[str]) -> list[str]:
