@@ -159,3 +159,56 @@ def test_arrow_reads_what_the_row_path_reads_of_random_csv(tmp_path: Path, monke
             assert (converter.counters()["unknown_fields_dropped"].count - before if extra else 0) == 2 * by_rows
         extractor.close()
     assert offered and taken > (offered * 0.95 if clean else offered // 4)
+
+
+PLAIN: dict[str, list[str]] = {
+    "id": ["0", "7", "007", "42", "9223372036854775807", "123456789012"],
+    "ts": ["1767225600000", "0", "17672256"],
+    "n": ["1", "0", "2147483647", "65536"],
+    "ok": ["true", "false", "yes", "no", "1", "0"],
+    "amount": ["1.5", "0.1", "36.22", "5.", ".5", "7", "00.50"],
+}
+"""Columns of only plain digits (doubles: with at most one ".") or lower-case booleans, which skip their guards'
+regular expressions."""
+NEAR: dict[str, list[str]] = {
+    "id": ["+5", " 42", "-1", "0x10", "\u0663", "9223372036854775808", "1e3", ""],
+    "ts": ["-5", "+5", " 1767225600001 ", "2026-01-02T03:04:05Z", "2026-01-02T03:04:05+02:00", "2026-01-02", "\u00b2"],
+    "n": ["2147483648", "-2147483648", "+0", "5.0"],
+    "ok": ["TRUE", "True", " yes", "maybe", "t", "", "2"],
+    "amount": ["1e3", "-0", "+2.25", " 3.0 ", "nan", "1.2.3", ".", "", "1_0.5"],
+}
+"""Values one step from plain: each sends its block's column back to the guard (or the row path)."""
+
+
+@pytest.mark.parametrize("near", [0.0, 0.05])
+def test_plain_columns_skip_the_guards_and_read_as_the_row_path(tmp_path: Path, near: float) -> None:
+    rng = random.Random(SEED + 7 + int(near * 100))
+    taken = 0
+    for case in range(40):
+        iso_zulu = rng.random() < 0.3  # every timestamp ISO text ending in "Z": the zone told without a regex
+        lines = [",".join(NAMES)]
+        for _ in range(rng.randint(1, 40)):
+            cells = []
+            for name in NAMES:
+                pool = PLAIN.get(name, CLEAN.get(name))
+                if name == "ts" and iso_zulu:
+                    pool = [t for t in TIMESTAMP_TEXT if t.endswith("Z")]
+                if name in NEAR and rng.random() < near:
+                    pool = NEAR[name]
+                cells.append(_cell(rng.choice(pool), ",", rng))
+            lines.append(",".join(cells))
+        data = ("\n".join(lines) + "\n").encode()
+        converter = _converter(tmp_path, False)
+        extractor, batches = _blocks(tmp_path / "in", f"p{case}.csv", data, ",")
+        for batch in batches:
+            arrow = converter.convert_batch(batch)
+            records, refused = _row_path(extractor, converter, batch)
+            if not near:
+                assert arrow is not None, (case, data)
+            if arrow is None:
+                continue
+            taken += 1
+            assert refused == 0, (case, data)
+            assert _as_rows(arrow) == records, (case, data)
+        extractor.close()
+    assert taken >= 40 if not near else taken >= 5

@@ -71,23 +71,27 @@ def flat_fields(avro_schema: dict[str, Any]) -> tuple[Any, list[FlatField]] | No
     return target, fields
 
 
-def iso_millis(text: Any, target: Any) -> Any | None:
+def iso_millis(text: Any, target: Any, checked: bool = False) -> Any | None:
     """A string array of timestamps as `target` (a timestamp-millis type), when every value is ISO text of the form
-    `ISO`, all with a zone or all without (read as UTC); None otherwise: the row path reads or refuses the text."""
+    `ISO` (already shown by the caller when `checked`), all with a zone or all without (read as UTC); None otherwise:
+    the row path reads or refuses the text."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if text.null_count == len(text):
         return pa.nulls(len(text), target)
-    if not pc.all(pc.match_substring_regex(text, ISO)).as_py():
+    if not checked and not pc.all(pc.match_substring_regex(text, ISO)).as_py():
         return None
-    zoned = pc.match_substring_regex(text, _ZONED)
-    if pc.all(zoned).as_py():
-        unit = pa.timestamp("ms", "UTC")
-    elif not pc.any(zoned).as_py():
-        unit = pa.timestamp("ms")
+    if pc.all(pc.ends_with(text, "Z")).as_py():  # the usual case, told without a regular expression: of the ISO
+        unit = pa.timestamp("ms", "UTC")  # form, only zoned text ends in "Z"
     else:
-        return None
+        zoned = pc.match_substring_regex(text, _ZONED)
+        if pc.all(zoned).as_py():
+            unit = pa.timestamp("ms", "UTC")
+        elif not pc.any(zoned).as_py():
+            unit = pa.timestamp("ms")
+        else:
+            return None
     try:
         return text.cast(unit).cast(pa.int64()).cast(target)
     except (pa.ArrowException, ValueError):  # a date Arrow cannot hold; the row path says what it makes of it

@@ -33,6 +33,8 @@ _GUARDS = {
 }
 """Text each kind's coercion and Arrow's cast (after the trims below) read as the same value."""
 _MILLIS = rf"^{_SPACE}-?[0-9]+{_SPACE}$"  # epoch milliseconds as `_to_millis` reads digits: no "+" (not a digit)
+_PLAIN_BOOLEANS = ["true", "false", "yes", "no", "1", "0"]  # what `_GUARDS["boolean"]` passes and its trim and case leave as is
+_TRUE = ["true", "yes", "1"]  # of those, the true ones
 
 class CsvArrowReader:
     """Reads a `CsvBlock` into a `pyarrow.RecordBatch` of `avro_schema` (see the module docstring) and the columns
@@ -51,6 +53,7 @@ class CsvArrowReader:
         self.schema, self._fields = flat
         self._names = {f.name for f in self._fields}
         self._drop = on_unknown_fields == "drop"
+        self._plain_booleans, self._true = pa.array(_PLAIN_BOOLEANS), pa.array(_TRUE)
         self.supported = True
 
     def read(self, block: CsvBlock) -> tuple[Any, list[str]] | None:
@@ -69,8 +72,9 @@ class CsvArrowReader:
             return None
         if block.field_size_limit < len(data):  # else no field can be longer
             pc = self._pc
-            for array in table.columns:
-                if pc.max(pc.utf8_length(array)).as_py() > block.field_size_limit:
+            for array in table.columns:  # no more characters than bytes: count characters only past the limit
+                if (pc.max(pc.binary_length(array)).as_py() > block.field_size_limit
+                        and pc.max(pc.utf8_length(array)).as_py() > block.field_size_limit):
                     return None
         out = []
         for field in self._fields:
@@ -121,23 +125,29 @@ class CsvArrowReader:
         return pc.if_else(blank, pa.scalar(None, target), cast)
 
     def _typed(self, kind: str, text: Any, target: Any) -> Any | None:
-        """`text` as `target` (a null stays null), when every value passes its kind's guard; else None."""
+        """`text` as `target` (a null stays null), when every value passes its kind's guard; else None. A column
+        whose values are all plain ASCII digits (integers, epoch milliseconds; doubles with at most one "."), or
+        booleans spelt in lower case, passes its guard unchanged by the trims, so it skips the guard's regular
+        expression and the trims."""
         pa, pc = self._pa, self._pc
         if kind == "string":
             return text
-        if kind == "timestamp":
-            if pc.all(pc.match_substring_regex(text, ISO)).as_py():
-                return iso_millis(text, target)
-            guard = _MILLIS
+        if kind == "boolean" and pc.all(pc.is_in(text, value_set=self._plain_booleans)).as_py():
+            return pc.is_in(text, value_set=self._true)
+        if kind == "double":  # digits with at most one "." among them (not alone): as the guard, no regex
+            plain = pc.all(pc.ascii_is_decimal(pc.replace_substring(text, ".", "", max_replacements=1))).as_py()
         else:
-            guard = _GUARDS[kind]
-        if not pc.all(pc.match_substring_regex(text, guard)).as_py():
-            return None
-        text = pc.ascii_trim(text, " \t")
-        if kind == "boolean":
-            return pc.is_in(pc.ascii_lower(text), value_set=pa.array(["true", "yes", "1"]))
-        if kind in ("long", "int"):
-            text = pc.replace_substring_regex(text, r"^\+", "")  # `int()` takes a "+", Arrow's cast does not
+            plain = kind != "boolean" and pc.all(pc.ascii_is_decimal(text)).as_py()
+        if kind == "timestamp" and not plain and pc.all(pc.match_substring_regex(text, ISO)).as_py():
+            return iso_millis(text, target, checked=True)
+        if not plain:
+            if not pc.all(pc.match_substring_regex(text, _MILLIS if kind == "timestamp" else _GUARDS[kind])).as_py():
+                return None
+            text = pc.ascii_trim(text, " \t")
+            if kind == "boolean":
+                return pc.is_in(pc.ascii_lower(text), value_set=self._true)
+            if kind in ("long", "int") and pc.any(pc.starts_with(text, "+")).as_py():
+                text = pc.replace_substring_regex(text, r"^\+", "")  # `int()` takes a "+", Arrow's cast does not
         try:
             cast = text.cast(pa.int64() if kind == "timestamp" else target)
         except (pa.ArrowException, ValueError):  # beyond the type's range: the converter refuses it
