@@ -119,8 +119,7 @@ class RoutedDecode:
         for data in peek(conn, self.settings, self.end, f"gobblin_cdc_{self.dir.name[-32:]}"):
             kind = data[:1]
             if kind == b"B":
-                final_lsn = int.from_bytes(data[1:9], "big")
-                keep, begin, touched = self.low <= final_lsn < self.end, data, set()
+                keep, begin, touched = self.low <= pgoutput.final_lsn(data) < self.end, data, set()
                 if keep:
                     crashpoints.crash_point("postgres_cdc.decode_midway")  # a test's kill mid decode (N-th transaction)
                 continue

@@ -161,16 +161,26 @@ class _Reader:
 _BEGIN = struct.Struct("!qqI")
 
 
+def _begin(data: bytes) -> tuple[int, int, int]:
+    """A Begin message's final LSN, commit time (microseconds since 2000) and transaction id."""
+    if len(data) < 1 + _BEGIN.size:
+        raise DecodeError(f"Begin message cut short at {len(data)} bytes (needs {1 + _BEGIN.size})")
+    return _BEGIN.unpack_from(data, 1)
+
+
+def final_lsn(begin: bytes) -> int:
+    """The final LSN of the transaction a Begin message opens, without building the message (the routed decode
+    asks it of every transaction)."""
+    return int(_begin(begin)[0])
+
+
 def decode(data: bytes) -> Message:
     """One pgoutput message."""
-    if data[:1] == b"B" and len(data) >= 1 + _BEGIN.size:  # a routed table reads one a transaction: no reader for it
-        lsn, ts, xid = _BEGIN.unpack_from(data, 1)
+    if data[:1] == b"B":  # a routed table reads one a transaction: no reader for it
+        lsn, ts, xid = _begin(data)
         return Begin(lsn, ts + PG_EPOCH_US, xid)
     r = _Reader(data)
     kind = r.byte()
-    if kind == "B":
-        lsn, ts, xid = r.take("!qqI")
-        return Begin(lsn, ts + PG_EPOCH_US, xid)
     if kind == "C":
         _flags, lsn, end, ts = r.take("!Bqqq")
         return Commit(lsn, end, ts + PG_EPOCH_US)
