@@ -8,11 +8,13 @@ its time, but never counts as the fastest, and its ratio is marked so.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -69,6 +71,14 @@ class TreeSampler:
                 self.peak[k] = max(self.peak[k], v)
             if self._stop.wait(0.1):
                 return
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new directory under the system's temporary one, removed when the script exits (on an error too), so a
+    benchmark leaves nothing behind."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def cpu_pressure_us() -> int | None:

@@ -45,7 +45,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -55,6 +54,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from bench_common import scratch_dir  # noqa: E402
 from jdbc_mysql.mariadb_server import PASSWORD, LocalMariaDB  # noqa: E402
 
 PASSWORD_ENV = "GOBBLIN_BENCH_MYSQL_PASSWORD"
@@ -89,7 +89,7 @@ def fill(maria: LocalMariaDB, rows: int, db: str = "bench") -> None:
 
 def snapshot(args: argparse.Namespace) -> dict[str, Any]:
     """mysql_cdc's first run (its chunked snapshot) against the jdbc source's full load, in turn `--repeat` times."""
-    tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-"))
+    tmp = scratch_dir("bench-mysql-cdc-")
     out: dict[str, Any] = {"phase": "snapshot", "rows": args.rows, "chunk_rows": args.chunk_rows,
                            "repeat": args.repeat}
     with LocalMariaDB(binlog=True) as maria:
@@ -194,7 +194,7 @@ def _one_stream(maria: LocalMariaDB, tmp: Path, code: Path, args: argparse.Names
 
 
 def stream(args: argparse.Namespace) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-"))
+    tmp = scratch_dir("bench-mysql-cdc-")
     out: dict[str, Any] = {"phase": "stream", "initial_rows": args.initial, "changes": args.changes,
                            "per_txn": args.per_txn, "repeat": args.repeat}
     codes = {"this": ROOT, **({"baseline": Path(args.baseline).resolve()} if args.baseline else {})}
@@ -275,7 +275,7 @@ def offered(args: argparse.Namespace) -> dict[str, Any]:
         for r in range(args.repeat if args.baseline else 1):
             for rate in rates:
                 for name, code in codes.items():  # the checkouts in turn at each rate, on the same server
-                    tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-offered-"))
+                    tmp = scratch_dir("bench-mysql-cdc-offered-")
                     load = os.getloadavg()[0]
                     out["runs"].append({"code": name, "round": r, **_one_offered(maria, tmp, rate, args, code),
                                         "load_1m": [round(load, 2), round(os.getloadavg()[0], 2)]})
@@ -484,7 +484,7 @@ def _one_layout(maria: LocalMariaDB, tmp: Path, code: Path, n_tables: int, args:
 
 
 def tables(args: argparse.Namespace) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-mysql-cdc-"))
+    tmp = scratch_dir("bench-mysql-cdc-")
     out: dict[str, Any] = {"phase": "tables", "tables": args.tables, "changes": args.changes, "per_txn": args.per_txn,
                            "initial_rows_per_table": args.initial, "repeat": args.repeat}
     codes = {"this": ROOT, **({"baseline": Path(args.baseline).resolve()} if args.baseline else {})}

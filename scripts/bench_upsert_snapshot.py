@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from bench_common import scratch_dir
 
 from gobblin_py.api import DatasetCommit, OutputFile
 from gobblin_py.builtin.publishers.iceberg.publisher import IcebergPublisher
@@ -83,7 +83,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", default=None, help="results JSON (default scripts/results/bench_upsert_snapshot.json)")
     args = p.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="bench-upsert-snapshot-"))
+    tmp = scratch_dir("bench-upsert-snapshot-")
     one(tmp, 10_000, 2, True, "warm")  # imports and the catalog's first open, outside the rounds
     result: dict[str, Any] = {"rows": args.rows, "chunks": args.chunks, "jdbc_shaped": [], "cdc_shaped": []}
     for r in range(args.rounds):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_common import scratch_dir
 from bench_mysql_cdc import PASSWORD, PASSWORD_ENV, LocalMariaDB, cdc_job, fill, gobblin, write_changes
 from profile_cdc import sample_in_process, summary
 
@@ -43,7 +43,7 @@ def main() -> None:
     p.add_argument("--per-txn", type=int, default=10)
     p.add_argument("--top", type=int, default=35)
     args = p.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="profile-mysql-cdc-"))
+    tmp = scratch_dir("profile-mysql-cdc-")
     with LocalMariaDB(binlog=True) as maria:
         fill(maria, args.initial)
         publisher = {"class": "iceberg", "table": "db.acct", "warehouse": str(tmp / "warehouse"), "mode": "upsert",
