@@ -124,6 +124,7 @@ class MysqlCdcSource(Source):
         logs = position.binary_logs(conn)
         gtid = server.gtid_at(conn, end)
         units: list[WorkUnit | MultiWorkUnit] = []
+        gone: list[SourceError] = []  # tables whose committed position this binlog cannot go on from
         state.report_listed(s.tables)  # a committed table taken out of `tables` is named, not "no new data"
         for table in s.tables:
             database, name = table.split(".")
@@ -134,10 +135,14 @@ class MysqlCdcSource(Source):
             done = {int(k.split(".", 1)[1]): int(v) for k, v in marks.items() if k.startswith(CHUNK_KEY) and v is not None}
             kept = state.kept(table)
             if low is not None or done:
-                server.check_identity(table, kept.get("server"), identity, s.endpoint, reset_hint([table]))
                 oldest = int(low) if low is not None else min(done.values())
-                server.check_history(conn, table, oldest, end, s.endpoint, reset_hint([table]))
-                server.check_gtid(conn, table, kept.get("gtid"), oldest, end, s.endpoint, reset_hint([table]))
+                try:
+                    server.check_identity(table, kept.get("server"), identity, s.endpoint, reset_hint([table]))
+                    server.check_history(conn, table, oldest, end, s.endpoint, reset_hint([table]))
+                    server.check_gtid(conn, table, kept.get("gtid"), oldest, end, s.endpoint, reset_hint([table]))
+                except SourceError as exc:  # the others are checked too, so one refusal names every such table
+                    gone.append(exc)
+                    continue
                 problem = _columns_changed(table, kept.get("columns"), t.columns)
                 if problem is not None:
                     state.report_input_problem(table, problem)
@@ -154,6 +159,11 @@ class MysqlCdcSource(Source):
                                             read_bytes=_binlog_bytes(logs, min(done.values()), end)))
                 continue
             units += self._chunks(conn, t, chunks)
+        if len(gone) == 1:
+            raise gone[0]
+        if gone:
+            raise SourceError(f"{len(gone)} tables cannot go on from their committed binlog positions; nothing is "
+                              "read:\n" + "\n".join(f"- {exc}" for exc in gone))
         units = route(units, end.value())  # type: ignore[arg-type]  # a list of WorkUnits: no MultiWorkUnit here
         log.info("binlog at %s: %d work unit(s) for %d table(s) (%d snapshot chunk(s))", end, len(units),
                  len(s.tables), sum(1 for u in units if MysqlCdcSplit.of(u).chunk is not None))
