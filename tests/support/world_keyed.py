@@ -267,7 +267,7 @@ class KeyedHistory(History):
         """A refused run names a table (or the publication, the slot: `names`) and a documented remedy: applied here
         (`apply_remedies`, then `state reset` of each table whose reset it names)."""
         said = " ".join((done.stdout + done.stderr).split())
-        world.log.append(f"    said: {said[-700:]}")
+        world.log.append(f"    said: {said[-1500:]}")  # enough for two tables' refusals in one run
         named = [n for n in [*world.columns, *self.names(world)] if n in said]
         if not named or not any(r in said for r in self.remedies):
             raise Violation(self.seed, step, rule, f"exit {done.returncode} without naming a table, the publication or "
@@ -294,8 +294,8 @@ class KeyedHistory(History):
 
     def settle(self, world: World, step: int) -> None:
         """While changes wait that a run may refuse (exit 1 or 2, naming the remedy this world applies in `_run`),
-        runs take them and their remedies (at most one run per table and two more: a purged binlog is refused one
-        table per run). (The pause judged a refusal of the publication's flags, exit 2, beside a frozen driver as a
+        runs take them and their remedies (at most one run per table and two more: a purged binlog was refused one
+        table per run until mysql_cdc named every table it stops in one refusal). (The pause judged a refusal of the publication's flags, exit 2, beside a frozen driver as a
         failure until the soak found it: seed 1414546503; and, with three runs at most, the fourth table's refusal of a
         purge: mysql_cdc seed 2935234553.)"""
         assert isinstance(world, KeyedWorld)
