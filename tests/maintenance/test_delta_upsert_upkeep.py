@@ -1,8 +1,9 @@
 """`maintain` on a Delta table kept by key (the delta publisher's upsert mode): what it does to one (a checkpoint and
 the log entries below what the job still reads, a vacuum; no compaction, no retention of an unpartitioned table) keeps
 the app transaction version, every key's latest row once and a killed run's pending commit, which the maintenance
-recovers; and a RESTORE whose log entry delta-rs's own log cleanup deleted after the maintenance's checkpoint fails
-the next commit closed, where it used to be taken for an unchanged table (the restored-away changes were lost). Every
+recovers; and a RESTORE after the job's last commit is still seen by its next commit once the log is checkpointed,
+or, where delta-rs's own log cleanup deleted its entry below another writer's checkpoint, that commit fails closed;
+it used to be taken for an unchanged table (the restored-away changes were lost). Every
 table is read back by delta-rs and by DuckDB over the files its log lists (`read_back`)."""
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def test_maintain_between_upsert_runs_keeps_the_transaction_and_every_key_once(t
     done = cli(MAINTAIN, tmp_path)
     ok(done, "maintain")
     log = tmp_path / "lake" / "customers" / "_delta_log"
-    assert "a checkpoint at version 5" in done.stdout and not (log / f"{0:020d}.json").exists(), done.stdout
+    # at the version the next commit reads the history from (the last one's read), not the current one (5)
+    assert "a checkpoint at version 3 " in done.stdout and not (log / f"{0:020d}.json").exists(), done.stdout
     assert "SUCCEEDED" in done.stdout, done.stdout
     assert table_at(tmp_path).transaction_version(APP) == 4, "the checkpoint kept the app transaction"
     assert read_back(tmp_path) == expected(*batches)
@@ -89,31 +91,41 @@ def test_maintain_between_upsert_runs_keeps_the_transaction_and_every_key_once(t
     assert read_back(tmp_path) == expected(*batches, *more)
 
 
-def test_a_restore_whose_log_entry_expired_fails_the_next_commit_closed(tmp_path: Path) -> None:
-    """After three runs the table is RESTOREd to the first one's version by another writer, which then commits again;
-    `maintain` checkpoints at the current version, and delta-rs's own log cleanup (after another writer's commit,
-    entries older than delta.logRetentionDuration below the latest checkpoint) deletes the RESTORE's entry. The next
-    run cannot tell the table was restored: it fails closed naming the table and the missing versions, nothing merged
-    over the restored rows, the watermarks where they were. (Before the check it merged, and the second and third
-    runs' changes were gone from the table for good, their watermarks past them.)"""
+@pytest.mark.parametrize("checkpointer", ["maintain", "another writer"])
+def test_a_restore_after_the_last_commit_is_seen_or_the_next_commit_fails_closed(tmp_path: Path, checkpointer: str) -> None:
+    """After three runs another writer RESTOREs the table to the first one's version and commits again; the log is
+    checkpointed (by `maintain`, or by another writer at the current version), and delta-rs's own log cleanup (after
+    another writer's commit: entries older than delta.logRetentionDuration below the latest checkpoint) deletes what
+    it may. `maintain` checkpoints at the version the job's next commit reads from, so the cleanup leaves the RESTORE
+    and the next run fails naming it; a checkpoint above it lets the cleanup delete the RESTORE's entry, and the next
+    run fails closed naming the missing versions. Either way nothing is merged over the restored rows. (Before both
+    fixes the RESTORE went unseen: the run merged, and the second and third runs' changes were gone for good.)"""
     batches = [FIRST, SECOND, batch(3)]
     runs(tmp_path, batches)
     table_at(tmp_path).restore(1)
     table_at(tmp_path).alter.set_table_properties({"delta.logRetentionDuration": "interval 1 seconds"})
     age_log(tmp_path)
     write_job(tmp_path, delta_upsert_job(tmp_path))
-    ok(cli(MAINTAIN, tmp_path), "maintain")
+    if checkpointer == "maintain":
+        ok(cli(MAINTAIN, tmp_path), "maintain")
+    else:
+        table_at(tmp_path).create_checkpoint()
     age_log(tmp_path)
     table_at(tmp_path).alter.set_table_properties({"delta.checkpointInterval": "50"})  # another writer's commit
-    assert "RESTORE" not in {h["operation"] for h in table_at(tmp_path).history()}, "the cleanup kept the RESTORE"
+    kept = {h["operation"] for h in table_at(tmp_path).history()}
+    assert ("RESTORE" in kept) == (checkpointer == "maintain"), kept
     restored = read_back(tmp_path)
     assert restored == expected(FIRST)
     write_changes(tmp_path, "c-100.jsonl", batch(4))
     done = _run(tmp_path, delta_upsert_job(tmp_path))
-    assert not done.succeeded, "a commit over a table whose history since the job's last commit is gone"
-    for part in ("customers", "log entries of version(s) 3 to 4 are gone", "last commit of gobblin-py/u/customers "
-                 "read version 2", "state reset JOB.yaml --dataset customers --to"):
-        assert part in done.error, done.error
+    assert not done.succeeded, "a commit over a table restored since the job's last commit"
+    if checkpointer == "maintain":  # its checkpoint at the version the last commit read, the RESTORE's entry kept
+        assert "restored to version 1" in done.error, done.error
+        assert json.loads((tmp_path / "lake" / "customers" / "_delta_log" / "_last_checkpoint").read_text())["version"] == 2
+    else:
+        for part in ("customers", "log entries of version(s) 3 to 4 are gone", "last commit of gobblin-py/u/customers "
+                     "read version 2", "state reset JOB.yaml --dataset customers --to"):
+            assert part in done.error, done.error
     assert read_back(tmp_path) == restored, "nothing merged over the restored table"
 
 
