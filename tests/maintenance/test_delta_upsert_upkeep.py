@@ -21,7 +21,7 @@ from support.jobs import write_job
 
 from gobblin_py.builtin.publishers.delta.publisher import COLUMNS_POINT
 from gobblin_py.commit.store import CommitStepStore
-from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point
+from gobblin_py.testing.crash import SIGKILLED, cli, commit_points, each_point, recovery_points
 
 deltalake = pytest.importorskip("deltalake")
 APP = "gobblin-py/u/customers"
@@ -145,12 +145,17 @@ def _prepared(tmp: Path, point: str) -> list[list[dict[str, Any]]]:
 
 
 def _killed_then_maintained(tmp: Path, point: str, batches: list[list[dict[str, Any]]]) -> None:
-    """The run killed at `point`; the log aged; `maintain` (its recovery completes the commit, then the checkpoint,
-    the log expiry and the vacuum); one more run; the table is every batch's last change per key, each key once, the
-    commit log empty, no task output left."""
-    died = cli(RUN, tmp, crash_at=point)
+    """The run killed at `point` (`RUN_POINT+MAINTAIN_POINT`: then a `maintain` killed at MAINTAIN_POINT too, in its
+    recovery); the log aged; `maintain` (its recovery completes the commit, then the checkpoint, the log expiry and the
+    vacuum); one more run; the table is every batch's last change per key, each key once, the commit log empty, no
+    task output left."""
+    run_point, _, maintain_point = point.partition("+")
+    died = cli(RUN, tmp, crash_at=run_point)
     assert died.returncode == SIGKILLED, f"{point}: {died.stdout}{died.stderr}"
     age_log(tmp)
+    if maintain_point:
+        died = cli(MAINTAIN, tmp, crash_at=maintain_point)
+        assert died.returncode == SIGKILLED, f"{point}: {died.stdout}{died.stderr}"
     done = cli(MAINTAIN, tmp)
     ok(done, f"{point}: maintain")
     assert "a checkpoint at version" in done.stdout, f"{point}: {done.stdout}"
@@ -167,6 +172,6 @@ def _killed_then_maintained(tmp: Path, point: str, batches: list[list[dict[str, 
 
 @pytest.mark.crash
 def test_maintain_after_a_run_killed_at_each_commit_point_converges_to_every_key_once(tmp_path: Path) -> None:
-    points = [*commit_points(3), COLUMNS_POINT]
+    points = [*commit_points(3), COLUMNS_POINT, *(f"commit.after_step:1+{p}" for p in recovery_points())]
     prepared = [_prepared(tmp_path / str(n), point) for n, point in enumerate(points)]  # one at a time, in-process
     each_point(points, lambda n, point: _killed_then_maintained(tmp_path / str(n), point, prepared[n]))
