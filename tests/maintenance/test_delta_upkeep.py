@@ -128,9 +128,11 @@ def test_checkpoint_then_the_log_entries_below_it(job: Path) -> None:
 
     done = cli(["maintain", "job.yaml", "--expire-snapshots-older-than", "31d", "--dataset", "clicks", "--yes"], job)
     ok(done)
-    assert "a checkpoint at version 2" in done.stdout, done.stdout
+    # at the version the job's next commit reads the history from (its last commit read 1), not the current one (2):
+    # delta-rs's own log cleanup deletes old entries below the latest checkpoint (test_delta_upsert_upkeep.py)
+    assert "a checkpoint at version 1 (the version the job's next commit reads the history from)" in done.stdout, done.stdout
     assert f"deleted: {log / '00000000000000000000.json'}" in done.stdout, done.stdout
-    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 2
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 1
     assert not (log / "00000000000000000000.json").exists()
     assert (log / "00000000000000000001.json").exists()  # the job's next commit reads the history from version 1
     t = table(job, "clicks")

@@ -157,7 +157,7 @@ def test_each_option_alone_and_combined_leaves_a_table_the_next_run_commits_to(j
     expected["clicks"] = expected["clicks"] + Counter(range(900_000, 900_010))
     assert_every_row_once(job, expected)
     if "--expire-snapshots-older-than" in args:
-        assert json.loads((job / "lake" / "clicks" / "_delta_log" / "_last_checkpoint").read_text())["version"] >= 2
+        assert json.loads((job / "lake" / "clicks" / "_delta_log" / "_last_checkpoint").read_text())["version"] >= 1
 
 
 def _fail_retention(monkeypatch) -> None:

@@ -86,7 +86,7 @@ def test_checkpoint_and_log_expiry_killed_at_every_commit_point(tmp_path: Path, 
         assert killed.returncode == SIGKILLED, f"{point}: {killed.stdout}{killed.stderr}"
         _readable_once(root, two_runs["ids"], point)  # a reader at the kill
         ok(cli(args, root))
-        assert json.loads((log / "_last_checkpoint").read_text())["version"] == 2, point
+        assert json.loads((log / "_last_checkpoint").read_text())["version"] == 1, point  # what the next commit reads
         assert not (log / "00000000000000000000.json").exists() and (log / "00000000000000000001.json").exists(), point
         assert CommitStepStore(root / "work").datasets("t") == [], point
         _readable_once(root, two_runs["ids"], point)

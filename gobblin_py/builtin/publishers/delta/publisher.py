@@ -241,7 +241,9 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
         self._unchanged(name, app, last.get("table_id"), last["version"], table_id, txn)
         self._same_mode(name, commit.dataset, last)
         if table is not None and read > last.get("read_version", read):
-            for entry in table.history(read - last["read_version"]):
+            since = table.history(read - last["read_version"])
+            self._history_complete(name, commit.dataset, app, since, last["read_version"], read)
+            for entry in since:
                 if entry.get("operation") == "RESTORE" and entry.get("version", -1) > last["read_version"]:
                     restored = entry.get("operationParameters", {}).get("version", "?")
                     raise CommitError(
@@ -252,6 +254,24 @@ class DeltaPublisher(Committer, GlobalCommitter, TableCompaction, TableUpkeep):
                         f"(the commitInfo of its last commit of {app} carries them): `gobblin-py state reset JOB.yaml "
                         f"--dataset {commit.dataset} --to KEY=VALUE …`, which also forgets the pinned table, then run again")
         return {"table_id": table_id, "version": last["version"] + 1, "read_version": read, **self._mode()}
+
+    @staticmethod
+    def _history_complete(name: str, dataset: str, app: str, since: list[dict[str, Any]], low: int, high: int) -> None:
+        """CommitError unless `since` (the table's history) holds every version in (low, high]: the RESTORE check
+        cannot see a restore whose log entry is gone, and would take the restored table for the one the watermarks
+        describe. delta-rs's own log cleanup (`delta.enableExpiredLogCleanup`, after any writer's commit) deletes entries
+        older than `delta.logRetentionDuration` below the latest checkpoint, whatever this job still reads."""
+        missing = sorted(set(range(low + 1, high + 1)) - {int(h["version"]) for h in since if "version" in h})
+        if not missing:
+            return
+        raise CommitError(
+            f"table {name}: its log entries of version(s) {missing[0]}" + (f" to {missing[-1]}" if len(missing) > 1 else "")
+            + f" are gone (expired: delta-rs's log cleanup after a checkpoint, delta.logRetentionDuration), and this "
+            f"job's last commit of {app} read version {low}: whether the table was restored since cannot be checked, "
+            "and a RESTORE would make this commit build on rows the watermarks are past. Nothing was published and the "
+            f"watermarks did not move. Check the table holds every commit of {app} (its commitInfo carries the "
+            f"watermarks); then `gobblin-py state reset JOB.yaml --dataset {dataset} --to KEY=VALUE …` (its watermarks, "
+            "or what the table holds), which also forgets the pinned table, and run again")
 
     def _create(self, commit: DatasetCommit, name: str) -> Any:
         """The table created empty (the files' columns, read in task output, and the partition column), so that its id

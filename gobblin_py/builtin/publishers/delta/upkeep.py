@@ -6,11 +6,14 @@ framework logs before running them, so a SIGKILL anywhere is completed by the ne
   than D ago); the listed files are deleted by one `FsDeleteCommitStep`, never by delta-rs, so what is deleted is
   exactly what was listed. A file a pending commit names (a published file its table commit has yet to add, a
   compaction's merged file) is refused, naming the record.
-- `--expire-snapshots-older-than D`: a checkpoint at the table's current version (`create_checkpoint`, done when
-  `_delta_log/_last_checkpoint` is at that version or later), then the log entries (commits, checkpoints, checksums)
-  of versions below it written longer than D ago, deleted by one `FsDeleteCommitStep` after the checkpoint step, so
-  nothing is expired that no checkpoint covers. Entries the job's next commit still reads (its RESTORE check reads
-  the history since the version its last commit read) are kept, a table a pending record touches is refused, and the
+- `--expire-snapshots-older-than D`: a checkpoint at the version the job's next commit reads the history from (its
+  RESTORE check reads the history since the version its last commit read; the current version when the job has no
+  commit there), done when `_delta_log/_last_checkpoint` is at that version or later, then the log entries (commits,
+  checkpoints, checksums) of versions below it written longer than D ago, deleted by one `FsDeleteCommitStep` after
+  the checkpoint step, so nothing is expired that no checkpoint covers. Not at the current version: delta-rs's own
+  log cleanup (`delta.enableExpiredLogCleanup`, on any writer's next commit) deletes the entries older than
+  `delta.logRetentionDuration` below the latest checkpoint, and one above that version let it delete entries the
+  job still reads (a RESTORE among them went unseen). A table a pending record touches is refused, and the
   maintainer commits the actions on one table one after another (`maintainer.rounds`): a retention commit that opened
   the table while the expiry deleted entries below its new checkpoint failed reading them.
 - `--retention D`: the table's time partitions (`ts_day` …) that ended longer than D ago, removed in ONE Delta
@@ -101,7 +104,10 @@ class DeltaCheckpointCommitStep(CommitStep):
         return done is not None and done >= self.version
 
     def execute(self) -> None:
-        _table(self.table, self.storage_options).create_checkpoint()
+        from deltalake import DeltaTable
+
+        _table(self.table, self.storage_options)  # CommitError naming the table when it is gone
+        DeltaTable(self.table, version=self.version, storage_options=self.storage_options or None).create_checkpoint()
 
     def describe(self) -> str:
         return f"checkpoint table {self.table} at version {self.version}"
@@ -250,14 +256,16 @@ def _expire(table: Any, uri: str, job: str, request: UpkeepRequest, storage_opti
                 files[str(log_dir / entry.name)] = stat.st_size
     steps: list[CommitStep] = []
     notes = []
-    if (_last_checkpoint(uri) or -1) < version:
-        steps.append(DeltaCheckpointCommitStep(table=uri, version=version, storage_options=storage_options))
-        notes.append(f"a checkpoint at version {version}, then the log entries below it")
+    last = _last_checkpoint(uri)
+    if last is None or last < floor:
+        steps.append(DeltaCheckpointCommitStep(table=uri, version=floor, storage_options=storage_options))
+        notes.append(f"a checkpoint at version {floor}" + (" (the version the job's next commit reads the history from)"
+                                                            if floor < version else "") + ", then the log entries below it")
     else:
-        notes.append(f"the checkpoint at version {version} is there")
+        notes.append(f"the checkpoint at version {last} is there")
     if files:
         steps.append(FsDeleteCommitStep(root=uri, files=files, what=f"log entries of table {uri} below its checkpoint at "
-                                                                      f"version {version}"))
+                                                                      f"version {floor}"))
         action.deletions = [f"{p} ({n} bytes)" for p, n in files.items()]
     elif not log_dir.is_local:
         notes.append("log entries are expired on a local or mounted location only")

@@ -17,7 +17,7 @@ from gobblin_py.builtin.sources.postgres_cdc.chunks import (
     ChunkPlan,
     key_expressions,
 )
-from gobblin_py.builtin.sources.postgres_cdc.columns import primary_keys
+from gobblin_py.builtin.sources.postgres_cdc.columns import checked_primary
 from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings, lsn_text
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
 from gobblin_py.builtin.sources.postgres_cdc.visibility import Snapshot
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def chunk_key(conn: Any, split: CdcSplit) -> list[list[Any]]:
     """The table's primary key as [[column, base type oid], …]; ConfigError naming the table when it cannot chunk it."""
-    names = split.primary if split.primary is not None else primary_keys(conn, [split.oid])[split.oid]
+    names = checked_primary(conn, split)
     if not names:
         raise ConfigError(f"table {split.table} has no primary key, and a chunked snapshot splits a table by it: add "
                           "one, or leave source.snapshot_chunk_rows unset (the table is then snapshotted in one "

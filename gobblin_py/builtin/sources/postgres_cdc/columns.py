@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
+from gobblin_py.errors import SourceError
+
 SHAPE_SQL = """
 SELECT a.attrelid, a.attnum, a.attname, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod), a.atthasmissing,
        a.atthasdef, a.xmin::text, pg_get_expr(d.adbin, d.adrelid), c.relfilenode
@@ -40,6 +43,23 @@ def primary_keys(conn: Any, table_oids: list[int]) -> dict[int, list[str]]:
     for oid, name in conn.execute(PRIMARY_KEYS_SQL, (list(table_oids),)).fetchall():
         out.setdefault(int(oid), []).append(name)
     return out
+
+
+def checked_primary(conn: Any, split: CdcSplit) -> list[str]:
+    """The table's primary key columns as the catalog holds them in `conn`'s snapshot, checked against the key planned
+    (`split.primary`), which a chunked snapshot's ranges, its stream filter and the key-update rule rely on: a key
+    changed since planning fails the task before it reads a row, naming the table, both keys and the fix."""
+    now = primary_keys(conn, [split.oid])[split.oid]
+    if split.primary is not None and now != split.primary:
+        fix = (f"snapshot it again: `gobblin-py state reset JOB.yaml --dataset {split.table} --yes`, then run"
+               if split.chunk is not None or split.chunks is not None else
+               "run again (the next run plans by the new key); where a table is kept by key downstream, set "
+               "publisher.key to the new key first")
+        raise SourceError(f"table {split.table}: its primary key changed since this run planned it (planned "
+                          f"({', '.join(split.primary) or 'none'}), now ({', '.join(now) or 'none'})), so ranges and "
+                          f"key updates taken by the planned key would no longer match its rows. Nothing of this run "
+                          f"is committed for it; {fix}")
+    return now
 
 
 def read_shapes(conn: Any, table_oids: list[int]) -> dict[int, dict[str, Any]]:

@@ -51,7 +51,7 @@ from gobblin_py.builtin.schemas.arrow_rows import (
 )
 from gobblin_py.builtin.sources.postgres_cdc import decode, native, pgoutput
 from gobblin_py.builtin.sources.postgres_cdc.chunks import ChunkFilter
-from gobblin_py.builtin.sources.postgres_cdc.columns import primary_keys
+from gobblin_py.builtin.sources.postgres_cdc.columns import checked_primary
 from gobblin_py.builtin.sources.postgres_cdc.settings import (
     PostgresCdcSettings,
     flushed_after_sync_commit,
@@ -162,12 +162,11 @@ class PostgresCdcExtractor(BatchExtractor):
         self.conn = conn = self._open()
         self._loaders = [self._loader(conn, i) for i in range(len(self.names))]
         try:
-            p = self.split  # the key as planned for every table at once, else read here
-            self._primary = p.primary if p.primary is not None else primary_keys(conn, [p.oid])[p.oid]
             seen = None
-            if self.split.chunk is not None:
+            if self.split.chunk is not None:  # its key checked in the chunk's own snapshot (`read_chunk`)
                 self._chunk_seen = yield from self._chunk(conn)
                 return
+            self._primary = checked_primary(conn, self.split)
             if self.split.chunks is not None and self.split.chunks.get("fresh"):  # before every chunk's rows (T - 1)
                 yield RawBatch(RECORDS, [(self._record([None] * len(self.names), "truncate", self.end - 1, -1, None,
                                                        None), "chunked snapshot start")])

@@ -10,6 +10,7 @@ from typing import Any
 
 from gobblin_py.builtin.sources.postgres_cdc import native
 from gobblin_py.builtin.sources.postgres_cdc.chunks import range_condition
+from gobblin_py.builtin.sources.postgres_cdc.columns import checked_primary
 from gobblin_py.builtin.sources.postgres_cdc.settings import PostgresCdcSettings
 from gobblin_py.builtin.sources.postgres_cdc.split import CdcSplit
 
@@ -31,6 +32,7 @@ def read_chunk(s: PostgresCdcSettings, conn: Any, split: CdcSplit, arrow: bool,
     conn.read_only = True
     try:
         seen, exported = conn.execute("SELECT pg_current_snapshot()::text, pg_export_snapshot()").fetchone()
+        checked_primary(conn, split)  # the key as this snapshot sees it: the one its rows are ranged by
         columns = sql.SQL(", ").join(sql.SQL("{}::{}").format(sql.Identifier(c), sql.SQL(split.casts[c]))
                                      if c in split.casts else sql.Identifier(c) for c in split.columns)
         query = sql.SQL("SELECT {} FROM {} WHERE {}").format(columns, sql.Identifier(split.schema_name, split.table_name),
