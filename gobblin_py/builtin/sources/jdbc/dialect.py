@@ -230,8 +230,9 @@ class Dialect(ABC):
 
     @abstractmethod
     def queries(self, t: TableQuerySettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
-                casts: Mapping[str, str] | None = None) -> TableQueries:
-        """The SQL of one table and selection."""
+                casts: Mapping[str, str] | None = None, watermark_not_null: bool = False) -> TableQueries:
+        """The SQL of one table and selection; `watermark_not_null`: the catalog declares the watermark column NOT NULL
+        (a range from the start then needs no `IS NULL` arm, which keeps it off the column's index)."""
 
     @abstractmethod
     def stream(self, conn: Any, query: Any, params: list[Any], fetch_rows: int, name: str,

@@ -117,7 +117,8 @@ class MySqlDialect(Dialect):
         return watermark_kind(column)
 
     def queries(self, t: TableQuerySettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
-                casts: Mapping[str, str] | None = None) -> TableQueries:
+                casts: Mapping[str, str] | None = None, watermark_not_null: bool = False) -> TableQueries:
+        # MySQL's optimizer drops `col IS NULL` of a NOT NULL column itself: the range condition stays as it is
         return MySqlQueries(t, schema_name, table_name, columns, kind, label)
 
     def stream(self, conn: Any, query: Any, params: list[Any], fetch_rows: int, name: str,
