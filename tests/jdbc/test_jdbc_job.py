@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jdbc.jdbc_jobs import jdbc_job, read_output
+from jdbc.jdbc_jobs import PASSWORD_ENV, jdbc_job, read_output
 from support.jobs import run_cli, write_job
 
 from gobblin_py.builtin.sources.jdbc.split import JdbcSplit
@@ -330,6 +330,24 @@ def test_a_not_null_watermarks_first_sub_range_is_an_index_range_and_a_nullable_
         assert result.succeeded, result.error
         ids = sorted(r["id"] for r in read_output(tmp_path / table / "output", table))
         assert ids == list(range(1, rows + 1))  # each row once, the nullable table's NULL ones included
+
+
+@pytest.mark.parametrize("reader", ["auto", "rows"])
+def test_warm_up_imports_what_a_task_imports_before_its_first_read(pg, db, reader: str) -> None:
+    """`JdbcSource.warm_up` (run by the runner while it plans) imports the driver, the extractor and, unless `reader:
+    rows`, the native reader: a fresh interpreter has them afterwards, not before."""
+    import subprocess
+    import sys
+
+    modules = ["psycopg", "gobblin_py.builtin.sources.jdbc.extractor", "adbc_driver_postgresql.dbapi"]
+    code = (f"import json, sys; from gobblin_py.builtin.sources.jdbc.source import JdbcSource; "
+            f"s = JdbcSource(JdbcSource.Settings.model_validate({{'url': {pg.url(db)!r}, 'password_env': {PASSWORD_ENV!r}, "
+            f"'reader': {reader!r}, 'tables': [{ORDERS!r}]}})); m = {modules!r}; before = [x in sys.modules for x in m]; "
+            "s.warm_up(); print(json.dumps([before, [x in sys.modules for x in m]]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = json.loads(done.stdout)
+    assert before == [False, False, False], before
+    assert after == [True, True, reader == "auto"], after
 
 
 def test_a_table_dropped_and_created_again_is_refused_naming_both_oids_until_reset(tmp_path: Path, pg, db) -> None:

@@ -247,6 +247,17 @@ class Dialect(ABC):
         """Whether this database's native Arrow reader can be imported here (`reader: auto` then uses it)."""
         return False
 
+    native_modules: tuple[str, ...] = ()
+    """What the native reader imports when a task first reads (`warm_up` imports it ahead)."""
+
+    @final
+    def warm_up(self, reader: str) -> None:
+        """The driver, and the native reader unless `reader: rows`, imported: what a task's first read imports."""
+        self.require_driver()
+        if reader != "rows" and self.native_reader_installed():
+            for module in self.native_modules:
+                importlib.import_module(module)
+
     @final
     def reads_natively(self, reader: str, workunit_native: bool) -> bool:
         """Whether a task reads natively: `reader` (source.reader) asks for it, the reader is installed, and its

@@ -141,6 +141,8 @@ class MySqlDialect(Dialect):
 
     native_install = "reader native needs ConnectorX for MySQL/MariaDB: pip install 'gobblin-py[jdbc]'"
 
+    native_modules = ("connectorx",)
+
     def native_reader_installed(self) -> bool:
         return importlib.util.find_spec("connectorx") is not None
 

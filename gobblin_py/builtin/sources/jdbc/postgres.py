@@ -93,6 +93,7 @@ class PostgresDialect(Dialect):
                 yield batch
 
     native_install = "reader native needs the ADBC PostgreSQL driver: pip install 'gobblin-py[jdbc]'"
+    native_modules = ("adbc_driver_postgresql.dbapi", "psycopg.conninfo")
 
     def native_reader_installed(self) -> bool:
         return importlib.util.find_spec("adbc_driver_postgresql") is not None
