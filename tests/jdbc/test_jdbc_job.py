@@ -276,6 +276,16 @@ def test_a_big_ranges_split_comes_from_a_sample_and_every_row_is_read_once(tmp_p
         per_task = sorted(t.records_extracted for t in result.tasks)
         assert per_task[0] > 2000 and per_task[-1] < 8000, per_task  # about a quarter each
     assert sampleable == [True, True, False, False]  # the table sampled (planned twice), the view not
+    # an incremental range of the same table is counted, not sampled: its count is an index range (cheaper)
+    from gobblin_py.builtin.sources.jdbc.ranges import Range
+
+    counted.clear()
+    with pg.connect(db) as conn:
+        lo, hi = conn.execute("SELECT min(updated_at) + interval '1000 seconds', max(updated_at) FROM orders").fetchone()
+        queries = postgres.PostgresQueries(type("T", (), {**ORDERS, "key_columns": ["id"], "where": None})(), "public",
+                                           "orders", ["id", "updated_at"], "timestamptz", "orders", watermark_not_null=False)
+        rows, bounds = queries.split(conn, Range(lo, hi), 4)
+    assert rows == 18999 and len(bounds) == 3 and len(counted) == 1, (rows, bounds, counted)
 
 
 def _plan_of(pg: Any, db: str, spec: Any, unit: Any) -> tuple[str, str]:

@@ -250,17 +250,18 @@ class PostgresQueries(TableQueries):
     def split(self, conn: Any, r: Range, parts: int) -> tuple[int, list[Any]]:
         """percentile_disc over the range: the boundaries follow the column's distribution. Past SAMPLE_ABOVE rows, over
         a repeatable sample of the table's pages (about SAMPLE_ROWS rows): sorting every value took 3 s of a 10M-row
-        first load, and the boundaries only balance the tasks. Where the catalog already counts more than SAMPLE_ABOVE
-        rows in the table, the sample comes first, and when it puts more than SAMPLE_ABOVE in the range its estimate
-        stands in for the count (a scan of the range: 0.19 s of a 2M-row first load's planning); otherwise the range
-        is counted exactly, and a range counted empty is not read."""
+        first load, and the boundaries only balance the tasks. A range from the start (a first load) of a table the
+        catalog already counts past SAMPLE_ABOVE rows is sampled first, and when the sample puts more than SAMPLE_ABOVE
+        in it, its estimate stands in for the count (a scan of the range: 0.19 s of a 2M-row first load's planning);
+        otherwise the range is counted exactly, and a range counted empty is not read. An incremental range is counted
+        first: its count is an index range, cheaper than the sample (0.01 s against 0.04 s at 20,000 of 2M rows)."""
         sql = self.sql
         cond, params = self.range_condition(r)
         fractions = [k / parts for k in range(1, parts)]
         if fractions:
-            size = self.table_size(conn)
+            size = self.table_size(conn) if r.lo is None else None
             known = size[1] if size is not None else 0.0  # pg_class.reltuples: -1 before the first VACUUM/ANALYZE
-            sampled = known > SAMPLE_ABOVE and self._sampleable(conn)
+            sampled = r.lo is None and known > SAMPLE_ABOVE and self._sampleable(conn)
             if sampled:
                 estimate, bounds = self._sample(conn, r, fractions, 100.0 * SAMPLE_ROWS / known)
                 if estimate > SAMPLE_ABOVE and bounds:
