@@ -128,6 +128,11 @@ class Source(Plugin, abc.ABC):
     def get_workunits(self, state: SourceState) -> list[WorkUnit | MultiWorkUnit]:
         """Plan this run from the committed state; a WorkUnit's id must be deterministic."""
 
+    def warm_up(self) -> None:
+        """Hook: import what this source's tasks will (a driver, a native reader). The runner calls it on a background
+        thread while the run recovers and plans, so the first tasks do not queue on Python's import lock; best
+        effort (an error here is ignored: the task's own import reports it)."""
+
     @classmethod
     def schema_kind(cls, settings: Any) -> SchemaKind:
         """Hook: whether records come with an Avro record schema, so validation refuses an avro or parquet writer

@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import logging
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -38,6 +39,14 @@ __all__ = ["DatasetStatus", "DatasetSummary", "JobResult", "JobRunner", "new_run
 log = logging.getLogger(__name__)
 
 
+def _warm_up(job: JobSpec) -> None:
+    """The source's `warm_up` (its tasks' imports), on its own thread: best effort, a failure only logged."""
+    try:
+        job.source.create().warm_up()
+    except Exception:  # noqa: BLE001 - best effort by contract: the task's own import reports what is missing
+        log.debug("source %s: warming up its tasks' imports failed", job.source.label, exc_info=True)
+
+
 def new_run_id() -> str:
     """Sortable by start time, unique across hosts."""
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + uuid.uuid4().hex[:6]
@@ -58,6 +67,9 @@ class JobRunner:
         self.continuous = False  # a continuous run: one line per checkpoint, its planning and tasks at DEBUG
         self.force_takeover = False  # take the job's lease even while another driver's is live (`run --force-takeover`)
         self._claimed = False  # the publishers' targets checked for this work directory (once per runner)
+        self._warmed = False  # the source's warm_up started (once per runner)
+        self._warming: threading.Thread | None = None  # joined before the run ends: an import cut off by the
+        # interpreter's exit aborts it (PyGILState_Release while finalizing)
         self.lease: Lease | None = None  # the job's lease while a run holds it
 
     def run(self) -> JobResult:
@@ -124,6 +136,9 @@ class JobRunner:
                 result.error = f"internal error: {describe(exc)}"
                 raise
             finally:
+                if self._warming is not None:
+                    self._warming.join()
+                    self._warming = None
                 result.running = False
                 result.duration_s = time.monotonic() - t0
                 self.persist(result)
@@ -136,6 +151,10 @@ class JobRunner:
         """A bounded run's body, under the lock: recover, plan from the committed watermarks, run the tasks,
         publish each dataset, clean up; a continuous run calls it once per checkpoint."""
         phases = _Phases(result.phases, self.executor)
+        if not self._warmed:  # the tasks' imports, while this thread recovers and plans (a driver's, a native reader's)
+            self._warming = threading.Thread(target=_warm_up, args=(self.job,), name="warm-up")
+            self._warming.start()
+            self._warmed = True
         start_early = getattr(self.executor, "start_early", None)
         if start_early is not None and self._last_run_on_spark():
             start_early()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -192,3 +193,39 @@ def test_the_sources_say_what_of_their_work_is_native_only_where_it_is() -> None
         unit = dataclasses.replace(wu(), split=KafkaSplit(topic="t", partition=0, client=client).packed())
         assert (kafka.native_share(unit, converted=True) > 0.5) is native
         assert kafka.native_share(unit, converted=False) == 0.0
+
+
+def test_the_sources_warm_up_runs_on_its_own_thread_and_its_failure_fails_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner starts `Source.warm_up` (the tasks' imports) on a thread of its own while it plans; best effort: a
+    warm-up that raises leaves the run to succeed."""
+    spec = _job(tmp_path, monkeypatch, 0.9, mode="plain")
+    seen: list[str] = []
+
+    def warm_up(self: object) -> None:
+        seen.append(threading.current_thread().name)
+        raise ImportError("no module named 'a_driver'")
+
+    monkeypatch.setattr(spec.source.cls(), "warm_up", warm_up)  # type: ignore[attr-defined]
+    result = JobRunner(spec, InProcessExecutor()).run()  # type: ignore[arg-type]
+    assert result.succeeded, result.error
+    assert seen == ["warm-up"]
+    ids = sorted(pq.read_table(tmp_path / "output" / "things").column("id").to_pylist())
+    assert ids == list(range(0, 2000))
+
+
+def test_a_run_ends_only_after_the_sources_warm_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run shorter than its warm-up waits for it: an import still running on another thread when the interpreter
+    exits aborts the process (`PyGILState_Release` while finalizing: a no-data CLI run exited -6)."""
+    spec = _job(tmp_path, monkeypatch, 0.9, mode="plain", count=0)
+    done = threading.Event()
+
+    def warm_up(self: object) -> None:
+        time.sleep(1.0)
+        done.set()
+
+    monkeypatch.setattr(spec.source.cls(), "warm_up", warm_up)  # type: ignore[attr-defined]
+    result = JobRunner(spec, InProcessExecutor()).run()  # type: ignore[arg-type]
+    assert result.succeeded, result.error
+    assert done.is_set()
+    assert not any(t.name == "warm-up" for t in threading.enumerate())

@@ -230,8 +230,9 @@ class Dialect(ABC):
 
     @abstractmethod
     def queries(self, t: TableQuerySettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
-                casts: Mapping[str, str] | None = None) -> TableQueries:
-        """The SQL of one table and selection."""
+                casts: Mapping[str, str] | None = None, watermark_not_null: bool = False) -> TableQueries:
+        """The SQL of one table and selection; `watermark_not_null`: the catalog declares the watermark column NOT NULL
+        (a range from the start then needs no `IS NULL` arm, which keeps it off the column's index)."""
 
     @abstractmethod
     def stream(self, conn: Any, query: Any, params: list[Any], fetch_rows: int, name: str,
@@ -245,6 +246,17 @@ class Dialect(ABC):
     def native_reader_installed(self) -> bool:
         """Whether this database's native Arrow reader can be imported here (`reader: auto` then uses it)."""
         return False
+
+    native_modules: tuple[str, ...] = ()
+    """What the native reader imports when a task first reads (`warm_up` imports it ahead)."""
+
+    @final
+    def warm_up(self, reader: str) -> None:
+        """The driver, and the native reader unless `reader: rows`, imported: what a task's first read imports."""
+        self.require_driver()
+        if reader != "rows" and self.native_reader_installed():
+            for module in self.native_modules:
+                importlib.import_module(module)
 
     @final
     def reads_natively(self, reader: str, workunit_native: bool) -> bool:

@@ -44,7 +44,7 @@ class JdbcExtractor(BatchExtractor):
         self.keys = KeyRange(p.key_lo, p.key_hi) if p.key_column is not None else None  # a first load's slice
         self.dialect = settings.dialect
         self.queries = self.dialect.queries(self.table_settings, p.schema_name, p.table_name, p.columns,
-                                            p.kind, self.table, p.casts)
+                                            p.kind, self.table, p.casts, watermark_not_null=p.watermark_not_null)
         self.conn: Any = None
         self.last: Record | None = None
         self.rows = 0

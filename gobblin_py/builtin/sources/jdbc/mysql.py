@@ -117,7 +117,8 @@ class MySqlDialect(Dialect):
         return watermark_kind(column)
 
     def queries(self, t: TableQuerySettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
-                casts: Mapping[str, str] | None = None) -> TableQueries:
+                casts: Mapping[str, str] | None = None, watermark_not_null: bool = False) -> TableQueries:
+        # MySQL's optimizer drops `col IS NULL` of a NOT NULL column itself: the range condition stays as it is
         return MySqlQueries(t, schema_name, table_name, columns, kind, label)
 
     def stream(self, conn: Any, query: Any, params: list[Any], fetch_rows: int, name: str,
@@ -139,6 +140,8 @@ class MySqlDialect(Dialect):
         cur.close()  # only once the result is read: closing an unread unbuffered result would read it to the end
 
     native_install = "reader native needs ConnectorX for MySQL/MariaDB: pip install 'gobblin-py[jdbc]'"
+
+    native_modules = ("connectorx",)
 
     def native_reader_installed(self) -> bool:
         return importlib.util.find_spec("connectorx") is not None

@@ -76,8 +76,8 @@ class PostgresDialect(Dialect):
         return None if column.declared.endswith("[]") else WATERMARK_KINDS.get(column.type_name)
 
     def queries(self, t: TableQuerySettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
-                casts: Mapping[str, str] | None = None) -> TableQueries:
-        return PostgresQueries(t, schema_name, table_name, columns, kind, label, casts)
+                casts: Mapping[str, str] | None = None, watermark_not_null: bool = False) -> TableQueries:
+        return PostgresQueries(t, schema_name, table_name, columns, kind, label, casts, watermark_not_null)
 
     def stream(self, conn: Any, query: Any, params: list[Any], fetch_rows: int, name: str,
                columns: list[str], casts: Mapping[str, str]) -> Iterator[list[tuple[Any, ...]]]:
@@ -93,6 +93,7 @@ class PostgresDialect(Dialect):
                 yield batch
 
     native_install = "reader native needs the ADBC PostgreSQL driver: pip install 'gobblin-py[jdbc]'"
+    native_modules = ("adbc_driver_postgresql.dbapi", "psycopg.conninfo")
 
     def native_reader_installed(self) -> bool:
         return importlib.util.find_spec("adbc_driver_postgresql") is not None
@@ -184,11 +185,12 @@ class PostgresQueries(TableQueries):
     """The SQL of one PostgreSQL table (psycopg.sql composition)."""
 
     def __init__(self, t: TableQuerySettings, schema_name: str, table_name: str, columns: list[str], kind: str, label: str,
-                 casts: Mapping[str, str] | None = None) -> None:
+                 casts: Mapping[str, str] | None = None, watermark_not_null: bool = False) -> None:
         from psycopg import sql
 
         self.sql = sql
         self.settings, self.columns, self.kind, self.label = t, columns, kind, label
+        self.not_null = watermark_not_null
         self.casts = dict(casts or {})  # column → `text` or `text[]`: selected as their exact text, in any row format
         self.table = sql.Identifier(schema_name, table_name)
         self.wm = sql.Identifier(t.watermark_column)
@@ -234,35 +236,56 @@ class PostgresQueries(TableQueries):
 
     def range_condition(self, r: Range) -> tuple[Any, list[Any]]:
         """`(lo, hi]` of the watermark column; a range from the start also holds the rows without a watermark (never
-        those at -infinity: like +infinity, in no range)."""
+        those at -infinity: like +infinity, in no range). Of a NOT NULL column, without the `IS NULL` arm: the same
+        rows, and the condition stays an index range (with the arm, PostgreSQL 16 filters the whole index or table:
+        the first of a 2M-row first load's four sub-ranges took 0.62 s of the server's time, the others 0.19 s)."""
         sql = self.sql
         if r.lo is None:
             finite = self.finite if self.kind != WatermarkKind.INTEGER else sql.SQL("TRUE")
+            if self.not_null:
+                return sql.SQL("({finite} AND {wm} <= %s)").format(finite=finite, wm=self.wm), [r.hi]
             return sql.SQL("(({finite} AND {wm} <= %s) OR {wm} IS NULL)").format(finite=finite, wm=self.wm), [r.hi]
         return sql.SQL("{wm} > %s AND {wm} <= %s").format(wm=self.wm), [r.lo, r.hi]
 
     def split(self, conn: Any, r: Range, parts: int) -> tuple[int, list[Any]]:
-        """percentile_disc over the range: the boundaries follow the column's distribution. Past SAMPLE_ABOVE rows of
-        a table, over a repeatable sample of its pages (about SAMPLE_ROWS of the range's rows): sorting every value
-        took 3 s of a 10M-row first load, and the boundaries only balance the tasks. The count is always exact (a
-        range counted empty is not read)."""
+        """percentile_disc over the range: the boundaries follow the column's distribution. Past SAMPLE_ABOVE rows, over
+        a repeatable sample of the table's pages (about SAMPLE_ROWS rows): sorting every value took 3 s of a 10M-row
+        first load, and the boundaries only balance the tasks. A range from the start (a first load) of a table the
+        catalog already counts past SAMPLE_ABOVE rows is sampled first, and when the sample puts more than SAMPLE_ABOVE
+        in it, its estimate stands in for the count (a scan of the range: 0.19 s of a 2M-row first load's planning);
+        otherwise the range is counted exactly, and a range counted empty is not read. An incremental range is counted
+        first: its count is an index range, cheaper than the sample (0.01 s against 0.04 s at 20,000 of 2M rows)."""
         sql = self.sql
         cond, params = self.range_condition(r)
         fractions = [k / parts for k in range(1, parts)]
         if fractions:
+            size = self.table_size(conn) if r.lo is None else None
+            known = size[1] if size is not None else 0.0  # pg_class.reltuples: -1 before the first VACUUM/ANALYZE
+            sampled = r.lo is None and known > SAMPLE_ABOVE and self._sampleable(conn)
+            if sampled:
+                estimate, bounds = self._sample(conn, r, fractions, 100.0 * SAMPLE_ROWS / known)
+                if estimate > SAMPLE_ABOVE and bounds:
+                    return estimate, bounds
             rows = self.count_range(conn, r)
-            if rows > SAMPLE_ABOVE and self._sampleable(conn):
-                sampled = sql.SQL("SELECT percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY {wm}) FROM {t} "
-                                  "TABLESAMPLE SYSTEM (%s::real) REPEATABLE (0) WHERE {cond}{where}").format(
-                    wm=self.wm, t=self.table, cond=cond, where=self.where)
-                quantiles = conn.execute(sampled, [fractions, 100.0 * SAMPLE_ROWS / rows, *params]).fetchone()[0]
-                bounds = inner_bounds(r, quantiles)
+            if rows > SAMPLE_ABOVE and (sampled or self._sampleable(conn)):
+                _, bounds = self._sample(conn, r, fractions, 100.0 * SAMPLE_ROWS / rows)
                 if bounds:
                     return rows, bounds
         query = sql.SQL("SELECT count(*), percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY {wm}) FROM {t} "
                         "WHERE {cond}{where}").format(wm=self.wm, t=self.table, cond=cond, where=self.where)
         rows, quantiles = conn.execute(query, [fractions or [0.5], *params]).fetchone()
         return int(rows), inner_bounds(r, quantiles if fractions else [])
+
+    def _sample(self, conn: Any, r: Range, fractions: list[float], percent: float) -> tuple[int, list[Any]]:
+        """The range's rows estimated from a repeatable sample of `percent` of the table's pages, and the inner
+        boundaries at the sample's quantiles (none when the sample holds no row of the range)."""
+        cond, params = self.range_condition(r)
+        percent = min(100.0, percent)
+        query = self.sql.SQL("SELECT count(*), percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY {wm}) FROM {t} "
+                             "TABLESAMPLE SYSTEM (%s::real) REPEATABLE (0) WHERE {cond}{where}").format(
+            wm=self.wm, t=self.table, cond=cond, where=self.where)
+        seen, quantiles = conn.execute(query, [fractions, percent, *params]).fetchone()
+        return round(seen * 100.0 / percent), inner_bounds(r, quantiles) if seen else []
 
     def _sampleable(self, conn: Any) -> bool:
         """Whether TABLESAMPLE applies: a plain table or a materialized view (not a view)."""

@@ -19,6 +19,7 @@ class JdbcSplit(Split):
     casts: dict[str, str] = {}  # column → the SQL cast it is read through
     native: bool  # whether the native (Arrow) reader gives these columns exactly
     kind: str  # WatermarkKind of the watermark column
+    watermark_not_null: bool = False  # declared NOT NULL at planning: a range from the start reads no `IS NULL` arm
     lo: WatermarkValue
     hi: WatermarkValue
     avro_schema: dict[str, Any]
