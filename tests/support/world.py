@@ -87,6 +87,7 @@ class World:
     next_id: int = 1
     expected: Counter[int] = field(default_factory=Counter)  # id → copies at the end, and at most at any time
     lowest: dict[int, int] = field(default_factory=dict)     # id → fewer copies the end may hold (taken back, merged)
+    withdrawn: set[int] = field(default_factory=set)         # ids taken back at their source: never read again
     broken: dict[str, Callable[[], None]] = field(default_factory=dict)  # what a failing run names → its repair
     log: list[str] = field(default_factory=list)
 
@@ -103,6 +104,7 @@ class World:
 
     def withdraw(self, ids: list[int] | set[int], now: Counter[int]) -> None:
         """Ids the world took back: what is published of them stays; the rest may never be."""
+        self.withdrawn.update(ids)
         for i in ids:
             self.lowest[i] = min(now[i], self.lowest.get(i, self.expected[i]))
 
@@ -355,7 +357,17 @@ class History:
         self.cli(world, ["recover", "job.yaml", "--all"], step, "recover", ok=(0, 1))
 
     def abandon(self, world: World, step: int) -> None:
+        """`recover --abandon`: it withdraws what a pending commit published before its watermarks were committed (as
+        it prints); of an id the world took back at its source since (`withdraw`), that copy is gone for good. (The
+        model held it owed until the soak found it: files seed 2609358620, a file deleted after a commit killed
+        between its steps, then abandoned.)"""
+        before = self.output_ids(world) if world.withdrawn else None
         self.cli(world, ["recover", "job.yaml", "--all", "--abandon", "--yes"], step, "abandon", ok=(0, 1))
+        if before is not None:
+            after = self.output_ids(world)
+            for i in world.withdrawn:
+                if after[i] < before[i]:
+                    world.lowest[i] = min(world.lowest.get(i, after[i]), after[i])
 
     def compact(self, world: World, step: int) -> None:
         args = ["compact", "job.yaml", "--in-process", "--min-files", "2"]
